@@ -1,0 +1,48 @@
+"""Exception classes. Every error hobbit raises derives from HobbitError so a
+caller can catch the whole family, and each names what went wrong and where."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+
+class HobbitError(Exception):
+    """Base class of every error hobbit raises on purpose."""
+
+
+class ModelFormatError(HobbitError):
+    """The model file is not a valid model: bad bytes, broken graph, dangling names."""
+
+
+@dataclass(frozen=True)
+class UnsupportedItem:
+    op_type: str
+    domain: str
+    opset: int
+    node: str
+    reason: str
+
+    def __str__(self) -> str:
+        domain = self.domain or "ai.onnx"
+        return f"{self.op_type} (domain {domain}, opset {self.opset}) at node '{self.node}': {self.reason}"
+
+
+class UnsupportedModelError(HobbitError):
+    """One or more constructs of the model are not supported; all are listed at once."""
+
+    def __init__(self, items: list[UnsupportedItem]):
+        self.items = list(items)
+        lines = "\n  ".join(str(i) for i in self.items)
+        super().__init__(f"{len(self.items)} unsupported construct(s) in the model:\n  {lines}")
+
+
+class ShapeError(HobbitError):
+    """Shapes or types of a node's inputs do not fit the op."""
+
+
+class InputError(HobbitError):
+    """Inputs given to CompiledModel.run do not match the model's declared inputs."""
+
+
+class CodegenError(HobbitError):
+    """A kernel could not be generated for a node (a bug or an unsupported variant)."""

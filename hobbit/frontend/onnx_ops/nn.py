@@ -1,0 +1,98 @@
+"""Converters for Conv, Gemm, MatMul and BatchNormalization."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from hobbit.frontend.converters import converter
+from hobbit.frontend.onnx import Unsupported
+
+
+def resolve_pads(auto_pad: str, pads: list[int] | None, in_hw: tuple[int, ...], kernel: tuple[int, ...],
+                 strides: tuple[int, ...], dilations: tuple[int, ...]) -> tuple[int, ...]:
+    """Explicit (begin..., end...) pads from ONNX's pads / auto_pad attributes."""
+    rank = len(kernel)
+    if auto_pad in ("", "NOTSET"):
+        pads = list(pads or [0] * (2 * rank))
+        if len(pads) != 2 * rank:
+            raise Unsupported(f"pads {pads} do not have {2 * rank} entries")
+        return tuple(pads)
+    if auto_pad == "VALID":
+        return (0,) * (2 * rank)
+    if auto_pad not in ("SAME_UPPER", "SAME_LOWER"):
+        raise Unsupported(f"auto_pad={auto_pad!r}")
+    begins, ends = [], []
+    for size, k, s, d in zip(in_hw, kernel, strides, dilations):
+        out = -(-size // s)
+        total = max(0, (out - 1) * s + (k - 1) * d + 1 - size)
+        small, big = total // 2, total - total // 2
+        begins.append(small if auto_pad == "SAME_UPPER" else big)
+        ends.append(big if auto_pad == "SAME_UPPER" else small)
+    return tuple(begins + ends)
+
+
+@converter("Conv", since=1)
+def conv(ctx, node, ins):
+    a = ctx.attrs(node)
+    x, w = ins[0], ins[1]
+    if len(x.shape) != 4:
+        raise Unsupported(f"only 2-D convolution is supported (input rank {len(x.shape)})")
+    kernel = tuple(w.shape[2:])
+    if "kernel_shape" in a and tuple(a["kernel_shape"]) != kernel:
+        raise Unsupported(f"kernel_shape {a['kernel_shape']} disagrees with weight shape {w.shape}")
+    strides = tuple(a.get("strides", (1, 1)))
+    dilations = tuple(a.get("dilations", (1, 1)))
+    pads = resolve_pads(a.get("auto_pad", "NOTSET"), a.get("pads"), x.shape[2:], kernel, strides, dilations)
+    pads = (pads[0], pads[1], pads[2], pads[3])
+    inputs = [x, w] + ([ins[2]] if len(ins) > 2 and ins[2] is not None else [])
+    return [ctx.emit1("Conv", inputs, {"strides": strides, "dilations": dilations, "pads": pads,
+                                       "group": int(a.get("group", 1))})]
+
+
+@converter("MatMul", since=1)
+def matmul(ctx, node, ins):
+    a, b = ins
+    if len(a.shape) == 0 or len(b.shape) == 0:
+        raise Unsupported("MatMul of a scalar")
+    a2 = ctx.emit1("Reshape", [a], {"shape": (1,) + tuple(a.shape)}) if len(a.shape) == 1 else a
+    b2 = ctx.emit1("Reshape", [b], {"shape": tuple(b.shape) + (1,)}) if len(b.shape) == 1 else b
+    y = ctx.emit1("MatMul", [a2, b2])
+    shape = tuple(y.shape)
+    if len(a.shape) == 1:
+        shape = shape[:-2] + shape[-1:]
+    if len(b.shape) == 1:
+        shape = shape[:-1]
+    return [ctx.emit1("Reshape", [y], {"shape": shape}) if shape != tuple(y.shape) else y]
+
+
+@converter("Gemm", since=1)
+def gemm(ctx, node, ins):
+    """alpha*A'B' + beta*C as MatMul (+ Mul) (+ Add); constant transposes fold away."""
+    a_attr = ctx.attrs(node)
+    a, b = ins[0], ins[1]
+    c = ins[2] if len(ins) > 2 else None
+    if a_attr.get("transA", 0):
+        a = ctx.emit1("Transpose", [a], {"perm": (1, 0)})
+    if a_attr.get("transB", 0):
+        b = ctx.emit1("Transpose", [b], {"perm": (1, 0)})
+    alpha, beta = float(a_attr.get("alpha", 1.0)), float(a_attr.get("beta", 1.0))
+    if alpha != 1.0:
+        b = ctx.emit1("Mul", [b, ctx.const(alpha, b.dtype)])
+    y = ctx.emit1("MatMul", [a, b])
+    if c is not None and beta != 0.0:
+        if beta != 1.0:
+            c = ctx.emit1("Mul", [c, ctx.const(beta, c.dtype)])
+        y = ctx.emit1("Add", [y, c])
+    return [y]
+
+
+@converter("BatchNormalization", since=1)
+def batchnorm(ctx, node, ins):
+    a = ctx.attrs(node)
+    if a.get("training_mode", 0) or (ctx.opset < 9 and not a.get("is_test", 1) and len(node.output) > 1):
+        raise Unsupported("training-mode BatchNormalization")
+    if len(ins[0].shape) < 2:
+        raise Unsupported("BatchNormalization needs an input of rank >= 2")
+    for v, what in zip(ins[1:5], ("scale", "B", "mean", "var")):
+        ctx.const_value(v, f"BatchNormalization {what}")
+    return [ctx.emit1("BatchNormalization", ins[:5], {"epsilon": float(a.get("epsilon", 1e-5))})]

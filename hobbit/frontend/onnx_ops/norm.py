@@ -1,0 +1,1 @@
+"""ONNX converters for norm ops (being written)."""

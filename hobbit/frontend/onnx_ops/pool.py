@@ -1,0 +1,1 @@
+"""ONNX converters for pool ops (being written)."""

@@ -1,0 +1,145 @@
+"""The graph IR: SSA values with static tensor types, nodes with attributes,
+constants as numpy arrays. Frontends build it, passes rewrite it, lowering reads it."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+Dim = int | str
+
+
+@dataclass(frozen=True)
+class TensorType:
+    dtype: np.dtype
+    shape: tuple[Dim, ...]
+
+    @property
+    def is_static(self) -> bool:
+        return all(isinstance(d, int) for d in self.shape)
+
+    @property
+    def size(self) -> int:
+        return int(np.prod(self.shape, dtype=np.int64))
+
+    @property
+    def nbytes(self) -> int:
+        return self.size * np.dtype(self.dtype).itemsize
+
+    def __str__(self) -> str:
+        dims = "x".join(str(d) for d in self.shape) or "scalar"
+        return f"{np.dtype(self.dtype).name}[{dims}]"
+
+
+class Value:
+    """One SSA tensor. `const` holds the data of a constant (weights, folded values)."""
+
+    def __init__(self, name: str, type: TensorType | None = None, const: np.ndarray | None = None):
+        self.name = name
+        self.const = const
+        if const is not None:
+            type = TensorType(const.dtype, tuple(int(d) for d in const.shape))
+        self.type = type
+        self.producer: Node | None = None
+
+    @property
+    def shape(self) -> tuple[Dim, ...]:
+        return self.type.shape
+
+    @property
+    def dtype(self) -> np.dtype:
+        return self.type.dtype
+
+    def __repr__(self) -> str:
+        kind = "const " if self.const is not None else ""
+        return f"%{self.name}: {kind}{self.type}"
+
+
+@dataclass
+class EpilogueStep:
+    """One element-wise op applied to a kernel's output before it is stored.
+
+    `operand` is the op's second input (None for unary ops); `swap` means the
+    running value is the op's second argument (e.g. Sub(c, x)). `origin` is the
+    name of the graph node the step came from, kept for readable IR and inspect."""
+
+    op: str
+    operand: Value | None
+    attrs: dict[str, Any]
+    origin: str
+    swap: bool = False
+
+
+@dataclass
+class Node:
+    op: str
+    name: str
+    inputs: list[Value | None]
+    outputs: list[Value]
+    attrs: dict[str, Any] = field(default_factory=dict)
+    epilogue: list[EpilogueStep] = field(default_factory=list)
+
+    @property
+    def fused_names(self) -> list[str]:
+        return [self.name] + [s.origin for s in self.epilogue]
+
+    def operands(self) -> list[Value]:
+        """Every value the generated kernel reads: inputs, then epilogue operands."""
+        vals = [v for v in self.inputs if v is not None]
+        return vals + [s.operand for s in self.epilogue if s.operand is not None]
+
+    def __repr__(self) -> str:
+        ins = ", ".join("_" if v is None else f"%{v.name}" for v in self.inputs)
+        outs = ", ".join(f"%{v.name}" for v in self.outputs)
+        text = f"{outs} = {self.op}[{self.name}]({ins})"
+        for step in self.epilogue:
+            operand = f"%{step.operand.name}" if step.operand is not None else ""
+            text += f" -> {step.op}[{step.origin}]({operand})"
+        return text
+
+
+class Graph:
+    def __init__(self, name: str, inputs: list[Value], outputs: list[Value], nodes: list[Node]):
+        self.name = name
+        self.inputs = inputs
+        self.outputs = outputs
+        self.nodes = nodes
+        self.output_names = [v.name for v in outputs]
+        self.relink()
+
+    def relink(self) -> None:
+        """Recompute producer links after nodes were added or removed."""
+        for node in self.nodes:
+            for out in node.outputs:
+                out.producer = node
+
+    def consumers(self) -> dict[int, list[Node]]:
+        """Map id(value) -> nodes reading it (inputs or epilogue operands)."""
+        users: dict[int, list[Node]] = {}
+        for node in self.nodes:
+            for v in node.operands():
+                users.setdefault(id(v), []).append(node)
+        return users
+
+    def constants(self) -> list[Value]:
+        seen: dict[int, Value] = {}
+        for node in self.nodes:
+            for v in node.operands():
+                if v.const is not None:
+                    seen.setdefault(id(v), v)
+        for v in self.outputs:
+            if v.const is not None:
+                seen.setdefault(id(v), v)
+        return list(seen.values())
+
+    def __str__(self) -> str:
+        lines = [f"graph {self.name}("]
+        lines += [f"    {v!r}" for v in self.inputs]
+        lines.append(") {")
+        for node in self.nodes:
+            lines.append(f"  {node!r}")
+        lines.append("  return " + ", ".join(f"%{v.name}" for v in self.outputs))
+        lines.append("}")
+        return "\n".join(lines)

@@ -1,0 +1,77 @@
+"""The op registry: the one place that says what a graph op is.
+
+An OpDef carries the op's attribute defaults, its type/shape inference, a
+numpy reference (used by constant folding and by tests), and how it is lowered.
+The graph layer only stores the lowering callables; they are defined in
+`hobbit.ops` on top of `hobbit.lower`, so nothing here knows about LLVM."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Callable
+
+import numpy as np
+
+from hobbit.graph.ir import Node, TensorType
+
+Infer = Callable[[Node], list[TensorType]]
+Reference = Callable[[list[np.ndarray], dict[str, Any]], list[np.ndarray]]
+
+
+@dataclass
+class OpDef:
+    name: str
+    infer: Infer
+    reference: Reference
+    # How the op becomes code; None means it must be folded away at compile time.
+    lower: Callable[..., None] | None = None
+    # "elementwise" ops are scalar expressions run by the shared loop emitter and
+    # can be fused as epilogues; "view" ops reinterpret their input's memory.
+    kind: str = "kernel"
+    # Scalar expression of an element-wise op: scalar(emitter, args, attrs) -> value.
+    scalar: Callable[..., Any] | None = None
+    # For kernels that accept fused epilogues: the index space the kernel hands to
+    # its epilogue (innermost dim contiguous), as a function of the node.
+    epilogue_view: Callable[[Node], tuple[int, ...]] | None = None
+    # Bytes of per-call scratch memory the kernel needs, placed in the arena.
+    scratch_bytes: Callable[[Node], int] | None = None
+    attrs: dict[str, Any] = field(default_factory=dict)
+    doc: str = ""
+
+
+_REGISTRY: dict[str, OpDef] = {}
+
+
+def register_op(opdef: OpDef) -> OpDef:
+    if opdef.name in _REGISTRY:
+        raise ValueError(f"op {opdef.name!r} registered twice")
+    _REGISTRY[opdef.name] = opdef
+    return opdef
+
+
+def get_op(name: str) -> OpDef:
+    _ensure_loaded()
+    return _REGISTRY[name]
+
+
+def has_op(name: str) -> bool:
+    _ensure_loaded()
+    return name in _REGISTRY
+
+
+def all_ops() -> dict[str, OpDef]:
+    _ensure_loaded()
+    return dict(_REGISTRY)
+
+
+def _ensure_loaded() -> None:
+    """Op definitions live in hobbit.ops; importing it fills the table."""
+    import hobbit.ops  # noqa: F401
+
+
+def with_defaults(node: Node) -> dict[str, Any]:
+    """The node's attributes completed with the op's declared defaults."""
+    opdef = get_op(node.op)
+    merged = dict(opdef.attrs)
+    merged.update(node.attrs)
+    return merged

@@ -1,0 +1,224 @@
+"""KernelBuilder: the small vocabulary every kernel is written in.
+
+It wraps an llvmlite IRBuilder with counted loops (phi-based, so LLVM sees
+canonical loops it can unroll and vectorise), typed pointer arithmetic, vector
+loads/stores with masks for ragged edges, and constants. Kernels index tensors
+in elements, never bytes."""
+
+from __future__ import annotations
+
+from contextlib import contextmanager
+from typing import Iterator
+
+import numpy as np
+from llvmlite import ir
+
+from hobbit.errors import CodegenError
+
+I64 = ir.IntType(64)
+I32 = ir.IntType(32)
+I1 = ir.IntType(1)
+PTR = ir.PointerType()
+
+_LLVM_TYPES = {
+    np.dtype(np.float32): ir.FloatType(),
+    np.dtype(np.float64): ir.DoubleType(),
+    np.dtype(np.float16): ir.HalfType(),
+    np.dtype(np.int8): ir.IntType(8),
+    np.dtype(np.uint8): ir.IntType(8),
+    np.dtype(np.int16): ir.IntType(16),
+    np.dtype(np.uint16): ir.IntType(16),
+    np.dtype(np.int32): ir.IntType(32),
+    np.dtype(np.uint32): ir.IntType(32),
+    np.dtype(np.int64): ir.IntType(64),
+    np.dtype(np.uint64): ir.IntType(64),
+    np.dtype(np.bool_): ir.IntType(8),
+}
+
+
+def llvm_type(dtype: np.dtype) -> ir.Type:
+    try:
+        return _LLVM_TYPES[np.dtype(dtype)]
+    except KeyError:
+        raise CodegenError(f"no code generation for dtype {np.dtype(dtype).name}") from None
+
+
+def is_float(dtype: np.dtype) -> bool:
+    return np.dtype(dtype).kind == "f"
+
+
+def is_signed(dtype: np.dtype) -> bool:
+    return np.dtype(dtype).kind in "if"
+
+
+class KernelBuilder:
+    def __init__(self, fn: ir.Function):
+        self.fn = fn
+        # Allocas go in their own entry block so LLVM promotes them to registers.
+        self._allocas = ir.IRBuilder(fn.append_basic_block("entry"))
+        self.b = ir.IRBuilder(fn.append_basic_block("body"))
+
+    def alloca(self, ty: ir.Type) -> ir.Value:
+        return self._allocas.alloca(ty)
+
+    def finish(self) -> None:
+        """Close the function: return from the body, enter the body from the alloca block."""
+        self.b.ret_void()
+        self._allocas.branch(self.fn.basic_blocks[1])
+
+    # -- constants -------------------------------------------------------------
+    @staticmethod
+    def i64(v: int) -> ir.Constant:
+        return ir.Constant(I64, int(v))
+
+    @staticmethod
+    def const(dtype: np.dtype, v: float, width: int = 1) -> ir.Constant:
+        ty = llvm_type(dtype)
+        c = ir.Constant(ty, float(v) if is_float(dtype) else int(v))
+        if width == 1:
+            return c
+        return ir.Constant(ir.VectorType(ty, width), [c] * width)
+
+    def idx(self, v: int | ir.Value) -> ir.Value:
+        return self.i64(v) if isinstance(v, (int, np.integer)) else v
+
+    # -- integer index arithmetic that folds python ints -------------------------
+    def add(self, a: int | ir.Value, b: int | ir.Value) -> int | ir.Value:
+        if isinstance(a, int) and isinstance(b, int):
+            return a + b
+        if isinstance(b, int) and b == 0:
+            return a
+        if isinstance(a, int) and a == 0:
+            return b
+        return self.b.add(self.idx(a), self.idx(b))
+
+    def mul(self, a: int | ir.Value, b: int | ir.Value) -> int | ir.Value:
+        if isinstance(a, int) and isinstance(b, int):
+            return a * b
+        if isinstance(b, int) and b == 1:
+            return a
+        if isinstance(a, int) and a == 1:
+            return b
+        if (isinstance(a, int) and a == 0) or (isinstance(b, int) and b == 0):
+            return 0
+        return self.b.mul(self.idx(a), self.idx(b))
+
+    def affine(self, terms: list[tuple[int | ir.Value, int]], base: int = 0) -> int | ir.Value:
+        """base + sum(index * stride), skipping zero strides."""
+        acc: int | ir.Value = base
+        for index, stride in terms:
+            if stride:
+                acc = self.add(acc, self.mul(index, stride))
+        return acc
+
+    # -- loops -----------------------------------------------------------------
+    @contextmanager
+    def loop(self, start: int | ir.Value, stop: int | ir.Value, step: int = 1,
+             name: str = "i") -> Iterator[ir.Value]:
+        """A counted loop `for i in range(start, stop, step)`; body emitted in the with-block."""
+        b = self.b
+        pre = b.block
+        header = self.fn.append_basic_block(f"{name}.head")
+        body = self.fn.append_basic_block(f"{name}.body")
+        exit_ = self.fn.append_basic_block(f"{name}.end")
+        start_v, stop_v = self.idx(start), self.idx(stop)
+        b.branch(header)
+        b.position_at_end(header)
+        i = b.phi(I64, name=name)
+        i.add_incoming(start_v, pre)
+        b.cbranch(b.icmp_signed("<", i, stop_v), body, exit_)
+        b.position_at_end(body)
+        yield i
+        nxt = b.add(i, self.i64(step), name=f"{name}.next", flags=["nsw"])
+        i.add_incoming(nxt, b.block)
+        b.branch(header)
+        b.position_at_end(exit_)
+
+    @contextmanager
+    def if_then(self, cond: ir.Value) -> Iterator[None]:
+        with self.b.if_then(cond):
+            yield
+
+    # -- memory ----------------------------------------------------------------
+    def gep(self, ptr: ir.Value, dtype: np.dtype, index: int | ir.Value) -> ir.Value:
+        if isinstance(index, int) and index == 0:
+            return ptr
+        return self.b.gep(ptr, [self.idx(index)], source_etype=llvm_type(dtype), inbounds=True)
+
+    def load(self, ptr: ir.Value, dtype: np.dtype, index: int | ir.Value = 0) -> ir.Value:
+        return self.b.load(self.gep(ptr, dtype, index), typ=llvm_type(dtype))
+
+    def store(self, value: ir.Value, ptr: ir.Value, dtype: np.dtype, index: int | ir.Value = 0) -> None:
+        self.b.store(value, self.gep(ptr, dtype, index))
+
+    def vload(self, ptr: ir.Value, dtype: np.dtype, index: int | ir.Value, width: int,
+              mask: ir.Value | None = None) -> ir.Value:
+        """Load `width` contiguous elements; lanes where `mask` is false read as zero."""
+        if width == 1 and mask is None:
+            return self.load(ptr, dtype, index)
+        vty = ir.VectorType(llvm_type(dtype), width)
+        addr = self.gep(ptr, dtype, index)
+        align = np.dtype(dtype).itemsize
+        if mask is None:
+            inst = self.b.load(addr, typ=vty)
+            inst.align = align
+            return inst
+        fn = self._intrinsic(f"llvm.masked.load.{overload_suffix(vty)}.p0", vty,
+                             [PTR, I32, ir.VectorType(I1, width), vty])
+        zero = ir.Constant(vty, None)
+        return self.b.call(fn, [addr, ir.Constant(I32, align), mask, zero])
+
+    def vstore(self, value: ir.Value, ptr: ir.Value, dtype: np.dtype, index: int | ir.Value,
+               mask: ir.Value | None = None) -> None:
+        width = value.type.count if isinstance(value.type, ir.VectorType) else 1
+        if width == 1 and mask is None:
+            self.store(value, ptr, dtype, index)
+            return
+        addr = self.gep(ptr, dtype, index)
+        align = np.dtype(dtype).itemsize
+        if mask is None:
+            inst = self.b.store(value, addr)
+            inst.align = align
+            return
+        vty = value.type
+        fn = self._intrinsic(f"llvm.masked.store.{overload_suffix(vty)}.p0", ir.VoidType(),
+                             [vty, PTR, I32, ir.VectorType(I1, width)])
+        self.b.call(fn, [value, addr, ir.Constant(I32, align), mask])
+
+    def splat(self, scalar: ir.Value, width: int) -> ir.Value:
+        if width == 1:
+            return scalar
+        vty = ir.VectorType(scalar.type, width)
+        v = self.b.insert_element(ir.Constant(vty, None), scalar, ir.Constant(I32, 0))
+        return self.b.shuffle_vector(v, ir.Constant(vty, None), ir.Constant(ir.VectorType(I32, width), [0] * width))
+
+    @staticmethod
+    def prefix_mask(width: int, count: int) -> ir.Constant:
+        """A constant mask with the first `count` lanes on (for a static ragged edge)."""
+        return ir.Constant(ir.VectorType(I1, width), [1 if i < count else 0 for i in range(width)])
+
+    def call_intrinsic(self, name: str, ret: ir.Type, args: list[ir.Value]) -> ir.Value:
+        fn = self._intrinsic(name, ret, [a.type for a in args])
+        return self.b.call(fn, args)
+
+    def _intrinsic(self, name: str, ret: ir.Type, args: list[ir.Type]) -> ir.Function:
+        module = self.fn.module
+        existing = module.globals.get(name)
+        if existing is not None:
+            return existing
+        return ir.Function(module, ir.FunctionType(ret, args), name=name)
+
+
+def overload_suffix(ty: ir.Type) -> str:
+    """LLVM's overload suffix for a type: v16f32, f32, i64, ..."""
+    if isinstance(ty, ir.VectorType):
+        return f"v{ty.count}{overload_suffix(ty.element)}"
+    if isinstance(ty, ir.FloatType):
+        return "f32"
+    if isinstance(ty, ir.DoubleType):
+        return "f64"
+    if isinstance(ty, ir.HalfType):
+        return "f16"
+    if isinstance(ty, ir.IntType):
+        return f"i{ty.width}"
+    raise CodegenError(f"no intrinsic suffix for {ty}")

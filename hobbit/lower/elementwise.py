@@ -1,0 +1,167 @@
+"""The shared element-wise loop emitter and fused epilogues.
+
+A fused group is a producer (an element-wise op, or a kernel such as Conv or
+Gemm) followed by a chain of element-wise steps. The producer hands each output
+vector to `Epilogue.apply` with its index in the producer's *view* of the output
+(e.g. Conv's [N, C, H*W]); every step operand is broadcast into that view by
+strides computed here, so a bias is a scalar broadcast and a residual is a
+vector load: one pass over memory."""
+
+from __future__ import annotations
+
+import numpy as np
+from llvmlite import ir
+
+from hobbit.graph.ir import EpilogueStep, Node
+from hobbit.graph.registry import get_op
+from hobbit.lower.builder import KernelBuilder
+from hobbit.lower.scalar import Emit
+
+
+def broadcast_strides(shape: tuple[int, ...], out_shape: tuple[int, ...]) -> list[int]:
+    """Element strides of a row-major tensor of `shape` read at `out_shape` indices."""
+    rank = len(out_shape)
+    padded = (1,) * (rank - len(shape)) + tuple(shape)
+    strides = [0] * rank
+    step = 1
+    for d in range(rank - 1, -1, -1):
+        strides[d] = step if padded[d] != 1 else 0
+        step *= padded[d]
+    return strides
+
+
+def view_groups(out_shape: tuple[int, ...], view: tuple[int, ...]) -> list[list[int]] | None:
+    """Which consecutive output dims each view dim merges, or None if `view` is not such a merge."""
+    groups: list[list[int]] = []
+    d = 0
+    for extent in view:
+        group: list[int] = []
+        size = 1
+        while d < len(out_shape) and size < extent:
+            group.append(d)
+            size *= out_shape[d]
+            d += 1
+        if size != extent:
+            return None
+        groups.append(group)
+    if any(out_shape[rest] != 1 for rest in range(d, len(out_shape))):
+        return None
+    return groups
+
+
+def view_strides(shape: tuple[int, ...], out_shape: tuple[int, ...], view: tuple[int, ...]) -> list[int] | None:
+    """Strides of an operand broadcast to `out_shape`, expressed in `view` dims,
+    or None when the broadcast cannot be expressed as one stride per view dim."""
+    groups = view_groups(out_shape, view)
+    if groups is None:
+        return None
+    full = broadcast_strides(shape, out_shape)
+    result = []
+    for group in groups:
+        dims = [d for d in group if out_shape[d] != 1]
+        if not dims:
+            result.append(0)
+            continue
+        for a, b in zip(dims, dims[1:]):
+            if full[a] != full[b] * out_shape[b]:
+                return None
+        result.append(full[dims[-1]])
+    return result
+
+
+class Epilogue:
+    """Applies a node's fused element-wise steps to values the kernel computed."""
+
+    def __init__(self, kb: KernelBuilder, node: Node, operand_ptrs: list[ir.Value | None],
+                 view: tuple[int, ...]):
+        self.kb = kb
+        self.steps: list[tuple[EpilogueStep, ir.Value | None, list[int] | None]] = []
+        out_shape = node.outputs[0].shape
+        for step, ptr in zip(node.epilogue, operand_ptrs):
+            strides = None
+            if step.operand is not None:
+                strides = view_strides(step.operand.shape, out_shape, view)
+                assert strides is not None, "fusion admitted an operand the view cannot index"
+            self.steps.append((step, ptr, strides))
+
+    def apply(self, e: Emit, x: ir.Value, index: list[int | ir.Value], mask: ir.Value | None = None) -> ir.Value:
+        for step, ptr, strides in self.steps:
+            scalar = get_op(step.op).scalar
+            if ptr is None:
+                x = scalar(e, [x], step.attrs)
+                continue
+            y = load_broadcast(e, ptr, strides, index, mask)
+            args = [y, x] if step.swap else [x, y]
+            x = scalar(e, args, step.attrs)
+        return x
+
+
+def load_broadcast(e: Emit, ptr: ir.Value, strides: list[int], index: list[int | ir.Value],
+                   mask: ir.Value | None) -> ir.Value:
+    """Load e.width elements along the last index: a vector if contiguous, a splat if broadcast."""
+    kb = e.kb
+    offset = kb.affine(list(zip(index, strides)))
+    if e.width == 1 or strides[-1] == 0:
+        return kb.splat(kb.load(ptr, e.dtype, offset), e.width)
+    return kb.vload(ptr, e.dtype, offset, e.width, mask)
+
+
+def collapse(shape: tuple[int, ...], stride_sets: list[list[int]]) -> tuple[tuple[int, ...], list[list[int]]]:
+    """Merge adjacent dims that every operand walks contiguously, so loops are few and long."""
+    dims = [d for d in range(len(shape)) if shape[d] != 1]
+    if not dims:
+        return (1,), [[0] for _ in stride_sets]
+    new_shape = [shape[dims[0]]]
+    new_strides = [[s[dims[0]]] for s in stride_sets]
+    for d in dims[1:]:
+        if all(ns[-1] == s[d] * shape[d] for ns, s in zip(new_strides, stride_sets)):
+            new_shape[-1] *= shape[d]
+            for ns, s in zip(new_strides, stride_sets):
+                ns[-1] = s[d]
+        else:
+            new_shape.append(shape[d])
+            for ns, s in zip(new_strides, stride_sets):
+                ns.append(s[d])
+    return tuple(new_shape), new_strides
+
+
+def emit_loop_nest(kb: KernelBuilder, shape: tuple[int, ...], width: int, body) -> None:
+    """Loops over `shape`; the last dim in vectors of `width` with one masked tail.
+    `body(index, width, mask)` emits the work for one vector."""
+
+    def level(d: int, index: list) -> None:
+        if d == len(shape) - 1:
+            inner = shape[d]
+            full = inner - inner % width
+            if full:
+                with kb.loop(0, full, width, name=f"d{d}") as i:
+                    body(index + [i], width, None)
+            if inner % width:
+                body(index + [full], width, kb.prefix_mask(width, inner % width))
+            return
+        with kb.loop(0, shape[d], name=f"d{d}") as i:
+            level(d + 1, index + [i])
+
+    level(0, [])
+
+
+def emit_elementwise(kb: KernelBuilder, node: Node, input_ptrs: list[ir.Value], epilogue_ptrs: list,
+                     out_ptr: ir.Value, width: int) -> None:
+    """A standalone element-wise group: broadcasting loads, the op, its epilogue, a store."""
+    out = node.outputs[0]
+    out_shape = tuple(out.shape)
+    strides = [broadcast_strides(v.shape, out_shape) for v in node.operands()]
+    shape, collapsed = collapse(out_shape, strides + [broadcast_strides(out_shape, out_shape)])
+    in_strides, store_strides = collapsed[: len(node.inputs)], collapsed[-1]
+    epilogue = Epilogue(kb, node, epilogue_ptrs, shape)
+    scalar = get_op(node.op).scalar
+    in_dtype = node.inputs[0].dtype
+
+    def body(index, w, mask):
+        loaded = [load_broadcast(Emit(kb, v.dtype, w), p, s, index, mask)
+                  for v, p, s in zip(node.inputs, input_ptrs, in_strides)]
+        x = scalar(Emit(kb, in_dtype, w), loaded, node.attrs)
+        x = epilogue.apply(Emit(kb, out.dtype, w), x, index, mask)
+        kb.vstore(x, out_ptr, out.dtype, kb.affine(list(zip(index, store_strides))), mask)
+
+    emit_loop_nest(kb, shape, width, body)

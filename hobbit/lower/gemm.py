@@ -1,0 +1,121 @@
+"""The register-blocked GEMM microkernel behind Conv, Gemm and MatMul.
+
+C[M, N] = A[M, K] @ B[K, N], with N (C's contiguous dim) in vectors. An MR x NR
+block of C lives in vector registers; each k step loads nv vectors of B,
+broadcasts MR scalars of A and issues MR*nv vector FMAs. Shapes are static, so
+every loop bound, ragged edge and mask is decided here at compile time.
+
+Operands are described by strides so one kernel serves row-major and packed
+layouts: A[m, k] is at  a.offset + (m // MR)*a.panel + k*a.k + (m % MR)*a.m,
+B[k, n] at b.offset + k*b.k + n, C[m, n] at c.offset + m*c.m + n."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Callable
+
+import numpy as np
+from llvmlite import ir
+
+from hobbit.lower.builder import KernelBuilder
+from hobbit.lower.schedule import GemmSchedule
+from hobbit.lower.scalar import Emit
+
+Index = int | ir.Value
+# epilogue(e, value, m, n, mask) -> value to store at C[m, n : n + width]
+EpilogueFn = Callable[[Emit, ir.Value, Index, Index, ir.Value | None], ir.Value]
+
+
+@dataclass
+class MatA:
+    ptr: ir.Value
+    offset: Index
+    panel: int
+    k: int
+    m: int
+
+
+@dataclass
+class MatB:
+    ptr: ir.Value
+    offset: Index
+    k: int
+
+
+@dataclass
+class MatC:
+    ptr: ir.Value
+    offset: Index
+    m: int
+
+
+def row_major_a(ptr: ir.Value, offset: Index, lda: int, mr: int) -> MatA:
+    return MatA(ptr, offset, panel=mr * lda, k=1, m=lda)
+
+
+def emit_gemm(kb: KernelBuilder, s: GemmSchedule, M: int, N: int, K: int,
+              a: MatA, b: MatB, c: MatC, dtype: np.dtype, epilogue: EpilogueFn | None) -> None:
+    chunks = [(k0, min(K, k0 + s.kc)) for k0 in range(0, K, s.kc)]
+    n_panels, n_rem = divmod(N, s.nr)
+    m_blocks, m_rem = divmod(M, s.mr)
+    acc_type = ir.VectorType(_elem(kb, dtype), s.vw)
+    accs = [[kb.alloca(acc_type) for _ in range(s.nv)] for _ in range(s.mr)]
+
+    for ci, (k0, k1) in enumerate(chunks):
+        first, last = ci == 0, ci == len(chunks) - 1
+
+        def panel(n0: Index, nv: int, tail_lanes: int) -> None:
+            def rows(mb: Index, mr: int) -> None:
+                _micro(kb, s, accs, mb, mr, n0, nv, tail_lanes, k0, k1, first, last, a, b, c, dtype,
+                       epilogue if last else None)
+
+            if m_blocks:
+                with kb.loop(0, m_blocks, name="mb") as mb:
+                    rows(mb, s.mr)
+            if m_rem:
+                rows(m_blocks, m_rem)
+
+        if n_panels:
+            with kb.loop(0, n_panels * s.nr, s.nr, name="n0") as n0:
+                panel(n0, s.nv, 0)
+        if n_rem:
+            panel(n_panels * s.nr, -(-n_rem // s.vw), n_rem % s.vw)
+
+
+def _micro(kb: KernelBuilder, s: GemmSchedule, accs, mb: Index, mr: int, n0: Index, nv: int,
+           tail_lanes: int, k0: int, k1: int, first: bool, last: bool,
+           a: MatA, b: MatB, c: MatC, dtype: np.dtype, epilogue: EpilogueFn | None) -> None:
+    """One MR x (nv vectors) block of C over k in [k0, k1)."""
+    e = Emit(kb, dtype, s.vw)
+    masks = [kb.prefix_mask(s.vw, tail_lanes) if tail_lanes and j == nv - 1 else None for j in range(nv)]
+    m0 = kb.mul(mb, s.mr)
+    c_rows = [kb.add(c.offset, kb.affine([(m0, c.m)], i * c.m)) for i in range(mr)]
+    for i in range(mr):
+        for j in range(nv):
+            init = e.c(0.0) if first else kb.vload(c.ptr, dtype, kb.add(c_rows[i], kb.add(n0, j * s.vw)),
+                                                     s.vw, masks[j])
+            kb.b.store(init, accs[i][j])
+
+    a_base = kb.add(a.offset, kb.mul(mb, a.panel))
+    b_base = kb.add(b.offset, n0)
+    with kb.loop(k0, k1, name="k") as k:
+        b_row = kb.add(b_base, kb.mul(k, b.k))
+        bv = [kb.vload(b.ptr, dtype, kb.add(b_row, j * s.vw), s.vw, masks[j]) for j in range(nv)]
+        a_row = kb.add(a_base, kb.mul(k, a.k))
+        for i in range(mr):
+            av = kb.splat(kb.load(a.ptr, dtype, kb.add(a_row, i * a.m)), s.vw)
+            for j in range(nv):
+                acc = kb.b.load(accs[i][j], typ=bv[j].type)
+                kb.b.store(e.fma(av, bv[j], acc), accs[i][j])
+
+    for i in range(mr):
+        for j in range(nv):
+            x = kb.b.load(accs[i][j], typ=ir.VectorType(_elem(kb, dtype), s.vw))
+            n = kb.add(n0, j * s.vw)
+            if epilogue is not None:
+                x = epilogue(e, x, kb.add(m0, i), n, masks[j])
+            kb.vstore(x, c.ptr, dtype, kb.add(c_rows[i], n), masks[j])
+
+
+def _elem(kb: KernelBuilder, dtype: np.dtype) -> ir.Type:
+    return kb.const(dtype, 0).type

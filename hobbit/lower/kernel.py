@@ -1,0 +1,27 @@
+"""What a lowering function receives: the node, its pointers, a builder, the target."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+from llvmlite import ir
+
+from hobbit.codegen.target import Target
+from hobbit.graph.ir import Node
+from hobbit.lower.builder import KernelBuilder
+
+
+@dataclass
+class KernelArgs:
+    kb: KernelBuilder
+    node: Node
+    target: Target
+    inputs: list[ir.Value | None]  # one pointer per node.inputs entry (None for absent optionals)
+    outputs: list[ir.Value]
+    epilogue: list[ir.Value | None]  # one pointer per epilogue step (None for unary steps)
+    scratch: ir.Value | None
+
+    def width(self, dtype: np.dtype) -> int:
+        """Vector lanes of the target for `dtype`."""
+        return self.target.lanes(np.dtype(dtype).itemsize)

@@ -1,0 +1,42 @@
+"""MatMul with numpy semantics (batched, broadcast batch dims) on the GEMM microkernel."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from hobbit.lower.elementwise import Epilogue, broadcast_strides
+from hobbit.lower.gemm import MatB, MatC, emit_gemm, row_major_a
+from hobbit.lower.kernel import KernelArgs
+from hobbit.lower.scalar import Emit
+from hobbit.lower.schedule import gemm_schedule
+
+
+def lower_matmul(k: KernelArgs) -> None:
+    kb, node = k.kb, k.node
+    a_val, b_val = node.inputs
+    out_shape = tuple(node.outputs[0].shape)
+    dtype = node.outputs[0].dtype
+    M, K = a_val.shape[-2:]
+    N = b_val.shape[-1]
+    batch = out_shape[:-2]
+    a_strides = broadcast_strides(tuple(a_val.shape[:-2]), batch)
+    b_strides = broadcast_strides(tuple(b_val.shape[:-2]), batch)
+    c_strides = broadcast_strides(batch, batch)
+    sched = gemm_schedule(M, N, K, k.target, np.dtype(dtype).itemsize)
+    epilogue = Epilogue(kb, node, k.epilogue, out_shape)
+
+    def level(d: int, index: list) -> None:
+        if d < len(batch):
+            with kb.loop(0, batch[d], name=f"b{d}") as i:
+                level(d + 1, index + [i])
+            return
+        a = row_major_a(k.inputs[0], kb.affine(list(zip(index, [s * M * K for s in a_strides]))), K, sched.mr)
+        b = MatB(k.inputs[1], kb.affine(list(zip(index, [s * K * N for s in b_strides]))), k=N)
+        c = MatC(k.outputs[0], kb.affine(list(zip(index, [s * M * N for s in c_strides]))), m=N)
+
+        def epi(e: Emit, v, m, n, mask, index=index):
+            return epilogue.apply(e, v, index + [m, n], mask)
+
+        emit_gemm(kb, sched, M, N, K, a, b, c, dtype, epi)
+
+    level(0, [])

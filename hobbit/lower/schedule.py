@@ -1,0 +1,41 @@
+"""Schedules chosen from shapes and the target description, never per model.
+
+The GEMM microkernel keeps an MR x NR block of C in vector registers
+(NR = nv vectors): MR*nv accumulators + nv B vectors + one broadcast must fit
+the register file. K is split into chunks whose B panel stays in L2 while
+every MR-row block of A streams past it."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from hobbit.codegen.target import Target
+
+
+@dataclass(frozen=True)
+class GemmSchedule:
+    mr: int  # rows of C per microkernel
+    nv: int  # vectors of C per row per microkernel
+    vw: int  # lanes per vector
+    kc: int  # K chunk
+
+    @property
+    def nr(self) -> int:
+        return self.nv * self.vw
+
+
+def gemm_schedule(m: int, n: int, k: int, target: Target, itemsize: int = 4) -> GemmSchedule:
+    vw = target.lanes(itemsize)
+    nv = max(1, min(4, -(-n // vw)))
+    regs = target.vector_registers
+    mr = max(1, min(m, (regs - nv - 1) // nv, 8))
+    # B panel (kc x NR) plus A block (mr x kc) should sit well inside L2.
+    kc_limit = max(64, target.l2_bytes // (4 * itemsize * nv * vw))
+    kc = k if k <= kc_limit else _even_split(k, kc_limit)
+    return GemmSchedule(mr=mr, nv=nv, vw=vw, kc=kc)
+
+
+def _even_split(k: int, limit: int) -> int:
+    """The chunk size that splits k into the fewest near-equal chunks <= limit."""
+    chunks = -(-k // limit)
+    return -(-k // chunks)

@@ -1,0 +1,93 @@
+"""Compute-heavy ops: Conv, MatMul, BatchNormalization."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from hobbit.errors import ShapeError
+from hobbit.graph.ir import Node, TensorType
+from hobbit.graph.registry import OpDef, register_op
+from hobbit.graph.shapes import broadcast
+from hobbit.lower.conv import conv_scratch_bytes, lower_conv
+from hobbit.lower.matmul import lower_matmul
+
+
+def _conv_out(size: int, k: int, stride: int, dilation: int, pad_total: int) -> int:
+    return (size + pad_total - dilation * (k - 1) - 1) // stride + 1
+
+
+def conv_infer(node: Node) -> list[TensorType]:
+    x, w = node.inputs[0], node.inputs[1]
+    a = node.attrs
+    if len(x.shape) != 4 or len(w.shape) != 4:
+        raise ShapeError(f"Conv expects 4-D input and weight, got {x.type} and {w.type}")
+    n, c, h, wd = x.shape
+    oc, cg, kh, kw = w.shape
+    if c != cg * a["group"] or oc % a["group"]:
+        raise ShapeError(f"Conv channels {c} do not match weight {w.shape} with group {a['group']}")
+    pt, pl, pb, pr = a["pads"]
+    oh = _conv_out(h, kh, a["strides"][0], a["dilations"][0], pt + pb)
+    ow = _conv_out(wd, kw, a["strides"][1], a["dilations"][1], pl + pr)
+    if oh <= 0 or ow <= 0:
+        raise ShapeError(f"Conv output would be empty ({oh}x{ow}) for input {x.type}")
+    return [TensorType(x.dtype, (n, oc, oh, ow))]
+
+
+def conv_reference(ins: list[np.ndarray], a: dict) -> list[np.ndarray]:
+    x, w = ins[0], ins[1]
+    bias = ins[2] if len(ins) > 2 and ins[2] is not None else None
+    n, c, h, wd = x.shape
+    oc, cg, kh, kw = w.shape
+    (sh, sw), (dh, dw), (pt, pl, pb, pr), g = a["strides"], a["dilations"], a["pads"], a["group"]
+    xp = np.pad(x, ((0, 0), (0, 0), (pt, pb), (pl, pr)))
+    oh = _conv_out(h, kh, sh, dh, pt + pb)
+    ow = _conv_out(wd, kw, sw, dw, pl + pr)
+    out = np.zeros((n, oc, oh, ow), dtype=np.float64)
+    ocg = oc // g
+    for gi in range(g):
+        xg = xp[:, gi * cg:(gi + 1) * cg]
+        wg = w[gi * ocg:(gi + 1) * ocg].astype(np.float64)
+        for i in range(kh):
+            for j in range(kw):
+                patch = xg[:, :, i * dh: i * dh + sh * (oh - 1) + 1: sh, j * dw: j * dw + sw * (ow - 1) + 1: sw]
+                out[:, gi * ocg:(gi + 1) * ocg] += np.einsum("nchw,oc->nohw", patch, wg[:, :, i, j])
+    if bias is not None:
+        out += bias.reshape(1, -1, 1, 1)
+    return [out.astype(x.dtype)]
+
+
+register_op(OpDef(
+    "Conv", infer=conv_infer, reference=conv_reference, lower=lower_conv,
+    epilogue_view=lambda n: (n.outputs[0].shape[0], n.outputs[0].shape[1],
+                             n.outputs[0].shape[2] * n.outputs[0].shape[3]),
+    scratch_bytes=conv_scratch_bytes,
+    attrs={"strides": (1, 1), "dilations": (1, 1), "pads": (0, 0, 0, 0), "group": 1},
+    doc="2-D convolution, NCHW, explicit pads (top, left, bottom, right); inputs X, W[, B]"))
+
+
+def matmul_infer(node: Node) -> list[TensorType]:
+    a, b = node.inputs
+    if len(a.shape) < 2 or len(b.shape) < 2 or a.shape[-1] != b.shape[-2]:
+        raise ShapeError(f"MatMul shapes {a.type} and {b.type} do not multiply")
+    batch = broadcast(tuple(a.shape[:-2]), tuple(b.shape[:-2]))
+    return [TensorType(a.dtype, batch + (a.shape[-2], b.shape[-1]))]
+
+
+register_op(OpDef(
+    "MatMul", infer=matmul_infer,
+    reference=lambda ins, a: [np.matmul(ins[0], ins[1]).astype(ins[0].dtype)],
+    lower=lower_matmul, epilogue_view=lambda n: tuple(n.outputs[0].shape),
+    doc="numpy matmul of rank >= 2 operands with broadcast batch dims"))
+
+
+def batchnorm_reference(ins: list[np.ndarray], a: dict) -> list[np.ndarray]:
+    x, scale, bias, mean, var = ins
+    shape = (1, -1) + (1,) * (x.ndim - 2)
+    inv = scale / np.sqrt(var + a["epsilon"])
+    return [((x - mean.reshape(shape)) * inv.reshape(shape) + bias.reshape(shape)).astype(x.dtype)]
+
+
+register_op(OpDef(
+    "BatchNormalization", infer=lambda n: [n.inputs[0].type], reference=batchnorm_reference,
+    lower=None, attrs={"epsilon": 1e-5},
+    doc="inference BatchNorm; folded into its producer or rewritten to Mul+Add by the batchnorm pass"))

@@ -1,0 +1,114 @@
+"""Liveness-based memory planning.
+
+Every runtime tensor gets a place: a graph input or output buffer, the weights
+blob (constants), or an offset in one arena. View ops (Reshape, Flatten, ...)
+share their input's place. Arena tensors whose lifetimes do not overlap share
+bytes, placed greedily largest-first at the lowest offset that fits."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from hobbit.graph.ir import Graph, Node, Value
+from hobbit.graph.registry import get_op
+
+ALIGN = 64
+
+
+@dataclass(frozen=True)
+class Place:
+    kind: str  # "input", "output", "const", "arena"
+    index: int  # input/output position, or byte offset in the weights blob / arena
+
+    def __str__(self) -> str:
+        return f"{self.kind}[{self.index}]"
+
+
+@dataclass
+class MemoryPlan:
+    places: dict[int, Place] = field(default_factory=dict)  # id(value) -> place
+    scratch: dict[int, Place] = field(default_factory=dict)  # id(node) -> arena place
+    arena_bytes: int = 0
+    weights_bytes: int = 0
+
+    def place(self, value: Value) -> Place:
+        return self.places[id(value)]
+
+
+def _align(n: int) -> int:
+    return (n + ALIGN - 1) // ALIGN * ALIGN
+
+
+def is_view(node: Node) -> bool:
+    return get_op(node.op).kind == "view"
+
+
+def alias_root(value: Value) -> Value:
+    """The value whose storage `value` shares, following chains of view ops."""
+    while value.producer is not None and is_view(value.producer):
+        value = value.producer.inputs[0]
+    return value
+
+
+def plan_memory(graph: Graph) -> MemoryPlan:
+    plan = MemoryPlan()
+    for i, v in enumerate(graph.inputs):
+        plan.places[id(v)] = Place("input", i)
+    for i, v in enumerate(graph.outputs):
+        plan.places[id(v)] = Place("output", i)
+
+    weights_offset = 0
+    for const in graph.constants():
+        plan.places[id(const)] = Place("const", weights_offset)
+        weights_offset = _align(weights_offset + const.const.nbytes)
+    plan.weights_bytes = weights_offset
+
+    # Lifetimes of arena roots, in node positions; views extend their root's life.
+    first: dict[int, int] = {}
+    last: dict[int, int] = {}
+    roots: dict[int, Value] = {}
+    for pos, node in enumerate(graph.nodes):
+        for out in node.outputs:
+            root = alias_root(out)
+            if id(root) not in plan.places:
+                roots[id(root)] = root
+                first.setdefault(id(root), pos)
+                last[id(root)] = max(last.get(id(root), pos), pos)
+        for v in node.operands():
+            root = alias_root(v)
+            if id(root) in roots:
+                last[id(root)] = pos
+
+    requests: list[tuple[int, int, int, object]] = []  # (bytes, start, end, key)
+    for key, root in roots.items():
+        requests.append((_align(root.type.nbytes), first[key], last[key], ("value", key)))
+    for pos, node in enumerate(graph.nodes):
+        scratch = get_op(node.op).scratch_bytes
+        size = scratch(node) if scratch else 0
+        if size:
+            requests.append((_align(size), pos, pos, ("scratch", id(node))))
+
+    placed: list[tuple[int, int, int, int]] = []  # (offset, size, start, end)
+    for size, start, end, key in sorted(requests, key=lambda r: (-r[0], r[1])):
+        offset = _first_fit(placed, size, start, end)
+        placed.append((offset, size, start, end))
+        plan.arena_bytes = max(plan.arena_bytes, offset + size)
+        kind, ident = key
+        target = plan.places if kind == "value" else plan.scratch
+        target[ident] = Place("arena", offset)
+
+    for node in graph.nodes:
+        for out in node.outputs:
+            plan.places.setdefault(id(out), plan.places[id(alias_root(out))])
+    return plan
+
+
+def _first_fit(placed: list[tuple[int, int, int, int]], size: int, start: int, end: int) -> int:
+    """Lowest offset where [offset, offset+size) overlaps no live block."""
+    live = sorted((o, o + s) for o, s, a, b in placed if a <= end and start <= b)
+    offset = 0
+    for lo, hi in live:
+        if offset + size <= lo:
+            break
+        offset = max(offset, hi)
+    return offset

@@ -1,0 +1,93 @@
+"""In-process execution: JIT the optimised module and call its entry point.
+
+`CompiledModel.run` validates inputs against the model's declared names, dtypes
+and shapes, then makes exactly one native call per inference (ctypes releases
+the GIL). Weights are placed once at compile time; each thread has its own
+arena, so concurrent runs on one model are safe."""
+
+from __future__ import annotations
+
+import ctypes
+import threading
+from dataclasses import dataclass
+
+import llvmlite.binding as llvm
+import numpy as np
+
+from hobbit.codegen.module import ENTRY
+from hobbit.codegen.target import Target, target_machine
+from hobbit.errors import InputError
+
+_ENTRY_TYPE = ctypes.CFUNCTYPE(None, ctypes.c_void_p, ctypes.c_void_p, ctypes.c_void_p, ctypes.c_void_p)
+
+
+@dataclass(frozen=True)
+class TensorSpec:
+    name: str
+    shape: tuple[int, ...]
+    dtype: np.dtype
+
+    def __repr__(self) -> str:
+        return f"TensorSpec({self.name!r}, shape={self.shape}, dtype={np.dtype(self.dtype).name})"
+
+
+class CompiledModel:
+    def __init__(self, mod: llvm.ModuleRef, target: Target, weights: np.ndarray, arena_bytes: int,
+                 inputs: list[TensorSpec], outputs: list[TensorSpec], report: object = None):
+        self.inputs = inputs
+        self.outputs = outputs
+        self.report = report
+        self._weights = weights
+        self._arena_bytes = arena_bytes
+        self._engine = llvm.create_mcjit_compiler(mod, target_machine(target))
+        self._engine.finalize_object()
+        self._entry = _ENTRY_TYPE(self._engine.get_function_address(ENTRY))
+        self._local = threading.local()
+
+    def __call__(self, *arrays: np.ndarray) -> np.ndarray | list[np.ndarray]:
+        if len(arrays) != len(self.inputs):
+            raise InputError(f"model takes {len(self.inputs)} input(s) "
+                             f"({', '.join(s.name for s in self.inputs)}), got {len(arrays)} positional")
+        outs = self.run({spec.name: a for spec, a in zip(self.inputs, arrays)})
+        return outs[0] if len(outs) == 1 else outs
+
+    def run(self, feeds: dict[str, np.ndarray]) -> list[np.ndarray]:
+        arrays = self._validate(feeds)
+        results = [np.empty(spec.shape, spec.dtype) for spec in self.outputs]
+        in_table = (ctypes.c_void_p * max(1, len(arrays)))(*[a.ctypes.data for a in arrays])
+        out_table = (ctypes.c_void_p * max(1, len(results)))(*[r.ctypes.data for r in results])
+        self._entry(ctypes.addressof(in_table), ctypes.addressof(out_table),
+                    self._weights.ctypes.data, self._arena().ctypes.data)
+        return results
+
+    def _arena(self) -> np.ndarray:
+        arena = getattr(self._local, "arena", None)
+        if arena is None:
+            raw = np.empty(self._arena_bytes + 64, dtype=np.uint8)
+            shift = (-raw.ctypes.data) % 64
+            arena = raw[shift: shift + self._arena_bytes]
+            self._local.arena = arena
+        return arena
+
+    def _validate(self, feeds: dict[str, np.ndarray]) -> list[np.ndarray]:
+        if not isinstance(feeds, dict):
+            raise InputError(f"run() takes a dict of input name -> numpy array, got {type(feeds).__name__}")
+        names = [s.name for s in self.inputs]
+        unknown = [k for k in feeds if k not in names]
+        missing = [n for n in names if n not in feeds]
+        if unknown or missing:
+            raise InputError(f"inputs do not match the model: unknown {unknown}, missing {missing}; "
+                             f"the model takes {names}")
+        arrays = []
+        for spec in self.inputs:
+            value = feeds[spec.name]
+            if not isinstance(value, np.ndarray):
+                raise InputError(f"input '{spec.name}' must be a numpy array, got {type(value).__name__}")
+            if value.dtype != spec.dtype:
+                raise InputError(f"input '{spec.name}' has dtype {value.dtype}, "
+                                 f"the model expects {np.dtype(spec.dtype).name}")
+            if tuple(value.shape) != tuple(spec.shape):
+                raise InputError(f"input '{spec.name}' has shape {tuple(value.shape)}, "
+                                 f"the model expects {tuple(spec.shape)}")
+            arrays.append(np.ascontiguousarray(value))
+        return arrays
