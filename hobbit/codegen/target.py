@@ -73,7 +73,12 @@ def host_target() -> Target:
 
 @lru_cache(maxsize=None)
 def target_machine(target: Target) -> llvm.TargetMachine:
-    """One LLVM TargetMachine per target, shared by JIT and AOT."""
+    """One LLVM TargetMachine per target for optimising and emitting code."""
+    return new_target_machine(target)
+
+
+def new_target_machine(target: Target) -> llvm.TargetMachine:
+    """A TargetMachine of our own: an MCJIT engine takes ownership of the one it is given."""
     _init_llvm()
     llvm_target = llvm.Target.from_triple(target.triple)
     return llvm_target.create_target_machine(

@@ -15,7 +15,7 @@ import llvmlite.binding as llvm
 import numpy as np
 
 from hobbit.codegen.module import ENTRY
-from hobbit.codegen.target import Target, target_machine
+from hobbit.codegen.target import Target, new_target_machine
 from hobbit.errors import InputError
 
 _ENTRY_TYPE = ctypes.CFUNCTYPE(None, ctypes.c_void_p, ctypes.c_void_p, ctypes.c_void_p, ctypes.c_void_p)
@@ -39,7 +39,7 @@ class CompiledModel:
         self.report = report
         self._weights = weights
         self._arena_bytes = arena_bytes
-        self._engine = llvm.create_mcjit_compiler(mod, target_machine(target))
+        self._engine = llvm.create_mcjit_compiler(mod, new_target_machine(target))
         self._engine.finalize_object()
         self._entry = _ENTRY_TYPE(self._engine.get_function_address(ENTRY))
         self._local = threading.local()
