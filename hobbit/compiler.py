@@ -35,8 +35,9 @@ class CompileReport:
 
 def lower_to_llvm(model: ModelSource, target: Target | None = None, passes: list[str] | None = None,
                   input_shapes: dict[str, tuple[int, ...]] | None = None,
-                  opt_level: int = 3) -> CompileReport:
+                  opt_level: int = 3, threads: int | None = None) -> CompileReport:
     target = target or host_target()
+    threads = threads or target.cores
     times: dict[str, float] = {}
     t0 = time.perf_counter()
     graph = import_onnx(model, input_shapes)
@@ -46,7 +47,7 @@ def lower_to_llvm(model: ModelSource, target: Target | None = None, passes: list
     plan = plan_memory(graph)
     times["passes"] = time.perf_counter() - t0
     t0 = time.perf_counter()
-    module = build_module(graph, plan, target)
+    module = build_module(graph, plan, target, threads)
     times["codegen"] = time.perf_counter() - t0
     t0 = time.perf_counter()
     optimized = optimize(module, target, opt_level)
@@ -64,7 +65,7 @@ def compile(model: ModelSource, target: str = "cpu", threads: int | None = None,
     if target != "cpu":
         from hobbit.errors import HobbitError
         raise HobbitError(f"target {target!r} is not available yet; use target='cpu'")
-    report = lower_to_llvm(model, None, passes, input_shapes, opt_level)
+    report = lower_to_llvm(model, None, passes, input_shapes, opt_level, threads)
     t0 = time.perf_counter()
     weights = pack_weights(report.graph, report.plan)
     graph = report.graph

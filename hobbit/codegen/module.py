@@ -18,6 +18,7 @@ from hobbit.graph.ir import Graph, Node
 from hobbit.graph.registry import get_op
 from hobbit.lower.builder import I64, PTR, KernelBuilder
 from hobbit.lower.kernel import KernelArgs
+from hobbit.lower.parallel import Threads
 from hobbit.passes.memory import MemoryPlan, Place, is_view
 
 ENTRY = "hobbit_main"
@@ -28,7 +29,7 @@ def kernel_name(node: Node) -> str:
     return f"{ops}[{node.name}]"
 
 
-def build_module(graph: Graph, plan: MemoryPlan, target: Target) -> ir.Module:
+def build_module(graph: Graph, plan: MemoryPlan, target: Target, threads: int = 1) -> ir.Module:
     module = ir.Module(name=graph.name)
     module.triple = target.triple
     entry = ir.Function(module, ir.FunctionType(ir.VoidType(), [PTR] * 4), name=ENTRY)
@@ -39,13 +40,43 @@ def build_module(graph: Graph, plan: MemoryPlan, target: Target) -> ir.Module:
     for node in graph.nodes:
         if is_view(node):
             continue
-        fn = _emit_kernel(module, node, target, plan)
+        fn, parallel = _emit_kernel(module, node, target, plan, threads)
         args = [_pointer(builder, entry, plan.place(v)) for v in _kernel_values(node)]
         if id(node) in plan.scratch:
             args.append(_pointer(builder, entry, plan.scratch[id(node)]))
-        builder.call(fn, args)
+        if parallel:
+            _call_parallel(module, builder, fn, args, threads)
+        else:
+            builder.call(fn, args + [ir.Constant(I64, 0), ir.Constant(I64, 1)])
     builder.ret_void()
     return module
+
+
+def _call_parallel(module: ir.Module, builder: ir.IRBuilder, kernel: ir.Function, args: list[ir.Value],
+                   threads: int) -> None:
+    """Run `kernel` on an OpenMP team: pointers go through a context array to a trampoline
+    that adds the thread id and team size."""
+    i32 = ir.IntType(32)
+    tramp = ir.Function(module, ir.FunctionType(ir.VoidType(), [PTR]), name=f"{kernel.name}.omp")
+    tramp.linkage = "internal"
+    tb = ir.IRBuilder(tramp.append_basic_block("entry"))
+    ctx = tramp.args[0]
+    loaded = [tb.load(tb.gep(ctx, [ir.Constant(I64, i)], source_etype=PTR), typ=PTR) for i in range(len(args))]
+    tid = tb.sext(tb.call(_declare(module, "omp_get_thread_num", i32, []), []), I64)
+    count = tb.sext(tb.call(_declare(module, "omp_get_num_threads", i32, []), []), I64)
+    tb.call(kernel, loaded + [tid, count])
+    tb.ret_void()
+
+    table = builder.alloca(PTR, size=len(args))
+    for i, a in enumerate(args):
+        builder.store(a, builder.gep(table, [ir.Constant(I64, i)], source_etype=PTR))
+    gomp = _declare(module, "GOMP_parallel", ir.VoidType(), [PTR, PTR, i32, i32])
+    builder.call(gomp, [tramp, table, ir.Constant(i32, threads), ir.Constant(i32, 0)])
+
+
+def _declare(module: ir.Module, name: str, ret: ir.Type, args: list[ir.Type]) -> ir.Function:
+    existing = module.globals.get(name)
+    return existing if existing is not None else ir.Function(module, ir.FunctionType(ret, args), name=name)
 
 
 def _kernel_values(node: Node) -> list:
@@ -64,29 +95,37 @@ def _pointer(b: ir.IRBuilder, entry: ir.Function, place: Place) -> ir.Value:
     return b.gep(base, [ir.Constant(I64, place.index)], source_etype=ir.IntType(8), inbounds=True)
 
 
-def _emit_kernel(module: ir.Module, node: Node, target: Target, plan: MemoryPlan) -> ir.Function:
+def _emit_kernel(module: ir.Module, node: Node, target: Target, plan: MemoryPlan,
+                 threads: int) -> tuple[ir.Function, bool]:
+    """The kernel function of one fused group, and whether it splits work across threads."""
     opdef = get_op(node.op)
     if opdef.lower is None:
         raise CodegenError(f"op {node.op} at node '{node.name}' has no lowering and was not folded")
     values = _kernel_values(node)
     n_params = len(values) + (1 if id(node) in plan.scratch else 0)
-    fn = ir.Function(module, ir.FunctionType(ir.VoidType(), [PTR] * n_params), name=kernel_name(node))
+    name = kernel_name(node)
+    if name in module.globals:  # ONNX does not require unique node names
+        name = module.get_unique_name(name)
+    fn = ir.Function(module, ir.FunctionType(ir.VoidType(), [PTR] * n_params + [I64, I64]), name=name)
     fn.linkage = "internal"
     params = iter(fn.args)
     inputs = [next(params) if v is not None else None for v in node.inputs]
     epilogue = [next(params) if s.operand is not None else None for s in node.epilogue]
     outputs = [next(params) for _ in node.outputs]
-    scratch = next(params, None)
-    for p in fn.args:
+    scratch = next(params) if id(node) in plan.scratch else None
+    tid, count = next(params), next(params)
+    tid.name, count.name = "thread", "threads"
+    for p in fn.args[:n_params]:
         p.add_attribute("noalias")
     for p, v in zip([p for p in inputs if p is not None] + [p for p in epilogue if p is not None] + outputs, values):
         p.name = _param_name(v.name)
     if scratch is not None:
         scratch.name = "scratch"
     kb = KernelBuilder(fn)
-    opdef.lower(KernelArgs(kb, node, target, inputs, outputs, epilogue, scratch))
+    team = Threads(kb, tid, count, threads)
+    opdef.lower(KernelArgs(kb, node, target, inputs, outputs, epilogue, scratch, team))
     kb.finish()
-    return fn
+    return fn, team.used
 
 
 def _param_name(name: str) -> str:

@@ -103,6 +103,22 @@ class KernelBuilder:
             return 0
         return self.b.mul(self.idx(a), self.idx(b))
 
+    def imin(self, a: int | ir.Value, b: int | ir.Value) -> int | ir.Value:
+        if isinstance(a, int) and isinstance(b, int):
+            return min(a, b)
+        a, b = self.idx(a), self.idx(b)
+        return self.b.select(self.b.icmp_signed("<", a, b), a, b)
+
+    @contextmanager
+    def when_greater(self, a: int | ir.Value, b: int) -> Iterator[bool]:
+        """Emit the block only where a > b: statically when a is known, else under a branch.
+        Yields False when the block is statically dead (the caller then emits nothing)."""
+        if isinstance(a, int):
+            yield a > b
+            return
+        with self.b.if_then(self.b.icmp_signed(">", a, self.i64(b))):
+            yield True
+
     def affine(self, terms: list[tuple[int | ir.Value, int]], base: int = 0) -> int | ir.Value:
         """base + sum(index * stride), skipping zero strides."""
         acc: int | ir.Value = base

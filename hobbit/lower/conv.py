@@ -20,6 +20,7 @@ from hobbit.lower.builder import KernelBuilder
 from hobbit.lower.elementwise import Epilogue
 from hobbit.lower.gemm import MatB, MatC, emit_gemm, row_major_a
 from hobbit.lower.kernel import KernelArgs
+from hobbit.lower.parallel import Threads
 from hobbit.lower.scalar import Emit
 from hobbit.lower.schedule import gemm_schedule
 
@@ -103,7 +104,8 @@ def _gemm_conv(k: KernelArgs, s: ConvShape) -> None:
         if s.pointwise:
             b = MatB(x, x_off, k=P)
         else:
-            _im2col(kb, s, x, x_off, k.scratch, dtype)
+            _im2col(kb, s, x, x_off, k.scratch, dtype, k.threads)
+            k.threads.barrier()
             b = MatB(k.scratch, 0, k=P)
         oc0 = kb.mul(g, s.ocg)
         a = row_major_a(w, kb.mul(oc0, K), K, sched.mr)
@@ -115,7 +117,9 @@ def _gemm_conv(k: KernelArgs, s: ConvShape) -> None:
                 v = e.add(v, kb.splat(kb.load(bias, dtype, oc), e.width))
             return epilogue.apply(e, v, [n, oc, p], mask)
 
-        emit_gemm(kb, sched, s.ocg, P, K, a, b, c, dtype, epi)
+        emit_gemm(kb, sched, s.ocg, P, K, a, b, c, dtype, epi, k.threads)
+        if not s.pointwise and s.n * s.group > 1:
+            k.threads.barrier()  # the next im2col overwrites the scratch others may still read
 
 
 def _valid_range(out_len: int, in_len: int, stride: int, offset: int) -> tuple[int, int]:
@@ -125,11 +129,12 @@ def _valid_range(out_len: int, in_len: int, stride: int, offset: int) -> tuple[i
     return lo, max(lo, hi)
 
 
-def _im2col(kb: KernelBuilder, s: ConvShape, x, x_off, col, dtype) -> None:
+def _im2col(kb: KernelBuilder, s: ConvShape, x, x_off, col, dtype, threads: Threads) -> None:
     """col[(c*KH + kh)*KW + kw, oh*OW + ow] = x[c, oh*sh + kh*dh - pt, ow*sw + kw*dw - pl] or 0."""
     zero = kb.const(dtype, 0)
     P = s.oh * s.ow
-    with kb.loop(0, s.cg, name="c") as c:
+    c_lo, c_hi = threads.split(s.cg)
+    with kb.loop(c_lo, c_hi, name="c") as c:
         x_c = kb.add(x_off, kb.mul(c, s.h * s.w))
         for kh in range(s.kh):
             for kw in range(s.kw):
@@ -160,7 +165,8 @@ def _fill(kb: KernelBuilder, ptr, dtype, base, start: int, stop: int, value) -> 
 
 
 def _depthwise(k: KernelArgs, s: ConvShape) -> None:
-    """Per channel: copy the plane into zero-padded scratch, then a branch-free tap loop."""
+    """Per channel (channels shared among threads): copy the plane into zero-padded
+    scratch, then a branch-free tap loop for each of its output channels."""
     kb, node = k.kb, k.node
     dtype = node.inputs[0].dtype
     x, w, bias = k.inputs[0], k.inputs[1], k.inputs[2] if len(k.inputs) > 2 else None
@@ -169,19 +175,18 @@ def _depthwise(k: KernelArgs, s: ConvShape) -> None:
     mult = s.oc // s.c
     epilogue = Epilogue(kb, node, k.epilogue, (s.n, s.oc, s.oh * s.ow))
     e = Emit(kb, dtype, 1)
-    with kb.loop(0, s.n, name="n") as n:
-        with kb.loop(0, s.c, name="c") as c:
-            plane = kb.mul(c, hp * wp)
-            _fill(kb, pad, dtype, plane, 0, hp * wp, kb.const(dtype, 0))
-            src = kb.mul(kb.add(kb.mul(n, s.c), c), s.h * s.w)
-            with kb.loop(0, s.h, name="ih") as ih:
-                dst = kb.add(plane, kb.mul(kb.add(ih, s.pad[0]), wp))
-                with kb.loop(0, s.w, name="iw") as iw:
-                    v = kb.load(x, dtype, kb.add(src, kb.add(kb.mul(ih, s.w), iw)))
-                    kb.store(v, pad, dtype, kb.add(dst, kb.add(iw, s.pad[1])))
-        with kb.loop(0, s.oc, name="oc") as oc:
-            c = kb.b.udiv(oc, kb.i64(mult)) if mult > 1 else oc
-            plane = kb.mul(c, hp * wp)
+    c_lo, c_hi = k.threads.split(s.c)
+    with kb.loop(0, s.n, name="n") as n, kb.loop(c_lo, c_hi, name="c") as c:
+        plane = kb.mul(c, hp * wp)
+        _fill(kb, pad, dtype, plane, 0, hp * wp, kb.const(dtype, 0))
+        src = kb.mul(kb.add(kb.mul(n, s.c), c), s.h * s.w)
+        with kb.loop(0, s.h, name="ih") as ih:
+            dst = kb.add(plane, kb.mul(kb.add(ih, s.pad[0]), wp))
+            with kb.loop(0, s.w, name="iw") as iw:
+                v = kb.load(x, dtype, kb.add(src, kb.add(kb.mul(ih, s.w), iw)))
+                kb.store(v, pad, dtype, kb.add(dst, kb.add(iw, s.pad[1])))
+        with kb.loop(0, mult, name="mult") as j:
+            oc = kb.add(kb.mul(c, mult), j)
             taps = [kb.load(w, dtype, kb.add(kb.mul(oc, s.kh * s.kw), t)) for t in range(s.kh * s.kw)]
             b0 = kb.load(bias, dtype, oc) if bias is not None else kb.const(dtype, 0)
             with kb.loop(0, s.oh, name="oh") as oh:

@@ -15,6 +15,7 @@ from llvmlite import ir
 from hobbit.graph.ir import EpilogueStep, Node
 from hobbit.graph.registry import get_op
 from hobbit.lower.builder import KernelBuilder
+from hobbit.lower.parallel import Threads
 from hobbit.lower.scalar import Emit
 
 
@@ -125,28 +126,37 @@ def collapse(shape: tuple[int, ...], stride_sets: list[list[int]]) -> tuple[tupl
     return tuple(new_shape), new_strides
 
 
-def emit_loop_nest(kb: KernelBuilder, shape: tuple[int, ...], width: int, body) -> None:
+def emit_loop_nest(kb: KernelBuilder, shape: tuple[int, ...], width: int, body,
+                   threads: Threads | None = None) -> None:
     """Loops over `shape`; the last dim in vectors of `width` with one masked tail.
-    `body(index, width, mask)` emits the work for one vector."""
+    `body(index, width, mask)` emits the work for one vector. With `threads`, the
+    outermost loop (or the vectors of a 1-D nest) is shared among the team."""
 
     def level(d: int, index: list) -> None:
         if d == len(shape) - 1:
             inner = shape[d]
             full = inner - inner % width
+            lo, hi = threads.split(full // width) if threads is not None and d == 0 else (0, full // width)
             if full:
-                with kb.loop(0, full, width, name=f"d{d}") as i:
+                with kb.loop(kb.mul(lo, width), kb.mul(hi, width), width, name=f"d{d}") as i:
                     body(index + [i], width, None)
             if inner % width:
-                body(index + [full], width, kb.prefix_mask(width, inner % width))
+                mask = kb.prefix_mask(width, inner % width)
+                if isinstance(hi, int):
+                    body(index + [full], width, mask)
+                else:  # shared loop: the last thread takes the ragged tail
+                    with kb.if_then(threads.is_last()):
+                        body(index + [full], width, mask)
             return
-        with kb.loop(0, shape[d], name=f"d{d}") as i:
+        lo, hi = threads.split(shape[d]) if threads is not None and d == 0 else (0, shape[d])
+        with kb.loop(lo, hi, name=f"d{d}") as i:
             level(d + 1, index + [i])
 
     level(0, [])
 
 
 def emit_elementwise(kb: KernelBuilder, node: Node, input_ptrs: list[ir.Value], epilogue_ptrs: list,
-                     out_ptr: ir.Value, width: int) -> None:
+                     out_ptr: ir.Value, width: int, threads: Threads | None = None) -> None:
     """A standalone element-wise group: broadcasting loads, the op, its epilogue, a store."""
     out = node.outputs[0]
     out_shape = tuple(out.shape)
@@ -164,4 +174,4 @@ def emit_elementwise(kb: KernelBuilder, node: Node, input_ptrs: list[ir.Value], 
         x = epilogue.apply(Emit(kb, out.dtype, w), x, index, mask)
         kb.vstore(x, out_ptr, out.dtype, kb.affine(list(zip(index, store_strides))), mask)
 
-    emit_loop_nest(kb, shape, width, body)
+    emit_loop_nest(kb, shape, width, body, threads)

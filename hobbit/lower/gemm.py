@@ -18,6 +18,7 @@ import numpy as np
 from llvmlite import ir
 
 from hobbit.lower.builder import KernelBuilder
+from hobbit.lower.parallel import Threads
 from hobbit.lower.schedule import GemmSchedule
 from hobbit.lower.scalar import Emit
 
@@ -54,10 +55,21 @@ def row_major_a(ptr: ir.Value, offset: Index, lda: int, mr: int) -> MatA:
 
 
 def emit_gemm(kb: KernelBuilder, s: GemmSchedule, M: int, N: int, K: int,
-              a: MatA, b: MatB, c: MatC, dtype: np.dtype, epilogue: EpilogueFn | None) -> None:
+              a: MatA, b: MatB, c: MatC, dtype: np.dtype, epilogue: EpilogueFn | None,
+              threads: Threads) -> None:
+    """C = A @ B (+ epilogue). Threads share whichever of N panels / M blocks has more units;
+    each thread keeps the same slice of C across K chunks, so no barrier is needed."""
     chunks = [(k0, min(K, k0 + s.kc)) for k0 in range(0, K, s.kc)]
     n_panels, n_rem = divmod(N, s.nr)
     m_blocks, m_rem = divmod(M, s.mr)
+    units_n, units_m = n_panels + (n_rem > 0), m_blocks + (m_rem > 0)
+    split_n = units_n >= units_m or units_n >= 4 * threads.max_threads
+    if M * N * K < 1 << 18:  # too little work to pay for a parallel region
+        n_lo, n_hi, m_lo, m_hi = 0, units_n, 0, units_m
+    elif split_n:
+        (n_lo, n_hi), (m_lo, m_hi) = threads.split(units_n), (0, units_m)
+    else:
+        (n_lo, n_hi), (m_lo, m_hi) = (0, units_n), threads.split(units_m)
     acc_type = ir.VectorType(_elem(kb, dtype), s.vw)
     accs = [[kb.alloca(acc_type) for _ in range(s.nv)] for _ in range(s.mr)]
 
@@ -69,17 +81,19 @@ def emit_gemm(kb: KernelBuilder, s: GemmSchedule, M: int, N: int, K: int,
                 _micro(kb, s, accs, mb, mr, n0, nv, tail_lanes, k0, k1, first, last, a, b, c, dtype,
                        epilogue if last else None)
 
-            if m_blocks:
-                with kb.loop(0, m_blocks, name="mb") as mb:
-                    rows(mb, s.mr)
+            with kb.loop(m_lo, kb.imin(m_hi, m_blocks), name="mb") as mb:
+                rows(mb, s.mr)
             if m_rem:
-                rows(m_blocks, m_rem)
+                with kb.when_greater(m_hi, m_blocks) as live:
+                    if live:
+                        rows(m_blocks, m_rem)
 
-        if n_panels:
-            with kb.loop(0, n_panels * s.nr, s.nr, name="n0") as n0:
-                panel(n0, s.nv, 0)
+        with kb.loop(n_lo, kb.imin(n_hi, n_panels), name="np") as p:
+            panel(kb.mul(p, s.nr), s.nv, 0)
         if n_rem:
-            panel(n_panels * s.nr, -(-n_rem // s.vw), n_rem % s.vw)
+            with kb.when_greater(n_hi, n_panels) as live:
+                if live:
+                    panel(n_panels * s.nr, -(-n_rem // s.vw), n_rem % s.vw)
 
 
 def _micro(kb: KernelBuilder, s: GemmSchedule, accs, mb: Index, mr: int, n0: Index, nv: int,

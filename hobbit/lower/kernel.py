@@ -10,6 +10,7 @@ from llvmlite import ir
 from hobbit.codegen.target import Target
 from hobbit.graph.ir import Node
 from hobbit.lower.builder import KernelBuilder
+from hobbit.lower.parallel import Threads
 
 
 @dataclass
@@ -21,6 +22,7 @@ class KernelArgs:
     outputs: list[ir.Value]
     epilogue: list[ir.Value | None]  # one pointer per epilogue step (None for unary steps)
     scratch: ir.Value | None
+    threads: Threads
 
     def width(self, dtype: np.dtype) -> int:
         """Vector lanes of the target for `dtype`."""

@@ -37,6 +37,6 @@ def lower_matmul(k: KernelArgs) -> None:
         def epi(e: Emit, v, m, n, mask, index=index):
             return epilogue.apply(e, v, index + [m, n], mask)
 
-        emit_gemm(kb, sched, M, N, K, a, b, c, dtype, epi)
+        emit_gemm(kb, sched, M, N, K, a, b, c, dtype, epi, k.threads)
 
     level(0, [])

@@ -18,7 +18,9 @@ from hobbit.lower.scalar import Emit
 def lower_elementwise(k: KernelArgs) -> None:
     out = k.node.outputs[0]
     width = k.width(max((v.dtype for v in k.node.inputs + [out]), key=lambda d: np.dtype(d).itemsize))
-    emit_elementwise(k.kb, k.node, k.inputs, k.epilogue, k.outputs[0], width)
+    # Below ~16K elements a parallel region costs more than it saves.
+    team = k.threads if out.type.size >= 16384 else None
+    emit_elementwise(k.kb, k.node, k.inputs, k.epilogue, k.outputs[0], width, team)
 
 
 def _same_type(node: Node) -> list[TensorType]:
@@ -96,3 +98,14 @@ unary("Elu", lambda e, x, a: e.select(e.lt(x, e.c(0)), e.mul(e.c(a["alpha"]), e.
       lambda x, a: np.where(x < 0, a["alpha"] * (np.exp(x) - 1), x), {"alpha": 1.0})
 unary("Gelu", lambda e, x, a: e.mul(e.mul(x, e.c(0.5)), e.add(e.c(1.0), e.erf(e.mul(x, e.c(2 ** -0.5))))),
       lambda x, a: 0.5 * x * (1 + _erf(x / np.sqrt(2))))
+
+
+def _cast_type(node: Node) -> list[TensorType]:
+    return [TensorType(np.dtype(node.attrs["to"]), node.inputs[0].shape)]
+
+
+register_op(OpDef(
+    "Cast", infer=_cast_type, reference=lambda ins, a: [np.asarray(ins[0]).astype(a["to"])],
+    lower=lower_elementwise, kind="elementwise", scalar=lambda e, args, a: e.convert(args[0], a["to"]),
+    attrs={"to": "float32"},
+    doc="convert to dtype `to` (a numpy dtype name); float -> int saturates, NaN -> 0"))

@@ -8,6 +8,7 @@ arena, so concurrent runs on one model are safe."""
 from __future__ import annotations
 
 import ctypes
+import ctypes.util
 import threading
 from dataclasses import dataclass
 
@@ -16,9 +17,24 @@ import numpy as np
 
 from hobbit.codegen.module import ENTRY
 from hobbit.codegen.target import Target, new_target_machine
-from hobbit.errors import InputError
+from hobbit.errors import HobbitError, InputError
 
 _ENTRY_TYPE = ctypes.CFUNCTYPE(None, ctypes.c_void_p, ctypes.c_void_p, ctypes.c_void_p, ctypes.c_void_p)
+
+
+def load_openmp() -> None:
+    """Make libgomp's symbols (GOMP_parallel, omp_get_thread_num) visible to the JIT."""
+    global _OPENMP_LOADED
+    if _OPENMP_LOADED:
+        return
+    path = ctypes.util.find_library("gomp")
+    if path is None:
+        raise HobbitError("the OpenMP runtime libgomp was not found; install it (e.g. the libgomp1 package)")
+    llvm.load_library_permanently(path)
+    _OPENMP_LOADED = True
+
+
+_OPENMP_LOADED = False
 
 
 @dataclass(frozen=True)
@@ -39,6 +55,7 @@ class CompiledModel:
         self.report = report
         self._weights = weights
         self._arena_bytes = arena_bytes
+        load_openmp()
         self._engine = llvm.create_mcjit_compiler(mod, new_target_machine(target))
         self._engine.finalize_object()
         self._entry = _ENTRY_TYPE(self._engine.get_function_address(ENTRY))

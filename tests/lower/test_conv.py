@@ -7,7 +7,8 @@ import numpy as np
 import pytest
 from onnx import helper
 
-from tests.helpers import assert_matches_ort, make_model, rand
+import hobbit
+from tests.helpers import assert_matches_ort, make_model, rand, run_ort
 
 CASES = [
     # (N, C, H, W), (OC, KH, KW), strides, pads (t, l, b, r), dilations, group, bias
@@ -29,6 +30,15 @@ CASES = [
 
 @pytest.mark.parametrize("xshape,wshape,strides,pads,dilations,group,bias", CASES)
 def test_conv_matches_onnxruntime(xshape, wshape, strides, pads, dilations, group, bias):
+    _check_conv(xshape, wshape, strides, pads, dilations, group, bias, threads=1)
+
+
+@pytest.mark.parametrize("case", [0, 2, 5, 7, 12])
+def test_conv_with_two_threads_matches_onnxruntime(case):
+    _check_conv(*CASES[case], threads=2)
+
+
+def _check_conv(xshape, wshape, strides, pads, dilations, group, bias, threads):
     oc, kh, kw = wshape
     w = rand(oc, xshape[1] // group, kh, kw, seed=1) * 0.3
     inits = {"W": w}
@@ -38,7 +48,10 @@ def test_conv_matches_onnxruntime(xshape, wshape, strides, pads, dilations, grou
         inputs.append("B")
     node = helper.make_node("Conv", inputs, ["y"], strides=strides, pads=pads, dilations=dilations, group=group)
     x = rand(*xshape)
-    assert_matches_ort(make_model([node], {"x": x}, ["y"], inits), {"x": x}, rtol=1e-4, atol=1e-4)
+    model = make_model([node], {"x": x}, ["y"], inits)
+    expected = run_ort(model, {"x": x})[0]
+    got = hobbit.compile(model, threads=threads).run({"x": x})[0]
+    np.testing.assert_allclose(got, expected, rtol=1e-4, atol=1e-4)
 
 
 def test_conv_fused_epilogue_matches_onnxruntime():
@@ -53,7 +66,6 @@ def test_conv_fused_epilogue_matches_onnxruntime():
              helper.make_node("Relu", ["s"], ["y"], name="relu")]
     model = make_model(nodes, {"x": x}, ["y"], inits)
     assert_matches_ort(model, {"x": x}, rtol=1e-4, atol=1e-4)
-    import hobbit
     graph = hobbit.compile(model).report.graph
     kernels = [n for n in graph.nodes if n.op != "Reshape"]
     assert len(kernels) == 1
