@@ -9,6 +9,8 @@ kernels in order. Internal linkage lets LLVM inline and optimise across them."""
 
 from __future__ import annotations
 
+import hashlib
+
 import numpy as np
 from llvmlite import ir
 
@@ -37,10 +39,15 @@ def build_module(graph: Graph, plan: MemoryPlan, target: Target, threads: int = 
         arg.name = name
         arg.add_attribute("noalias")
     builder = ir.IRBuilder(entry.append_basic_block("entry"))
+    bodies: dict[tuple, tuple[ir.Function, bool]] = {}
     for node in graph.nodes:
         if is_view(node):
             continue
-        fn, parallel = _emit_kernel(module, node, target, plan, threads)
+        key = _signature(node, id(node) in plan.scratch)
+        if key in bodies:
+            fn, parallel = _wrapper(module, node, bodies[key][0]), bodies[key][1]
+        else:
+            fn, parallel = bodies[key] = _emit_kernel(module, node, target, plan, threads)
         args = [_pointer(builder, entry, plan.place(v)) for v in _kernel_values(node)]
         if id(node) in plan.scratch:
             args.append(_pointer(builder, entry, plan.scratch[id(node)]))
@@ -50,6 +57,42 @@ def build_module(graph: Graph, plan: MemoryPlan, target: Target, threads: int = 
             builder.call(fn, args + [ir.Constant(I64, 0), ir.Constant(I64, 1)])
     builder.ret_void()
     return module
+
+
+def _signature(node: Node, has_scratch: bool) -> tuple:
+    """Everything a kernel's code depends on. Nodes with equal signatures (the repeated
+    blocks of a ResNet) share one generated body: LLVM optimises each shape once."""
+    def ty(v):
+        return None if v is None else (str(v.type),)
+    steps = tuple((s.op, _freeze(s.attrs), ty(s.operand), s.swap) for s in node.epilogue)
+    return (node.op, _freeze(node.attrs), tuple(ty(v) for v in node.inputs),
+            tuple(ty(v) for v in node.outputs), steps, has_scratch)
+
+
+def _freeze(value) -> object:
+    if isinstance(value, dict):
+        return tuple(sorted((k, _freeze(v)) for k, v in value.items()))
+    if isinstance(value, (list, tuple)):
+        return tuple(_freeze(v) for v in value)
+    if isinstance(value, np.ndarray):
+        return ("array", value.shape, str(value.dtype), hashlib.sha1(np.ascontiguousarray(value).tobytes()).hexdigest())
+    return (type(value).__name__, repr(value))
+
+
+def _wrapper(module: ir.Module, node: Node, body: ir.Function) -> ir.Function:
+    """A per-node function that forwards to a shared body, so the IR still names every node."""
+    fn = ir.Function(module, body.function_type, name=_unique(module, kernel_name(node)))
+    fn.linkage = "internal"
+    fn.attributes.add("alwaysinline")
+    b = ir.IRBuilder(fn.append_basic_block("entry"))
+    b.call(body, list(fn.args))
+    b.ret_void()
+    return fn
+
+
+def _unique(module: ir.Module, name: str) -> str:
+    """ONNX does not require unique node names."""
+    return module.get_unique_name(name) if name in module.globals else name
 
 
 def _call_parallel(module: ir.Module, builder: ir.IRBuilder, kernel: ir.Function, args: list[ir.Value],
@@ -103,11 +146,10 @@ def _emit_kernel(module: ir.Module, node: Node, target: Target, plan: MemoryPlan
         raise CodegenError(f"op {node.op} at node '{node.name}' has no lowering and was not folded")
     values = _kernel_values(node)
     n_params = len(values) + (1 if id(node) in plan.scratch else 0)
-    name = kernel_name(node)
-    if name in module.globals:  # ONNX does not require unique node names
-        name = module.get_unique_name(name)
-    fn = ir.Function(module, ir.FunctionType(ir.VoidType(), [PTR] * n_params + [I64, I64]), name=name)
+    fn = ir.Function(module, ir.FunctionType(ir.VoidType(), [PTR] * n_params + [I64, I64]),
+                     name=_unique(module, kernel_name(node)))
     fn.linkage = "internal"
+    fn.attributes.add("noinline")  # bodies may be shared; the entry point stays a list of calls
     params = iter(fn.args)
     inputs = [next(params) if v is not None else None for v in node.inputs]
     epilogue = [next(params) if s.operand is not None else None for s in node.epilogue]

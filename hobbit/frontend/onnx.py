@@ -16,7 +16,7 @@ import numpy as np
 import onnx
 from onnx import numpy_helper
 
-from hobbit.errors import ModelFormatError, ShapeError, UnsupportedItem, UnsupportedModelError
+from hobbit.errors import InputError, ModelFormatError, ShapeError, UnsupportedItem, UnsupportedModelError
 from hobbit.frontend.converters import lookup
 from hobbit.graph.ir import Graph, Node, TensorType, Value
 from hobbit.graph.registry import get_op, has_op
@@ -135,14 +135,22 @@ def import_onnx(model: str | os.PathLike | bytes | onnx.ModelProto,
     ctx = ConvertContext(opsets[""])
     env: dict[str, Value] = {}
     for init in graph_proto.initializer:
+        if init.name in env:
+            raise ModelFormatError(f"initializer '{init.name}' is defined twice")
         env[init.name] = Value(init.name, const=_tensor_array(init))
     inputs = []
     for vi in graph_proto.input:
+        if any(v.name == vi.name for v in inputs):
+            raise ModelFormatError(f"graph input '{vi.name}' is declared twice")
         if vi.name in env:
             continue  # an initializer listed as input (IR < 4 style) stays a constant
         v = Value(vi.name, _value_type(vi, (input_shapes or {}).get(vi.name)))
         env[vi.name] = v
         inputs.append(v)
+    unknown = [n for n in (input_shapes or {}) if n not in {v.name for v in inputs}]
+    if unknown:
+        raise InputError(f"input_shapes names {unknown}, which are not model inputs; "
+                         f"the model takes {[v.name for v in inputs]}")
 
     problems: list[UnsupportedItem] = []
     poisoned: set[str] = set()
@@ -217,7 +225,13 @@ def _value_type(vi: onnx.ValueInfoProto, override: tuple[int, ...] | None) -> Te
         raise UnsupportedModelError([UnsupportedItem("input", "", 0, vi.name, "only tensor inputs are supported")])
     dtype = onnx_dtype(tt.elem_type, vi.name)
     if override is not None:
-        return TensorType(dtype, tuple(int(d) for d in override))
+        dims = tuple(int(d) for d in override)
+        if any(d < 0 for d in dims):
+            raise InputError(f"input_shapes gives input '{vi.name}' the shape {dims}; dims must be >= 0")
+        if tt.HasField("shape") and len(tt.shape.dim) != len(dims):
+            raise InputError(f"input_shapes gives input '{vi.name}' the shape {dims}, "
+                             f"but the model declares rank {len(tt.shape.dim)}")
+        return TensorType(dtype, dims)
     if not tt.HasField("shape"):
         raise ModelFormatError(f"input '{vi.name}' has no shape; pass input_shapes={{'{vi.name}': (...)}}")
     dims = []

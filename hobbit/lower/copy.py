@@ -30,3 +30,12 @@ def emit_strided_copy(kb: KernelBuilder, src: ir.Value, dst: ir.Value, dtype: np
             level(d + 1, index + [i])
 
     level(0, [])
+
+
+def emit_fill(kb: KernelBuilder, dst: ir.Value, dtype: np.dtype, count: int, value: float) -> None:
+    """dst[0:count] = value; one flat loop LLVM turns into vector stores (or memset)."""
+    if count == 0:
+        return
+    c = kb.const(dtype, value)
+    with kb.loop(0, count, name="fill") as i:
+        kb.store(c, dst, dtype, i)

@@ -59,7 +59,6 @@ def emit_gemm(kb: KernelBuilder, s: GemmSchedule, M: int, N: int, K: int,
               threads: Threads) -> None:
     """C = A @ B (+ epilogue). Threads share whichever of N panels / M blocks has more units;
     each thread keeps the same slice of C across K chunks, so no barrier is needed."""
-    chunks = [(k0, min(K, k0 + s.kc)) for k0 in range(0, K, s.kc)]
     n_panels, n_rem = divmod(N, s.nr)
     m_blocks, m_rem = divmod(M, s.mr)
     units_n, units_m = n_panels + (n_rem > 0), m_blocks + (m_rem > 0)
@@ -73,9 +72,7 @@ def emit_gemm(kb: KernelBuilder, s: GemmSchedule, M: int, N: int, K: int,
     acc_type = ir.VectorType(_elem(kb, dtype), s.vw)
     accs = [[kb.alloca(acc_type) for _ in range(s.nv)] for _ in range(s.mr)]
 
-    for ci, (k0, k1) in enumerate(chunks):
-        first, last = ci == 0, ci == len(chunks) - 1
-
+    def nest(k0: Index, k1: Index, first: bool, last: bool) -> None:
         def panel(n0: Index, nv: int, tail_lanes: int) -> None:
             def rows(mb: Index, mr: int) -> None:
                 _micro(kb, s, accs, mb, mr, n0, nv, tail_lanes, k0, k1, first, last, a, b, c, dtype,
@@ -95,9 +92,22 @@ def emit_gemm(kb: KernelBuilder, s: GemmSchedule, M: int, N: int, K: int,
                 if live:
                     panel(n_panels * s.nr, -(-n_rem // s.vw), n_rem % s.vw)
 
+    # K in chunks: the first starts from zero, the last applies the epilogue, the
+    # ones between share one loop, so code size does not grow with K.
+    n_chunks = -(-K // s.kc)
+    if n_chunks == 1:
+        nest(0, K, True, True)
+        return
+    nest(0, s.kc, True, False)
+    if n_chunks > 2:
+        with kb.loop(1, n_chunks - 1, name="kc") as ci:
+            k0 = kb.mul(ci, s.kc)
+            nest(k0, kb.add(k0, s.kc), False, False)
+    nest((n_chunks - 1) * s.kc, K, False, True)
+
 
 def _micro(kb: KernelBuilder, s: GemmSchedule, accs, mb: Index, mr: int, n0: Index, nv: int,
-           tail_lanes: int, k0: int, k1: int, first: bool, last: bool,
+           tail_lanes: int, k0: Index, k1: Index, first: bool, last: bool,
            a: MatA, b: MatB, c: MatC, dtype: np.dtype, epilogue: EpilogueFn | None) -> None:
     """One MR x (nv vectors) block of C over k in [k0, k1)."""
     e = Emit(kb, dtype, s.vw)

@@ -12,7 +12,7 @@ import math
 import numpy as np
 from llvmlite import ir
 
-from hobbit.lower.builder import KernelBuilder, is_float, overload_suffix
+from hobbit.lower.builder import KernelBuilder, is_float, llvm_type, overload_suffix
 
 _FLOAT_FLAGS = ("contract",)
 
@@ -97,6 +97,39 @@ class Emit:
 
     def is_nan(self, a):
         return self.b.fcmp_unordered("uno", a, a)
+
+    # -- conversions --------------------------------------------------------------
+    def convert(self, x, to_dtype: np.dtype):
+        """`x` (of this emitter's dtype) as `to_dtype`, numpy astype semantics.
+
+        To bool is `x != 0` stored as 0/1; bool reads as an unsigned 0/1 byte.
+        Float -> int saturates (llvm.fpto[su]i.sat, NaN -> 0) so out-of-range
+        values give a defined result instead of LLVM poison."""
+        src, dst = self.dtype, np.dtype(to_dtype)
+        dst_ty = llvm_type(dst)
+        if self.width > 1:
+            dst_ty = ir.VectorType(dst_ty, self.width)
+        b = self.b
+        if dst == src:
+            return x
+        if dst.kind == "b":
+            zero = self.c(0)
+            nonzero = b.fcmp_unordered("!=", x, zero) if self.float else b.icmp_unsigned("!=", x, zero)
+            return b.zext(nonzero, dst_ty)
+        if self.float and is_float(dst):
+            return b.fpext(x, dst_ty) if dst.itemsize > src.itemsize else b.fptrunc(x, dst_ty)
+        if self.float:
+            kind = "fptosi" if dst.kind == "i" else "fptoui"
+            name = f"llvm.{kind}.sat.{overload_suffix(dst_ty)}.{overload_suffix(x.type)}"
+            return self.kb.call_intrinsic(name, dst_ty, [x])
+        signed = src.kind == "i"
+        if is_float(dst):
+            return b.sitofp(x, dst_ty) if signed else b.uitofp(x, dst_ty)
+        if dst.itemsize < src.itemsize:
+            return b.trunc(x, dst_ty)
+        if dst.itemsize > src.itemsize:
+            return b.sext(x, dst_ty) if signed else b.zext(x, dst_ty)
+        return x
 
     # -- transcendentals ----------------------------------------------------------
     def exp(self, x):

@@ -1,1 +1,65 @@
-"""norm ops (being written)."""
+"""Normalisation ops: Softmax, LogSoftmax (over one non-negative `axis`) and
+LayerNormalization (over dims [axis, rank), with Scale and optional B of
+exactly the normalised shape; the converter broadcasts constant ones)."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from hobbit.errors import ShapeError
+from hobbit.graph.ir import Node, TensorType
+from hobbit.graph.registry import OpDef, register_op
+from hobbit.lower.norm import lower_layernorm, lower_softmax
+
+
+def _axis_infer(node: Node) -> list[TensorType]:
+    x = node.inputs[0]
+    if not 0 <= node.attrs["axis"] < len(x.shape):
+        raise ShapeError(f"{node.op} axis {node.attrs['axis']} does not fit rank {len(x.shape)}")
+    return [x.type]
+
+
+def _softmax_reference(log: bool):
+    def reference(ins: list[np.ndarray], a: dict) -> list[np.ndarray]:
+        x = ins[0]
+        shifted = x.astype(np.float64) - np.max(x, axis=a["axis"], keepdims=True)
+        total = np.sum(np.exp(shifted), axis=a["axis"], keepdims=True)
+        y = shifted - np.log(total) if log else np.exp(shifted) / total
+        return [y.astype(x.dtype)]
+    return reference
+
+
+for _name, _log in (("Softmax", False), ("LogSoftmax", True)):
+    register_op(OpDef(
+        _name, infer=_axis_infer, reference=_softmax_reference(_log), lower=lower_softmax,
+        attrs={"axis": 0}, doc=f"{_name} over one axis, max-subtracted for stability"))
+
+
+def _layernorm_infer(node: Node) -> list[TensorType]:
+    x = node.inputs[0]
+    axis = node.attrs["axis"]
+    if not 0 <= axis < len(x.shape):
+        raise ShapeError(f"LayerNormalization axis {axis} does not fit rank {len(x.shape)}")
+    normalised = tuple(x.shape[axis:])
+    for v in node.inputs[1:]:
+        if v is not None and tuple(v.shape) != normalised:
+            raise ShapeError(f"LayerNormalization scale/bias {v.type} must have the normalised shape {normalised}")
+    return [x.type]
+
+
+def _layernorm_reference(ins: list[np.ndarray], a: dict) -> list[np.ndarray]:
+    x = ins[0]
+    axes = tuple(range(a["axis"], x.ndim))
+    wide = x.astype(np.float64)
+    mean = wide.mean(axis=axes, keepdims=True)
+    var = ((wide - mean) ** 2).mean(axis=axes, keepdims=True)
+    y = (wide - mean) / np.sqrt(var + a["epsilon"]) * ins[1]
+    if len(ins) > 2 and ins[2] is not None:
+        y = y + ins[2]
+    return [y.astype(x.dtype)]
+
+
+register_op(OpDef(
+    "LayerNormalization", infer=_layernorm_infer, reference=_layernorm_reference, lower=lower_layernorm,
+    attrs={"axis": 0, "epsilon": 1e-5},
+    doc="inference LayerNormalization over dims [axis, rank); inputs X, Scale[, B]"))

@@ -1,16 +1,26 @@
 """Data-movement and shape ops. View ops share their input's memory; the rest
-are strided copies. Shape-only ops have no lowering: they are always folded."""
+are strided copies (or index-table copies for Gather and reflect/edge Pad).
+Shape-only ops have no lowering: they are always folded. The comparison,
+logic and Where ops that shape arithmetic uses are element-wise with bool values,
+so they also run (and fuse) at run time."""
 
 from __future__ import annotations
 
 import numpy as np
 
+from llvmlite import ir
+
 from hobbit.errors import ShapeError
 from hobbit.graph.ir import Node, TensorType
 from hobbit.graph.registry import OpDef, register_op
-from hobbit.lower.copy import emit_strided_copy
-from hobbit.lower.elementwise import emit_elementwise
+from hobbit.graph.shapes import broadcast
+from hobbit.lower.builder import llvm_type
+from hobbit.lower.copy import emit_fill, emit_strided_copy
+from hobbit.lower.elementwise import broadcast_strides, emit_elementwise
+from hobbit.lower.gather import emit_runtime_gather, emit_table_copy
 from hobbit.lower.kernel import KernelArgs
+from hobbit.lower.scalar import Emit
+from hobbit.ops.elementwise import lower_elementwise
 
 
 def _reshape_infer(node: Node) -> list[TensorType]:
@@ -39,10 +49,17 @@ register_op(OpDef(
     doc="materialise a tensor in its own buffer (graph outputs that alias inputs or constants)"))
 
 
+def _shape_reference(ins: list[np.ndarray], a: dict) -> list[np.ndarray]:
+    dims = np.array(ins[0].shape, dtype=np.int64)
+    return [dims[a["start"]:a["end"]]]
+
+
 register_op(OpDef(
-    "Shape", infer=lambda n: [TensorType(np.dtype(np.int64), (len(n.inputs[0].shape),))],
-    reference=lambda ins, a: [np.array(ins[0].shape, dtype=np.int64)], lower=None,
-    doc="the static shape of a tensor; always folded"))
+    "Shape",
+    infer=lambda n: [TensorType(np.dtype(np.int64),
+                                (len(n.inputs[0].shape[n.attrs["start"]:n.attrs["end"]]),))],
+    reference=_shape_reference, lower=None, attrs={"start": 0, "end": None},
+    doc="the static shape of a tensor, dims[start:end]; always folded"))
 
 
 def _transpose_infer(node: Node) -> list[TensorType]:
@@ -68,3 +85,348 @@ def _lower_transpose(k: KernelArgs) -> None:
 register_op(OpDef(
     "Transpose", infer=_transpose_infer, reference=_transpose_reference, lower=_lower_transpose,
     attrs={"perm": ()}, doc="permute dims (empty perm reverses them)"))
+
+
+def _strides(shape: tuple[int, ...]) -> list[int]:
+    """Row-major element strides of a contiguous tensor."""
+    return [int(np.prod(shape[d + 1:], dtype=np.int64)) for d in range(len(shape))]
+
+
+# -- Concat and Split: each piece is one strided copy -------------------------------
+
+def _concat_infer(node: Node) -> list[TensorType]:
+    first = node.inputs[0]
+    axis = node.attrs["axis"]
+    total = 0
+    for v in node.inputs:
+        same = len(v.shape) == len(first.shape) and all(
+            a == b for d, (a, b) in enumerate(zip(v.shape, first.shape)) if d != axis)
+        if not same or v.dtype != first.dtype:
+            raise ShapeError(f"Concat on axis {axis}: {v.type} does not fit {first.type}")
+        total += v.shape[axis]
+    shape = list(first.shape)
+    shape[axis] = total
+    return [TensorType(first.dtype, tuple(shape))]
+
+
+def _lower_concat(k: KernelArgs) -> None:
+    out = k.node.outputs[0]
+    axis = k.node.attrs["axis"]
+    out_strides = _strides(tuple(out.shape))
+    start = 0
+    for v, ptr in zip(k.node.inputs, k.inputs):
+        emit_strided_copy(k.kb, ptr, k.outputs[0], out.dtype, tuple(v.shape), _strides(tuple(v.shape)), 0,
+                          out_strides, start * out_strides[axis])
+        start += v.shape[axis]
+
+
+register_op(OpDef(
+    "Concat", infer=_concat_infer, lower=_lower_concat, attrs={"axis": 0},
+    reference=lambda ins, a: [np.concatenate(ins, axis=a["axis"])],
+    doc="join inputs along `axis` (non-negative); each input is copied into its slice"))
+
+
+def _split_infer(node: Node) -> list[TensorType]:
+    x = node.inputs[0]
+    axis, sizes = node.attrs["axis"], tuple(node.attrs["split"])
+    if sum(sizes) != x.shape[axis] or any(s < 0 for s in sizes):
+        raise ShapeError(f"Split sizes {sizes} do not add up to dim {axis} of {x.type}")
+    return [TensorType(x.dtype, x.shape[:axis] + (s,) + x.shape[axis + 1:]) for s in sizes]
+
+
+def _split_reference(ins: list[np.ndarray], a: dict) -> list[np.ndarray]:
+    cuts = np.cumsum(a["split"])[:-1]
+    return [np.ascontiguousarray(p) for p in np.split(ins[0], cuts, axis=a["axis"])]
+
+
+def _lower_split(k: KernelArgs) -> None:
+    x = k.node.inputs[0]
+    axis = k.node.attrs["axis"]
+    in_strides = _strides(tuple(x.shape))
+    start = 0
+    for out, ptr in zip(k.node.outputs, k.outputs):
+        emit_strided_copy(k.kb, k.inputs[0], ptr, x.dtype, tuple(out.shape), in_strides,
+                          start * in_strides[axis])
+        start += out.shape[axis]
+
+
+register_op(OpDef(
+    "Split", infer=_split_infer, reference=_split_reference, lower=_lower_split,
+    attrs={"axis": 0, "split": ()}, doc="cut `axis` into pieces of the sizes in `split`, one output each"))
+
+
+# -- Slice: per-dim start and step, already clamped by the converter ----------------
+
+def _slice_infer(node: Node) -> list[TensorType]:
+    x = node.inputs[0]
+    a = node.attrs
+    if not len(a["starts"]) == len(a["steps"]) == len(a["sizes"]) == len(x.shape):
+        raise ShapeError(f"Slice attributes do not match the rank of {x.type}")
+    for dim, start, step, size in zip(x.shape, a["starts"], a["steps"], a["sizes"]):
+        if size and not (0 <= start < dim and 0 <= start + step * (size - 1) < dim):
+            raise ShapeError(f"Slice start {start} step {step} size {size} leaves dim {dim}")
+    return [TensorType(x.dtype, tuple(a["sizes"]))]
+
+
+def _slice_reference(ins: list[np.ndarray], a: dict) -> list[np.ndarray]:
+    index = []
+    for start, step, size in zip(a["starts"], a["steps"], a["sizes"]):
+        stop = start + step * size
+        index.append(slice(start, stop if stop >= 0 else None, step))
+    return [np.ascontiguousarray(ins[0][tuple(index)])]
+
+
+def _lower_slice(k: KernelArgs) -> None:
+    x = k.node.inputs[0]
+    a = k.node.attrs
+    in_strides = _strides(tuple(x.shape))
+    offset = sum(s * st for s, st in zip(a["starts"], in_strides))
+    emit_strided_copy(k.kb, k.inputs[0], k.outputs[0], x.dtype, tuple(a["sizes"]),
+                      [step * st for step, st in zip(a["steps"], in_strides)], offset)
+
+
+register_op(OpDef(
+    "Slice", infer=_slice_infer, reference=_slice_reference, lower=_lower_slice,
+    attrs={"starts": (), "steps": (), "sizes": ()},
+    doc="out[i] = x[starts + i * steps] per dim, with output dims `sizes` (steps may be negative)"))
+
+
+# -- Pad ---------------------------------------------------------------------------
+
+def _pad_infer(node: Node) -> list[TensorType]:
+    x = node.inputs[0]
+    pads, rank = tuple(node.attrs["pads"]), len(x.shape)
+    if len(pads) != 2 * rank:
+        raise ShapeError(f"Pad needs {2 * rank} pads for {x.type}, got {pads}")
+    shape = tuple(d + pads[i] + pads[i + rank] for i, d in enumerate(x.shape))
+    if any(d < 0 for d in shape):
+        raise ShapeError(f"Pad pads {pads} crop {x.type} below zero")
+    if node.attrs["mode"] != "constant" and (any(p < 0 for p in pads) or 0 in x.shape):
+        raise ShapeError(f"Pad mode {node.attrs['mode']!r} needs non-negative pads and a non-empty input")
+    return [TensorType(x.dtype, shape)]
+
+
+def _pad_reference(ins: list[np.ndarray], a: dict) -> list[np.ndarray]:
+    x, rank = ins[0], ins[0].ndim
+    pads = a["pads"]
+    crop = tuple(slice(max(0, -pads[i]), x.shape[i] - max(0, -pads[i + rank])) for i in range(rank))
+    widths = [(max(0, pads[i]), max(0, pads[i + rank])) for i in range(rank)]
+    mode = a["mode"]
+    if mode == "constant":
+        return [np.pad(x[crop], widths, mode="constant", constant_values=np.asarray(a["value"]).astype(x.dtype))]
+    return [np.pad(x[crop], widths, mode=mode)]
+
+
+def pad_source_index(j: int, size: int, mode: str) -> int:
+    """Source index along one dim for position `j` (relative to the input's start) outside [0, size)."""
+    if mode == "edge":
+        return min(max(j, 0), size - 1)
+    if mode == "wrap":
+        return j % size
+    period = 2 * (size - 1)  # reflect, the edge element not repeated
+    if period == 0:
+        return 0
+    j = j % period
+    return j if j < size else period - j
+
+
+def _lower_pad(k: KernelArgs) -> None:
+    x, out = k.node.inputs[0], k.node.outputs[0]
+    a = k.node.attrs
+    rank, pads = len(x.shape), a["pads"]
+    in_strides = _strides(tuple(x.shape))
+    if a["mode"] != "constant":
+        offsets = [[pad_source_index(o - pads[d], x.shape[d], a["mode"]) * in_strides[d]
+                    for o in range(out.shape[d])] for d in range(rank)]
+        emit_table_copy(k.kb, k.inputs[0], k.outputs[0], x.dtype, offsets)
+        return
+    emit_fill(k.kb, k.outputs[0], x.dtype, out.type.size, a["value"])
+    out_strides = _strides(tuple(out.shape))
+    begin = [max(0, -pads[d]) for d in range(rank)]
+    shape = tuple(x.shape[d] - begin[d] - max(0, -pads[d + rank]) for d in range(rank))
+    emit_strided_copy(k.kb, k.inputs[0], k.outputs[0], x.dtype, shape, in_strides,
+                      sum(b * s for b, s in zip(begin, in_strides)), out_strides,
+                      sum(max(0, pads[d]) * out_strides[d] for d in range(rank)))
+
+
+register_op(OpDef(
+    "Pad", infer=_pad_infer, reference=_pad_reference, lower=_lower_pad,
+    attrs={"pads": (), "mode": "constant", "value": 0.0},
+    doc="pad (begins..., ends...) per dim, negative pads crop; mode constant, reflect, edge or wrap"))
+
+
+# -- Gather ------------------------------------------------------------------------
+
+def _gather_infer(node: Node) -> list[TensorType]:
+    data, indices = node.inputs
+    axis = node.attrs["axis"]
+    if indices.dtype.kind not in "iu":
+        raise ShapeError(f"Gather indices must be integers, got {indices.type}")
+    return [TensorType(data.dtype, data.shape[:axis] + tuple(indices.shape) + data.shape[axis + 1:])]
+
+
+def _gather_reference(ins: list[np.ndarray], a: dict) -> list[np.ndarray]:
+    return [np.take(ins[0], ins[1].astype(np.int64), axis=a["axis"])]
+
+
+def _lower_gather(k: KernelArgs) -> None:
+    data, indices = k.node.inputs
+    axis = k.node.attrs["axis"]
+    outer = int(np.prod(data.shape[:axis], dtype=np.int64))
+    inner = int(np.prod(data.shape[axis + 1:], dtype=np.int64))
+    dim = data.shape[axis]
+    if indices.const is None:
+        emit_runtime_gather(k.kb, k.inputs[0], k.inputs[1], k.outputs[0], data.dtype, indices.dtype,
+                            outer, dim, indices.type.size, inner)
+        return
+    idx = [int(i) % dim for i in indices.const.reshape(-1)]  # the converter range-checked them
+    offsets = [range(0, outer * dim * inner, dim * inner) if outer else [],
+               [i * inner for i in idx], range(inner)]
+    emit_table_copy(k.kb, k.inputs[0], k.outputs[0], data.dtype, offsets)
+
+
+register_op(OpDef(
+    "Gather", infer=_gather_infer, reference=_gather_reference, lower=_lower_gather, attrs={"axis": 0},
+    doc="numpy take along `axis`; runtime indices out of range are clamped (see lower/gather.py)"))
+
+
+# -- Expand and Tile: strided copies with zero strides -----------------------------
+
+def _expand_infer(node: Node) -> list[TensorType]:
+    x = node.inputs[0]
+    return [TensorType(x.dtype, broadcast(tuple(x.shape), tuple(node.attrs["shape"])))]
+
+
+def _lower_expand(k: KernelArgs) -> None:
+    x, out = k.node.inputs[0], k.node.outputs[0]
+    shape = tuple(out.shape)
+    emit_strided_copy(k.kb, k.inputs[0], k.outputs[0], x.dtype, shape, broadcast_strides(tuple(x.shape), shape), 0)
+
+
+def _expand_reference(ins: list[np.ndarray], a: dict) -> list[np.ndarray]:
+    shape = broadcast(ins[0].shape, tuple(a["shape"]))
+    return [np.ascontiguousarray(np.broadcast_to(ins[0], shape))]
+
+
+register_op(OpDef(
+    "Expand", infer=_expand_infer, lower=_lower_expand, attrs={"shape": ()}, reference=_expand_reference,
+    doc="broadcast the input to `shape` (ONNX two-way broadcasting)"))
+
+
+def _tile_infer(node: Node) -> list[TensorType]:
+    x = node.inputs[0]
+    reps = tuple(node.attrs["repeats"])
+    if len(reps) != len(x.shape) or any(r < 0 for r in reps):
+        raise ShapeError(f"Tile repeats {reps} do not fit {x.type}")
+    return [TensorType(x.dtype, tuple(d * r for d, r in zip(x.shape, reps)))]
+
+
+def _lower_tile(k: KernelArgs) -> None:
+    """The output viewed as [r0, d0, r1, d1, ...] reads the input with stride 0 on each r."""
+    x = k.node.inputs[0]
+    in_strides = _strides(tuple(x.shape))
+    shape, strides = [], []
+    for d, r, s in zip(x.shape, k.node.attrs["repeats"], in_strides):
+        shape += [r, d]
+        strides += [0, s]
+    emit_strided_copy(k.kb, k.inputs[0], k.outputs[0], x.dtype, tuple(shape), strides, 0)
+
+
+register_op(OpDef(
+    "Tile", infer=_tile_infer, lower=_lower_tile, attrs={"repeats": ()},
+    reference=lambda ins, a: [np.tile(ins[0], tuple(a["repeats"]))],
+    doc="repeat the input `repeats[d]` times along each dim d"))
+
+
+# -- Fold-only shape arithmetic: inputs are always compile-time constants -----------
+
+def _folded_only(node: Node) -> list[TensorType]:
+    raise ShapeError(f"{node.op} needs compile-time constant inputs")
+
+
+register_op(OpDef(
+    "Size", infer=lambda n: [TensorType(np.dtype(np.int64), ())],
+    reference=lambda ins, a: [np.array(ins[0].size, dtype=np.int64)], lower=None,
+    doc="the element count of a tensor; always folded"))
+
+register_op(OpDef(
+    "Range", infer=_folded_only, lower=None,
+    reference=lambda ins, a: [np.arange(ins[0], ins[1], ins[2]).astype(ins[0].dtype)],
+    doc="start, limit, delta -> 1-D arange; always folded"))
+
+register_op(OpDef(
+    "ConstantOfShape", infer=_folded_only, lower=None, attrs={"value": np.zeros(1, np.float32)},
+    reference=lambda ins, a: [np.full(tuple(int(d) for d in ins[0]), np.asarray(a["value"]).reshape(-1)[0],
+                                      dtype=np.asarray(a["value"]).dtype)],
+    doc="a tensor of the given shape filled with `value` (a one-element array); always folded"))
+
+register_op(OpDef(
+    "NonZero", infer=_folded_only, lower=None,
+    reference=lambda ins, a: [np.array(np.nonzero(ins[0]), dtype=np.int64).reshape(ins[0].ndim, -1)],
+    doc="indices of non-zero elements, [rank, count]; always folded (data-dependent shape)"))
+
+
+# -- Comparisons, logic and Where: element-wise with bool values --------------------
+
+def _as_bool(e: Emit, flag: ir.Value) -> ir.Value:
+    """An i1 (vector) result stored as a 0/1 byte, numpy's bool."""
+    ty = llvm_type(np.dtype(np.bool_))
+    return e.b.zext(flag, ir.VectorType(ty, e.width) if e.width > 1 else ty)
+
+
+def _truth(e: Emit, v: ir.Value) -> ir.Value:
+    return e.b.icmp_unsigned("!=", v, ir.Constant(v.type, None))
+
+
+def _bool_binary_infer(node: Node) -> list[TensorType]:
+    a, b = node.inputs
+    if a.dtype != b.dtype:
+        raise ShapeError(f"{node.op} operands {a.type} and {b.type} differ in dtype")
+    return [TensorType(np.dtype(np.bool_), broadcast(tuple(a.shape), tuple(b.shape)))]
+
+
+def _bool_binary(name: str, expr, ref) -> None:
+    register_op(OpDef(
+        name, infer=_bool_binary_infer, lower=lower_elementwise, kind="elementwise",
+        scalar=lambda e, args, a: _as_bool(e, expr(e, args[0], args[1])),
+        reference=lambda ins, a: [np.asarray(ref(ins[0], ins[1]), dtype=np.bool_)],
+        doc=f"element-wise {ref.__name__} with broadcasting; bool result"))
+
+
+def _eq(e: Emit, a, b):
+    return e.b.fcmp_ordered("==", a, b) if e.float else e.b.icmp_signed("==", a, b)
+
+
+def _le(e: Emit, a, b):
+    if e.float:
+        return e.b.fcmp_ordered("<=", a, b)
+    return e.b.icmp_signed("<=", a, b) if e.dtype.kind == "i" else e.b.icmp_unsigned("<=", a, b)
+
+
+_bool_binary("Equal", _eq, np.equal)
+_bool_binary("Less", lambda e, a, b: e.lt(a, b), np.less)
+_bool_binary("Greater", lambda e, a, b: e.gt(a, b), np.greater)
+_bool_binary("LessOrEqual", _le, np.less_equal)
+_bool_binary("GreaterOrEqual", lambda e, a, b: _le(e, b, a), np.greater_equal)
+_bool_binary("And", lambda e, a, b: e.b.and_(_truth(e, a), _truth(e, b)), np.logical_and)
+_bool_binary("Or", lambda e, a, b: e.b.or_(_truth(e, a), _truth(e, b)), np.logical_or)
+_bool_binary("Xor", lambda e, a, b: e.b.xor(_truth(e, a), _truth(e, b)), np.logical_xor)
+
+register_op(OpDef(
+    "Not", infer=lambda n: [TensorType(np.dtype(np.bool_), n.inputs[0].shape)], lower=lower_elementwise,
+    kind="elementwise", scalar=lambda e, args, a: _as_bool(e, e.b.not_(_truth(e, args[0]))),
+    reference=lambda ins, a: [np.logical_not(ins[0])], doc="logical not of a bool tensor"))
+
+
+def _where_infer(node: Node) -> list[TensorType]:
+    cond, x, y = node.inputs
+    if x.dtype != y.dtype or cond.dtype != np.bool_:
+        raise ShapeError(f"Where needs a bool condition and equal branch dtypes: {cond.type}, {x.type}, {y.type}")
+    return [TensorType(x.dtype, broadcast(tuple(cond.shape), tuple(x.shape), tuple(y.shape)))]
+
+
+register_op(OpDef(
+    "Where", infer=_where_infer, lower=lower_elementwise, kind="elementwise",
+    scalar=lambda e, args, a: e.b.select(_truth(e, args[0]), args[1], args[2]),
+    reference=lambda ins, a: [np.where(ins[0], ins[1], ins[2])],
+    doc="cond ? x : y with three-way broadcasting"))

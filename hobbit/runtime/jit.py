@@ -106,5 +106,6 @@ class CompiledModel:
             if tuple(value.shape) != tuple(spec.shape):
                 raise InputError(f"input '{spec.name}' has shape {tuple(value.shape)}, "
                                  f"the model expects {tuple(spec.shape)}")
-            arrays.append(np.ascontiguousarray(value))
+            # Generated code indexes elements from a naturally aligned base pointer.
+            arrays.append(np.require(value, requirements=["C_CONTIGUOUS", "ALIGNED"]))
         return arrays

@@ -1,0 +1,274 @@
+"""The `hobbit` command: run, compile, inspect and benchmark ONNX models.
+
+Every subcommand takes MODEL as a path to an .onnx file or the name of a
+built-in zoo model (`hobbit zoo` lists them). Errors hobbit raises on purpose
+are printed as one message and exit with status 2; see `hobbit COMMAND --help`."""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+import time
+
+import numpy as np
+import onnx
+
+import hobbit
+from hobbit import zoo
+from hobbit.bench import random_inputs, run_benchmark
+from hobbit.codegen.llvm import emit_assembly
+from hobbit.codegen.module import kernel_name
+from hobbit.compiler import CompileReport, lower_to_llvm
+from hobbit.errors import HobbitError, InputError
+from hobbit.passes import DEFAULT_PIPELINE, PASSES
+from hobbit.passes.memory import is_view
+
+EXIT_ERROR = 2
+
+_EPILOG = """examples:
+  hobbit run resnet18                       compile a zoo model and run it on random input
+  hobbit run model.onnx --input input=x.npy run your model on your data
+  hobbit inspect model.onnx                 fused kernels, memory plan, weights size
+  hobbit compile model.onnx --emit asm -o model.s
+  hobbit bench                              resnet18: hobbit vs onnxruntime, 1 thread
+  hobbit zoo                                list the built-in models"""
+
+
+def load_model(spec: str) -> onnx.ModelProto | str:
+    """MODEL argument -> something hobbit.compile accepts: an existing file path, or a zoo model."""
+    if os.path.exists(spec):
+        return spec
+    if spec in zoo.MODELS:
+        return zoo.build(spec)
+    raise HobbitError(f"{spec!r} is neither an existing file nor a zoo model "
+                      f"(zoo models: {', '.join(zoo.MODELS)})")
+
+
+def pipeline(args: argparse.Namespace) -> list[str] | None:
+    """--passes / --disable -> the `passes` argument of hobbit.compile (None = default pipeline)."""
+    if args.passes is None and not args.disable:
+        return None
+    names = DEFAULT_PIPELINE if args.passes is None else [p.strip() for p in args.passes.split(",") if p.strip()]
+    for name in list(names) + list(args.disable):
+        if name not in PASSES:
+            raise HobbitError(f"unknown pass {name!r}; known passes: {', '.join(PASSES)}")
+    return [p for p in names if p not in args.disable]
+
+
+def _report(args: argparse.Namespace, opt_level: int = 0) -> CompileReport:
+    return lower_to_llvm(load_model(args.model), passes=pipeline(args), opt_level=opt_level)
+
+
+# -- subcommands -------------------------------------------------------------------------
+def _parse_inputs(items: list[str]) -> dict[str, np.ndarray]:
+    feeds = {}
+    for item in items:
+        name, sep, path = item.partition("=")
+        if not sep or not name or not path:
+            raise InputError(f"--input takes NAME=FILE.npy, got {item!r}")
+        try:
+            feeds[name] = np.load(path, allow_pickle=False)
+        except (OSError, ValueError) as exc:
+            raise InputError(f"cannot read input '{name}' from {path!r}: {exc}") from exc
+    return feeds
+
+
+def _summary(array: np.ndarray, count: int = 5) -> str:
+    flat = array.reshape(-1)
+    values = ", ".join(f"{v:.6g}" for v in flat[:count].tolist())
+    more = ", ..." if flat.size > count else ""
+    stats = f"  (min {flat.min():.4g}, max {flat.max():.4g})" if flat.size and flat.dtype.kind in "fiu" else ""
+    return f"[{values}{more}]{stats}"
+
+
+def cmd_run(args: argparse.Namespace) -> int:
+    t0 = time.perf_counter()
+    model = hobbit.compile(load_model(args.model), threads=args.threads, passes=pipeline(args))
+    compile_s = time.perf_counter() - t0
+    given = _parse_inputs(args.input)
+    known = {s.name for s in model.inputs}
+    unknown = sorted(set(given) - known)
+    if unknown:
+        raise InputError(f"--input names {unknown} are not model inputs; the model takes {sorted(known)}")
+    feeds = random_inputs([s for s in model.inputs if s.name not in given], args.seed)
+    feeds.update(given)
+    for spec in model.inputs:
+        origin = "from file" if spec.name in given else "random"
+        print(f"input  {spec.name}: {np.dtype(spec.dtype).name}{list(spec.shape)} ({origin})")
+    outputs = model.run(feeds)
+    times = []
+    for _ in range(args.runs):
+        t1 = time.perf_counter()
+        model.run(feeds)
+        times.append(time.perf_counter() - t1)
+    for spec, out in zip(model.outputs, outputs):
+        print(f"output {spec.name}: {out.dtype.name}{list(out.shape)} {_summary(out)}")
+    print(f"compile: {compile_s:.2f} s")
+    print(f"latency: {np.median(times) * 1e3:.3f} ms (median of {args.runs} runs after one warm-up)")
+    return 0
+
+
+def _write(text: str, path: str | None) -> None:
+    if path is None:
+        sys.stdout.write(text if text.endswith("\n") else text + "\n")
+        return
+    with open(path, "w") as f:
+        f.write(text)
+    print(f"wrote {path} ({len(text)} characters)", file=sys.stderr)
+
+
+def cmd_compile(args: argparse.Namespace) -> int:
+    report = _report(args, opt_level=3 if args.emit == "asm" else 0)
+    if args.emit == "llvm":
+        text = report.llvm_ir
+    elif args.emit == "asm":
+        text = emit_assembly(report.optimized, report.target)
+    else:
+        text = str(report.graph)
+    _write(text, args.output)
+    return 0
+
+
+def _mib(nbytes: int) -> str:
+    return f"{nbytes / 2**20:.2f} MiB ({nbytes} bytes)"
+
+
+def cmd_inspect(args: argparse.Namespace) -> int:
+    report = _report(args)
+    graph, plan = report.graph, report.plan
+    passes = pipeline(args)
+    passes = DEFAULT_PIPELINE if passes is None else passes
+    print(f"model {graph.name}: {len(graph.nodes)} nodes after passes "
+          f"({', '.join(passes) or 'none'}, then legalize)")
+    for v in graph.inputs:
+        print(f"  input  {v.name}: {v.type}")
+    for v in graph.outputs:
+        print(f"  output {v.name}: {v.type}")
+    rows = []
+    for node in graph.nodes:
+        ops = "view:" + node.op if is_view(node) else kernel_name(node).split("[", 1)[0]
+        out = node.outputs[0]
+        rows.append((ops, ", ".join(node.fused_names), str(out.type), str(plan.place(out))))
+    width = [max(len(r[i]) for r in rows) if rows else 0 for i in range(4)]
+    header = ("ops", "onnx nodes", "output", "memory")
+    width = [max(w, len(h)) for w, h in zip(width, header)]
+    print("  #  " + "  ".join(h.ljust(w) for h, w in zip(header, width)).rstrip())
+    for i, row in enumerate(rows):
+        print(f"{i:3d}  " + "  ".join(c.ljust(w) for c, w in zip(row, width)).rstrip())
+    kernels = sum(1 for n in graph.nodes if not is_view(n))
+    print(f"kernels: {kernels}")
+    print(f"arena: {_mib(plan.arena_bytes)}")
+    print(f"weights: {_mib(plan.weights_bytes)}")
+    return 0
+
+
+def cmd_bench(args: argparse.Namespace) -> int:
+    model = load_model(args.model)
+    name = args.model
+    print(f"benchmarking {name}: compiling and checking against onnxruntime ...", flush=True)
+    result = run_benchmark(model, name, runs=args.runs, threads=args.threads, warmup=args.warmup,
+                           passes=pipeline(args))
+    print(result.format())
+    return 0 if result.mismatch is None else 1
+
+
+def cmd_zoo(args: argparse.Namespace) -> int:
+    if args.name is None:
+        for name, fn in zoo.MODELS.items():
+            print(f"{name:15s} {(fn.__doc__ or '').strip().splitlines()[0]}")
+        return 0
+    model = zoo.build(args.name)
+    path = args.output or f"{args.name}.onnx"
+    onnx.save(model, path)
+    print(f"wrote {path}")
+    return 0
+
+
+# -- argument parsing --------------------------------------------------------------------
+def _common(p: argparse.ArgumentParser) -> None:
+    p.add_argument("model", metavar="MODEL", help="path to an .onnx file, or a zoo model name (see `hobbit zoo`)")
+    p.add_argument("--passes", metavar="A,B,C",
+                   help=f"graph passes to run, in order (default: {','.join(DEFAULT_PIPELINE)}; "
+                        f"known: {', '.join(PASSES)}); an empty string runs none")
+    p.add_argument("--disable", metavar="NAME", action="append", default=[],
+                   help="drop this pass from the pipeline (repeatable)")
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="hobbit", formatter_class=argparse.RawDescriptionHelpFormatter, epilog=_EPILOG,
+        description="hobbit compiles ONNX models to native code for this CPU (via LLVM) and runs them.")
+    parser.add_argument("--version", action="version", version=f"hobbit {hobbit.__version__}")
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
+
+    p = sub.add_parser("run", help="compile a model and run it on given or random inputs",
+                       description="Compile MODEL, run it, and print each output's shape, first values and "
+                                   "the latency. Inputs not given with --input are filled with seeded random "
+                                   "data (N(0,1) for floats).")
+    _common(p)
+    p.add_argument("--input", metavar="NAME=FILE.npy", action="append", default=[],
+                   help="feed input NAME from a .npy file (repeatable)")
+    p.add_argument("--runs", type=int, default=10, help="timed runs for the latency figure (default 10)")
+    p.add_argument("--threads", type=int, default=None, help="threads for the compiled model")
+    p.add_argument("--seed", type=int, default=0, help="seed for random inputs (default 0)")
+    p.set_defaults(func=cmd_run)
+
+    p = sub.add_parser("compile", help="print the LLVM IR, assembly or optimised graph of a model",
+                       description="Compile MODEL and write one stage of the result: 'llvm' is the LLVM IR "
+                                   "hobbit generates (before LLVM's optimiser), 'asm' the optimised machine code "
+                                   "for this CPU, 'graph' the graph after the passes (fused groups).")
+    _common(p)
+    p.add_argument("--emit", choices=["llvm", "asm", "graph"], default="llvm", help="what to write (default llvm)")
+    p.add_argument("-o", "--output", metavar="FILE", help="write to FILE instead of standard output")
+    p.set_defaults(func=cmd_compile)
+
+    p = sub.add_parser("inspect", help="show fused kernels, their ONNX nodes, shapes and the memory plan",
+                       description="List the graph after the passes: one line per fused group (e.g. "
+                                   "Conv+Add+Relu) with the ONNX nodes it came from, its output type and "
+                                   "where the output lives (arena offset, graph output, ...), then the arena "
+                                   "and weights sizes.")
+    _common(p)
+    p.set_defaults(func=cmd_inspect)
+
+    p = sub.add_parser("bench", help="time hobbit against onnxruntime (default: zoo resnet18)",
+                       description="Compile the model, check its outputs against onnxruntime (rtol 1e-3, "
+                                   "atol 1e-4; no ratio is printed if they disagree), then time both alternately "
+                                   "with the same thread count and print median and p10-p90 latency, the ratio "
+                                   "hobbit/onnxruntime and the compile time. Exits with status 1 when the "
+                                   "outputs disagree.")
+    p.add_argument("--model", default="resnet18", metavar="NAME|PATH",
+                   help="zoo model name or .onnx path (default resnet18)")
+    p.add_argument("--runs", type=int, default=30, help="timed runs per engine after warm-up (default 30)")
+    p.add_argument("--warmup", type=int, default=3, help="untimed warm-up runs per engine (default 3)")
+    p.add_argument("--threads", type=int, default=1,
+                   help="threads for both engines: onnxruntime intra_op_num_threads (default 1)")
+    p.add_argument("--passes", metavar="A,B,C", help="graph passes to run, in order (default: the standard pipeline)")
+    p.add_argument("--disable", metavar="NAME", action="append", default=[], help="drop this pass (repeatable)")
+    p.set_defaults(func=cmd_bench)
+
+    p = sub.add_parser("zoo", help="list the built-in models, or save one as an .onnx file",
+                       description="With no NAME, list the zoo models. With NAME, save that model (random "
+                                   "weights, torchvision layout) to NAME.onnx or -o FILE.")
+    p.add_argument("name", nargs="?", choices=list(zoo.MODELS), metavar="NAME", help="model to save")
+    p.add_argument("-o", "--output", metavar="FILE", help="where to save it (default NAME.onnx)")
+    p.set_defaults(func=cmd_zoo)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Entry point of the `hobbit` command; returns the process exit status."""
+    parser = build_parser()
+    try:
+        args = parser.parse_args(argv)
+    except SystemExit as exc:  # --help, --version and usage errors
+        return exc.code if isinstance(exc.code, int) else EXIT_ERROR
+    try:
+        return args.func(args)
+    except HobbitError as exc:
+        print(f"hobbit: error: {exc}", file=sys.stderr)
+        return EXIT_ERROR
+
+
+if __name__ == "__main__":
+    sys.exit(main())

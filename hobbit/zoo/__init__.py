@@ -1,0 +1,38 @@
+"""Built-in model zoo: torchvision-shaped CNNs built with onnx.helper, no downloads.
+
+Each function returns an opset-17 `onnx.ModelProto` with input "input"
+(float32 1x3x224x224) and output "output" (1x1000), the same layer structure
+and op patterns as torchvision's ONNX exports, and deterministic random weights
+calibrated so activations stay near unit scale (see hobbit.zoo.builder). They
+exist for tests, benchmarks and `hobbit run resnet18`; they are not trained.
+vgg16 carries 553 MB of float32 weights."""
+
+from __future__ import annotations
+
+from typing import Callable
+
+import onnx
+
+from hobbit.errors import HobbitError
+from hobbit.zoo.mobilenet import mobilenet_v2
+from hobbit.zoo.resnet import resnet18, resnet50
+from hobbit.zoo.squeezenet import squeezenet1_1
+from hobbit.zoo.vgg import vgg16
+
+MODELS: dict[str, Callable[[], onnx.ModelProto]] = {
+    "resnet18": resnet18,
+    "resnet50": resnet50,
+    "mobilenet_v2": mobilenet_v2,
+    "squeezenet1_1": squeezenet1_1,
+    "vgg16": vgg16,
+}
+
+
+def build(name: str) -> onnx.ModelProto:
+    """The zoo model called `name` (see MODELS)."""
+    if name not in MODELS:
+        raise HobbitError(f"unknown zoo model {name!r}; available: {', '.join(MODELS)}")
+    return MODELS[name]()
+
+
+__all__ = ["MODELS", "build", "resnet18", "resnet50", "mobilenet_v2", "squeezenet1_1", "vgg16"]

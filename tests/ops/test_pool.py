@@ -1,0 +1,152 @@
+"""MaxPool / AveragePool / global pools against onnxruntime over attribute variants."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from onnx import helper
+
+import hobbit
+from hobbit.compiler import lower_to_llvm
+from hobbit.errors import UnsupportedModelError
+from tests.helpers import assert_matches_ort, make_model, rand, run_ort
+
+# (kernel, stride, pads (t, l, b, r), ceil_mode, input shape)
+WINDOWS = [
+    (2, 2, (0, 0, 0, 0), 0, (1, 3, 7, 7)),
+    (2, 2, (1, 1, 1, 1), 1, (1, 1, 5, 5)),
+    (3, 1, (1, 1, 1, 1), 0, (2, 5, 13, 11)),
+    (3, 2, (1, 1, 1, 1), 1, (1, 3, 13, 11)),
+    (3, 2, (1, 0, 2, 1), 0, (1, 3, 7, 9)),
+    (3, 3, (0, 0, 0, 0), 1, (1, 3, 7, 7)),
+    (5, 3, (2, 2, 1, 0), 1, (1, 3, 13, 11)),
+    (5, 1, (0, 2, 0, 2), 0, (1, 7, 6, 21)),
+    (7, 2, (3, 3, 3, 3), 1, (1, 2, 13, 11)),
+    (7, 1, (3, 2, 1, 3), 0, (1, 1, 8, 8)),
+]
+
+
+@pytest.mark.parametrize("kernel,stride,pads,ceil,shape", WINDOWS)
+def test_pools_match_ort(kernel, stride, pads, ceil, shape):
+    """MaxPool and both AveragePool count modes in one model (one compile per window)."""
+    x = rand(*shape, seed=kernel * 10 + stride)
+    common = dict(kernel_shape=[kernel, kernel], strides=[stride, stride], pads=list(pads), ceil_mode=ceil)
+    nodes = [helper.make_node("MaxPool", ["x"], ["max"], **common),
+             helper.make_node("AveragePool", ["x"], ["avg"], count_include_pad=0, **common),
+             helper.make_node("AveragePool", ["x"], ["avg_pad"], count_include_pad=1, **common)]
+    assert_matches_ort(make_model(nodes, {"x": x}, ["max", "avg", "avg_pad"], opset=19), {"x": x})
+
+
+@pytest.mark.parametrize("kernel,strides,pads", [
+    ((2, 3), (1, 2), (0, 1, 1, 0)),
+    ((3, 1), (2, 1), (1, 0, 1, 0)),
+    ((1, 4), (1, 3), (0, 0, 0, 2)),
+])
+def test_rectangular_windows(kernel, strides, pads):
+    x = rand(1, 3, 10, 13)
+    common = dict(kernel_shape=list(kernel), strides=list(strides), pads=list(pads))
+    nodes = [helper.make_node("MaxPool", ["x"], ["max"], **common),
+             helper.make_node("AveragePool", ["x"], ["avg"], count_include_pad=1, **common)]
+    assert_matches_ort(make_model(nodes, {"x": x}, ["max", "avg"], opset=11), {"x": x})
+
+
+@pytest.mark.parametrize("dilation,ceil", [(2, 0), (2, 1), (3, 0)])
+def test_dilated_pools(dilation, ceil):
+    x = rand(1, 3, 13, 11)
+    common = dict(kernel_shape=[3, 3], strides=[2, 1], pads=[2, 1, 1, 2], dilations=[dilation, dilation],
+                  ceil_mode=ceil)
+    nodes = [helper.make_node("MaxPool", ["x"], ["max"], **common),
+             helper.make_node("AveragePool", ["x"], ["avg"], count_include_pad=0, **common),
+             helper.make_node("AveragePool", ["x"], ["avg_pad"], count_include_pad=1, **common)]
+    assert_matches_ort(make_model(nodes, {"x": x}, ["max", "avg", "avg_pad"], opset=19), {"x": x})
+
+
+@pytest.mark.parametrize("auto_pad", ["SAME_UPPER", "SAME_LOWER", "VALID"])
+def test_auto_pad(auto_pad):
+    x = rand(1, 3, 11, 8)
+    common = dict(kernel_shape=[3, 2], strides=[2, 3], auto_pad=auto_pad)
+    nodes = [helper.make_node("MaxPool", ["x"], ["max"], **common),
+             helper.make_node("AveragePool", ["x"], ["avg"], **common)]
+    assert_matches_ort(make_model(nodes, {"x": x}, ["max", "avg"], opset=11), {"x": x})
+
+
+@pytest.mark.parametrize("opset", [7, 8, 10, 12, 22])
+def test_opsets(opset):
+    x = rand(2, 3, 9, 9)
+    ceil = dict(ceil_mode=1) if opset >= 10 else {}
+    nodes = [helper.make_node("MaxPool", ["x"], ["max"], kernel_shape=[3, 3], strides=[2, 2], pads=[1, 1, 1, 1], **ceil),
+             helper.make_node("AveragePool", ["x"], ["avg"], kernel_shape=[3, 3], strides=[2, 2], pads=[1, 1, 0, 0],
+                              count_include_pad=1, **ceil)]
+    assert_matches_ort(make_model(nodes, {"x": x}, ["max", "avg"], opset=opset), {"x": x})
+
+
+def test_one_dimensional_pools():
+    x = rand(2, 5, 17)
+    nodes = [helper.make_node("MaxPool", ["x"], ["max"], kernel_shape=[3], strides=[2], pads=[1, 1], ceil_mode=1),
+             helper.make_node("AveragePool", ["x"], ["avg"], kernel_shape=[4], strides=[3], pads=[2, 1],
+                              count_include_pad=1)]
+    assert_matches_ort(make_model(nodes, {"x": x}, ["max", "avg"], opset=19), {"x": x})
+
+
+def test_maxpool_int8():
+    x = np.random.default_rng(0).integers(-128, 128, (1, 3, 9, 7)).astype(np.int8)
+    node = helper.make_node("MaxPool", ["x"], ["y"], kernel_shape=[3, 3], strides=[2, 2], pads=[1, 1, 1, 1])
+    assert_matches_ort(make_model([node], {"x": x}, ["y"], opset=12), {"x": x}, rtol=0, atol=0)
+
+
+@pytest.mark.parametrize("shape", [(2, 3, 17), (2, 5, 7, 9), (1, 3, 4, 5, 6)])
+def test_global_pools(shape):
+    x = rand(*shape)
+    nodes = [helper.make_node("GlobalAveragePool", ["x"], ["avg"]),
+             helper.make_node("GlobalMaxPool", ["x"], ["max"])]
+    assert_matches_ort(make_model(nodes, {"x": x}, ["avg", "max"], opset=13), {"x": x})
+
+
+def test_large_planes_are_vectorised_and_exact():
+    x = rand(1, 16, 56, 56)
+    node = helper.make_node("MaxPool", ["x"], ["y"], kernel_shape=[3, 3], strides=[2, 2], pads=[1, 1, 1, 1])
+    model = make_model([node], {"x": x}, ["y"], opset=13)
+    assert_matches_ort(model, {"x": x}, rtol=0, atol=0)
+    ir_text = str(lower_to_llvm(model).optimized)
+    assert "x float>" in ir_text  # some vector width, whatever the host
+
+
+def test_constant_input_is_folded():
+    """A pool of an initializer is evaluated at compile time by the numpy reference."""
+    w = rand(1, 2, 9, 8)
+    nodes = [helper.make_node("AveragePool", ["w"], ["p"], kernel_shape=[3, 3], strides=[2, 2], pads=[1, 1, 1, 1],
+                              ceil_mode=1, count_include_pad=1),
+             helper.make_node("MaxPool", ["w"], ["q"], kernel_shape=[2, 2], strides=[2, 1], pads=[0, 1, 1, 0]),
+             helper.make_node("Add", ["x", "p"], ["y"])]
+    x = rand(1, 2, 5, 5, seed=3)
+    model = make_model(nodes + [helper.make_node("Identity", ["q"], ["z"])], {"x": x}, ["y", "z"], {"w": w}, opset=19)
+    report = lower_to_llvm(model)
+    assert not any(n.op in ("AveragePool", "MaxPool") for n in report.graph.nodes)
+    assert_matches_ort(model, {"x": x})
+
+
+def test_maxpool_indices_output_is_unsupported():
+    x = rand(1, 1, 4, 4)
+    node = helper.make_node("MaxPool", ["x"], ["y", "i"], kernel_shape=[2, 2])
+    with pytest.raises(UnsupportedModelError, match="Indices"):
+        hobbit.compile(make_model([node], {"x": x}, ["y", "i"], opset=12))
+
+
+def test_reference_matches_ort_on_ceil_overhang():
+    """The ceil_mode rule that drops a last window starting in the end padding."""
+    x = rand(1, 1, 5, 5)
+    node = helper.make_node("AveragePool", ["x"], ["y"], kernel_shape=[2, 2], strides=[2, 2], pads=[1, 1, 1, 1],
+                            ceil_mode=1, count_include_pad=1)
+    model = make_model([node], {"x": x}, ["y"], opset=19)
+    expected = run_ort(model, {"x": x})[0]
+    assert expected.shape == (1, 1, 3, 3)
+    got = assert_matches_ort(model, {"x": x})[0]
+    assert got.shape == expected.shape
+
+
+def test_maxpool_nan_matches_ort():
+    """A NaN wins when it comes after the running max, as in onnxruntime's vector kernel."""
+    x = np.array([[[[np.nan, 1, 2, np.nan, 3, 4, np.nan]]]], np.float32)
+    node = helper.make_node("MaxPool", ["x"], ["y"], kernel_shape=[1, 2])
+    got = assert_matches_ort(make_model([node], {"x": x}, ["y"], opset=12), {"x": x})[0]
+    assert np.isnan(got[0, 0, 0, 2]) and got[0, 0, 0, 0] == 1
