@@ -19,7 +19,7 @@ from onnx import numpy_helper
 from hobbit.errors import InputError, ModelFormatError, ShapeError, UnsupportedItem, UnsupportedModelError
 from hobbit.frontend.converters import lookup
 from hobbit.graph.ir import Graph, Node, TensorType, Value
-from hobbit.graph.registry import get_op, has_op
+from hobbit.graph.registry import get_op
 
 _ONNX_DTYPES = {
     onnx.TensorProto.FLOAT: np.float32, onnx.TensorProto.DOUBLE: np.float64,

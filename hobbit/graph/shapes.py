@@ -22,3 +22,54 @@ def normalize_axis(axis: int, rank: int, what: str = "axis") -> int:
     if not -rank <= axis < max(rank, 1):
         raise ShapeError(f"{what} {axis} is out of range for rank {rank}")
     return axis % rank if rank else 0
+
+
+def broadcast_strides(shape: tuple[int, ...], out_shape: tuple[int, ...]) -> list[int]:
+    """Element strides of a row-major tensor of `shape` read at `out_shape` indices."""
+    rank = len(out_shape)
+    padded = (1,) * (rank - len(shape)) + tuple(shape)
+    strides = [0] * rank
+    step = 1
+    for d in range(rank - 1, -1, -1):
+        strides[d] = step if padded[d] != 1 else 0
+        step *= padded[d]
+    return strides
+
+
+def view_groups(out_shape: tuple[int, ...], view: tuple[int, ...]) -> list[list[int]] | None:
+    """Which consecutive output dims each view dim merges, or None if `view` is not such a merge."""
+    groups: list[list[int]] = []
+    d = 0
+    for extent in view:
+        group: list[int] = []
+        size = 1
+        while d < len(out_shape) and size < extent:
+            group.append(d)
+            size *= out_shape[d]
+            d += 1
+        if size != extent:
+            return None
+        groups.append(group)
+    if any(out_shape[rest] != 1 for rest in range(d, len(out_shape))):
+        return None
+    return groups
+
+
+def view_strides(shape: tuple[int, ...], out_shape: tuple[int, ...], view: tuple[int, ...]) -> list[int] | None:
+    """Strides of an operand broadcast to `out_shape`, expressed in `view` dims,
+    or None when the broadcast cannot be expressed as one stride per view dim."""
+    groups = view_groups(out_shape, view)
+    if groups is None:
+        return None
+    full = broadcast_strides(shape, out_shape)
+    result = []
+    for group in groups:
+        dims = [d for d in group if out_shape[d] != 1]
+        if not dims:
+            result.append(0)
+            continue
+        for a, b in zip(dims, dims[1:]):
+            if full[a] != full[b] * out_shape[b]:
+                return None
+        result.append(full[dims[-1]])
+    return result

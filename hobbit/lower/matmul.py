@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from hobbit.lower.elementwise import Epilogue, broadcast_strides
+from hobbit.graph.shapes import broadcast_strides
+from hobbit.lower.elementwise import Epilogue
 from hobbit.lower.gemm import MatB, MatC, emit_gemm, row_major_a
 from hobbit.lower.kernel import KernelArgs
 from hobbit.lower.scalar import Emit

@@ -191,7 +191,7 @@ def _nest(kb: KernelBuilder, extents: list[int], body: Callable[[list[ir.Value]]
 
 
 def lower_reduce(k: KernelArgs) -> None:
-    kb, node = k.kb, k.node
+    node = k.node
     x = node.inputs[0]
     dtype = np.dtype(x.dtype)
     r = REDUCERS[node.op]

@@ -16,7 +16,8 @@ from hobbit.graph.registry import OpDef, register_op
 from hobbit.graph.shapes import broadcast
 from hobbit.lower.builder import llvm_type
 from hobbit.lower.copy import emit_fill, emit_strided_copy
-from hobbit.lower.elementwise import broadcast_strides, emit_elementwise
+from hobbit.graph.shapes import broadcast_strides
+from hobbit.lower.elementwise import emit_elementwise
 from hobbit.lower.gather import emit_runtime_gather, emit_table_copy
 from hobbit.lower.kernel import KernelArgs
 from hobbit.lower.scalar import Emit

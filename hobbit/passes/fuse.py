@@ -12,7 +12,7 @@ from __future__ import annotations
 from hobbit.graph.ir import EpilogueStep, Graph, Node, Value
 from hobbit.graph.registry import get_op
 from hobbit.graph.rewrite import use_counts
-from hobbit.lower.elementwise import view_strides
+from hobbit.graph.shapes import view_strides
 
 
 def fuse_epilogues(graph: Graph) -> Graph:

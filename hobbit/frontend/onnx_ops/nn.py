@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import numpy as np
 
 from hobbit.frontend.converters import converter
 from hobbit.frontend.onnx import Unsupported
