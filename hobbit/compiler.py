@@ -35,7 +35,7 @@ class CompileReport:
 
 def lower_to_llvm(model: ModelSource, target: Target | None = None, passes: list[str] | None = None,
                   input_shapes: dict[str, tuple[int, ...]] | None = None,
-                  opt_level: int = 3, threads: int | None = None) -> CompileReport:
+                  opt_level: int = 3, threads: int | None = None, profile: bool = False) -> CompileReport:
     target = target or host_target()
     threads = threads or target.cores
     times: dict[str, float] = {}
@@ -47,7 +47,7 @@ def lower_to_llvm(model: ModelSource, target: Target | None = None, passes: list
     plan = plan_memory(graph)
     times["passes"] = time.perf_counter() - t0
     t0 = time.perf_counter()
-    module = build_module(graph, plan, target, threads)
+    module = build_module(graph, plan, target, threads, profile)
     times["codegen"] = time.perf_counter() - t0
     t0 = time.perf_counter()
     optimized = optimize(module, target, opt_level)
@@ -57,15 +57,16 @@ def lower_to_llvm(model: ModelSource, target: Target | None = None, passes: list
 
 def compile(model: ModelSource, target: str = "cpu", threads: int | None = None, opt_level: int = 3,
             passes: list[str] | None = None,
-            input_shapes: dict[str, tuple[int, ...]] | None = None) -> CompiledModel:
+            input_shapes: dict[str, tuple[int, ...]] | None = None, profile: bool = False) -> CompiledModel:
     """Compile an ONNX model (path, bytes or ModelProto) for this CPU and JIT it.
 
     `passes` replaces the default graph pass pipeline (see hobbit.passes);
-    `input_shapes` binds symbolic input dims (otherwise bound to 1)."""
+    `input_shapes` binds symbolic input dims (otherwise bound to 1);
+    `profile` builds in per-kernel timers, read with CompiledModel.profile()."""
     if target != "cpu":
         from hobbit.errors import HobbitError
         raise HobbitError(f"target {target!r} is not available yet; use target='cpu'")
-    report = lower_to_llvm(model, None, passes, input_shapes, opt_level, threads)
+    report = lower_to_llvm(model, None, passes, input_shapes, opt_level, threads, profile)
     t0 = time.perf_counter()
     weights = pack_weights(report.graph, report.plan)
     graph = report.graph

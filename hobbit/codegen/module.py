@@ -18,6 +18,7 @@ from hobbit.codegen.target import Target
 from hobbit.errors import CodegenError
 from hobbit.graph.ir import Graph, Node
 from hobbit.graph.registry import get_op
+from hobbit.codegen.profile import KernelTimer
 from hobbit.lower.builder import I64, PTR, KernelBuilder
 from hobbit.lower.kernel import KernelArgs
 from hobbit.lower.parallel import Threads
@@ -31,7 +32,13 @@ def kernel_name(node: Node) -> str:
     return f"{ops}[{node.name}]"
 
 
-def build_module(graph: Graph, plan: MemoryPlan, target: Target, threads: int = 1) -> ir.Module:
+def kernel_nodes(graph: Graph) -> list[Node]:
+    """The nodes that become kernel calls, in call order (views need no code)."""
+    return [node for node in graph.nodes if not is_view(node)]
+
+
+def build_module(graph: Graph, plan: MemoryPlan, target: Target, threads: int = 1,
+                 profile: bool = False) -> ir.Module:
     module = ir.Module(name=graph.name)
     module.triple = target.triple
     entry = ir.Function(module, ir.FunctionType(ir.VoidType(), [PTR] * 4), name=ENTRY)
@@ -40,9 +47,10 @@ def build_module(graph: Graph, plan: MemoryPlan, target: Target, threads: int = 
         arg.add_attribute("noalias")
     builder = ir.IRBuilder(entry.append_basic_block("entry"))
     bodies: dict[tuple, tuple[ir.Function, bool]] = {}
-    for node in graph.nodes:
-        if is_view(node):
-            continue
+    kernels = kernel_nodes(graph)
+    timer = KernelTimer(module, builder, len(kernels)) if profile else None
+    for index, node in enumerate(kernels):
+        start = timer.now() if timer else None
         key = _signature(node, id(node) in plan.scratch)
         if key in bodies:
             fn, parallel = _wrapper(module, node, bodies[key][0]), bodies[key][1]
@@ -55,6 +63,8 @@ def build_module(graph: Graph, plan: MemoryPlan, target: Target, threads: int = 
             _call_parallel(module, builder, fn, args, threads)
         else:
             builder.call(fn, args + [ir.Constant(I64, 0), ir.Constant(I64, 1)])
+        if timer:
+            timer.add(index, start)
     builder.ret_void()
     return module
 

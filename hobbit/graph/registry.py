@@ -35,6 +35,9 @@ class OpDef:
     epilogue_view: Callable[[Node], tuple[int, ...]] | None = None
     # Bytes of per-call scratch memory the kernel needs, placed in the arena.
     scratch_bytes: Callable[[Node], int] | None = None
+    # Arithmetic work of one node (multiply-add = 2), for GFLOP/s in profiles and
+    # benchmarks; None means one flop per output element.
+    flops: Callable[[Node], int] | None = None
     attrs: dict[str, Any] = field(default_factory=dict)
     doc: str = ""
 
@@ -75,3 +78,11 @@ def with_defaults(node: Node) -> dict[str, Any]:
     merged = dict(opdef.attrs)
     merged.update(node.attrs)
     return merged
+
+
+def node_flops(node: Node) -> int:
+    """Flops of a fused group: the op's own count plus one per output element per epilogue step."""
+    opdef = get_op(node.op)
+    size = sum(o.type.size for o in node.outputs)
+    own = opdef.flops(node) if opdef.flops is not None else size
+    return own + size * len(node.epilogue)

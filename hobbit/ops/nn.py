@@ -56,8 +56,17 @@ def conv_reference(ins: list[np.ndarray], a: dict) -> list[np.ndarray]:
     return [out.astype(x.dtype)]
 
 
+def conv_flops(node: Node) -> int:
+    w, out = node.inputs[1], node.outputs[0]
+    return 2 * out.type.size * int(np.prod(w.shape[1:]))
+
+
+def matmul_flops(node: Node) -> int:
+    return 2 * node.outputs[0].type.size * node.inputs[0].shape[-1]
+
+
 register_op(OpDef(
-    "Conv", infer=conv_infer, reference=conv_reference, lower=lower_conv,
+    "Conv", infer=conv_infer, reference=conv_reference, lower=lower_conv, flops=conv_flops,
     epilogue_view=lambda n: (n.outputs[0].shape[0], n.outputs[0].shape[1],
                              n.outputs[0].shape[2] * n.outputs[0].shape[3]),
     scratch_bytes=conv_scratch_bytes,
@@ -76,7 +85,7 @@ def matmul_infer(node: Node) -> list[TensorType]:
 register_op(OpDef(
     "MatMul", infer=matmul_infer,
     reference=lambda ins, a: [np.matmul(ins[0], ins[1]).astype(ins[0].dtype)],
-    lower=lower_matmul, epilogue_view=lambda n: tuple(n.outputs[0].shape),
+    lower=lower_matmul, epilogue_view=lambda n: tuple(n.outputs[0].shape), flops=matmul_flops,
     doc="numpy matmul of rank >= 2 operands with broadcast batch dims"))
 
 

@@ -16,8 +16,10 @@ import llvmlite.binding as llvm
 import numpy as np
 
 from hobbit.codegen.module import ENTRY
+from hobbit.codegen.profile import PROFILE_GLOBAL
 from hobbit.codegen.target import Target, new_target_machine
 from hobbit.errors import HobbitError, InputError
+from hobbit.runtime.profile import KernelTime, kernel_times
 
 _ENTRY_TYPE = ctypes.CFUNCTYPE(None, ctypes.c_void_p, ctypes.c_void_p, ctypes.c_void_p, ctypes.c_void_p)
 
@@ -76,6 +78,14 @@ class CompiledModel:
         self._entry(ctypes.addressof(in_table), ctypes.addressof(out_table),
                     self._weights.ctypes.data, self._arena().ctypes.data)
         return results
+
+    def profile(self, feeds: dict[str, np.ndarray], runs: int = 20) -> list[KernelTime]:
+        """Mean time per kernel over `runs` inferences (needs compile(..., profile=True))."""
+        address = self._engine.get_global_value_address(PROFILE_GLOBAL) if self.report is not None else 0
+        if not address:
+            raise HobbitError("this model was compiled without profile=True")
+        self.run(feeds)
+        return kernel_times(self.report.graph, address, lambda: self.run(feeds), runs)
 
     def _arena(self) -> np.ndarray:
         arena = getattr(self._local, "arena", None)

@@ -1,0 +1,49 @@
+"""Reading the per-kernel timings of a model compiled with profile=True."""
+
+from __future__ import annotations
+
+import ctypes
+from dataclasses import dataclass
+
+import numpy as np
+
+from hobbit.codegen.module import kernel_name, kernel_nodes
+from hobbit.graph.ir import Graph
+from hobbit.graph.registry import node_flops
+
+
+@dataclass(frozen=True)
+class KernelTime:
+    kernel: str  # generated function, e.g. "Conv+Add+Relu[/layer1/layer1.0/conv2/Conv]"
+    nodes: tuple[str, ...]  # the ONNX nodes fused into it
+    seconds: float  # mean per inference
+    flops: int
+
+    @property
+    def gflops(self) -> float:
+        return self.flops / self.seconds / 1e9 if self.seconds > 0 else 0.0
+
+
+def kernel_times(graph: Graph, counters_address: int, run, runs: int) -> list[KernelTime]:
+    """Zero the counters, call `run()` `runs` times, and attribute the time per kernel."""
+    kernels = kernel_nodes(graph)
+    counters = (ctypes.c_int64 * len(kernels)).from_address(counters_address)
+    ctypes.memset(counters, 0, ctypes.sizeof(counters))
+    for _ in range(runs):
+        run()
+    totals = np.ctypeslib.as_array(counters).astype(np.float64) / 1e9 / runs
+    return [KernelTime(kernel_name(n), tuple(n.fused_names), float(t), node_flops(n))
+            for n, t in zip(kernels, totals)]
+
+
+def format_profile(times: list[KernelTime], peak_gflops: float | None = None, top: int | None = None) -> str:
+    """A table sorted by time: share of the total, ms, GFLOP/s, % of peak."""
+    total = sum(t.seconds for t in times) or 1.0
+    rows = sorted(times, key=lambda t: -t.seconds)[:top]
+    peak_head = "  %peak" if peak_gflops else ""
+    lines = [f"{'share':>6} {'ms':>8} {'GFLOP/s':>8}{peak_head}  kernel"]
+    for t in rows:
+        peak = f"  {100 * t.gflops / peak_gflops:5.1f}" if peak_gflops else ""
+        lines.append(f"{100 * t.seconds / total:5.1f}% {t.seconds * 1e3:8.3f} {t.gflops:8.1f}{peak}  {t.kernel}")
+    lines.append(f"total {total * 1e3:.3f} ms in {len(times)} kernels")
+    return "\n".join(lines)
