@@ -63,9 +63,10 @@ class ConvShape:
 
 
 def conv_shape(node: Node) -> ConvShape:
-    x, w = node.inputs[0], node.inputs[1]
+    x = node.inputs[0]
     n, c, h, wd = x.shape
-    oc, _, kh, kw = w.shape
+    # A Winograd conv carries transformed weights; its attrs keep the original shape.
+    oc, _, kh, kw = node.attrs.get("weight_shape") or node.inputs[1].shape
     _, _, oh, ow = node.outputs[0].shape
     a = node.attrs
     return ConvShape(n, c, h, wd, oc, kh, kw, oh, ow, a["group"], tuple(a["strides"]),
@@ -142,22 +143,22 @@ def _im2col(kb: KernelBuilder, s: ConvShape, x, x_off, col, dtype, threads: Thre
                 dy, dx = kh * s.dilation[0] - s.pad[0], kw * s.dilation[1] - s.pad[1]
                 oh_lo, oh_hi = _valid_range(s.oh, s.h, s.stride[0], dy)
                 ow_lo, ow_hi = _valid_range(s.ow, s.w, s.stride[1], dx)
-                _fill(kb, col, dtype, row, 0, oh_lo * s.ow, zero)
-                _fill(kb, col, dtype, row, oh_hi * s.ow, P, zero)
+                fill(kb, col, dtype, row, 0, oh_lo * s.ow, zero)
+                fill(kb, col, dtype, row, oh_hi * s.ow, P, zero)
                 if oh_lo >= oh_hi or ow_lo >= ow_hi:
-                    _fill(kb, col, dtype, row, oh_lo * s.ow, oh_hi * s.ow, zero)
+                    fill(kb, col, dtype, row, oh_lo * s.ow, oh_hi * s.ow, zero)
                     continue
                 with kb.loop(oh_lo, oh_hi, name="oh") as oh:
                     dst = kb.add(row, kb.mul(oh, s.ow))
                     src = kb.add(x_c, kb.add(kb.mul(oh, s.stride[0] * s.w), dy * s.w + dx))
-                    _fill(kb, col, dtype, dst, 0, ow_lo, zero)
+                    fill(kb, col, dtype, dst, 0, ow_lo, zero)
                     with kb.loop(ow_lo, ow_hi, name="ow") as ow:
                         v = kb.load(x, dtype, kb.add(src, kb.mul(ow, s.stride[1])))
                         kb.store(v, col, dtype, kb.add(dst, ow))
-                    _fill(kb, col, dtype, dst, ow_hi, s.ow, zero)
+                    fill(kb, col, dtype, dst, ow_hi, s.ow, zero)
 
 
-def _fill(kb: KernelBuilder, ptr, dtype, base, start: int, stop: int, value) -> None:
+def fill(kb: KernelBuilder, ptr, dtype, base, start: int, stop: int, value) -> None:
     if stop <= start:
         return
     with kb.loop(start, stop, name="z") as i:
@@ -178,7 +179,7 @@ def _depthwise(k: KernelArgs, s: ConvShape) -> None:
     c_lo, c_hi = k.threads.split(s.c)
     with kb.loop(0, s.n, name="n") as n, kb.loop(c_lo, c_hi, name="c") as c:
         plane = kb.mul(c, hp * wp)
-        _fill(kb, pad, dtype, plane, 0, hp * wp, kb.const(dtype, 0))
+        fill(kb, pad, dtype, plane, 0, hp * wp, kb.const(dtype, 0))
         src = kb.mul(kb.add(kb.mul(n, s.c), c), s.h * s.w)
         with kb.loop(0, s.h, name="ih") as ih:
             dst = kb.add(plane, kb.mul(kb.add(ih, s.pad[0]), wp))

@@ -8,7 +8,8 @@ from hobbit.errors import ShapeError
 from hobbit.graph.ir import Node, TensorType
 from hobbit.graph.registry import OpDef, register_op
 from hobbit.graph.shapes import broadcast
-from hobbit.lower.conv import conv_scratch_bytes, lower_conv
+from hobbit.lower.conv import conv_scratch_bytes, conv_shape, lower_conv
+from hobbit.lower.winograd import AT, BT, lower_winograd, scratch_layout
 from hobbit.lower.matmul import lower_matmul
 
 
@@ -56,6 +57,12 @@ def conv_reference(ins: list[np.ndarray], a: dict) -> list[np.ndarray]:
     return [out.astype(x.dtype)]
 
 
+def _conv_view(node: Node) -> tuple[int, ...]:
+    """Conv kernels hand their epilogue [N, C, H*W] (H and W are walked as one)."""
+    n, c, h, w = node.outputs[0].shape
+    return (n, c, h * w)
+
+
 def conv_flops(node: Node) -> int:
     w, out = node.inputs[1], node.outputs[0]
     return 2 * out.type.size * int(np.prod(w.shape[1:]))
@@ -67,8 +74,7 @@ def matmul_flops(node: Node) -> int:
 
 register_op(OpDef(
     "Conv", infer=conv_infer, reference=conv_reference, lower=lower_conv, flops=conv_flops,
-    epilogue_view=lambda n: (n.outputs[0].shape[0], n.outputs[0].shape[1],
-                             n.outputs[0].shape[2] * n.outputs[0].shape[3]),
+    epilogue_view=_conv_view,
     scratch_bytes=conv_scratch_bytes,
     attrs={"strides": (1, 1), "dilations": (1, 1), "pads": (0, 0, 0, 0), "group": 1},
     doc="2-D convolution, NCHW, explicit pads (top, left, bottom, right); inputs X, W[, B]"))
@@ -100,3 +106,44 @@ register_op(OpDef(
     "BatchNormalization", infer=lambda n: [n.inputs[0].type], reference=batchnorm_reference,
     lower=None, attrs={"epsilon": 1e-5},
     doc="inference BatchNorm; folded into its producer or rewritten to Mul+Add by the batchnorm pass"))
+
+
+def winograd_reference(ins: list[np.ndarray], a: dict) -> list[np.ndarray]:
+    """F(2x2, 3x3) in numpy from the transformed weights U[16, OC, C]."""
+    x, u = ins[0].astype(np.float64), ins[1].astype(np.float64)
+    bias = ins[2] if len(ins) > 2 and ins[2] is not None else None
+    pt, pl, pb, pr = a["pads"]
+    n, c, h, w = x.shape
+    oh, ow = h + pt + pb - 2, w + pl + pr - 2
+    th, tw = -(-oh // 2), -(-ow // 2)
+    xp = np.zeros((n, c, 2 * th + 2, 2 * tw + 2))
+    rows, cols = min(h, xp.shape[2] - pt), min(w, xp.shape[3] - pl)
+    xp[:, :, pt:pt + rows, pl:pl + cols] = x[:, :, :rows, :cols]
+    patches = np.stack([np.stack([xp[:, :, 2 * i:2 * i + 4, 2 * j:2 * j + 4] for j in range(tw)], 2)
+                        for i in range(th)], 2)  # n, c, th, tw, 4, 4
+    v = np.einsum("ri,nctuij,sj->rsnctu", BT, patches, BT).reshape(16, n, c, th, tw)
+    m = np.einsum("xoc,xnctu->xnotu", u, v).reshape(4, 4, n, -1, th, tw)
+    y = np.einsum("ri,ijnotu,sj->notrus", AT, m, AT).reshape(n, -1, 2 * th, 2 * tw)[:, :, :oh, :ow]
+    if bias is not None:
+        y = y + bias.reshape(1, -1, 1, 1)
+    return [y.astype(ins[0].dtype)]
+
+
+def winograd_infer(node: Node) -> list[TensorType]:
+    x = node.inputs[0]
+    n, _, h, w = x.shape
+    pt, pl, pb, pr = node.attrs["pads"]
+    return [TensorType(x.dtype, (n, node.attrs["weight_shape"][0], h + pt + pb - 2, w + pl + pr - 2))]
+
+
+def winograd_scratch_bytes(node: Node) -> int:
+    return scratch_layout(conv_shape(node))[2] * np.dtype(node.inputs[0].dtype).itemsize
+
+
+register_op(OpDef(
+    "ConvWinograd", infer=winograd_infer, reference=winograd_reference, lower=lower_winograd,
+    flops=lambda n: 2 * n.outputs[0].type.size * int(np.prod(n.attrs["weight_shape"][1:])),
+    epilogue_view=_conv_view, scratch_bytes=winograd_scratch_bytes,
+    attrs={"strides": (1, 1), "dilations": (1, 1), "pads": (0, 0, 0, 0), "group": 1, "weight_shape": ()},
+    doc="3x3 stride-1 Conv by Winograd F(2x2,3x3); inputs X, U[16, OC, C] (transformed weights)[, B]. "
+        "Flops are counted as for the direct conv so GFLOP/s compare."))

@@ -13,15 +13,17 @@ from hobbit.passes.dce import eliminate_dead_code
 from hobbit.passes.fold import fold_constants
 from hobbit.passes.fuse import fuse_epilogues
 from hobbit.passes.legalize import legalize
+from hobbit.passes.winograd import use_winograd
 
 PASSES: dict[str, Callable[[Graph], Graph]] = {
     "dce": eliminate_dead_code,
     "fold": fold_constants,
     "fold-batchnorm": fold_batchnorm,
+    "winograd": use_winograd,
     "fuse": fuse_epilogues,
 }
 
-DEFAULT_PIPELINE: list[str] = ["dce", "fold", "fold-batchnorm", "fuse", "dce"]
+DEFAULT_PIPELINE: list[str] = ["dce", "fold", "fold-batchnorm", "winograd", "fuse", "dce"]
 
 
 def run_pipeline(graph: Graph, pipeline: list[str] | None = None) -> Graph:

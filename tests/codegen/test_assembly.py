@@ -14,10 +14,10 @@ from tests.helpers import make_model, rand
 
 
 def _conv_model():
-    x = rand(1, 16, 14, 14)
+    x = rand(1, 8, 14, 14)  # 8 channels: the direct (im2col + GEMM) path
     nodes = [helper.make_node("Conv", ["x", "W", "B"], ["c"], pads=[1, 1, 1, 1], name="stage1/conv"),
              helper.make_node("Relu", ["c"], ["y"], name="stage1/relu")]
-    return make_model(nodes, {"x": x}, ["y"], {"W": rand(32, 16, 3, 3), "B": rand(32)})
+    return make_model(nodes, {"x": x}, ["y"], {"W": rand(32, 8, 3, 3), "B": rand(32)})
 
 
 def test_conv_assembly_has_packed_fmas_on_widest_registers():

@@ -1,0 +1,66 @@
+"""Winograd F(2x2, 3x3) convolution: the pass picks it for 3x3 stride-1 convs with
+enough channels, and the result matches onnxruntime (and the direct kernel)."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from onnx import helper
+
+import hobbit
+from hobbit.graph.registry import get_op
+from hobbit.lower.winograd import transform_weights
+from tests.helpers import make_model, rand, run_ort
+
+CASES = [  # C, H, W, OC, pads, threads
+    (16, 8, 8, 16, (1, 1, 1, 1), 1),
+    (32, 7, 7, 20, (1, 1, 1, 1), 1),      # odd output size: ragged last tile row/column
+    (17, 9, 11, 33, (0, 1, 2, 1), 1),     # asymmetric pads, odd channels
+    (24, 5, 6, 40, (0, 0, 0, 0), 2),      # no padding, two threads
+    (64, 14, 14, 64, (1, 1, 1, 1), 2),
+    (16, 1, 1, 16, (1, 1, 1, 1), 1),      # 1x1 input
+]
+
+
+def _model(c, h, w, oc, pads, residual=False):
+    x = rand(1, c, h, w)
+    nodes = [helper.make_node("Conv", ["x", "W", "B"], ["c"], pads=pads, name="conv")]
+    out = "c"
+    if residual:
+        nodes += [helper.make_node("Add", ["c", "x"], ["s"], name="add"),
+                  helper.make_node("Relu", ["s"], ["y"], name="relu")]
+        out = "y"
+    inits = {"W": rand(oc, c, 3, 3, seed=1) * 0.2, "B": rand(oc, seed=2)}
+    return make_model(nodes, {"x": x}, [out], inits), x
+
+
+@pytest.mark.parametrize("c,h,w,oc,pads,threads", CASES)
+def test_winograd_conv_matches_onnxruntime(c, h, w, oc, pads, threads):
+    model, x = _model(c, h, w, oc, pads)
+    m = hobbit.compile(model, threads=threads)
+    assert [n.op for n in m.report.graph.nodes] == ["ConvWinograd"]
+    np.testing.assert_allclose(m.run({"x": x})[0], run_ort(model, {"x": x})[0], rtol=1e-4, atol=1e-4)
+
+
+def test_winograd_with_fused_residual_epilogue():
+    model, x = _model(32, 10, 10, 32, (1, 1, 1, 1), residual=True)
+    m = hobbit.compile(model)
+    (node,) = m.report.graph.nodes
+    assert node.op == "ConvWinograd" and node.fused_names == ["conv", "add", "relu"]
+    np.testing.assert_allclose(m.run({"x": x})[0], run_ort(model, {"x": x})[0], rtol=1e-4, atol=1e-4)
+
+
+def test_small_channel_and_strided_convs_stay_direct():
+    for c, strides in ((8, (1, 1)), (32, (2, 2))):
+        x = rand(1, c, 9, 9)
+        node = helper.make_node("Conv", ["x", "W"], ["y"], pads=[1, 1, 1, 1], strides=strides)
+        model = make_model([node], {"x": x}, ["y"], {"W": rand(32, c, 3, 3)})
+        assert [n.op for n in hobbit.compile(model).report.graph.nodes] == ["Conv"]
+
+
+def test_numpy_reference_agrees_with_direct_convolution():
+    x, w, b = rand(2, 5, 7, 6), rand(4, 5, 3, 3, seed=1), rand(4, seed=2)
+    attrs = {"strides": (1, 1), "dilations": (1, 1), "pads": (1, 0, 1, 2), "group": 1}
+    direct = get_op("Conv").reference([x, w, b], attrs)[0]
+    wino = get_op("ConvWinograd").reference([x, transform_weights(w), b], {**attrs, "weight_shape": w.shape})[0]
+    np.testing.assert_allclose(wino, direct, rtol=1e-5, atol=1e-5)
