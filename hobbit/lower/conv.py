@@ -74,20 +74,21 @@ def conv_shape(node: Node) -> ConvShape:
 
 
 def conv_scratch_bytes(node: Node) -> int:
+    from hobbit.lower.depthwise import depthwise_scratch_elems
     s = conv_shape(node)
     itemsize = np.dtype(node.inputs[0].dtype).itemsize
     if s.depthwise:
-        hp, wp = s.padded_hw
-        return s.c * hp * wp * itemsize
+        return depthwise_scratch_elems(s) * itemsize
     if s.pointwise:
         return 0
     return s.cg * s.kh * s.kw * s.oh * s.ow * itemsize
 
 
 def lower_conv(k: KernelArgs) -> None:
+    from hobbit.lower.depthwise import lower_depthwise  # depthwise builds on this module
     s = conv_shape(k.node)
     if s.depthwise:
-        _depthwise(k, s)
+        lower_depthwise(k, s)
     else:
         _gemm_conv(k, s)
 
@@ -163,42 +164,3 @@ def fill(kb: KernelBuilder, ptr, dtype, base, start: int, stop: int, value) -> N
         return
     with kb.loop(start, stop, name="z") as i:
         kb.store(value, ptr, dtype, kb.add(base, i))
-
-
-def _depthwise(k: KernelArgs, s: ConvShape) -> None:
-    """Per channel (channels shared among threads): copy the plane into zero-padded
-    scratch, then a branch-free tap loop for each of its output channels."""
-    kb, node = k.kb, k.node
-    dtype = node.inputs[0].dtype
-    x, w, bias = k.inputs[0], k.inputs[1], k.inputs[2] if len(k.inputs) > 2 else None
-    y, pad = k.outputs[0], k.scratch
-    hp, wp = s.padded_hw
-    mult = s.oc // s.c
-    epilogue = Epilogue(kb, node, k.epilogue, (s.n, s.oc, s.oh * s.ow))
-    e = Emit(kb, dtype, 1)
-    c_lo, c_hi = k.threads.split(s.c)
-    with kb.loop(0, s.n, name="n") as n, kb.loop(c_lo, c_hi, name="c") as c:
-        plane = kb.mul(c, hp * wp)
-        fill(kb, pad, dtype, plane, 0, hp * wp, kb.const(dtype, 0))
-        src = kb.mul(kb.add(kb.mul(n, s.c), c), s.h * s.w)
-        with kb.loop(0, s.h, name="ih") as ih:
-            dst = kb.add(plane, kb.mul(kb.add(ih, s.pad[0]), wp))
-            with kb.loop(0, s.w, name="iw") as iw:
-                v = kb.load(x, dtype, kb.add(src, kb.add(kb.mul(ih, s.w), iw)))
-                kb.store(v, pad, dtype, kb.add(dst, kb.add(iw, s.pad[1])))
-        with kb.loop(0, mult, name="mult") as j:
-            oc = kb.add(kb.mul(c, mult), j)
-            taps = [kb.load(w, dtype, kb.add(kb.mul(oc, s.kh * s.kw), t)) for t in range(s.kh * s.kw)]
-            b0 = kb.load(bias, dtype, oc) if bias is not None else kb.const(dtype, 0)
-            with kb.loop(0, s.oh, name="oh") as oh:
-                row = kb.add(plane, kb.mul(oh, s.stride[0] * wp))
-                with kb.loop(0, s.ow, name="ow") as ow:
-                    base = kb.add(row, kb.mul(ow, s.stride[1]))
-                    acc = b0
-                    for kh in range(s.kh):
-                        for kw in range(s.kw):
-                            off = kh * s.dilation[0] * wp + kw * s.dilation[1]
-                            acc = e.fma(taps[kh * s.kw + kw], kb.load(pad, dtype, kb.add(base, off)), acc)
-                    p = kb.add(kb.mul(oh, s.ow), ow)
-                    acc = epilogue.apply(e, acc, [n, oc, p])
-                    kb.store(acc, y, dtype, kb.affine([(kb.add(kb.mul(n, s.oc), oc), s.oh * s.ow), (p, 1)]))

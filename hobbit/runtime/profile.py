@@ -16,7 +16,7 @@ from hobbit.graph.registry import node_flops
 class KernelTime:
     kernel: str  # generated function, e.g. "Conv+Add+Relu[/layer1/layer1.0/conv2/Conv]"
     nodes: tuple[str, ...]  # the ONNX nodes fused into it
-    seconds: float  # mean per inference
+    seconds: float  # median per inference
     flops: int
 
     @property
@@ -25,15 +25,17 @@ class KernelTime:
 
 
 def kernel_times(graph: Graph, counters_address: int, run, runs: int) -> list[KernelTime]:
-    """Zero the counters, call `run()` `runs` times, and attribute the time per kernel."""
+    """Call `run()` `runs` times and take each kernel's median time (robust on a busy machine)."""
     kernels = kernel_nodes(graph)
     counters = (ctypes.c_int64 * len(kernels)).from_address(counters_address)
-    ctypes.memset(counters, 0, ctypes.sizeof(counters))
-    for _ in range(runs):
+    samples = np.empty((runs, len(kernels)))
+    for i in range(runs):
+        ctypes.memset(counters, 0, ctypes.sizeof(counters))
         run()
-    totals = np.ctypeslib.as_array(counters).astype(np.float64) / 1e9 / runs
+        samples[i] = np.ctypeslib.as_array(counters)
+    medians = np.median(samples, axis=0) / 1e9
     return [KernelTime(kernel_name(n), tuple(n.fused_names), float(t), node_flops(n))
-            for n, t in zip(kernels, totals)]
+            for n, t in zip(kernels, medians)]
 
 
 def format_profile(times: list[KernelTime], peak_gflops: float | None = None, top: int | None = None) -> str:
