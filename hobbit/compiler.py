@@ -14,9 +14,11 @@ from hobbit.codegen.module import build_module, pack_weights
 from hobbit.codegen.target import Target, host_target
 from hobbit.frontend.onnx import import_onnx
 from hobbit.graph.ir import Graph
-from hobbit.passes import run_pipeline
+from hobbit.passes import DEFAULT_PIPELINE, run_pipeline
 from hobbit.passes.memory import MemoryPlan, plan_memory
+from hobbit.runtime import cache as compile_cache
 from hobbit.runtime.jit import CompiledModel, TensorSpec
+from hobbit.runtime.progress import Progress
 
 ModelSource = str | os.PathLike | bytes | onnx.ModelProto
 
@@ -35,21 +37,27 @@ class CompileReport:
 
 def lower_to_llvm(model: ModelSource, target: Target | None = None, passes: list[str] | None = None,
                   input_shapes: dict[str, tuple[int, ...]] | None = None,
-                  opt_level: int = 3, threads: int | None = None, profile: bool = False) -> CompileReport:
+                  opt_level: int = 3, threads: int | None = None, profile: bool = False,
+                  progress: Progress | None = None) -> CompileReport:
     target = target or host_target()
     threads = threads or target.cores
+    show = progress or Progress(None)
     times: dict[str, float] = {}
     t0 = time.perf_counter()
+    show.stage("import")
     graph = import_onnx(model, input_shapes)
     times["import"] = time.perf_counter() - t0
     t0 = time.perf_counter()
-    graph = run_pipeline(graph, passes)
+    show.stage("passes")
+    graph = run_pipeline(graph, passes, target)
     plan = plan_memory(graph)
     times["passes"] = time.perf_counter() - t0
     t0 = time.perf_counter()
-    module = build_module(graph, plan, target, threads, profile)
+    show.stage("codegen")
+    module = build_module(graph, plan, target, threads, profile, on_kernel=show.kernel)
     times["codegen"] = time.perf_counter() - t0
     t0 = time.perf_counter()
+    show.stage("LLVM optimise")
     optimized = optimize(module, target, opt_level)
     times["llvm"] = time.perf_counter() - t0
     return CompileReport(graph, plan, target, str(module), times, optimized)
@@ -57,23 +65,59 @@ def lower_to_llvm(model: ModelSource, target: Target | None = None, passes: list
 
 def compile(model: ModelSource, target: str = "cpu", threads: int | None = None, opt_level: int = 3,
             passes: list[str] | None = None,
-            input_shapes: dict[str, tuple[int, ...]] | None = None, profile: bool = False) -> CompiledModel:
+            input_shapes: dict[str, tuple[int, ...]] | None = None, profile: bool = False,
+            cache: bool | None = None, progress: bool | None = None) -> CompiledModel:
     """Compile an ONNX model (path, bytes or ModelProto) for this CPU and JIT it.
 
     `passes` replaces the default graph pass pipeline (see hobbit.passes);
     `input_shapes` binds symbolic input dims (otherwise bound to 1);
-    `profile` builds in per-kernel timers, read with CompiledModel.profile()."""
+    `profile` builds in per-kernel timers, read with CompiledModel.profile();
+    `cache` reuses native code from the compile cache on disk (hobbit.runtime.cache; on by
+    default, HOBBIT_CACHE=0 turns it off; profiled builds bypass it); a model loaded from it
+    carries a CachedReport without the graph; `progress` shows the stages on stderr
+    (default: only on a terminal, once a compile has taken a second)."""
     if target != "cpu":
         from hobbit.errors import HobbitError
         raise HobbitError(f"target {target!r} is not available yet; use target='cpu'")
-    report = lower_to_llvm(model, None, passes, input_shapes, opt_level, threads, profile)
+    with Progress.for_compile(progress) as show:
+        return _compile(model, threads, opt_level, passes, input_shapes, profile, cache, show)
+
+
+def _compile(model: ModelSource, threads: int | None, opt_level: int, passes: list[str] | None,
+             input_shapes: dict[str, tuple[int, ...]] | None, profile: bool, cache: bool | None,
+             show: Progress) -> CompiledModel:
+    """compile() after argument checks: a cache hit, or the full pipeline (stored for next time)."""
+    host = host_target()
+    threads = threads or host.cores
+    key = None
+    t0 = time.perf_counter()
+    if compile_cache.enabled(cache) and not profile:
+        show.stage("cache lookup")
+        options = {"threads": threads, "opt_level": opt_level,
+                   "passes": DEFAULT_PIPELINE if passes is None else list(passes),
+                   "input_shapes": {k: list(v) for k, v in (input_shapes or {}).items()}}
+        key = compile_cache.compile_key(model, host, options)
+        hit = compile_cache.load(key, host) if key else None
+        if hit is not None:
+            show.finish("loaded from the compile cache")
+            return hit
+    lookup_seconds = time.perf_counter() - t0
+    report = lower_to_llvm(model, host, passes, input_shapes, opt_level, threads, profile, show)
+    show.stage("JIT")
     t0 = time.perf_counter()
     weights = pack_weights(report.graph, report.plan)
     graph = report.graph
-    model_obj = CompiledModel(
-        report.optimized, report.target, weights, report.plan.arena_bytes,
-        [TensorSpec(v.name, tuple(v.shape), np.dtype(v.dtype)) for v in graph.inputs],
-        [TensorSpec(name, tuple(v.shape), np.dtype(v.dtype)) for name, v in zip(graph.output_names, graph.outputs)],
-        report)
+    inputs = [TensorSpec(v.name, tuple(v.shape), np.dtype(v.dtype)) for v in graph.inputs]
+    outputs = [TensorSpec(name, tuple(v.shape), np.dtype(v.dtype))
+               for name, v in zip(graph.output_names, graph.outputs)]
+    objects: list[bytes] = []
+    model_obj = CompiledModel(report.optimized, report.target, weights, report.plan.arena_bytes, inputs, outputs,
+                              report, on_object=objects.append if key else None)
     report.seconds["jit"] = time.perf_counter() - t0
+    if key and len(objects) == 1:
+        show.stage("writing the compile cache")
+        t0 = time.perf_counter()
+        compile_cache.store(key, objects[0], weights, report.plan.arena_bytes, inputs, outputs)
+        report.seconds["cache"] = lookup_seconds + time.perf_counter() - t0
+    show.finish("compiled")
     return model_obj

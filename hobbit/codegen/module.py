@@ -10,6 +10,7 @@ kernels in order. Internal linkage lets LLVM inline and optimise across them."""
 from __future__ import annotations
 
 import hashlib
+from collections.abc import Callable
 
 import numpy as np
 from llvmlite import ir
@@ -38,7 +39,8 @@ def kernel_nodes(graph: Graph) -> list[Node]:
 
 
 def build_module(graph: Graph, plan: MemoryPlan, target: Target, threads: int = 1,
-                 profile: bool = False) -> ir.Module:
+                 profile: bool = False, on_kernel: Callable[[int, int], None] | None = None) -> ir.Module:
+    """`on_kernel(done, total)` is called after each kernel, for a progress display."""
     module = ir.Module(name=graph.name)
     module.triple = target.triple
     entry = ir.Function(module, ir.FunctionType(ir.VoidType(), [PTR] * 4), name=ENTRY)
@@ -65,6 +67,8 @@ def build_module(graph: Graph, plan: MemoryPlan, target: Target, threads: int = 
             builder.call(fn, args + [ir.Constant(I64, 0), ir.Constant(I64, 1)])
         if timer:
             timer.add(index, start)
+        if on_kernel is not None:
+            on_kernel(index + 1, len(kernels))
     builder.ret_void()
     return module
 

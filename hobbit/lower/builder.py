@@ -213,6 +213,27 @@ class KernelBuilder:
         """A constant mask with the first `count` lanes on (for a static ragged edge)."""
         return ir.Constant(ir.VectorType(I1, width), [1 if i < count else 0 for i in range(width)])
 
+    def vload_strided(self, ptr: ir.Value, dtype: np.dtype, index: int | ir.Value, stride: int, width: int,
+                      mask: ir.Value | None = None) -> ir.Value:
+        """Lanes i = ptr[index + i*stride]: a vector load when stride is 1, else element loads
+        (lanes outside `mask` stay zero and are never read)."""
+        if stride == 1:
+            return self.vload(ptr, dtype, index, width, mask)
+        vec = ir.Constant(ir.VectorType(llvm_type(dtype), width), None)
+        for lane in range(lanes_on(mask, width)):
+            value = self.load(ptr, dtype, self.add(index, lane * stride))
+            vec = self.b.insert_element(vec, value, ir.Constant(I32, lane))
+        return vec
+
+    def vstore_strided(self, value: ir.Value, ptr: ir.Value, dtype: np.dtype, index: int | ir.Value,
+                       stride: int, mask: ir.Value | None = None) -> None:
+        if stride == 1:
+            self.vstore(value, ptr, dtype, index, mask)
+            return
+        for lane in range(lanes_on(mask, value.type.count)):
+            element = self.b.extract_element(value, ir.Constant(I32, lane))
+            self.store(element, ptr, dtype, self.add(index, lane * stride))
+
     def call_intrinsic(self, name: str, ret: ir.Type, args: list[ir.Value]) -> ir.Value:
         fn = self._intrinsic(name, ret, [a.type for a in args])
         return self.b.call(fn, args)
@@ -223,6 +244,13 @@ class KernelBuilder:
         if existing is not None:
             return existing
         return ir.Function(module, ir.FunctionType(ret, args), name=name)
+
+
+def lanes_on(mask: ir.Value | None, width: int) -> int:
+    """How many leading lanes a static prefix mask (or no mask) enables."""
+    if mask is None:
+        return width
+    return sum(int(c.constant) for c in mask.constant)
 
 
 def overload_suffix(ty: ir.Type) -> str:

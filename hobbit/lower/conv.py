@@ -18,7 +18,7 @@ import numpy as np
 from hobbit.graph.ir import Node
 from hobbit.lower.builder import KernelBuilder
 from hobbit.lower.elementwise import Epilogue
-from hobbit.lower.gemm import MatB, MatC, emit_gemm, row_major_a
+from hobbit.lower.gemm import MatA, MatB, MatC, emit_gemm, row_major_a
 from hobbit.lower.kernel import KernelArgs
 from hobbit.lower.parallel import Threads
 from hobbit.lower.scalar import Emit
@@ -73,15 +73,19 @@ def conv_shape(node: Node) -> ConvShape:
                      tuple(a["dilations"]), tuple(a["pads"]))
 
 
+def _col_elems(s: ConvShape) -> int:
+    """im2col buffer size (none for pointwise convs, which read the input directly)."""
+    return 0 if s.pointwise else s.cg * s.kh * s.kw * s.oh * s.ow
+
+
 def conv_scratch_bytes(node: Node) -> int:
     from hobbit.lower.depthwise import depthwise_scratch_elems
     s = conv_shape(node)
     itemsize = np.dtype(node.inputs[0].dtype).itemsize
     if s.depthwise:
         return depthwise_scratch_elems(s) * itemsize
-    if s.pointwise:
-        return 0
-    return s.cg * s.kh * s.kw * s.oh * s.ow * itemsize
+    partials = s.oh * s.ow * s.ocg if node.attrs.get("weight_layout") == "KO" else 0
+    return (_col_elems(s) + partials) * itemsize
 
 
 def lower_conv(k: KernelArgs) -> None:
@@ -94,32 +98,52 @@ def lower_conv(k: KernelArgs) -> None:
 
 
 def _gemm_conv(k: KernelArgs, s: ConvShape) -> None:
+    """Per image and group: (im2col,) then one GEMM with bias and epilogue at the store.
+
+    Normally rows are output channels and vectors run along the H*W positions. With
+    weights in "KO" layout ([C*KH*KW, OC], chosen by the layout pass when H*W is a poor
+    fit for the vector width, e.g. 7x7) the GEMM is transposed: rows are positions,
+    vectors run along output channels and are stored with a stride of H*W."""
     kb, node = k.kb, k.node
     dtype = node.inputs[0].dtype
     x, w, bias = k.inputs[0], k.inputs[1], k.inputs[2] if len(k.inputs) > 2 else None
-    y = k.outputs[0]
     K, P = s.cg * s.kh * s.kw, s.oh * s.ow
-    sched = gemm_schedule(s.ocg, P, K, k.target, np.dtype(dtype).itemsize)
+    by_channel = node.attrs.get("weight_layout") == "KO"
+    rows, cols = (P, s.ocg) if by_channel else (s.ocg, P)
+    sched = gemm_schedule(rows, cols, K, k.target, np.dtype(dtype).itemsize)
     epilogue = Epilogue(kb, node, k.epilogue, (s.n, s.oc, P))
     with kb.loop(0, s.n, name="n") as n, kb.loop(0, s.group, name="g") as g:
         x_off = kb.mul(kb.add(kb.mul(n, s.c), kb.mul(g, s.cg)), s.h * s.w)
         if s.pointwise:
-            b = MatB(x, x_off, k=P)
+            src, src_off = x, x_off
         else:
             _im2col(kb, s, x, x_off, k.scratch, dtype, k.threads)
             k.threads.barrier()
-            b = MatB(k.scratch, 0, k=P)
+            src, src_off = k.scratch, 0
         oc0 = kb.mul(g, s.ocg)
-        a = row_major_a(w, kb.mul(oc0, K), K, sched.mr)
-        c = MatC(y, kb.mul(kb.add(kb.mul(n, s.oc), oc0), P), m=P)
+        y_off = kb.mul(kb.add(kb.mul(n, s.oc), oc0), P)
+        if by_channel:
+            a = MatA(src, src_off, panel=sched.mr, k=P, m=1)
+            b = MatB(w, oc0, k=s.oc)
+            partial = MatC(k.scratch, _col_elems(s), m=s.ocg) if K > sched.kc else None
+            c = MatC(k.outputs[0], y_off, m=1, n=P, partial=partial)
+        else:
+            a = row_major_a(w, kb.mul(oc0, K), K, sched.mr)
+            b = MatB(src, src_off, k=P)
+            c = MatC(k.outputs[0], y_off, m=P)
 
-        def epi(e: Emit, v, m, p, mask, n=n, oc0=oc0):
-            oc = kb.add(oc0, m)
+        def epi(e: Emit, v, m, col, mask, n=n, oc0=oc0):
+            if by_channel:
+                oc, p = kb.add(oc0, col), m
+                if bias is not None:
+                    v = e.add(v, kb.vload(bias, dtype, oc, e.width, mask))
+                return epilogue.apply(e, v, [n, oc, p], mask, axis=1)
+            oc, p = kb.add(oc0, m), col
             if bias is not None:
                 v = e.add(v, kb.splat(kb.load(bias, dtype, oc), e.width))
             return epilogue.apply(e, v, [n, oc, p], mask)
 
-        emit_gemm(kb, sched, s.ocg, P, K, a, b, c, dtype, epi, k.threads)
+        emit_gemm(kb, sched, rows, cols, K, a, b, c, dtype, epi, k.threads)
         if not s.pointwise and s.n * s.group > 1:
             k.threads.barrier()  # the next im2col overwrites the scratch others may still read
 

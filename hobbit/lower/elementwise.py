@@ -34,26 +34,29 @@ class Epilogue:
                 assert strides is not None, "fusion admitted an operand the view cannot index"
             self.steps.append((step, ptr, strides))
 
-    def apply(self, e: Emit, x: ir.Value, index: list[int | ir.Value], mask: ir.Value | None = None) -> ir.Value:
+    def apply(self, e: Emit, x: ir.Value, index: list[int | ir.Value], mask: ir.Value | None = None,
+              axis: int = -1) -> ir.Value:
+        """Run the steps on `x`, whose lanes lie along view dim `axis` starting at `index`."""
         for step, ptr, strides in self.steps:
             scalar = get_op(step.op).scalar
             if ptr is None:
                 x = scalar(e, [x], step.attrs)
                 continue
-            y = load_broadcast(e, ptr, strides, index, mask)
+            y = load_broadcast(e, ptr, strides, index, mask, axis)
             args = [y, x] if step.swap else [x, y]
             x = scalar(e, args, step.attrs)
         return x
 
 
 def load_broadcast(e: Emit, ptr: ir.Value, strides: list[int], index: list[int | ir.Value],
-                   mask: ir.Value | None) -> ir.Value:
-    """Load e.width elements along the last index: a vector if contiguous, a splat if broadcast."""
+                   mask: ir.Value | None, axis: int = -1) -> ir.Value:
+    """Load e.width elements along view dim `axis`: a vector if contiguous, a splat if
+    broadcast, element loads otherwise."""
     kb = e.kb
     offset = kb.affine(list(zip(index, strides)))
-    if e.width == 1 or strides[-1] == 0:
+    if e.width == 1 or strides[axis] == 0:
         return kb.splat(kb.load(ptr, e.dtype, offset), e.width)
-    return kb.vload(ptr, e.dtype, offset, e.width, mask)
+    return kb.vload_strided(ptr, e.dtype, offset, strides[axis], e.width, mask)
 
 
 def collapse(shape: tuple[int, ...], stride_sets: list[list[int]]) -> tuple[tuple[int, ...], list[list[int]]]:

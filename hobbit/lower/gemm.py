@@ -7,7 +7,7 @@ every loop bound, ragged edge and mask is decided here at compile time.
 
 Operands are described by strides so one kernel serves row-major and packed
 layouts: A[m, k] is at  a.offset + (m // MR)*a.panel + k*a.k + (m % MR)*a.m,
-B[k, n] at b.offset + k*b.k + n, C[m, n] at c.offset + m*c.m + n."""
+B[k, n] at b.offset + k*b.k + n, C[m, n] at c.offset + m*c.m + n*c.n."""
 
 from __future__ import annotations
 
@@ -48,6 +48,13 @@ class MatC:
     ptr: ir.Value
     offset: Index
     m: int
+    n: int = 1  # != 1 when C is stored transposed (vectors along N written with a stride)
+    # Where partial sums of all but the last K chunk go when C itself is strided:
+    # a contiguous [M, N] buffer, so only the final store pays for the stride.
+    partial: "MatC | None" = None
+
+    def between_chunks(self) -> "MatC":
+        return self.partial or self
 
 
 def row_major_a(ptr: ir.Value, offset: Index, lda: int, mr: int) -> MatA:
@@ -113,11 +120,16 @@ def _micro(kb: KernelBuilder, s: GemmSchedule, accs, mb: Index, mr: int, n0: Ind
     e = Emit(kb, dtype, s.vw)
     masks = [kb.prefix_mask(s.vw, tail_lanes) if tail_lanes and j == nv - 1 else None for j in range(nv)]
     m0 = kb.mul(mb, s.mr)
-    c_rows = [kb.add(c.offset, kb.affine([(m0, c.m)], i * c.m)) for i in range(mr)]
+
+    def c_index(cm: MatC, i: int, n: Index) -> Index:
+        return kb.add(kb.add(cm.offset, kb.affine([(m0, cm.m)], i * cm.m)), kb.mul(n, cm.n))
+
+    src = c.between_chunks()
     for i in range(mr):
         for j in range(nv):
-            init = e.c(0.0) if first else kb.vload(c.ptr, dtype, kb.add(c_rows[i], kb.add(n0, j * s.vw)),
-                                                     s.vw, masks[j])
+            n = kb.add(n0, j * s.vw)
+            init = e.c(0.0) if first else kb.vload_strided(src.ptr, dtype, c_index(src, i, n), src.n, s.vw,
+                                                           masks[j])
             kb.b.store(init, accs[i][j])
 
     a_base = kb.add(a.offset, kb.mul(mb, a.panel))
@@ -132,13 +144,14 @@ def _micro(kb: KernelBuilder, s: GemmSchedule, accs, mb: Index, mr: int, n0: Ind
                 acc = kb.b.load(accs[i][j], typ=bv[j].type)
                 kb.b.store(e.fma(av, bv[j], acc), accs[i][j])
 
+    dst = c if last else c.between_chunks()
     for i in range(mr):
         for j in range(nv):
             x = kb.b.load(accs[i][j], typ=ir.VectorType(_elem(kb, dtype), s.vw))
             n = kb.add(n0, j * s.vw)
             if epilogue is not None:
                 x = epilogue(e, x, kb.add(m0, i), n, masks[j])
-            kb.vstore(x, c.ptr, dtype, kb.add(c_rows[i], n), masks[j])
+            kb.vstore_strided(x, dst.ptr, dtype, c_index(dst, i, n), dst.n, masks[j])
 
 
 def _elem(kb: KernelBuilder, dtype: np.dtype) -> ir.Type:

@@ -17,13 +17,18 @@ def _conv_out(size: int, k: int, stride: int, dilation: int, pad_total: int) -> 
     return (size + pad_total - dilation * (k - 1) - 1) // stride + 1
 
 
+def weight_shape(node: Node) -> tuple[int, ...]:
+    """The [OC, C/group, KH, KW] shape of a conv's filters, whatever layout they are stored in."""
+    return tuple(node.attrs.get("weight_shape") or node.inputs[1].shape)
+
+
 def conv_infer(node: Node) -> list[TensorType]:
     x, w = node.inputs[0], node.inputs[1]
     a = node.attrs
-    if len(x.shape) != 4 or len(w.shape) != 4:
+    if len(x.shape) != 4 or len(weight_shape(node)) != 4:
         raise ShapeError(f"Conv expects 4-D input and weight, got {x.type} and {w.type}")
     n, c, h, wd = x.shape
-    oc, cg, kh, kw = w.shape
+    oc, cg, kh, kw = weight_shape(node)
     if c != cg * a["group"] or oc % a["group"]:
         raise ShapeError(f"Conv channels {c} do not match weight {w.shape} with group {a['group']}")
     pt, pl, pb, pr = a["pads"]
@@ -36,6 +41,8 @@ def conv_infer(node: Node) -> list[TensorType]:
 
 def conv_reference(ins: list[np.ndarray], a: dict) -> list[np.ndarray]:
     x, w = ins[0], ins[1]
+    if a.get("weight_layout") == "KO":
+        w = w.T.reshape(a["weight_shape"])
     bias = ins[2] if len(ins) > 2 and ins[2] is not None else None
     n, c, h, wd = x.shape
     oc, cg, kh, kw = w.shape
@@ -64,8 +71,7 @@ def _conv_view(node: Node) -> tuple[int, ...]:
 
 
 def conv_flops(node: Node) -> int:
-    w, out = node.inputs[1], node.outputs[0]
-    return 2 * out.type.size * int(np.prod(w.shape[1:]))
+    return 2 * node.outputs[0].type.size * int(np.prod(weight_shape(node)[1:]))
 
 
 def matmul_flops(node: Node) -> int:
@@ -76,8 +82,10 @@ register_op(OpDef(
     "Conv", infer=conv_infer, reference=conv_reference, lower=lower_conv, flops=conv_flops,
     epilogue_view=_conv_view,
     scratch_bytes=conv_scratch_bytes,
-    attrs={"strides": (1, 1), "dilations": (1, 1), "pads": (0, 0, 0, 0), "group": 1},
-    doc="2-D convolution, NCHW, explicit pads (top, left, bottom, right); inputs X, W[, B]"))
+    attrs={"strides": (1, 1), "dilations": (1, 1), "pads": (0, 0, 0, 0), "group": 1,
+           "weight_layout": "OIHW", "weight_shape": ()},
+    doc="2-D convolution, NCHW, explicit pads (top, left, bottom, right); inputs X, W[, B]. "
+        "weight_layout 'KO' stores W as [C*KH*KW, OC] (set by the layout pass), weight_shape the original"))
 
 
 def matmul_infer(node: Node) -> list[TensorType]:
@@ -142,7 +150,7 @@ def winograd_scratch_bytes(node: Node) -> int:
 
 register_op(OpDef(
     "ConvWinograd", infer=winograd_infer, reference=winograd_reference, lower=lower_winograd,
-    flops=lambda n: 2 * n.outputs[0].type.size * int(np.prod(n.attrs["weight_shape"][1:])),
+    flops=conv_flops,
     epilogue_view=_conv_view, scratch_bytes=winograd_scratch_bytes,
     attrs={"strides": (1, 1), "dilations": (1, 1), "pads": (0, 0, 0, 0), "group": 1, "weight_shape": ()},
     doc="3x3 stride-1 Conv by Winograd F(2x2,3x3); inputs X, U[16, OC, C] (transformed weights)[, B]. "

@@ -6,29 +6,41 @@ from __future__ import annotations
 
 from typing import Callable
 
+from hobbit.codegen.target import Target, host_target
 from hobbit.errors import HobbitError
 from hobbit.graph.ir import Graph
 from hobbit.passes.batchnorm import fold_batchnorm
 from hobbit.passes.dce import eliminate_dead_code
 from hobbit.passes.fold import fold_constants
 from hobbit.passes.fuse import fuse_epilogues
+from hobbit.passes.layout import choose_layouts
 from hobbit.passes.legalize import legalize
 from hobbit.passes.winograd import use_winograd
 
-PASSES: dict[str, Callable[[Graph], Graph]] = {
-    "dce": eliminate_dead_code,
-    "fold": fold_constants,
-    "fold-batchnorm": fold_batchnorm,
-    "winograd": use_winograd,
-    "fuse": fuse_epilogues,
+Pass = Callable[[Graph, Target], Graph]
+
+
+def _graph_only(fn: Callable[[Graph], Graph]) -> Pass:
+    """Most passes do not depend on the target."""
+    return lambda graph, target: fn(graph)
+
+
+PASSES: dict[str, Pass] = {
+    "dce": _graph_only(eliminate_dead_code),
+    "fold": _graph_only(fold_constants),
+    "fold-batchnorm": _graph_only(fold_batchnorm),
+    "winograd": _graph_only(use_winograd),
+    "layout": choose_layouts,
+    "fuse": _graph_only(fuse_epilogues),
 }
 
-DEFAULT_PIPELINE: list[str] = ["dce", "fold", "fold-batchnorm", "winograd", "fuse", "dce"]
+DEFAULT_PIPELINE: list[str] = ["dce", "fold", "fold-batchnorm", "winograd", "layout", "fuse", "dce"]
 
 
-def run_pipeline(graph: Graph, pipeline: list[str] | None = None) -> Graph:
+def run_pipeline(graph: Graph, pipeline: list[str] | None = None, target: Target | None = None) -> Graph:
+    target = target or host_target()
     for name in DEFAULT_PIPELINE if pipeline is None else pipeline:
         if name not in PASSES:
             raise HobbitError(f"unknown pass {name!r}; known passes: {', '.join(PASSES)}")
-        graph = PASSES[name](graph)
+        graph = PASSES[name](graph, target)
     return legalize(eliminate_dead_code(graph))

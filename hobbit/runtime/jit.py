@@ -10,6 +10,7 @@ from __future__ import annotations
 import ctypes
 import ctypes.util
 import threading
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import llvmlite.binding as llvm
@@ -49,17 +50,32 @@ class TensorSpec:
         return f"TensorSpec({self.name!r}, shape={self.shape}, dtype={np.dtype(self.dtype).name})"
 
 
+def jit_engine(code: llvm.ModuleRef | bytes, target: Target,
+               on_object: Callable[[bytes], None] | None = None) -> llvm.ExecutionEngine:
+    """An MCJIT engine for an optimised module, or for object code from the compile cache.
+    `on_object` receives the machine code MCJIT generates for a module, for the cache to keep."""
+    load_openmp()
+    if isinstance(code, bytes):
+        engine = llvm.create_mcjit_compiler(llvm.parse_assembly(""), new_target_machine(target))
+        engine.add_object_file(llvm.ObjectFileRef.from_data(code))
+    else:
+        engine = llvm.create_mcjit_compiler(code, new_target_machine(target))
+        if on_object is not None:
+            engine.set_object_cache(lambda _module, data: on_object(data))
+    engine.finalize_object()
+    return engine
+
+
 class CompiledModel:
-    def __init__(self, mod: llvm.ModuleRef, target: Target, weights: np.ndarray, arena_bytes: int,
-                 inputs: list[TensorSpec], outputs: list[TensorSpec], report: object = None):
+    def __init__(self, code: llvm.ModuleRef | bytes, target: Target, weights: np.ndarray, arena_bytes: int,
+                 inputs: list[TensorSpec], outputs: list[TensorSpec], report: object = None,
+                 on_object: Callable[[bytes], None] | None = None):
         self.inputs = inputs
         self.outputs = outputs
         self.report = report
         self._weights = weights
         self._arena_bytes = arena_bytes
-        load_openmp()
-        self._engine = llvm.create_mcjit_compiler(mod, new_target_machine(target))
-        self._engine.finalize_object()
+        self._engine = jit_engine(code, target, on_object)
         self._entry = _ENTRY_TYPE(self._engine.get_function_address(ENTRY))
         self._local = threading.local()
 

@@ -1,0 +1,328 @@
+"""The compile cache on disk: a repeated compile loads native code and weights instead of compiling.
+
+An entry is keyed by a sha256 over the model (a file's bytes plus any external-data
+files, or a ModelProto field by field), the full target description, the compile
+options, and hobbit's own version and source files plus the llvmlite, numpy and onnx
+versions, so a changed compiler never reuses stale code. It holds the machine code
+MCJIT produced (an ELF object), the packed weights blob, and a manifest with the
+arena size, the input/output specs and a crc32 of every file. Entries are written
+to a temporary folder and renamed into place, so readers never see half an entry;
+one that fails its checksums is deleted and the model recompiled.
+
+The location is $HOBBIT_CACHE_DIR, else ~/.cache/hobbit. HOBBIT_CACHE=0 turns the
+cache off unless compile(cache=True) asks for it; the folder is kept under
+$HOBBIT_CACHE_MAX_BYTES (default 4 GiB) by deleting the least recently used entries."""
+
+from __future__ import annotations
+
+import functools
+import hashlib
+import json
+import mmap
+import os
+import shutil
+import tempfile
+import time
+import warnings
+import zlib
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import llvmlite
+import numpy as np
+import onnx
+
+from hobbit.codegen.target import Target
+from hobbit.runtime.jit import CompiledModel, TensorSpec
+
+FORMAT = 1
+CODE_FILE = "code.o"
+WEIGHTS_FILE = "weights.bin"
+MANIFEST_FILE = "manifest.json"
+DEFAULT_MAX_BYTES = 4 << 30
+_STALE_TMP_SECONDS = 3600
+# How a TensorProto's external_data entry {key: "location"} is encoded: a file without
+# these bytes has no external data, so most models skip parsing for their key.
+_LOCATION_MARKER = b"\x0a\x08location"
+
+
+@dataclass
+class CachedReport:
+    """The report of a model loaded from the cache: where from, and how long loading took.
+
+    The graph, memory plan and IR are not stored; compile with cache=False to get them."""
+
+    path: str
+    seconds: dict[str, float] = field(default_factory=dict)
+    cached: bool = True
+
+    def __getattr__(self, name: str) -> Any:
+        if name in ("graph", "plan", "llvm_ir", "optimized", "target"):
+            raise AttributeError(f"report.{name} is not available: this model was loaded from the compile "
+                                 f"cache ({self.path}); compile with cache=False for the full report")
+        raise AttributeError(name)
+
+
+def enabled(cache: bool | None) -> bool:
+    """compile(cache=...) -> whether to use the cache: an explicit bool wins, else HOBBIT_CACHE."""
+    if cache is not None:
+        return cache
+    return os.environ.get("HOBBIT_CACHE", "1").strip().lower() not in ("0", "false", "off", "no")
+
+
+def cache_dir() -> Path:
+    return Path(os.environ.get("HOBBIT_CACHE_DIR") or Path.home() / ".cache" / "hobbit")
+
+
+# -- keys --------------------------------------------------------------------------------
+def compile_key(model: object, target: Target, options: dict[str, Any]) -> str | None:
+    """The entry name for compiling `model` with these options, or None when the model
+    cannot be read (the frontend then reports why)."""
+    h = hashlib.sha256()
+    head = {"format": FORMAT, "hobbit": _hobbit_version(), "sources": _source_hash(),
+            "llvmlite": llvmlite.__version__, "numpy": np.__version__, "onnx": onnx.__version__,
+            "target": [target.triple, target.cpu, target.features, target.vector_bits, target.vector_registers,
+                       target.l1_bytes, target.l2_bytes, target.cores],
+            "options": options}
+    _feed(h, "head", json.dumps(head, sort_keys=True, default=str).encode())
+    try:
+        if isinstance(model, onnx.ModelProto):
+            _hash_message(h, model, "")
+        elif isinstance(model, (bytes, bytearray)):
+            _feed(h, "bytes", bytes(model))
+        else:
+            _hash_model_file(h, Path(os.fspath(model)))
+    except (OSError, ValueError, TypeError):
+        return None
+    return h.hexdigest()
+
+
+def _feed(h, tag: str, data: bytes) -> None:
+    """Length-prefixed, so adjacent fields cannot run into each other."""
+    h.update(f"{tag}:{len(data)}:".encode())
+    h.update(data)
+
+
+# Fields walked field by field instead of serialised whole: the initializers' bytes are
+# hashed where they lie (serialising a large model first would copy all its weights).
+_DEEP = {"graph", "graph.initializer"}
+
+
+def _hash_message(h, msg, path: str) -> None:
+    for fd, value in msg.ListFields():
+        name = path + fd.name
+        if fd.message_type is not None:
+            items = [value] if hasattr(value, "ListFields") else list(value)
+            for i, item in enumerate(items):
+                if name in _DEEP:
+                    _feed(h, f"{name}[{i}]", b"")
+                    _hash_message(h, item, name + ".")
+                else:
+                    _feed(h, name, item.SerializeToString(deterministic=True))
+        elif isinstance(value, bytes):
+            _feed(h, name, value)
+        elif isinstance(value, (str, int, float, bool)):
+            _feed(h, name, repr(value).encode())
+        else:
+            items = list(value)
+            if items and isinstance(items[0], bytes):
+                for item in items:
+                    _feed(h, name, item)
+            else:
+                _feed(h, name, repr(items).encode())
+
+
+def _hash_model_file(h, path: Path) -> None:
+    _feed(h, "file", b"")
+    with open(path, "rb") as f:
+        size = os.fstat(f.fileno()).st_size
+        if size == 0:
+            return
+        with mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ) as data:
+            h.update(data)
+            external = data.find(_LOCATION_MARKER) >= 0
+    if external:
+        for location in _external_locations(path):
+            _feed(h, "external", location.encode())
+            _hash_file(h, path.parent / location)
+
+
+def _external_locations(path: Path) -> list[str]:
+    proto = onnx.load_model(os.fspath(path), load_external_data=False)
+    locations = set()
+    for tensor in _all_tensors(proto.graph):
+        for entry in tensor.external_data:
+            if entry.key == "location":
+                locations.add(entry.value)
+    return sorted(locations)
+
+
+def _all_tensors(graph: onnx.GraphProto):
+    yield from graph.initializer
+    for node in graph.node:
+        for attr in node.attribute:
+            if attr.HasField("t"):
+                yield attr.t
+            yield from attr.tensors
+            if attr.HasField("g"):
+                yield from _all_tensors(attr.g)
+            for sub in attr.graphs:
+                yield from _all_tensors(sub)
+
+
+def _hash_file(h, path: Path) -> None:
+    with open(path, "rb") as f:
+        if os.fstat(f.fileno()).st_size == 0:
+            return
+        with mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ) as data:
+            h.update(data)
+
+
+def _hobbit_version() -> str:
+    from hobbit import __version__
+    return __version__
+
+
+@functools.cache
+def _source_hash() -> str:
+    """Every .py file of the hobbit package: an edited compiler gets new keys."""
+    root = Path(__file__).resolve().parent.parent
+    h = hashlib.sha256()
+    for path in sorted(root.rglob("*.py")):
+        _feed(h, path.relative_to(root).as_posix(), path.read_bytes())
+    return h.hexdigest()
+
+
+# -- entries -----------------------------------------------------------------------------
+def load(key: str, target: Target) -> CompiledModel | None:
+    """The cached model for `key`, or None on a miss. A damaged entry is deleted."""
+    t0 = time.perf_counter()
+    entry = cache_dir() / key
+    if not entry.is_dir():
+        return None
+    try:
+        manifest = _read_manifest(entry / MANIFEST_FILE)
+        code = (entry / CODE_FILE).read_bytes()
+        weights = _map_weights(entry / WEIGHTS_FILE, manifest["weights_bytes"])
+        if not (_matches(code, manifest["files"][CODE_FILE])
+                and _matches(weights, manifest["files"][WEIGHTS_FILE])):
+            raise ValueError("checksum mismatch")
+        inputs = [_spec(s) for s in manifest["inputs"]]
+        outputs = [_spec(s) for s in manifest["outputs"]]
+        arena_bytes = int(manifest["arena_bytes"])
+    except (OSError, ValueError, KeyError, TypeError):
+        shutil.rmtree(entry, ignore_errors=True)
+        return None
+    report = CachedReport(str(entry), {"cache": time.perf_counter() - t0})
+    t0 = time.perf_counter()
+    model = CompiledModel(code, target, weights, arena_bytes, inputs, outputs, report)
+    report.seconds["jit"] = time.perf_counter() - t0
+    _touch(entry / MANIFEST_FILE)
+    return model
+
+
+def _read_manifest(path: Path) -> dict:
+    """The manifest's body, checked against its own crc32 (ValueError if damaged)."""
+    doc = json.loads(path.read_bytes())
+    body = doc["body"]
+    if doc["crc32"] != _crc(_canonical(body)) or body["format"] != FORMAT:
+        raise ValueError("manifest checksum mismatch")
+    return body
+
+
+def _map_weights(path: Path, size: int) -> np.ndarray:
+    """The weights blob, mapped copy-on-write: page-aligned (so 64-byte aligned), read lazily,
+    and private, so nothing done to the array reaches the file. Entries are only ever
+    replaced by rename, never rewritten in place, so the mapping stays valid."""
+    if os.path.getsize(path) != size:
+        raise ValueError("weights file has the wrong size")
+    if size == 0:
+        return np.zeros(0, dtype=np.uint8)
+    return np.memmap(path, dtype=np.uint8, mode="c", shape=(size,))
+
+
+def _matches(data, record: dict) -> bool:
+    return len(memoryview(data)) == record["size"] and _crc(data) == record["crc32"]
+
+
+def _crc(data) -> int:
+    return zlib.crc32(data) & 0xFFFFFFFF
+
+
+def _canonical(body: dict) -> bytes:
+    return json.dumps(body, sort_keys=True).encode()
+
+
+def _spec(item: list) -> TensorSpec:
+    name, shape, dtype = item
+    return TensorSpec(str(name), tuple(int(d) for d in shape), np.dtype(dtype))
+
+
+def _touch(path: Path) -> None:
+    """Mark an entry recently used, for eviction."""
+    try:
+        os.utime(path)
+    except OSError:
+        pass
+
+
+def store(key: str, code: bytes, weights: np.ndarray, arena_bytes: int,
+          inputs: list[TensorSpec], outputs: list[TensorSpec]) -> None:
+    """Write an entry atomically; a cache that cannot be written only costs a warning."""
+    root = cache_dir()
+    try:
+        root.mkdir(parents=True, exist_ok=True)
+        tmp = Path(tempfile.mkdtemp(prefix=f".tmp-{key[:16]}-", dir=root))
+    except OSError as exc:
+        warnings.warn(f"hobbit: cannot write the compile cache in {root}: {exc}", stacklevel=3)
+        return
+    try:
+        (tmp / CODE_FILE).write_bytes(code)
+        blob = np.ascontiguousarray(weights).view(np.uint8).reshape(-1)
+        with open(tmp / WEIGHTS_FILE, "wb") as f:
+            f.write(memoryview(blob))
+        body = {"format": FORMAT, "arena_bytes": int(arena_bytes), "weights_bytes": int(blob.size),
+                "inputs": [_spec_json(s) for s in inputs], "outputs": [_spec_json(s) for s in outputs],
+                "files": {CODE_FILE: {"size": len(code), "crc32": _crc(code)},
+                          WEIGHTS_FILE: {"size": int(blob.size), "crc32": _crc(blob)}}}
+        (tmp / MANIFEST_FILE).write_text(json.dumps({"body": body, "crc32": _crc(_canonical(body))}))
+        try:
+            os.rename(tmp, root / key)
+        except OSError:
+            pass  # another process stored the same entry first
+    except OSError as exc:
+        warnings.warn(f"hobbit: cannot write the compile cache in {root}: {exc}", stacklevel=3)
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+    _evict(root, keep=key)
+
+
+def _spec_json(spec: TensorSpec) -> list:
+    return [spec.name, list(spec.shape), np.dtype(spec.dtype).str]
+
+
+def _evict(root: Path, keep: str) -> None:
+    """Delete least recently used entries beyond HOBBIT_CACHE_MAX_BYTES, and leftovers of
+    writers that died more than an hour ago."""
+    limit = int(os.environ.get("HOBBIT_CACHE_MAX_BYTES", DEFAULT_MAX_BYTES))
+    now = time.time()
+    entries = []
+    try:
+        for child in root.iterdir():
+            if child.name.startswith(".tmp-"):
+                if now - child.stat().st_mtime > _STALE_TMP_SECONDS:
+                    shutil.rmtree(child, ignore_errors=True)
+                continue
+            if child.is_dir() and child.name != keep:
+                size = sum(f.stat().st_size for f in child.iterdir())
+                used = (child / MANIFEST_FILE).stat().st_mtime if (child / MANIFEST_FILE).exists() else 0.0
+                entries.append((used, size, child))
+        total = sum(size for _, size, _ in entries) + sum(f.stat().st_size for f in (root / keep).iterdir())
+    except OSError:
+        return
+    for _, size, child in sorted(entries):
+        if total <= limit:
+            break
+        shutil.rmtree(child, ignore_errors=True)
+        total -= size
