@@ -10,13 +10,14 @@ import argparse
 import os
 import sys
 import time
+from collections.abc import Callable
 
 import numpy as np
 import onnx
 
 import hobbit
-from hobbit import zoo
-from hobbit.bench import random_inputs, run_benchmark
+from hobbit import bench, zoo
+from hobbit.bench import random_inputs
 from hobbit.codegen.llvm import emit_assembly
 from hobbit.codegen.module import kernel_name
 from hobbit.compiler import CompileReport, lower_to_llvm
@@ -32,6 +33,8 @@ _EPILOG = """examples:
   hobbit inspect model.onnx                 fused kernels, memory plan, weights size
   hobbit compile model.onnx --emit asm -o model.s
   hobbit bench                              resnet18: hobbit vs onnxruntime, 1 thread
+  hobbit bench --model all --threads 1,2 --plot ratios.png
+                                            every zoo model at 1 and 2 threads, chart of ratios
   hobbit zoo                                list the built-in models"""
 
 
@@ -41,8 +44,12 @@ def load_model(spec: str) -> onnx.ModelProto | str:
         return spec
     if spec in zoo.MODELS:
         return zoo.build(spec)
-    raise HobbitError(f"{spec!r} is neither an existing file nor a zoo model "
-                      f"(zoo models: {', '.join(zoo.MODELS)})")
+    raise _not_a_model(spec)
+
+
+def _not_a_model(spec: str) -> HobbitError:
+    return HobbitError(f"{spec!r} is neither an existing file nor a zoo model "
+                       f"(zoo models: {', '.join(zoo.MODELS)})")
 
 
 def pipeline(args: argparse.Namespace) -> list[str] | None:
@@ -163,14 +170,59 @@ def cmd_inspect(args: argparse.Namespace) -> int:
     return 0
 
 
+def parse_threads(text: str) -> list[int]:
+    """--threads 1,2 -> [1, 2] (each at least 1, duplicates dropped, order kept)."""
+    try:
+        counts = [int(part) for part in text.split(",") if part.strip()]
+    except ValueError:
+        counts = []
+    if not counts or min(counts) < 1:
+        raise argparse.ArgumentTypeError(f"expected thread counts >= 1 separated by commas, got {text!r}")
+    return list(dict.fromkeys(counts))
+
+
+def bench_models(spec: str) -> list[tuple[str, Callable[[], onnx.ModelProto | str]]]:
+    """--model: 'all' (every zoo model), a path, or comma-separated zoo names/paths, checked up front."""
+    if spec == "all":
+        names = list(zoo.MODELS)
+    elif os.path.exists(spec):
+        names = [spec]
+    else:
+        names = [part.strip() for part in spec.split(",") if part.strip()]
+    for name in names:
+        if not os.path.exists(name) and name not in zoo.MODELS:
+            raise _not_a_model(name)
+    return [(name, lambda name=name: load_model(name)) for name in names]
+
+
 def cmd_bench(args: argparse.Namespace) -> int:
-    model = load_model(args.model)
-    name = args.model
-    print(f"benchmarking {name}: compiling and checking against onnxruntime ...", flush=True)
-    result = run_benchmark(model, name, runs=args.runs, threads=args.threads, warmup=args.warmup,
-                           passes=pipeline(args))
-    print(result.format())
-    return 0 if result.mismatch is None else 1
+    models = bench_models(args.model)
+    threads = args.threads
+    if args.plot:
+        bench.pyplot()  # fail before minutes of benchmarking, not after
+    print(f"measuring the FMA peak at {', '.join(map(str, threads))} thread(s), then benchmarking "
+          f"{', '.join(name for name, _ in models)}: compile, check against onnxruntime, time both ...",
+          flush=True)
+
+    def show(result: bench.BenchResult) -> None:
+        print(result.format() + "\n", flush=True)
+
+    results = bench.run_suite(models, threads, runs=args.runs, warmup=args.warmup, passes=pipeline(args),
+                              report=show)
+    print(bench.markdown_table(results), end="")
+    if args.markdown or args.json:
+        machine = bench.machine_info()
+        command = (f"hobbit bench --model {args.model} --threads {','.join(map(str, threads))} "
+                   f"--runs {args.runs}")
+        if args.markdown:
+            _write(bench.markdown_report(results, machine, command, args.warmup), args.markdown)
+        if args.json:
+            bench.write_json(results, machine, args.json)
+            print(f"wrote {args.json}", file=sys.stderr)
+    if args.plot:
+        bench.plot_ratios(results, args.plot)
+        print(f"wrote {args.plot}", file=sys.stderr)
+    return 0 if all(r.mismatch is None for r in results) else 1
 
 
 def cmd_zoo(args: argparse.Namespace) -> int:
@@ -232,19 +284,23 @@ def build_parser() -> argparse.ArgumentParser:
     p.set_defaults(func=cmd_inspect)
 
     p = sub.add_parser("bench", help="time hobbit against onnxruntime (default: zoo resnet18)",
-                       description="Compile the model, check its outputs against onnxruntime (rtol 1e-3, "
-                                   "atol 1e-4; no ratio is printed if they disagree), then time both alternately "
-                                   "with the same thread count and print median and p10-p90 latency, the ratio "
-                                   "hobbit/onnxruntime and the compile time. Exits with status 1 when the "
-                                   "outputs disagree.")
-    p.add_argument("--model", default="resnet18", metavar="NAME|PATH",
-                   help="zoo model name or .onnx path (default resnet18)")
+                       description="For each model and thread count: compile, check the outputs against "
+                                   "onnxruntime (rtol 1e-3, atol 1e-4; no ratio is reported if they disagree), "
+                                   "then time both alternately with the same thread count and print median and "
+                                   "p10-p90 latency, the ratio hobbit/onnxruntime, hobbit's GFLOP/s and its share "
+                                   "of this machine's FMA peak (measured first), and the compile time; a summary "
+                                   "table follows. Exits with status 1 when any outputs disagree.")
+    p.add_argument("--model", default="resnet18", metavar="NAME|PATH|all",
+                   help="zoo model name, .onnx path, a comma list of those, or 'all' zoo models (default resnet18)")
     p.add_argument("--runs", type=int, default=30, help="timed runs per engine after warm-up (default 30)")
     p.add_argument("--warmup", type=int, default=3, help="untimed warm-up runs per engine (default 3)")
-    p.add_argument("--threads", type=int, default=1,
-                   help="threads for both engines: onnxruntime intra_op_num_threads (default 1)")
+    p.add_argument("--threads", type=parse_threads, default=[1], metavar="N[,N...]",
+                   help="thread counts for both engines (onnxruntime intra_op_num_threads), e.g. 1,2 (default 1)")
     p.add_argument("--passes", metavar="A,B,C", help="graph passes to run, in order (default: the standard pipeline)")
     p.add_argument("--disable", metavar="NAME", action="append", default=[], help="drop this pass (repeatable)")
+    p.add_argument("--markdown", metavar="FILE", help="write the table with a header naming the machine (BENCHMARKS.md)")
+    p.add_argument("--json", metavar="FILE", help="write every number per model and thread count as JSON")
+    p.add_argument("--plot", metavar="FILE.png", help="write a bar chart of the ratios (needs matplotlib)")
     p.set_defaults(func=cmd_bench)
 
     p = sub.add_parser("zoo", help="list the built-in models, or save one as an .onnx file",

@@ -7,7 +7,8 @@ every loop bound, ragged edge and mask is decided here at compile time.
 
 Operands are described by strides so one kernel serves row-major and packed
 layouts: A[m, k] is at  a.offset + (m // MR)*a.panel + k*a.k + (m % MR)*a.m,
-B[k, n] at b.offset + k*b.k + n, C[m, n] at c.offset + m*c.m + n*c.n."""
+B[k, n] at b.offset + (n // NR)*b.panel + k*b.k + n % NR, C[m, n] at
+c.offset + m*c.m + n*c.n."""
 
 from __future__ import annotations
 
@@ -41,6 +42,9 @@ class MatB:
     ptr: ir.Value
     offset: Index
     k: int
+    # Elements between consecutive NR-column panels: NR for row-major B; K*NR for B
+    # packed panel by panel at compile time (contiguous streams, e.g. FC weights).
+    panel: int | None = None
 
 
 @dataclass
@@ -80,9 +84,9 @@ def emit_gemm(kb: KernelBuilder, s: GemmSchedule, M: int, N: int, K: int,
     accs = [[kb.alloca(acc_type) for _ in range(s.nv)] for _ in range(s.mr)]
 
     def nest(k0: Index, k1: Index, first: bool, last: bool) -> None:
-        def panel(n0: Index, nv: int, tail_lanes: int) -> None:
+        def panel(p: Index, nv: int, tail_lanes: int) -> None:
             def rows(mb: Index, mr: int) -> None:
-                _micro(kb, s, accs, mb, mr, n0, nv, tail_lanes, k0, k1, first, last, a, b, c, dtype,
+                _micro(kb, s, accs, mb, mr, p, nv, tail_lanes, k0, k1, first, last, a, b, c, dtype,
                        epilogue if last else None)
 
             with kb.loop(m_lo, kb.imin(m_hi, m_blocks), name="mb") as mb:
@@ -93,11 +97,11 @@ def emit_gemm(kb: KernelBuilder, s: GemmSchedule, M: int, N: int, K: int,
                         rows(m_blocks, m_rem)
 
         with kb.loop(n_lo, kb.imin(n_hi, n_panels), name="np") as p:
-            panel(kb.mul(p, s.nr), s.nv, 0)
+            panel(p, s.nv, 0)
         if n_rem:
             with kb.when_greater(n_hi, n_panels) as live:
                 if live:
-                    panel(n_panels * s.nr, -(-n_rem // s.vw), n_rem % s.vw)
+                    panel(n_panels, -(-n_rem // s.vw), n_rem % s.vw)
 
     # K in chunks: the first starts from zero, the last applies the epilogue, the
     # ones between share one loop, so code size does not grow with K.
@@ -113,11 +117,12 @@ def emit_gemm(kb: KernelBuilder, s: GemmSchedule, M: int, N: int, K: int,
     nest((n_chunks - 1) * s.kc, K, False, True)
 
 
-def _micro(kb: KernelBuilder, s: GemmSchedule, accs, mb: Index, mr: int, n0: Index, nv: int,
+def _micro(kb: KernelBuilder, s: GemmSchedule, accs, mb: Index, mr: int, p: Index, nv: int,
            tail_lanes: int, k0: Index, k1: Index, first: bool, last: bool,
            a: MatA, b: MatB, c: MatC, dtype: np.dtype, epilogue: EpilogueFn | None) -> None:
-    """One MR x (nv vectors) block of C over k in [k0, k1)."""
+    """One MR x (nv vectors) block of C, rows from block mb, columns from panel p, over k in [k0, k1)."""
     e = Emit(kb, dtype, s.vw)
+    n0 = kb.mul(p, s.nr)
     masks = [kb.prefix_mask(s.vw, tail_lanes) if tail_lanes and j == nv - 1 else None for j in range(nv)]
     m0 = kb.mul(mb, s.mr)
 
@@ -133,7 +138,7 @@ def _micro(kb: KernelBuilder, s: GemmSchedule, accs, mb: Index, mr: int, n0: Ind
             kb.b.store(init, accs[i][j])
 
     a_base = kb.add(a.offset, kb.mul(mb, a.panel))
-    b_base = kb.add(b.offset, n0)
+    b_base = kb.add(b.offset, kb.mul(p, b.panel or s.nr))
     with kb.loop(k0, k1, name="k") as k:
         b_row = kb.add(b_base, kb.mul(k, b.k))
         bv = [kb.vload(b.ptr, dtype, kb.add(b_row, j * s.vw), s.vw, masks[j]) for j in range(nv)]

@@ -18,10 +18,11 @@ def lower_matmul(k: KernelArgs) -> None:
     out_shape = tuple(node.outputs[0].shape)
     dtype = node.outputs[0].dtype
     M, K = a_val.shape[-2:]
-    N = b_val.shape[-1]
+    N = out_shape[-1]
+    packed = node.attrs.get("b_layout") == "panels"
     batch = out_shape[:-2]
     a_strides = broadcast_strides(tuple(a_val.shape[:-2]), batch)
-    b_strides = broadcast_strides(tuple(b_val.shape[:-2]), batch)
+    b_strides = [0] * len(batch) if packed else broadcast_strides(tuple(b_val.shape[:-2]), batch)
     c_strides = broadcast_strides(batch, batch)
     sched = gemm_schedule(M, N, K, k.target, np.dtype(dtype).itemsize)
     epilogue = Epilogue(kb, node, k.epilogue, out_shape)
@@ -32,7 +33,10 @@ def lower_matmul(k: KernelArgs) -> None:
                 level(d + 1, index + [i])
             return
         a = row_major_a(k.inputs[0], kb.affine(list(zip(index, [s * M * K for s in a_strides]))), K, sched.mr)
-        b = MatB(k.inputs[1], kb.affine(list(zip(index, [s * K * N for s in b_strides]))), k=N)
+        if packed:
+            b = MatB(k.inputs[1], 0, k=sched.nr, panel=K * sched.nr)
+        else:
+            b = MatB(k.inputs[1], kb.affine(list(zip(index, [s * K * N for s in b_strides]))), k=N)
         c = MatC(k.outputs[0], kb.affine(list(zip(index, [s * M * N for s in c_strides]))), m=N)
 
         def epi(e: Emit, v, m, n, mask, index=index):

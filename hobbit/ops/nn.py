@@ -88,19 +88,40 @@ register_op(OpDef(
         "weight_layout 'KO' stores W as [C*KH*KW, OC] (set by the layout pass), weight_shape the original"))
 
 
+def matmul_b_shape(node: Node) -> tuple[int, ...]:
+    """The logical [..., K, N] shape of B, also when it is stored as packed panels."""
+    b = node.inputs[1]
+    if node.attrs.get("b_layout") == "panels":
+        return (b.shape[1], node.attrs["n"])
+    return tuple(b.shape)
+
+
+def unpack_panels(packed: np.ndarray, n: int) -> np.ndarray:
+    """[P, K, NR] panels back to the [K, N] matrix they were cut from."""
+    panels, k, nr = packed.shape
+    return packed.transpose(1, 0, 2).reshape(k, panels * nr)[:, :n]
+
+
 def matmul_infer(node: Node) -> list[TensorType]:
-    a, b = node.inputs
-    if len(a.shape) < 2 or len(b.shape) < 2 or a.shape[-1] != b.shape[-2]:
-        raise ShapeError(f"MatMul shapes {a.type} and {b.type} do not multiply")
-    batch = broadcast(tuple(a.shape[:-2]), tuple(b.shape[:-2]))
-    return [TensorType(a.dtype, batch + (a.shape[-2], b.shape[-1]))]
+    a = node.inputs[0]
+    b_shape = matmul_b_shape(node)
+    if len(a.shape) < 2 or len(b_shape) < 2 or a.shape[-1] != b_shape[-2]:
+        raise ShapeError(f"MatMul shapes {a.type} and {node.inputs[1].type} do not multiply")
+    batch = broadcast(tuple(a.shape[:-2]), tuple(b_shape[:-2]))
+    return [TensorType(a.dtype, batch + (a.shape[-2], b_shape[-1]))]
+
+
+def matmul_reference(ins: list[np.ndarray], a: dict) -> list[np.ndarray]:
+    b = unpack_panels(ins[1], a["n"]) if a.get("b_layout") == "panels" else ins[1]
+    return [np.matmul(ins[0], b).astype(ins[0].dtype)]
 
 
 register_op(OpDef(
-    "MatMul", infer=matmul_infer,
-    reference=lambda ins, a: [np.matmul(ins[0], ins[1]).astype(ins[0].dtype)],
+    "MatMul", infer=matmul_infer, reference=matmul_reference,
     lower=lower_matmul, epilogue_view=lambda n: tuple(n.outputs[0].shape), flops=matmul_flops,
-    doc="numpy matmul of rank >= 2 operands with broadcast batch dims"))
+    attrs={"b_layout": "KN", "n": 0},
+    doc="numpy matmul of rank >= 2 operands with broadcast batch dims; b_layout 'panels' (set by the "
+        "layout pass for constant 2-D B) stores B as [ceil(N/NR), K, NR] zero-padded panels"))
 
 
 def batchnorm_reference(ins: list[np.ndarray], a: dict) -> list[np.ndarray]:

@@ -4,7 +4,11 @@ A convolution's GEMM normally runs vectors along the output positions (H*W).
 When H*W fills vectors badly (7x7 = 49 positions use 64 lanes of 16: 23% idle)
 and the output channels are a multiple of the vector width, the weights are
 stored transposed ([C*KH*KW, OC], "KO") so the kernel runs vectors along the
-output channels instead."""
+output channels instead.
+
+A MatMul's constant right operand (fully-connected weights) is cut into the
+GEMM schedule's NR-column panels, each stored contiguously, so the kernel
+streams it front to back instead of striding across rows."""
 
 from __future__ import annotations
 
@@ -12,6 +16,7 @@ import numpy as np
 
 from hobbit.codegen.target import Target
 from hobbit.graph.ir import Graph, Node, Value
+from hobbit.lower.schedule import gemm_schedule
 
 IDLE_LANES_LIMIT = 0.10
 
@@ -20,6 +25,8 @@ def choose_layouts(graph: Graph, target: Target) -> Graph:
     for node in graph.nodes:
         if node.op == "Conv" and _channels_fit_better(node, target):
             _transpose_weights(node)
+        elif node.op == "MatMul" and _constant_matrix_b(node):
+            _pack_panels(node, target)
     return graph
 
 
@@ -42,3 +49,20 @@ def _transpose_weights(node: Node) -> None:
     ko = np.ascontiguousarray(w.const.reshape(w.shape[0], -1).T)
     node.inputs[1] = Value(f"{w.name}/KO", const=ko)
     node.attrs = {**node.attrs, "weight_layout": "KO", "weight_shape": tuple(w.shape)}
+
+
+def _constant_matrix_b(node: Node) -> bool:
+    b = node.inputs[1]
+    return b.const is not None and len(b.shape) == 2 and node.attrs.get("b_layout", "KN") == "KN"
+
+
+def _pack_panels(node: Node, target: Target) -> None:
+    a, b = node.inputs
+    k, n = b.shape
+    nr = gemm_schedule(a.shape[-2], n, k, target, np.dtype(b.dtype).itemsize).nr
+    panels = -(-n // nr)
+    padded = np.zeros((k, panels * nr), dtype=b.dtype)
+    padded[:, :n] = b.const
+    packed = np.ascontiguousarray(padded.reshape(k, panels, nr).transpose(1, 0, 2))
+    node.inputs[1] = Value(f"{b.name}/panels", const=packed)
+    node.attrs = {**node.attrs, "b_layout": "panels", "n": n}
