@@ -50,7 +50,7 @@ def lower_to_llvm(model: ModelSource, target: Target | None = None, passes: list
     t0 = time.perf_counter()
     show.stage("passes")
     graph = run_pipeline(graph, passes, target)
-    plan = plan_memory(graph)
+    plan = plan_memory(graph, target, threads)
     times["passes"] = time.perf_counter() - t0
     t0 = time.perf_counter()
     show.stage("codegen")

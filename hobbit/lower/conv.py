@@ -14,7 +14,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import numpy as np
+from llvmlite import ir
 
+from hobbit.codegen.target import Target
 from hobbit.graph.ir import Node
 from hobbit.lower.builder import KernelBuilder
 from hobbit.lower.elementwise import Epilogue
@@ -78,14 +80,26 @@ def _col_elems(s: ConvShape) -> int:
     return 0 if s.pointwise else s.cg * s.kh * s.kw * s.oh * s.ow
 
 
-def conv_scratch_bytes(node: Node) -> int:
+def block_rows(s: ConvShape, target: Target, threads: int) -> int:
+    """Output rows per im2col block: the block's columns fit in half of L2, and there are
+    at least two blocks per thread to share."""
+    k = s.cg * s.kh * s.kw
+    rows = max(1, (target.l2_bytes // 2) // (k * s.ow * 4))
+    return max(1, min(rows, -(-s.oh // (2 * threads))))
+
+
+def conv_scratch_bytes(node: Node, target: Target, threads: int) -> int:
     from hobbit.lower.depthwise import depthwise_scratch_elems
     s = conv_shape(node)
     itemsize = np.dtype(node.inputs[0].dtype).itemsize
     if s.depthwise:
         return depthwise_scratch_elems(s) * itemsize
-    partials = s.oh * s.ow * s.ocg if node.attrs.get("weight_layout") == "KO" else 0
-    return (_col_elems(s) + partials) * itemsize
+    if node.attrs.get("weight_layout") == "KO":
+        return (_col_elems(s) + s.oh * s.ow * s.ocg) * itemsize
+    if s.pointwise:
+        return 0
+    per_thread = s.cg * s.kh * s.kw * block_rows(s, target, threads) * s.ow
+    return threads * per_thread * itemsize
 
 
 def lower_conv(k: KernelArgs) -> None:
@@ -93,8 +107,10 @@ def lower_conv(k: KernelArgs) -> None:
     s = conv_shape(k.node)
     if s.depthwise:
         lower_depthwise(k, s)
-    else:
+    elif s.pointwise or k.node.attrs.get("weight_layout") == "KO":
         _gemm_conv(k, s)
+    else:
+        _blocked_im2col_conv(k, s)
 
 
 def _gemm_conv(k: KernelArgs, s: ConvShape) -> None:
@@ -148,6 +164,49 @@ def _gemm_conv(k: KernelArgs, s: ConvShape) -> None:
             k.threads.barrier()  # the next im2col overwrites the scratch others may still read
 
 
+def _blocked_im2col_conv(k: KernelArgs, s: ConvShape) -> None:
+    """im2col + GEMM over blocks of output rows. Each thread takes whole blocks and
+    lowers them into its own L2-sized slice of scratch, so the columns are consumed
+    while still in cache and threads never wait for each other."""
+    kb, node = k.kb, k.node
+    dtype = node.inputs[0].dtype
+    x, w, bias = k.inputs[0], k.inputs[1], k.inputs[2] if len(k.inputs) > 2 else None
+    K, P = s.cg * s.kh * s.kw, s.oh * s.ow
+    rows = block_rows(s, k.target, k.threads.max_threads)
+    col = kb.b.gep(k.scratch, [kb.b.mul(k.threads.tid, kb.i64(K * rows * s.ow * np.dtype(dtype).itemsize))],
+                   source_etype=ir.IntType(8))
+    epilogue = Epilogue(kb, node, k.epilogue, (s.n, s.oc, P))
+    alone = Threads(kb, kb.i64(0), kb.i64(1), 1)
+    full_blocks, last_rows = divmod(s.oh, rows)
+    with kb.loop(0, s.n, name="n") as n, kb.loop(0, s.group, name="g") as g:
+        x_off = kb.mul(kb.add(kb.mul(n, s.c), kb.mul(g, s.cg)), s.h * s.w)
+        oc0 = kb.mul(g, s.ocg)
+        y_off = kb.mul(kb.add(kb.mul(n, s.oc), oc0), P)
+
+        def block(oh0, count: int) -> None:
+            _im2col(kb, s, x, x_off, col, dtype, alone, oh0, count)
+            sched = gemm_schedule(s.ocg, count * s.ow, K, k.target, np.dtype(dtype).itemsize)
+            a = row_major_a(w, kb.mul(oc0, K), K, sched.mr)
+            b = MatB(col, 0, k=count * s.ow)
+            c = MatC(k.outputs[0], kb.add(y_off, kb.mul(oh0, s.ow)), m=P)
+
+            def epi(e: Emit, v, m, col_index, mask):
+                oc = kb.add(oc0, m)
+                if bias is not None:
+                    v = e.add(v, kb.splat(kb.load(bias, dtype, oc), e.width))
+                return epilogue.apply(e, v, [n, oc, kb.add(kb.mul(oh0, s.ow), col_index)], mask)
+
+            emit_gemm(kb, sched, s.ocg, count * s.ow, K, a, b, c, dtype, epi, alone)
+
+        lo, hi = k.threads.split(full_blocks + (last_rows > 0))
+        with kb.loop(lo, kb.imin(hi, full_blocks), name="rb") as rb:
+            block(kb.mul(rb, rows), rows)
+        if last_rows:
+            with kb.when_greater(hi, full_blocks) as live:
+                if live:
+                    block(full_blocks * rows, last_rows)
+
+
 def _valid_range(out_len: int, in_len: int, stride: int, offset: int) -> tuple[int, int]:
     """Output positions o in [lo, hi) whose input o*stride + offset lies in [0, in_len)."""
     lo = max(0, -(-(-offset) // stride)) if offset < 0 else 0
@@ -155,32 +214,35 @@ def _valid_range(out_len: int, in_len: int, stride: int, offset: int) -> tuple[i
     return lo, max(lo, hi)
 
 
-def _im2col(kb: KernelBuilder, s: ConvShape, x, x_off, col, dtype, threads: Threads) -> None:
-    """col[(c*KH + kh)*KW + kw, oh*OW + ow] = x[c, oh*sh + kh*dh - pt, ow*sw + kw*dw - pl] or 0."""
+def _im2col(kb: KernelBuilder, s: ConvShape, x, x_off, col, dtype, threads: Threads,
+            oh0: int | ir.Value = 0, rows: int | None = None) -> None:
+    """col[(c*KH + kh)*KW + kw, r*OW + ow] = x[c, (oh0 + r)*sh + kh*dh - pt, ow*sw + kw*dw - pl],
+    or 0 in the padding, for output rows oh0 .. oh0 + rows (all rows by default)."""
     zero = kb.const(dtype, 0)
-    P = s.oh * s.ow
+    rows = s.oh if rows is None else rows
+    width = rows * s.ow
     c_lo, c_hi = threads.split(s.cg)
     with kb.loop(c_lo, c_hi, name="c") as c:
         x_c = kb.add(x_off, kb.mul(c, s.h * s.w))
         for kh in range(s.kh):
             for kw in range(s.kw):
-                row = kb.mul(kb.add(kb.mul(c, s.kh * s.kw), kh * s.kw + kw), P)
+                row = kb.mul(kb.add(kb.mul(c, s.kh * s.kw), kh * s.kw + kw), width)
                 dy, dx = kh * s.dilation[0] - s.pad[0], kw * s.dilation[1] - s.pad[1]
-                oh_lo, oh_hi = _valid_range(s.oh, s.h, s.stride[0], dy)
                 ow_lo, ow_hi = _valid_range(s.ow, s.w, s.stride[1], dx)
-                fill(kb, col, dtype, row, 0, oh_lo * s.ow, zero)
-                fill(kb, col, dtype, row, oh_hi * s.ow, P, zero)
-                if oh_lo >= oh_hi or ow_lo >= ow_hi:
-                    fill(kb, col, dtype, row, oh_lo * s.ow, oh_hi * s.ow, zero)
-                    continue
-                with kb.loop(oh_lo, oh_hi, name="oh") as oh:
-                    dst = kb.add(row, kb.mul(oh, s.ow))
-                    src = kb.add(x_c, kb.add(kb.mul(oh, s.stride[0] * s.w), dy * s.w + dx))
-                    fill(kb, col, dtype, dst, 0, ow_lo, zero)
-                    with kb.loop(ow_lo, ow_hi, name="ow") as ow:
-                        v = kb.load(x, dtype, kb.add(src, kb.mul(ow, s.stride[1])))
-                        kb.store(v, col, dtype, kb.add(dst, ow))
-                    fill(kb, col, dtype, dst, ow_hi, s.ow, zero)
+                with kb.loop(0, rows, name="r") as r:
+                    dst = kb.add(row, kb.mul(r, s.ow))
+                    ih = kb.b.add(kb.b.mul(kb.idx(kb.add(oh0, r)), kb.i64(s.stride[0])), kb.i64(dy))
+                    inside = kb.b.and_(kb.b.icmp_signed(">=", ih, kb.i64(0)), kb.b.icmp_signed("<", ih, kb.i64(s.h)))
+                    with kb.b.if_else(inside) as (copy, pad):
+                        with copy:
+                            src = kb.add(x_c, kb.add(kb.mul(ih, s.w), dx))
+                            fill(kb, col, dtype, dst, 0, ow_lo, zero)
+                            with kb.loop(ow_lo, ow_hi, name="ow") as ow:
+                                v = kb.load(x, dtype, kb.add(src, kb.mul(ow, s.stride[1])))
+                                kb.store(v, col, dtype, kb.add(dst, ow))
+                            fill(kb, col, dtype, dst, ow_hi, s.ow, zero)
+                        with pad:
+                            fill(kb, col, dtype, dst, 0, s.ow, zero)
 
 
 def fill(kb: KernelBuilder, ptr, dtype, base, start: int, stop: int, value) -> None:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from hobbit.codegen.target import Target
 from hobbit.errors import ShapeError
 from hobbit.graph.ir import Node, TensorType
 from hobbit.graph.registry import OpDef, register_op
@@ -165,7 +166,7 @@ def winograd_infer(node: Node) -> list[TensorType]:
     return [TensorType(x.dtype, (n, node.attrs["weight_shape"][0], h + pt + pb - 2, w + pl + pr - 2))]
 
 
-def winograd_scratch_bytes(node: Node) -> int:
+def winograd_scratch_bytes(node: Node, target: Target, threads: int) -> int:
     return scratch_layout(conv_shape(node))[2] * np.dtype(node.inputs[0].dtype).itemsize
 
 

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from hobbit.codegen.target import Target, host_target
 from hobbit.graph.ir import Graph, Node, Value
 from hobbit.graph.registry import get_op
 
@@ -50,7 +51,8 @@ def alias_root(value: Value) -> Value:
     return value
 
 
-def plan_memory(graph: Graph) -> MemoryPlan:
+def plan_memory(graph: Graph, target: Target | None = None, threads: int = 1) -> MemoryPlan:
+    target = target or host_target()
     plan = MemoryPlan()
     for i, v in enumerate(graph.inputs):
         plan.places[id(v)] = Place("input", i)
@@ -84,7 +86,7 @@ def plan_memory(graph: Graph) -> MemoryPlan:
         requests.append((_align(root.type.nbytes), first[key], last[key], ("value", key)))
     for pos, node in enumerate(graph.nodes):
         scratch = get_op(node.op).scratch_bytes
-        size = scratch(node) if scratch else 0
+        size = scratch(node, target, threads) if scratch else 0
         if size:
             requests.append((_align(size), pos, pos, ("scratch", id(node))))
 
