@@ -25,6 +25,8 @@ CASES = [
     ((1, 64, 1, 1), (10, 1, 1), (1, 1), (0, 0, 0, 0), (1, 1), 1, True),  # 1x1 spatial
     ((1, 5, 8, 8), (7, 1, 1), (2, 2), (0, 0, 0, 0), (1, 1), 1, True),  # strided pointwise
     ((1, 70, 6, 6), (100, 3, 3), (1, 1), (1, 1, 1, 1), (1, 1), 1, True),  # M and N tails
+    ((1, 8, 57, 57), (12, 3, 3), (1, 1), (1, 1, 1, 1), (1, 1), 1, True),  # several row blocks + ragged last
+    ((2, 3, 61, 61), (16, 7, 7), (2, 2), (3, 3, 3, 3), (1, 1), 1, False),  # stem: blocks over two images
 ]
 
 
@@ -33,7 +35,7 @@ def test_conv_matches_onnxruntime(xshape, wshape, strides, pads, dilations, grou
     _check_conv(xshape, wshape, strides, pads, dilations, group, bias, threads=1)
 
 
-@pytest.mark.parametrize("case", [0, 2, 5, 7, 12])
+@pytest.mark.parametrize("case", [0, 2, 5, 7, 12, 13, 14])
 def test_conv_with_two_threads_matches_onnxruntime(case):
     _check_conv(*CASES[case], threads=2)
 
