@@ -1,18 +1,23 @@
-"""3x3 stride-1 convolution by Winograd F(2x2, 3x3).
+"""3x3 stride-1 convolution by Winograd F(m x m, 3x3), m = 2 or 4.
 
-Each 2x2 block of outputs ("tile") needs a 4x4 patch of input. Transformed,
-the 9 multiply-adds per output become 16 per 4 outputs (2.25x fewer), done as
-16 independent GEMMs  M[xi] (OC x T) = U[xi] (OC x C) @ V[xi] (C x T)  over the
-T tiles, on the same microkernel as every other conv. Phases per image:
+Each m x m block of outputs ("tile") needs an a x a input patch (a = m + 2).
+Transformed, the 9*m*m multiply-adds of a tile become a*a: 2.25x fewer for
+m = 2, 4x fewer for m = 4. They run as a*a independent GEMMs
+M[xi] (OC x T) = U[xi] (OC x C) @ V[xi] (C x T) over the T tiles, on the same
+microkernel as every other conv. Phases per image:
 
 1. copy the input into a zero-padded plane per channel (no bounds checks after);
-2. V = B^T d B for every channel and tile (split over channels across threads);
-3. the 16 GEMMs;
+2. V = B^T d B for every channel and tile (channels shared among threads);
+3. the a*a GEMMs;
 4. Y = A^T m A per tile, bias and the fused epilogue, stored into NCHW.
 
-The weights U = G g G^T are transformed at compile time (passes/winograd.py)."""
+The weights U = G g G^T are transformed at compile time (passes/winograd.py).
+F(4x4) needs fewer multiplies but has larger tiles, so small images (few
+tiles: poor vector use in the GEMMs) keep F(2x2); the pass decides."""
 
 from __future__ import annotations
+
+from dataclasses import dataclass
 
 import numpy as np
 
@@ -24,65 +29,91 @@ from hobbit.lower.kernel import KernelArgs
 from hobbit.lower.scalar import Emit
 from hobbit.lower.schedule import gemm_schedule
 
-# Transform matrices of F(2x2, 3x3).
-BT = np.array([[1, 0, -1, 0], [0, 1, 1, 0], [0, -1, 1, 0], [0, 1, 0, -1]], dtype=np.float64)
-G = np.array([[1, 0, 0], [0.5, 0.5, 0.5], [0.5, -0.5, 0.5], [0, 0, 1]], dtype=np.float64)
-AT = np.array([[1, 1, 1, 0], [0, 1, -1, -1]], dtype=np.float64)
+
+@dataclass(frozen=True)
+class Variant:
+    """The transform matrices of F(m x m, 3 x 3) (Lavin & Gray's construction)."""
+    m: int
+    BT: np.ndarray
+    G: np.ndarray
+    AT: np.ndarray
+
+    @property
+    def alpha(self) -> int:
+        return self.m + 2
 
 
-def transform_weights(w: np.ndarray) -> np.ndarray:
-    """[OC, C, 3, 3] -> U[16, OC, C] with U[i*4+j] = (G g G^T)[i, j]."""
-    u = np.einsum("ik,ockl,jl->ijoc", G, w.astype(np.float64), G)
-    return np.ascontiguousarray(u.reshape(16, w.shape[0], w.shape[1])).astype(w.dtype)
+VARIANTS = {
+    2: Variant(2,
+               np.array([[1, 0, -1, 0], [0, 1, 1, 0], [0, -1, 1, 0], [0, 1, 0, -1]], dtype=np.float64),
+               np.array([[1, 0, 0], [0.5, 0.5, 0.5], [0.5, -0.5, 0.5], [0, 0, 1]], dtype=np.float64),
+               np.array([[1, 1, 1, 0], [0, 1, -1, -1]], dtype=np.float64)),
+    4: Variant(4,
+               np.array([[4, 0, -5, 0, 1, 0], [0, -4, -4, 1, 1, 0], [0, 4, -4, -1, 1, 0],
+                         [0, -2, -1, 2, 1, 0], [0, 2, -1, -2, 1, 0], [0, 4, 0, -5, 0, 1]], dtype=np.float64),
+               np.array([[1 / 4, 0, 0], [-1 / 6, -1 / 6, -1 / 6], [-1 / 6, 1 / 6, -1 / 6],
+                         [1 / 24, 1 / 12, 1 / 6], [1 / 24, -1 / 12, 1 / 6], [0, 0, 1]], dtype=np.float64),
+               np.array([[1, 1, 1, 1, 1, 0], [0, 1, -1, 2, -2, 0], [0, 1, 1, 4, 4, 0],
+                         [0, 1, -1, 8, -8, 1]], dtype=np.float64)),
+}
 
 
-def tiles(s: ConvShape) -> tuple[int, int]:
-    return -(-s.oh // 2), -(-s.ow // 2)
+def transform_weights(w: np.ndarray, m: int) -> np.ndarray:
+    """[OC, C, 3, 3] -> U[a*a, OC, C] with U[i*a + j] = (G g G^T)[i, j]."""
+    g = VARIANTS[m].G
+    u = np.einsum("ik,ockl,jl->ijoc", g, w.astype(np.float64), g)
+    return np.ascontiguousarray(u.reshape(-1, w.shape[0], w.shape[1])).astype(w.dtype)
 
 
-def plane_hw(s: ConvShape) -> tuple[int, int]:
-    """Padded plane big enough that every tile's 4x4 patch is in bounds."""
-    th, tw = tiles(s)
-    return 2 * th + 2, 2 * tw + 2
+def tiles(s: ConvShape, m: int) -> tuple[int, int]:
+    return -(-s.oh // m), -(-s.ow // m)
 
 
-def scratch_layout(s: ConvShape) -> tuple[int, int, int]:
+def plane_hw(s: ConvShape, m: int) -> tuple[int, int]:
+    """Padded plane big enough that every tile's input patch is in bounds."""
+    th, tw = tiles(s, m)
+    return m * th + 2, m * tw + 2
+
+
+def scratch_layout(s: ConvShape, m: int) -> tuple[int, int, int]:
     """Element offsets of the padded planes, V and M in scratch, and the total."""
-    th, tw = tiles(s)
-    ph, pw = plane_hw(s)
-    t = th * tw
+    th, tw = tiles(s, m)
+    ph, pw = plane_hw(s, m)
+    t, aa = th * tw, (m + 2) ** 2
     v_off = s.c * ph * pw
-    m_off = v_off + 16 * s.c * t
-    return v_off, m_off, m_off + 16 * s.oc * t
+    m_off = v_off + aa * s.c * t
+    return v_off, m_off, m_off + aa * s.oc * t
 
 
 def lower_winograd(k: KernelArgs) -> None:
     kb, node = k.kb, k.node
     s = conv_shape(node)
+    var = VARIANTS[node.attrs["tile"]]
     dtype = node.inputs[0].dtype
-    x, u, bias = k.inputs[0], k.inputs[1], k.inputs[2] if len(k.inputs) > 2 else None
-    th, tw = tiles(s)
+    u, bias = k.inputs[1], k.inputs[2] if len(k.inputs) > 2 else None
+    th, tw = tiles(s, var.m)
     t = th * tw
-    v_off, m_off, _ = scratch_layout(s)
+    v_off, m_off, _ = scratch_layout(s, var.m)
     sched = gemm_schedule(s.oc, t, s.c, k.target, np.dtype(dtype).itemsize)
     epilogue = Epilogue(kb, node, k.epilogue, (s.n, s.oc, s.oh * s.ow))
     with kb.loop(0, s.n, name="n") as n:
-        _input_transform(kb, k, s, x, n, v_off, dtype)
+        _input_transform(kb, k, s, var, n, v_off, dtype)
         k.threads.barrier()
-        with kb.loop(0, 16, name="xi") as xi:
+        with kb.loop(0, var.alpha ** 2, name="xi") as xi:
             a = row_major_a(u, kb.mul(xi, s.oc * s.c), s.c, sched.mr)
             b = MatB(k.scratch, kb.add(v_off, kb.mul(xi, s.c * t)), k=t)
             c = MatC(k.scratch, kb.add(m_off, kb.mul(xi, s.oc * t)), m=t)
             emit_gemm(kb, sched, s.oc, t, s.c, a, b, c, dtype, None, k.threads)
         k.threads.barrier()
-        _output_transform(kb, k, s, bias, n, m_off, dtype, epilogue)
+        _output_transform(kb, k, s, var, bias, n, m_off, dtype, epilogue)
         k.threads.barrier()
 
 
-def _input_transform(kb: KernelBuilder, k: KernelArgs, s: ConvShape, x, n, v_off: int, dtype) -> None:
-    th, tw = tiles(s)
-    ph, pw = plane_hw(s)
-    t = th * tw
+def _input_transform(kb: KernelBuilder, k: KernelArgs, s: ConvShape, var: Variant, n, v_off: int,
+                     dtype) -> None:
+    th, tw = tiles(s, var.m)
+    ph, pw = plane_hw(s, var.m)
+    t, a = th * tw, var.alpha
     pad = k.scratch
     e = Emit(kb, dtype, 1)
     c_lo, c_hi = k.threads.split(s.c)
@@ -95,24 +126,23 @@ def _input_transform(kb: KernelBuilder, k: KernelArgs, s: ConvShape, x, n, v_off
         with kb.loop(0, rows, name="ih") as ih:
             dst = kb.add(plane, kb.mul(kb.add(ih, s.pad[0]), pw))
             with kb.loop(0, cols, name="iw") as iw:
-                v = kb.load(x, dtype, kb.add(src, kb.add(kb.mul(ih, s.w), iw)))
+                v = kb.load(k.inputs[0], dtype, kb.add(src, kb.add(kb.mul(ih, s.w), iw)))
                 kb.store(v, pad, dtype, kb.add(dst, kb.add(iw, s.pad[1])))
         with kb.loop(0, th, name="th") as ti, kb.loop(0, tw, name="tw") as tj:
-            base = kb.add(plane, kb.add(kb.mul(ti, 2 * pw), kb.mul(tj, 2)))
-            d = [[kb.load(pad, dtype, kb.add(base, i * pw + j)) for j in range(4)] for i in range(4)]
-            rows_t = [[_combine(e, BT[r], [d[i][j] for i in range(4)]) for j in range(4)] for r in range(4)]
-            tile = kb.add(kb.mul(ti, tw), tj)
-            for r in range(4):
-                for col in range(4):
-                    value = _combine(e, BT[col], rows_t[r])
-                    offset = kb.add(v_off, kb.add(kb.mul(c, t), tile))
-                    kb.store(value, pad, dtype, kb.add(offset, (r * 4 + col) * s.c * t))
+            base = kb.add(plane, kb.add(kb.mul(ti, var.m * pw), kb.mul(tj, var.m)))
+            d = [[kb.load(pad, dtype, kb.add(base, i * pw + j)) for j in range(a)] for i in range(a)]
+            rows_t = [[_combine(e, var.BT[r], [d[i][j] for i in range(a)]) for j in range(a)] for r in range(a)]
+            at = kb.add(v_off, kb.add(kb.mul(c, t), kb.add(kb.mul(ti, tw), tj)))
+            for r in range(a):
+                for col in range(a):
+                    value = _combine(e, var.BT[col], rows_t[r])
+                    kb.store(value, pad, dtype, kb.add(at, (r * a + col) * s.c * t))
 
 
-def _output_transform(kb: KernelBuilder, k: KernelArgs, s: ConvShape, bias, n, m_off: int, dtype,
-                      epilogue: Epilogue) -> None:
-    th, tw = tiles(s)
-    t = th * tw
+def _output_transform(kb: KernelBuilder, k: KernelArgs, s: ConvShape, var: Variant, bias, n, m_off: int,
+                      dtype, epilogue: Epilogue) -> None:
+    th, tw = tiles(s, var.m)
+    t, a, m = th * tw, var.alpha, var.m
     e = Emit(kb, dtype, 1)
     o_lo, o_hi = k.threads.split(s.oc)
     with kb.loop(o_lo, o_hi, name="oc") as oc:
@@ -121,30 +151,31 @@ def _output_transform(kb: KernelBuilder, k: KernelArgs, s: ConvShape, bias, n, m
 
         def tile(ti, tj, out_rows: int, out_cols: int) -> None:
             index = kb.add(kb.add(m_off, kb.mul(oc, t)), kb.add(kb.mul(ti, tw), tj))
-            m = [[kb.load(k.scratch, dtype, kb.add(index, (i * 4 + j) * s.oc * t)) for j in range(4)]
-                 for i in range(4)]
-            rows = [[_combine(e, AT[r], [m[i][j] for i in range(4)]) for j in range(4)] for r in range(2)]
+            mm = [[kb.load(k.scratch, dtype, kb.add(index, (i * a + j) * s.oc * t)) for j in range(a)]
+                  for i in range(a)]
+            rows = [[_combine(e, var.AT[r], [mm[i][j] for i in range(a)]) for j in range(a)]
+                    for r in range(out_rows)]
             for r in range(out_rows):
                 for col in range(out_cols):
-                    y = e.add(_combine(e, AT[col], rows[r]), b0)
-                    p = kb.add(kb.mul(kb.add(kb.mul(ti, 2), r), s.ow), kb.add(kb.mul(tj, 2), col))
+                    y = e.add(_combine(e, var.AT[col], rows[r]), b0)
+                    p = kb.add(kb.mul(kb.add(kb.mul(ti, m), r), s.ow), kb.add(kb.mul(tj, m), col))
                     y = epilogue.apply(e, y, [n, oc, p])
                     kb.store(y, k.outputs[0], dtype, kb.add(out_base, p))
 
         def tile_row(ti, out_rows: int) -> None:
-            with kb.loop(0, s.ow // 2, name="tw") as tj:
-                tile(ti, tj, out_rows, 2)
-            if s.ow % 2:
-                tile(ti, s.ow // 2, out_rows, 1)
+            with kb.loop(0, s.ow // m, name="tw") as tj:
+                tile(ti, tj, out_rows, m)
+            if s.ow % m:
+                tile(ti, s.ow // m, out_rows, s.ow % m)
 
-        with kb.loop(0, s.oh // 2, name="th") as ti:
-            tile_row(ti, 2)
-        if s.oh % 2:
-            tile_row(s.oh // 2, 1)
+        with kb.loop(0, s.oh // m, name="th") as ti:
+            tile_row(ti, m)
+        if s.oh % m:
+            tile_row(s.oh // m, s.oh % m)
 
 
 def _combine(e: Emit, coefs, values):
-    """sum(coef * value) for coefficients in {0, ±1, ±0.5}, without multiplying by ±1."""
+    """sum(coef * value), skipping zero coefficients and multiplications by ±1."""
     acc = None
     for coef, v in zip(coefs, values):
         if coef == 0:

@@ -10,7 +10,7 @@ from hobbit.graph.ir import Node, TensorType
 from hobbit.graph.registry import OpDef, register_op
 from hobbit.graph.shapes import broadcast
 from hobbit.lower.conv import conv_scratch_bytes, conv_shape, lower_conv
-from hobbit.lower.winograd import AT, BT, lower_winograd, scratch_layout
+from hobbit.lower.winograd import VARIANTS, lower_winograd, scratch_layout
 from hobbit.lower.matmul import lower_matmul
 
 
@@ -139,21 +139,23 @@ register_op(OpDef(
 
 
 def winograd_reference(ins: list[np.ndarray], a: dict) -> list[np.ndarray]:
-    """F(2x2, 3x3) in numpy from the transformed weights U[16, OC, C]."""
+    """F(m x m, 3x3) in numpy from the transformed weights U[(m+2)^2, OC, C]."""
+    var = VARIANTS[a["tile"]]
+    m, al = var.m, var.alpha
     x, u = ins[0].astype(np.float64), ins[1].astype(np.float64)
     bias = ins[2] if len(ins) > 2 and ins[2] is not None else None
     pt, pl, pb, pr = a["pads"]
     n, c, h, w = x.shape
     oh, ow = h + pt + pb - 2, w + pl + pr - 2
-    th, tw = -(-oh // 2), -(-ow // 2)
-    xp = np.zeros((n, c, 2 * th + 2, 2 * tw + 2))
+    th, tw = -(-oh // m), -(-ow // m)
+    xp = np.zeros((n, c, m * th + 2, m * tw + 2))
     rows, cols = min(h, xp.shape[2] - pt), min(w, xp.shape[3] - pl)
     xp[:, :, pt:pt + rows, pl:pl + cols] = x[:, :, :rows, :cols]
-    patches = np.stack([np.stack([xp[:, :, 2 * i:2 * i + 4, 2 * j:2 * j + 4] for j in range(tw)], 2)
-                        for i in range(th)], 2)  # n, c, th, tw, 4, 4
-    v = np.einsum("ri,nctuij,sj->rsnctu", BT, patches, BT).reshape(16, n, c, th, tw)
-    m = np.einsum("xoc,xnctu->xnotu", u, v).reshape(4, 4, n, -1, th, tw)
-    y = np.einsum("ri,ijnotu,sj->notrus", AT, m, AT).reshape(n, -1, 2 * th, 2 * tw)[:, :, :oh, :ow]
+    patches = np.stack([np.stack([xp[:, :, m * i:m * i + al, m * j:m * j + al] for j in range(tw)], 2)
+                        for i in range(th)], 2)  # n, c, th, tw, a, a
+    v = np.einsum("ri,nctuij,sj->rsnctu", var.BT, patches, var.BT).reshape(al * al, n, c, th, tw)
+    prod = np.einsum("xoc,xnctu->xnotu", u, v).reshape(al, al, n, -1, th, tw)
+    y = np.einsum("ri,ijnotu,sj->notrus", var.AT, prod, var.AT).reshape(n, -1, m * th, m * tw)[:, :, :oh, :ow]
     if bias is not None:
         y = y + bias.reshape(1, -1, 1, 1)
     return [y.astype(ins[0].dtype)]
@@ -167,13 +169,15 @@ def winograd_infer(node: Node) -> list[TensorType]:
 
 
 def winograd_scratch_bytes(node: Node, target: Target, threads: int) -> int:
-    return scratch_layout(conv_shape(node))[2] * np.dtype(node.inputs[0].dtype).itemsize
+    return scratch_layout(conv_shape(node), node.attrs["tile"])[2] * np.dtype(node.inputs[0].dtype).itemsize
 
 
 register_op(OpDef(
     "ConvWinograd", infer=winograd_infer, reference=winograd_reference, lower=lower_winograd,
     flops=conv_flops,
     epilogue_view=_conv_view, scratch_bytes=winograd_scratch_bytes,
-    attrs={"strides": (1, 1), "dilations": (1, 1), "pads": (0, 0, 0, 0), "group": 1, "weight_shape": ()},
-    doc="3x3 stride-1 Conv by Winograd F(2x2,3x3); inputs X, U[16, OC, C] (transformed weights)[, B]. "
+    attrs={"strides": (1, 1), "dilations": (1, 1), "pads": (0, 0, 0, 0), "group": 1, "weight_shape": (),
+           "tile": 2},
+    doc="3x3 stride-1 Conv by Winograd F(m x m, 3x3), m = attrs['tile'] (2 or 4); inputs X, "
+        "U[(m+2)^2, OC, C] (transformed weights)[, B]. "
         "Flops are counted as for the direct conv so GFLOP/s compare."))

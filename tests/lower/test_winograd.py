@@ -19,6 +19,8 @@ CASES = [  # C, H, W, OC, pads, threads
     (24, 5, 6, 40, (0, 0, 0, 0), 2),      # no padding, two threads
     (64, 14, 14, 64, (1, 1, 1, 1), 2),
     (16, 1, 1, 16, (1, 1, 1, 1), 1),      # 1x1 input
+    (32, 16, 16, 32, (1, 1, 1, 1), 1),    # F(4x4): 16 tiles
+    (24, 19, 17, 40, (1, 0, 1, 2), 2),    # F(4x4), ragged tiles, asymmetric pads, two threads
 ]
 
 
@@ -62,5 +64,7 @@ def test_numpy_reference_agrees_with_direct_convolution():
     x, w, b = rand(2, 5, 7, 6), rand(4, 5, 3, 3, seed=1), rand(4, seed=2)
     attrs = {"strides": (1, 1), "dilations": (1, 1), "pads": (1, 0, 1, 2), "group": 1}
     direct = get_op("Conv").reference([x, w, b], attrs)[0]
-    wino = get_op("ConvWinograd").reference([x, transform_weights(w), b], {**attrs, "weight_shape": w.shape})[0]
-    np.testing.assert_allclose(wino, direct, rtol=1e-5, atol=1e-5)
+    for m in (2, 4):
+        wino = get_op("ConvWinograd").reference([x, transform_weights(w, m), b],
+                                                {**attrs, "weight_shape": w.shape, "tile": m})[0]
+        np.testing.assert_allclose(wino, direct, rtol=1e-5, atol=1e-5)
