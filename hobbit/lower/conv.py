@@ -20,7 +20,7 @@ from hobbit.codegen.target import Target
 from hobbit.graph.ir import Node
 from hobbit.lower.builder import KernelBuilder
 from hobbit.lower.elementwise import Epilogue
-from hobbit.lower.gemm import MatA, MatB, MatC, emit_gemm, row_major_a
+from hobbit.lower.gemm import MatA, MatB, MatC, emit_gemm, pack_elems, row_major_a
 from hobbit.lower.kernel import KernelArgs
 from hobbit.lower.parallel import Threads
 from hobbit.lower.scalar import Emit
@@ -97,9 +97,21 @@ def conv_scratch_bytes(node: Node, target: Target, threads: int) -> int:
     if node.attrs.get("weight_layout") == "KO":
         return (_col_elems(s) + s.oh * s.ow * s.ocg) * itemsize
     if s.pointwise:
-        return 0
-    per_thread = s.cg * s.kh * s.kw * block_rows(s, target, threads) * s.ow
-    return threads * per_thread * itemsize
+        return threads * _pointwise_pack(s, target) * itemsize
+    col, pack = _block_slices(s, target, threads)
+    return threads * (col + pack) * itemsize
+
+
+def _pointwise_pack(s: ConvShape, target: Target) -> int:
+    return pack_elems(gemm_schedule(s.ocg, s.oh * s.ow, s.cg, target), s.ocg)
+
+
+def _block_slices(s: ConvShape, target: Target, threads: int) -> tuple[int, int]:
+    """Per-thread elements of the im2col block and of the B packing buffer."""
+    rows = block_rows(s, target, threads)
+    k = s.cg * s.kh * s.kw
+    pack = max(pack_elems(gemm_schedule(s.ocg, r * s.ow, k, target), s.ocg) for r in {rows, s.oh % rows or rows})
+    return k * rows * s.ow, pack
 
 
 def lower_conv(k: KernelArgs) -> None:
@@ -140,7 +152,7 @@ def _gemm_conv(k: KernelArgs, s: ConvShape) -> None:
         y_off = kb.mul(kb.add(kb.mul(n, s.oc), oc0), P)
         if by_channel:
             a = MatA(src, src_off, panel=sched.mr, k=P, m=1)
-            b = MatB(w, oc0, k=s.oc)
+            b = MatB(w, 0, k=sched.nr, panel=K * sched.nr)  # packed panels; KO implies one group
             partial = MatC(k.scratch, _col_elems(s), m=s.ocg) if K > sched.kc else None
             c = MatC(k.outputs[0], y_off, m=1, n=P, partial=partial)
         else:
@@ -159,7 +171,10 @@ def _gemm_conv(k: KernelArgs, s: ConvShape) -> None:
                 v = e.add(v, kb.splat(kb.load(bias, dtype, oc), e.width))
             return epilogue.apply(e, v, [n, oc, p], mask)
 
-        emit_gemm(kb, sched, rows, cols, K, a, b, c, dtype, epi, k.threads)
+        pack = None
+        if s.pointwise and not by_channel and _pointwise_pack(s, k.target):
+            pack = k.thread_scratch(0, _pointwise_pack(s, k.target), dtype)
+        emit_gemm(kb, sched, rows, cols, K, a, b, c, dtype, epi, k.threads, pack)
         if not s.pointwise and s.n * s.group > 1:
             k.threads.barrier()  # the next im2col overwrites the scratch others may still read
 
@@ -173,8 +188,9 @@ def _blocked_im2col_conv(k: KernelArgs, s: ConvShape) -> None:
     x, w, bias = k.inputs[0], k.inputs[1], k.inputs[2] if len(k.inputs) > 2 else None
     K, P = s.cg * s.kh * s.kw, s.oh * s.ow
     rows = block_rows(s, k.target, k.threads.max_threads)
-    col = kb.b.gep(k.scratch, [kb.b.mul(k.threads.tid, kb.i64(K * rows * s.ow * np.dtype(dtype).itemsize))],
-                   source_etype=ir.IntType(8))
+    col_elems, pack_size = _block_slices(s, k.target, k.threads.max_threads)
+    col = k.thread_scratch(0, col_elems, dtype)
+    pack = k.thread_scratch(col_elems * k.threads.max_threads, pack_size, dtype) if pack_size else None
     epilogue = Epilogue(kb, node, k.epilogue, (s.n, s.oc, P))
     alone = Threads(kb, kb.i64(0), kb.i64(1), 1)
     full_blocks, last_rows = divmod(s.oh, rows)
@@ -196,7 +212,7 @@ def _blocked_im2col_conv(k: KernelArgs, s: ConvShape) -> None:
                     v = e.add(v, kb.splat(kb.load(bias, dtype, oc), e.width))
                 return epilogue.apply(e, v, [n, oc, kb.add(kb.mul(oh0, s.ow), col_index)], mask)
 
-            emit_gemm(kb, sched, s.ocg, count * s.ow, K, a, b, c, dtype, epi, alone)
+            emit_gemm(kb, sched, s.ocg, count * s.ow, K, a, b, c, dtype, epi, alone, pack)
 
         lo, hi = k.threads.split(full_blocks + (last_rows > 0))
         with kb.loop(lo, kb.imin(hi, full_blocks), name="rb") as rb:

@@ -65,11 +65,21 @@ def row_major_a(ptr: ir.Value, offset: Index, lda: int, mr: int) -> MatA:
     return MatA(ptr, offset, panel=mr * lda, k=1, m=lda)
 
 
+def pack_elems(s: GemmSchedule, M: int) -> int:
+    """Size of one thread's B packing buffer (one K chunk of one NR-column panel), or 0
+    when too few MR-row blocks would reuse a packed panel to pay for the copy."""
+    return s.kc * s.nr if M > 2 * s.mr else 0
+
+
 def emit_gemm(kb: KernelBuilder, s: GemmSchedule, M: int, N: int, K: int,
               a: MatA, b: MatB, c: MatC, dtype: np.dtype, epilogue: EpilogueFn | None,
-              threads: Threads) -> None:
+              threads: Threads, pack: ir.Value | None = None) -> None:
     """C = A @ B (+ epilogue). Threads share whichever of N panels / M blocks has more units;
-    each thread keeps the same slice of C across K chunks, so no barrier is needed."""
+    each thread keeps the same slice of C across K chunks, so no barrier is needed.
+
+    With `pack` (this thread's buffer of pack_elems(s)), each K chunk of a B panel is
+    first copied into one contiguous [kc, NR] block that every MR-row block then
+    streams: a row-major B with long rows would otherwise touch a new page per k."""
     n_panels, n_rem = divmod(N, s.nr)
     m_blocks, m_rem = divmod(M, s.mr)
     units_n, units_m = n_panels + (n_rem > 0), m_blocks + (m_rem > 0)
@@ -85,8 +95,10 @@ def emit_gemm(kb: KernelBuilder, s: GemmSchedule, M: int, N: int, K: int,
 
     def nest(k0: Index, k1: Index, first: bool, last: bool) -> None:
         def panel(p: Index, nv: int, tail_lanes: int) -> None:
+            panel_b = _pack_panel(kb, s, b, p, nv, tail_lanes, k0, k1, pack, dtype) if pack else b
+
             def rows(mb: Index, mr: int) -> None:
-                _micro(kb, s, accs, mb, mr, p, nv, tail_lanes, k0, k1, first, last, a, b, c, dtype,
+                _micro(kb, s, accs, mb, mr, p, nv, tail_lanes, k0, k1, first, last, a, panel_b, c, dtype,
                        epilogue if last else None)
 
             with kb.loop(m_lo, kb.imin(m_hi, m_blocks), name="mb") as mb:
@@ -117,6 +129,19 @@ def emit_gemm(kb: KernelBuilder, s: GemmSchedule, M: int, N: int, K: int,
     nest((n_chunks - 1) * s.kc, K, False, True)
 
 
+def _pack_panel(kb: KernelBuilder, s: GemmSchedule, b: MatB, p: Index, nv: int, tail_lanes: int,
+                k0: Index, k1: Index, pack: ir.Value, dtype: np.dtype) -> MatB:
+    """Copy B[k0:k1, panel p] into `pack` as [k1 - k0, NR] (ragged lanes zeroed); return it as a B."""
+    base = kb.add(b.offset, kb.mul(p, s.nr if b.panel is None else b.panel))
+    with kb.loop(k0, k1, name="pk") as k:
+        src = kb.add(base, kb.mul(k, b.k))
+        dst = kb.mul(kb.b.sub(k, kb.idx(k0)), s.nr)
+        for j in range(nv):
+            mask = kb.prefix_mask(s.vw, tail_lanes) if tail_lanes and j == nv - 1 else None
+            kb.vstore(kb.vload(b.ptr, dtype, kb.add(src, j * s.vw), s.vw, mask), pack, dtype, kb.add(dst, j * s.vw))
+    return MatB(pack, kb.mul(k0, -s.nr), k=s.nr, panel=0)
+
+
 def _micro(kb: KernelBuilder, s: GemmSchedule, accs, mb: Index, mr: int, p: Index, nv: int,
            tail_lanes: int, k0: Index, k1: Index, first: bool, last: bool,
            a: MatA, b: MatB, c: MatC, dtype: np.dtype, epilogue: EpilogueFn | None) -> None:
@@ -138,7 +163,7 @@ def _micro(kb: KernelBuilder, s: GemmSchedule, accs, mb: Index, mr: int, p: Inde
             kb.b.store(init, accs[i][j])
 
     a_base = kb.add(a.offset, kb.mul(mb, a.panel))
-    b_base = kb.add(b.offset, kb.mul(p, b.panel or s.nr))
+    b_base = kb.add(b.offset, kb.mul(p, s.nr if b.panel is None else b.panel))
     with kb.loop(k0, k1, name="k") as k:
         b_row = kb.add(b_base, kb.mul(k, b.k))
         bv = [kb.vload(b.ptr, dtype, kb.add(b_row, j * s.vw), s.vw, masks[j]) for j in range(nv)]

@@ -24,6 +24,13 @@ class KernelArgs:
     scratch: ir.Value | None
     threads: Threads
 
+    def thread_scratch(self, offset: int, per_thread: int, dtype: np.dtype) -> ir.Value:
+        """This thread's slice of scratch: elements [offset + tid*per_thread, ... + per_thread)."""
+        b = self.kb.b
+        itemsize = np.dtype(dtype).itemsize
+        start = b.add(self.kb.i64(offset * itemsize), b.mul(self.threads.tid, self.kb.i64(per_thread * itemsize)))
+        return b.gep(self.scratch, [start], source_etype=ir.IntType(8))
+
     def width(self, dtype: np.dtype) -> int:
         """Vector lanes of the target for `dtype`."""
         return self.target.lanes(np.dtype(dtype).itemsize)

@@ -21,10 +21,11 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from hobbit.codegen.target import Target
 from hobbit.lower.builder import KernelBuilder
 from hobbit.lower.conv import ConvShape, conv_shape, fill
 from hobbit.lower.elementwise import Epilogue
-from hobbit.lower.gemm import MatB, MatC, emit_gemm, row_major_a
+from hobbit.lower.gemm import MatB, MatC, emit_gemm, pack_elems, row_major_a
 from hobbit.lower.kernel import KernelArgs
 from hobbit.lower.scalar import Emit
 from hobbit.lower.schedule import gemm_schedule
@@ -75,14 +76,20 @@ def plane_hw(s: ConvShape, m: int) -> tuple[int, int]:
     return m * th + 2, m * tw + 2
 
 
-def scratch_layout(s: ConvShape, m: int) -> tuple[int, int, int]:
-    """Element offsets of the padded planes, V and M in scratch, and the total."""
+def scratch_layout(s: ConvShape, m: int, target: Target, threads: int) -> tuple[int, int, int, int]:
+    """Element offsets in scratch of V, M and the per-thread GEMM packing buffers (after
+    the padded planes at 0), and the total."""
     th, tw = tiles(s, m)
     ph, pw = plane_hw(s, m)
     t, aa = th * tw, (m + 2) ** 2
     v_off = s.c * ph * pw
     m_off = v_off + aa * s.c * t
-    return v_off, m_off, m_off + aa * s.oc * t
+    pack_off = m_off + aa * s.oc * t
+    return v_off, m_off, pack_off, pack_off + threads * _pack_size(s, t, target)
+
+
+def _pack_size(s: ConvShape, t: int, target: Target) -> int:
+    return pack_elems(gemm_schedule(s.oc, t, s.c, target), s.oc)
 
 
 def lower_winograd(k: KernelArgs) -> None:
@@ -93,7 +100,9 @@ def lower_winograd(k: KernelArgs) -> None:
     u, bias = k.inputs[1], k.inputs[2] if len(k.inputs) > 2 else None
     th, tw = tiles(s, var.m)
     t = th * tw
-    v_off, m_off, _ = scratch_layout(s, var.m)
+    v_off, m_off, pack_off, _ = scratch_layout(s, var.m, k.target, k.threads.max_threads)
+    pack_size = _pack_size(s, t, k.target)
+    pack = k.thread_scratch(pack_off, pack_size, dtype) if pack_size else None
     sched = gemm_schedule(s.oc, t, s.c, k.target, np.dtype(dtype).itemsize)
     epilogue = Epilogue(kb, node, k.epilogue, (s.n, s.oc, s.oh * s.ow))
     with kb.loop(0, s.n, name="n") as n:
@@ -103,7 +112,7 @@ def lower_winograd(k: KernelArgs) -> None:
             a = row_major_a(u, kb.mul(xi, s.oc * s.c), s.c, sched.mr)
             b = MatB(k.scratch, kb.add(v_off, kb.mul(xi, s.c * t)), k=t)
             c = MatC(k.scratch, kb.add(m_off, kb.mul(xi, s.oc * t)), m=t)
-            emit_gemm(kb, sched, s.oc, t, s.c, a, b, c, dtype, None, k.threads)
+            emit_gemm(kb, sched, s.oc, t, s.c, a, b, c, dtype, None, k.threads, pack)
         k.threads.barrier()
         _output_transform(kb, k, s, var, bias, n, m_off, dtype, epilogue)
         k.threads.barrier()

@@ -43,7 +43,7 @@ def conv_infer(node: Node) -> list[TensorType]:
 def conv_reference(ins: list[np.ndarray], a: dict) -> list[np.ndarray]:
     x, w = ins[0], ins[1]
     if a.get("weight_layout") == "KO":
-        w = w.T.reshape(a["weight_shape"])
+        w = unpack_panels(w, a["weight_shape"][0]).T.reshape(a["weight_shape"])
     bias = ins[2] if len(ins) > 2 and ins[2] is not None else None
     n, c, h, wd = x.shape
     oc, cg, kh, kw = w.shape
@@ -169,7 +169,7 @@ def winograd_infer(node: Node) -> list[TensorType]:
 
 
 def winograd_scratch_bytes(node: Node, target: Target, threads: int) -> int:
-    return scratch_layout(conv_shape(node), node.attrs["tile"])[2] * np.dtype(node.inputs[0].dtype).itemsize
+    return scratch_layout(conv_shape(node), node.attrs["tile"], target, threads)[3] * np.dtype(node.inputs[0].dtype).itemsize
 
 
 register_op(OpDef(

@@ -3,8 +3,8 @@
 A convolution's GEMM normally runs vectors along the output positions (H*W).
 When H*W fills vectors badly (7x7 = 49 positions use 64 lanes of 16: 23% idle)
 and the output channels are a multiple of the vector width, the weights are
-stored transposed ([C*KH*KW, OC], "KO") so the kernel runs vectors along the
-output channels instead.
+stored transposed ([C*KH*KW, OC], "KO", cut into NR-column panels) so the
+kernel runs vectors along the output channels instead.
 
 A MatMul's constant right operand (fully-connected weights) is cut into the
 GEMM schedule's NR-column panels, each stored contiguously, so the kernel
@@ -24,7 +24,7 @@ IDLE_LANES_LIMIT = 0.10
 def choose_layouts(graph: Graph, target: Target) -> Graph:
     for node in graph.nodes:
         if node.op == "Conv" and _channels_fit_better(node, target):
-            _transpose_weights(node)
+            _transpose_weights(node, target)
         elif node.op == "MatMul" and _constant_matrix_b(node):
             _pack_panels(node, target)
     return graph
@@ -44,10 +44,13 @@ def _channels_fit_better(node: Node, target: Target) -> bool:
     return oc % lanes == 0 and idle_fraction(positions, lanes) > IDLE_LANES_LIMIT
 
 
-def _transpose_weights(node: Node) -> None:
-    w = node.inputs[1]
-    ko = np.ascontiguousarray(w.const.reshape(w.shape[0], -1).T)
-    node.inputs[1] = Value(f"{w.name}/KO", const=ko)
+def _transpose_weights(node: Node, target: Target) -> None:
+    """W^T = [C*KH*KW, OC], cut into the GEMM's NR-column panels (contiguous streams)."""
+    w, out = node.inputs[1], node.outputs[0]
+    ko = w.const.reshape(w.shape[0], -1).T
+    positions = out.shape[2] * out.shape[3]
+    nr = gemm_schedule(positions, w.shape[0], ko.shape[0], target, np.dtype(w.dtype).itemsize).nr
+    node.inputs[1] = Value(f"{w.name}/KO", const=pack_panels(ko, nr))
     node.attrs = {**node.attrs, "weight_layout": "KO", "weight_shape": tuple(w.shape)}
 
 
@@ -56,13 +59,18 @@ def _constant_matrix_b(node: Node) -> bool:
     return b.const is not None and len(b.shape) == 2 and node.attrs.get("b_layout", "KN") == "KN"
 
 
+def pack_panels(matrix: np.ndarray, nr: int) -> np.ndarray:
+    """[K, N] -> [ceil(N/NR), K, NR], the last panel zero-padded."""
+    k, n = matrix.shape
+    panels = -(-n // nr)
+    padded = np.zeros((k, panels * nr), dtype=matrix.dtype)
+    padded[:, :n] = matrix
+    return np.ascontiguousarray(padded.reshape(k, panels, nr).transpose(1, 0, 2))
+
+
 def _pack_panels(node: Node, target: Target) -> None:
     a, b = node.inputs
     k, n = b.shape
     nr = gemm_schedule(a.shape[-2], n, k, target, np.dtype(b.dtype).itemsize).nr
-    panels = -(-n // nr)
-    padded = np.zeros((k, panels * nr), dtype=b.dtype)
-    padded[:, :n] = b.const
-    packed = np.ascontiguousarray(padded.reshape(k, panels, nr).transpose(1, 0, 2))
-    node.inputs[1] = Value(f"{b.name}/panels", const=packed)
+    node.inputs[1] = Value(f"{b.name}/panels", const=pack_panels(b.const, nr))
     node.attrs = {**node.attrs, "b_layout": "panels", "n": n}
