@@ -93,7 +93,7 @@ def conv_scratch_bytes(node: Node, target: Target, threads: int) -> int:
     s = conv_shape(node)
     itemsize = np.dtype(node.inputs[0].dtype).itemsize
     if s.depthwise:
-        return depthwise_scratch_elems(s) * itemsize
+        return depthwise_scratch_elems(s, threads) * itemsize
     if node.attrs.get("weight_layout") == "KO":
         return (_col_elems(s) + s.oh * s.ow * s.ocg) * itemsize
     if s.pointwise:

@@ -1,7 +1,8 @@
 """Depthwise convolution (groups == channels), vectorised along output rows.
 
-Per channel: the input plane is copied into zero-padded scratch (only the
-border strips are zeroed), so every tap of every output vector is an in-bounds
+Per channel: the input plane is copied into the middle of a zero-padded plane
+(one per thread, reused by every channel so it stays in cache; its border is
+zeroed once per call), so every tap of every output vector is an in-bounds
 load with no branches. An output row is computed in vectors along `ow`: each
 tap is one vector load (stride 1), two loads and an even-lane shuffle
 (stride 2), or a gather, times a broadcast weight. The vector width shrinks for
@@ -21,9 +22,14 @@ from hobbit.lower.scalar import Emit
 SLACK = 64  # elements past the last plane that a strided tail vector may read
 
 
-def depthwise_scratch_elems(s: ConvShape) -> int:
+def plane_elems(s: ConvShape) -> int:
     hp, wp = s.padded_hw
-    return s.c * hp * wp + SLACK
+    return hp * wp + SLACK
+
+
+def depthwise_scratch_elems(s: ConvShape, threads: int) -> int:
+    """One padded plane per thread, reused for every channel so it stays in cache."""
+    return threads * plane_elems(s)
 
 
 def row_width(s: ConvShape, lanes: int) -> int:
@@ -43,10 +49,11 @@ def lower_depthwise(k: KernelArgs, s: ConvShape) -> None:
     width = row_width(s, k.width(dtype))
     e = Emit(kb, dtype, width)
     epilogue = Epilogue(kb, node, k.epilogue, (s.n, s.oc, s.oh * s.ow))
+    pad = k.thread_scratch(0, plane_elems(s), dtype)
+    _zero_borders(kb, s, pad, dtype)
     c_lo, c_hi = k.threads.split(s.c)
     with kb.loop(0, s.n, name="n") as n, kb.loop(c_lo, c_hi, name="c") as c:
-        plane = kb.mul(c, hp * wp)
-        _pad_plane(kb, s, x, k.scratch, plane, kb.mul(kb.add(kb.mul(n, s.c), c), s.h * s.w), dtype)
+        _copy_interior(kb, s, x, pad, kb.mul(kb.add(kb.mul(n, s.c), c), s.h * s.w), dtype)
         with kb.loop(0, mult, name="mult") as j:
             oc = kb.add(kb.mul(c, mult), j)
             taps = [kb.splat(kb.load(w, dtype, kb.add(kb.mul(oc, s.kh * s.kw), t)), width)
@@ -54,7 +61,7 @@ def lower_depthwise(k: KernelArgs, s: ConvShape) -> None:
             b0 = kb.splat(kb.load(bias, dtype, oc), width) if bias is not None else e.c(0.0)
             out_base = kb.mul(kb.add(kb.mul(n, s.oc), oc), s.oh * s.ow)
             with kb.loop(0, s.oh, name="oh") as oh:
-                row = kb.add(plane, kb.mul(oh, s.stride[0] * wp))
+                row = kb.mul(oh, s.stride[0] * wp)
 
                 def vector(ow0, mask):
                     acc = b0
@@ -62,7 +69,7 @@ def lower_depthwise(k: KernelArgs, s: ConvShape) -> None:
                         for kw in range(s.kw):
                             start = kb.add(row, kb.add(kb.mul(ow0, s.stride[1]),
                                                        kh * s.dilation[0] * wp + kw * s.dilation[1]))
-                            v = _strided_vload(kb, k.scratch, dtype, start, s.stride[1], width, mask)
+                            v = _strided_vload(kb, pad, dtype, start, s.stride[1], width, mask)
                             acc = e.fma(taps[kh * s.kw + kw], v, acc)
                     p = kb.add(kb.mul(oh, s.ow), ow0)
                     acc = epilogue.apply(e, acc, [n, oc, p], mask)
@@ -76,20 +83,26 @@ def lower_depthwise(k: KernelArgs, s: ConvShape) -> None:
                     vector(full, kb.prefix_mask(width, s.ow % width))
 
 
-def _pad_plane(kb: KernelBuilder, s: ConvShape, x, pad, plane, src, dtype) -> None:
-    """Copy one input plane into the middle of its padded plane; zero only the borders."""
+def _zero_borders(kb: KernelBuilder, s: ConvShape, pad, dtype) -> None:
+    """Zero the padding ring of this thread's plane once; channels only overwrite the inside."""
     hp, wp = s.padded_hw
     zero = kb.const(dtype, 0)
     top, left = s.pad[0], s.pad[1]
-    fill(kb, pad, dtype, plane, 0, top * wp, zero)
-    fill(kb, pad, dtype, plane, (top + s.h) * wp, hp * wp, zero)
+    fill(kb, pad, dtype, 0, 0, top * wp, zero)
+    fill(kb, pad, dtype, 0, (top + s.h) * wp, hp * wp + SLACK, zero)
     with kb.loop(0, s.h, name="ih") as ih:
-        dst = kb.add(plane, kb.mul(kb.add(ih, top), wp))
-        fill(kb, pad, dtype, dst, 0, left, zero)
-        fill(kb, pad, dtype, dst, left + s.w, wp, zero)
+        row = kb.mul(kb.add(ih, top), wp)
+        fill(kb, pad, dtype, row, 0, left, zero)
+        fill(kb, pad, dtype, row, left + s.w, wp, zero)
+
+
+def _copy_interior(kb: KernelBuilder, s: ConvShape, x, pad, src, dtype) -> None:
+    _, wp = s.padded_hw
+    with kb.loop(0, s.h, name="ih") as ih:
+        dst = kb.add(kb.mul(kb.add(ih, s.pad[0]), wp), s.pad[1])
         with kb.loop(0, s.w, name="iw") as iw:
             v = kb.load(x, dtype, kb.add(src, kb.add(kb.mul(ih, s.w), iw)))
-            kb.store(v, pad, dtype, kb.add(dst, kb.add(iw, left)))
+            kb.store(v, pad, dtype, kb.add(dst, iw))
 
 
 def _strided_vload(kb: KernelBuilder, ptr, dtype, start, stride: int, width: int, mask) -> ir.Value:
