@@ -244,9 +244,26 @@ def run_suite(models: Iterable[tuple[str, Callable[[], ModelSource]]], threads: 
     return sorted(results, key=lambda r: threads.index(r.threads))
 
 
+def contention_warning(threads: list[int]) -> str | None:
+    """A warning when the multi-thread FMA peak falls well short of the cores' sum.
+
+    On an idle machine N threads reach about N times the 1-thread peak; far less
+    means other work holds cores, and N-thread timings of both engines (hobbit's
+    OpenMP team most of all) are then not trustworthy."""
+    one = fma_peak_gflops(1)
+    cores = host_target().cores
+    short = [n for n in threads if n > 1 and fma_peak_gflops(n) < 0.75 * min(n, cores) * one]
+    if not short:
+        return None
+    return (f"the FMA peak at {', '.join(map(str, short))} threads is well below "
+            f"{', '.join(f'{min(n, cores)}x' for n in short)} the 1-thread peak: other work is using the cores, "
+            f"so timings at those thread counts are unreliable")
+
+
 # -- reports -----------------------------------------------------------------------------
 def machine_info() -> dict[str, Any]:
-    """What the numbers were measured on: CPU, cores, memory, library versions, date."""
+    """What the numbers were measured on: CPU, cores, memory, library versions, date, and the
+    1-minute load average when called (take it before benchmarking: other work skews the timings)."""
     cpu = "unknown CPU"
     try:
         with open("/proc/cpuinfo") as f:
@@ -261,7 +278,7 @@ def machine_info() -> dict[str, Any]:
     target = host_target()
     return {"cpu": cpu, "llvm_cpu": target.cpu, "vector_bits": target.vector_bits, "cores": target.cores,
             "memory_gib": _memory_gib(), "hobbit": hobbit.__version__, "onnxruntime": ort_version,
-            "date": datetime.date.today().isoformat()}
+            "date": datetime.date.today().isoformat(), "load_average": round(os.getloadavg()[0], 2)}
 
 
 def _memory_gib() -> float | None:
@@ -300,6 +317,7 @@ def markdown_report(results: list[BenchResult], machine: dict[str, Any], command
                     warmup: int = 3) -> str:
     """BENCHMARKS.md: how the table was made, on what machine, then the table."""
     threads = sorted({r.threads for r in results})
+    warning = contention_warning(threads)
     peaks = ", ".join(f"{fma_peak_gflops(n):.0f} GFLOP/s at {n} thread{'s' * (n > 1)}" for n in threads)
     memory = f", {machine['memory_gib']:.0f} GiB" if machine.get("memory_gib") else ""
     runs = sorted({r.runs for r in results})
@@ -312,11 +330,13 @@ def markdown_report(results: list[BenchResult], machine: dict[str, Any], command
         f"blocks of {BLOCK} with a {COOLDOWN_S * 1e3:.0f} ms pause. Outputs are compared first "
         f"(rtol {RTOL}, atol {ATOL}); a model whose outputs disagree gets no timings.\n\n"
         f"Machine: {machine['cpu']} (LLVM CPU {machine['llvm_cpu']}, {machine['vector_bits']}-bit vectors), "
-        f"{machine['cores']} cores{memory}. Measured float32 FMA peak: {peaks}.\n\n"
-        f"Inputs: seeded N(0, 1) data ({'; '.join(inputs)}); zoo models carry random weights. "
+        f"{machine['cores']} cores{memory}, 1-minute load average {machine['load_average']} at the start. "
+        f"Measured float32 FMA peak: {peaks}.\n\n"
+        + (f"**Warning:** {warning}.\n\n" if warning else "")
+        + f"Inputs: seeded N(0, 1) data ({'; '.join(inputs)}); zoo models carry random weights. "
         "Ratio is hobbit's median over onnxruntime's; below 1 means hobbit is faster. GFLOP/s is "
         "hobbit's compiled graph (2 per multiply-add in convolutions and matrix products, Winograd ones "
-        "counted as direct, 1 per element elsewhere) over its median latency.\n\n"
+        "counted as direct so they can pass 100% of the peak, 1 per element elsewhere) over its median latency.\n\n"
         + markdown_table(results))
 
 

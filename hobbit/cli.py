@@ -207,11 +207,14 @@ def cmd_bench(args: argparse.Namespace) -> int:
     def show(result: bench.BenchResult) -> None:
         print(result.format() + "\n", flush=True)
 
+    machine = bench.machine_info()
     results = bench.run_suite(models, threads, runs=args.runs, warmup=args.warmup, passes=pipeline(args),
                               report=show)
     print(bench.markdown_table(results), end="")
+    warning = bench.contention_warning(threads)
+    if warning:
+        print(f"warning: {warning}", file=sys.stderr)
     if args.markdown or args.json:
-        machine = bench.machine_info()
         command = (f"hobbit bench --model {args.model} --threads {','.join(map(str, threads))} "
                    f"--runs {args.runs}")
         if args.markdown:

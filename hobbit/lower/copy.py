@@ -9,12 +9,17 @@ import numpy as np
 from llvmlite import ir
 
 from hobbit.lower.builder import KernelBuilder
+from hobbit.lower.parallel import Threads
+
+PARALLEL_MIN = 1 << 15  # below this a parallel region costs more than the copy
 from hobbit.lower.elementwise import collapse
 
 
 def emit_strided_copy(kb: KernelBuilder, src: ir.Value, dst: ir.Value, dtype: np.dtype,
                       shape: tuple[int, ...], src_strides: list[int], src_offset: int,
-                      dst_strides: list[int] | None = None, dst_offset: int = 0) -> None:
+                      dst_strides: list[int] | None = None, dst_offset: int = 0,
+                      threads: Threads | None = None) -> None:
+    """With `threads`, copies of at least PARALLEL_MIN elements share their outermost loop."""
     if dst_strides is None:
         dst_strides = [int(np.prod(shape[d + 1:], dtype=np.int64)) for d in range(len(shape))]
     if any(s == 0 for s in shape):
@@ -26,7 +31,9 @@ def emit_strided_copy(kb: KernelBuilder, src: ir.Value, dst: ir.Value, dtype: np
             v = kb.load(src, dtype, kb.affine(list(zip(index, s_strides)), src_offset))
             kb.store(v, dst, dtype, kb.affine(list(zip(index, d_strides)), dst_offset))
             return
-        with kb.loop(0, loop_shape[d], name=f"d{d}") as i:
+        lo, hi = (threads.split(loop_shape[0]) if d == 0 and threads is not None
+                  and int(np.prod(shape)) >= PARALLEL_MIN else (0, loop_shape[d]))
+        with kb.loop(lo, hi, name=f"d{d}") as i:
             level(d + 1, index + [i])
 
     level(0, [])

@@ -84,7 +84,7 @@ def emit_gemm(kb: KernelBuilder, s: GemmSchedule, M: int, N: int, K: int,
     m_blocks, m_rem = divmod(M, s.mr)
     units_n, units_m = n_panels + (n_rem > 0), m_blocks + (m_rem > 0)
     split_n = units_n >= units_m or units_n >= 4 * threads.max_threads
-    if M * N * K < 1 << 18:  # too little work to pay for a parallel region
+    if M * N * K < 1 << 18 and not threads.used:  # too little work to open a parallel region for
         n_lo, n_hi, m_lo, m_hi = 0, units_n, 0, units_m
     elif split_n:
         (n_lo, n_hi), (m_lo, m_hi) = threads.split(units_n), (0, units_m)

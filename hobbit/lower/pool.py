@@ -95,7 +95,8 @@ def lower_pool(k: KernelArgs) -> None:
     e = Emit(kb, dtype, 1)
     row_vec = row_width(k.width(dtype), ow_n)
 
-    with kb.loop(0, n * c, name="plane") as p:
+    lo, hi = k.threads.split(n * c)
+    with kb.loop(lo, hi, name="plane") as p:
         x_plane = kb.mul(p, h * w)
         y_plane = kb.mul(p, oh_n * ow_n)
         with kb.loop(0, oh_n, name="oh") as oh:

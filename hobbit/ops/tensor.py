@@ -80,7 +80,7 @@ def _lower_transpose(k: KernelArgs) -> None:
     perm = tuple(k.node.attrs["perm"]) or tuple(reversed(range(len(x.shape))))
     in_strides = [int(np.prod(x.shape[d + 1:], dtype=np.int64)) for d in range(len(x.shape))]
     emit_strided_copy(k.kb, k.inputs[0], k.outputs[0], x.dtype, tuple(k.node.outputs[0].shape),
-                      [in_strides[p] for p in perm], 0)
+                      [in_strides[p] for p in perm], 0, threads=k.threads)
 
 
 register_op(OpDef(
@@ -117,7 +117,7 @@ def _lower_concat(k: KernelArgs) -> None:
     start = 0
     for v, ptr in zip(k.node.inputs, k.inputs):
         emit_strided_copy(k.kb, ptr, k.outputs[0], out.dtype, tuple(v.shape), _strides(tuple(v.shape)), 0,
-                          out_strides, start * out_strides[axis])
+                          out_strides, start * out_strides[axis], threads=k.threads)
         start += v.shape[axis]
 
 
@@ -147,7 +147,7 @@ def _lower_split(k: KernelArgs) -> None:
     start = 0
     for out, ptr in zip(k.node.outputs, k.outputs):
         emit_strided_copy(k.kb, k.inputs[0], ptr, x.dtype, tuple(out.shape), in_strides,
-                          start * in_strides[axis])
+                          start * in_strides[axis], threads=k.threads)
         start += out.shape[axis]
 
 
@@ -183,7 +183,7 @@ def _lower_slice(k: KernelArgs) -> None:
     in_strides = _strides(tuple(x.shape))
     offset = sum(s * st for s, st in zip(a["starts"], in_strides))
     emit_strided_copy(k.kb, k.inputs[0], k.outputs[0], x.dtype, tuple(a["sizes"]),
-                      [step * st for step, st in zip(a["steps"], in_strides)], offset)
+                      [step * st for step, st in zip(a["steps"], in_strides)], offset, threads=k.threads)
 
 
 register_op(OpDef(

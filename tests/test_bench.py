@@ -1,0 +1,138 @@
+"""`hobbit bench`: thread lists, --model all, FLOP counts, peak share, and the markdown/JSON/plot reports."""
+
+from __future__ import annotations
+
+import json
+import sys
+
+import numpy as np
+import onnx
+import pytest
+from onnx import helper
+
+from hobbit import bench, zoo
+from hobbit.cli import main, parse_threads
+from hobbit.errors import HobbitError
+from tests.helpers import make_model, rand
+
+# Reshape (a view: no work) -> MatMul 4x8 @ 8x16 (2*4*16*8 = 1024 flops) -> Relu fused (64 flops).
+TINY_FLOPS = 1024 + 64
+FAKE_PEAK = 100.0
+
+
+def tiny_model(scale: float = 1.0) -> onnx.ModelProto:
+    nodes = [helper.make_node("Reshape", ["x", "s"], ["r"]), helper.make_node("MatMul", ["r", "w"], ["m"]),
+             helper.make_node("Relu", ["m"], ["y"])]
+    return make_model(nodes, {"x": rand(4, 2, 4)}, ["y"],
+                      {"s": np.array([4, 8], np.int64), "w": rand(8, 16, seed=1) * scale})
+
+
+@pytest.fixture(autouse=True)
+def fake_peak(monkeypatch):
+    """A fixed FMA peak keeps the tests fast and the percentages exact (the real one: tests/runtime/test_peak.py)."""
+    monkeypatch.setattr(bench, "fma_peak_gflops", lambda threads: FAKE_PEAK * threads)
+
+
+@pytest.fixture(scope="module")
+def tiny_path(tmp_path_factory) -> str:
+    path = tmp_path_factory.mktemp("bench") / "tiny.onnx"
+    onnx.save(tiny_model(), path)
+    return str(path)
+
+
+def test_run_benchmark_counts_flops_and_peak_share():
+    result = bench.run_benchmark(tiny_model(), "tiny", runs=3, threads=2, warmup=1)
+    assert result.mismatch is None and result.flops == TINY_FLOPS
+    assert result.gflops == pytest.approx(TINY_FLOPS / (result.hobbit.median * 1e-3) / 1e9)
+    assert result.peak_gflops == 2 * FAKE_PEAK
+    assert result.peak_percent == pytest.approx(100 * result.gflops / (2 * FAKE_PEAK))
+    assert result.inputs == "x: float32[4x2x4]"
+    assert "GFLOP/s" in result.format() and "% of the 200 GFLOP/s FMA peak" in result.format()
+
+
+def test_threads_list_json_and_markdown(tiny_path, tmp_path, capsys):
+    out_json, out_md = tmp_path / "b.json", tmp_path / "b.md"
+    argv = ["bench", "--model", tiny_path, "--threads", "1,2", "--runs", "3", "--warmup", "1",
+            "--json", str(out_json), "--markdown", str(out_md)]
+    assert main(argv) == 0
+    out = capsys.readouterr().out
+    assert out.count("ratio hobbit/onnxruntime (median)") == 2
+    assert "| model | threads | hobbit median (p10–p90) ms" in out
+    doc = json.loads(out_json.read_text())
+    assert [r["threads"] for r in doc["results"]] == [1, 2]
+    for r in doc["results"]:
+        assert r["outputs_agree"] and r["flops"] == TINY_FLOPS and r["ratio"] > 0
+        assert set(r["hobbit_ms"]) == {"median", "p10", "p90"} and r["peak_gflops"] == FAKE_PEAK * r["threads"]
+        assert r["ratio"] == pytest.approx(r["hobbit_ms"]["median"] / r["onnxruntime_ms"]["median"])
+    assert doc["machine"]["cores"] >= 1 and doc["machine"]["onnxruntime"]
+    assert doc["fma_peak_gflops"] == {"1": FAKE_PEAK, "2": 2 * FAKE_PEAK}
+    md = out_md.read_text()
+    assert md.startswith("# Benchmarks") and "Machine: " in md and "cores" in md and "onnxruntime 1." in md
+    assert "--threads 1,2 --runs 3" in md and "100 GFLOP/s at 1 thread, 200 GFLOP/s at 2 threads" in md
+    rows = [line for line in md.splitlines() if line.startswith(f"| {tiny_path} |")]
+    assert [row.split(" | ")[1] for row in rows] == ["1", "2"]
+
+
+def test_model_all_runs_every_zoo_model(monkeypatch, capsys):
+    monkeypatch.setattr(zoo, "MODELS", {"tiny_a": tiny_model, "tiny_b": lambda: tiny_model(0.5)})
+    assert main(["bench", "--model", "all", "--runs", "3", "--warmup", "0"]) == 0
+    rows = [line for line in capsys.readouterr().out.splitlines() if line.startswith("| tiny_")]
+    assert [row.split(" | ")[0] for row in rows] == ["| tiny_a", "| tiny_b"]
+
+
+def test_disagreeing_outputs_get_no_ratio_anywhere(tiny_path, tmp_path, monkeypatch, capsys):
+    monkeypatch.setattr(bench, "compare_outputs", lambda got, exp, names: (1.0, "output 'y' differs"))
+    out_json = tmp_path / "b.json"
+    assert main(["bench", "--model", tiny_path, "--runs", "3", "--json", str(out_json)]) == 1
+    out = capsys.readouterr().out
+    assert "OUTPUTS DISAGREE" in out and "outputs disagree" in out and "ratio hobbit" not in out
+    (r,) = json.loads(out_json.read_text())["results"]
+    assert r["ratio"] is None and r["gflops"] is None and r["hobbit_ms"] is None and not r["outputs_agree"]
+
+
+def test_plot_writes_a_png(tiny_path, tmp_path):
+    pytest.importorskip("matplotlib")
+    good = bench.run_benchmark(tiny_path, "tiny", runs=3, warmup=0)
+    bad = bench.BenchResult("broken", 3, 2, 0.1, 1.0, "differs")
+    path = tmp_path / "ratios.png"
+    bench.plot_ratios([good, bad], path)
+    assert path.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+def test_plot_without_matplotlib_is_a_clear_error(tmp_path, monkeypatch, capsys):
+    monkeypatch.setitem(sys.modules, "matplotlib", None)
+    with pytest.raises(HobbitError, match="--plot needs matplotlib"):
+        bench.plot_ratios([], tmp_path / "x.png")
+    # Checked before any benchmarking starts (a zoo model that would take seconds to run).
+    assert main(["bench", "--model", "resnet18", "--plot", str(tmp_path / "x.png")]) == 2
+    assert "--plot needs matplotlib" in capsys.readouterr().err
+
+
+def test_markdown_table_rows():
+    ok = bench.BenchResult("m", 30, 1, 2.34, 1e-6, None, bench.Timing(40.351, 39.28, 142.69),
+                           bench.Timing(0.5, 0.4, 0.6), flops=10**9, peak_gflops=100.0)
+    bad = bench.BenchResult("m", 30, 2, 1.0, 1.0, "differs")
+    table = bench.markdown_table([ok, bad]).splitlines()
+    assert table[2] == "| m | 1 | 40.35 (39.28–142.7) | 0.500 (0.400–0.600) | 80.70 | 24.8 | 25% | 2.3 |"
+    assert table[3] == "| m | 2 | — | — | outputs disagree | — | — | 1.0 |"
+
+
+def test_thread_and_model_arguments(capsys):
+    assert parse_threads("1, 2,1") == [1, 2]
+    assert main(["bench", "--threads", "0"]) == 2
+    assert main(["bench", "--threads", "a,b"]) == 2
+    assert "thread counts" in capsys.readouterr().err
+    assert main(["bench", "--model", "resnet18,no_such_model"]) == 2
+    assert "'no_such_model' is neither an existing file nor a zoo model" in capsys.readouterr().err
+
+
+def test_contention_warning(monkeypatch):
+    assert bench.contention_warning([1, 2]) is None  # the fake peak scales perfectly
+    monkeypatch.setattr(bench, "fma_peak_gflops", lambda threads: FAKE_PEAK)  # 2 threads no faster than 1
+    warning = bench.contention_warning([1, 2])
+    if bench.host_target().cores == 1:
+        assert warning is None
+        return
+    assert "other work is using the cores" in warning
+    result = bench.BenchResult("m", 3, 2, 1.0, 0.0, None, bench.Timing(1, 1, 1), bench.Timing(1, 1, 1))
+    assert f"**Warning:** {warning}." in bench.markdown_report([result], bench.machine_info(), "hobbit bench")
