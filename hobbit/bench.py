@@ -32,6 +32,7 @@ from hobbit.graph.registry import node_flops
 from hobbit.passes.memory import is_view
 from hobbit.runtime.jit import TensorSpec
 from hobbit.runtime.peak import fma_peak_gflops
+from hobbit.runtime.profile import format_profile
 
 ModelSource = onnx.ModelProto | str | os.PathLike
 
@@ -222,6 +223,15 @@ def run_benchmark(model: ModelSource, name: str, runs: int = 30, threads: int = 
     result.hobbit = Timing.of(ours)
     result.onnxruntime = Timing.of(theirs)
     return result
+
+
+def profile_model(model: ModelSource, name: str, threads: int, runs: int = 30,
+                  passes: list[str] | None = None, seed: int = 0) -> str:
+    """Per-kernel table (time, GFLOP/s, % of the FMA peak) of one model at one thread count."""
+    compiled = hobbit.compile(model, threads=threads, passes=passes, profile=True, cache=False)
+    times = compiled.profile(random_inputs(compiled.inputs, seed), runs=runs)
+    return f"profile of {name} at {threads} thread(s), median of {runs} runs per kernel:\n" + \
+        format_profile(times, fma_peak_gflops(threads))
 
 
 def run_suite(models: Iterable[tuple[str, Callable[[], ModelSource]]], threads: list[int], runs: int = 30,

@@ -225,6 +225,10 @@ def cmd_bench(args: argparse.Namespace) -> int:
     if args.plot:
         bench.plot_ratios(results, args.plot)
         print(f"wrote {args.plot}", file=sys.stderr)
+    if args.profile:
+        for name, load in models:
+            for count in threads:
+                print("\n" + bench.profile_model(load(), name, count, args.runs, pipeline(args)), flush=True)
     return 0 if all(r.mismatch is None for r in results) else 1
 
 
@@ -304,6 +308,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--markdown", metavar="FILE", help="write the table with a header naming the machine (BENCHMARKS.md)")
     p.add_argument("--json", metavar="FILE", help="write every number per model and thread count as JSON")
     p.add_argument("--plot", metavar="FILE.png", help="write a bar chart of the ratios (needs matplotlib)")
+    p.add_argument("--profile", action="store_true",
+                   help="then list every fused kernel: median ms, share, GFLOP/s and %% of the FMA peak")
     p.set_defaults(func=cmd_bench)
 
     p = sub.add_parser("zoo", help="list the built-in models, or save one as an .onnx file",

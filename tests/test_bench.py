@@ -136,3 +136,19 @@ def test_contention_warning(monkeypatch):
     assert "other work is using the cores" in warning
     result = bench.BenchResult("m", 3, 2, 1.0, 0.0, None, bench.Timing(1, 1, 1), bench.Timing(1, 1, 1))
     assert f"**Warning:** {warning}." in bench.markdown_report([result], bench.machine_info(), "hobbit bench")
+
+
+def test_bench_profile_lists_kernels_with_peak_share(tmp_path, capsys):
+    from onnx import helper
+
+    from hobbit.cli import main
+    from tests.helpers import make_model, rand
+    x = rand(1, 8, 16, 16)
+    nodes = [helper.make_node("Conv", ["x", "W"], ["c"], pads=[1, 1, 1, 1], name="conv"),
+             helper.make_node("Relu", ["c"], ["y"], name="relu")]
+    path = tmp_path / "tiny.onnx"
+    import onnx
+    onnx.save(make_model(nodes, {"x": x}, ["y"], {"W": rand(8, 8, 3, 3, seed=1)}), str(path))
+    assert main(["bench", "--model", str(path), "--runs", "3", "--profile"]) == 0
+    out = capsys.readouterr().out
+    assert "profile of" in out and "%peak" in out and "Conv+Relu[conv]" in out
