@@ -5,7 +5,8 @@
 Each fused group becomes an internal function named after its graph nodes
 (e.g. `Conv+Add+Relu[layer1.0/conv2]`), taking one pointer per tensor it
 touches; the entry point computes those pointers from the plan and calls the
-kernels in order. Internal linkage lets LLVM inline and optimise across them."""
+kernels in order (inside one OpenMP parallel region when threads > 1). Internal
+linkage lets LLVM inline and optimise across them."""
 
 from __future__ import annotations
 
@@ -40,7 +41,12 @@ def kernel_nodes(graph: Graph) -> list[Node]:
 
 def build_module(graph: Graph, plan: MemoryPlan, target: Target, threads: int = 1,
                  profile: bool = False, on_kernel: Callable[[int, int], None] | None = None) -> ir.Module:
-    """`on_kernel(done, total)` is called after each kernel, for a progress display."""
+    """`on_kernel(done, total)` is called after each kernel, for a progress display.
+
+    With several threads the entry point opens ONE OpenMP parallel region for the
+    whole inference: every thread walks the kernel list, kernels that split their
+    work run on all threads, the others on thread 0, with a barrier after each.
+    A barrier costs far less than starting a team per kernel."""
     module = ir.Module(name=graph.name)
     module.triple = target.triple
     entry = ir.Function(module, ir.FunctionType(ir.VoidType(), [PTR] * 4), name=ENTRY)
@@ -48,9 +54,43 @@ def build_module(graph: Graph, plan: MemoryPlan, target: Target, threads: int = 
         arg.name = name
         arg.add_attribute("noalias")
     builder = ir.IRBuilder(entry.append_basic_block("entry"))
+    if threads == 1:
+        _emit_calls(module, builder, tuple(entry.args), None, graph, plan, target, 1, profile, on_kernel)
+    else:
+        team = ir.Function(module, ir.FunctionType(ir.VoidType(), [PTR]), name="hobbit_team")
+        team.linkage = "internal"
+        tb = ir.IRBuilder(team.append_basic_block("entry"))
+        ctx = team.args[0]
+        tables = tuple(tb.load(tb.gep(ctx, [ir.Constant(I64, i)], source_etype=PTR), typ=PTR) for i in range(4))
+        _emit_calls(module, tb, tables, _team_ids(module, tb), graph, plan, target, threads, profile, on_kernel)
+        tb.ret_void()
+        ctx_table = builder.alloca(PTR, size=4)
+        for i, arg in enumerate(entry.args):
+            builder.store(arg, builder.gep(ctx_table, [ir.Constant(I64, i)], source_etype=PTR))
+        i32 = ir.IntType(32)
+        gomp = _declare(module, "GOMP_parallel", ir.VoidType(), [PTR, PTR, i32, i32])
+        builder.call(gomp, [team, ctx_table, ir.Constant(i32, threads), ir.Constant(i32, 0)])
+    builder.ret_void()
+    return module
+
+
+def _team_ids(module: ir.Module, b: ir.IRBuilder) -> tuple[ir.Value, ir.Value]:
+    i32 = ir.IntType(32)
+    tid = b.sext(b.call(_declare(module, "omp_get_thread_num", i32, []), []), I64)
+    count = b.sext(b.call(_declare(module, "omp_get_num_threads", i32, []), []), I64)
+    return tid, count
+
+
+def _emit_calls(module: ir.Module, b: ir.IRBuilder, tables: tuple, team: tuple[ir.Value, ir.Value] | None,
+                graph: Graph, plan: MemoryPlan, target: Target, threads: int, profile: bool,
+                on_kernel: Callable[[int, int], None] | None) -> None:
+    """One call per kernel, in order; inside a team, serial kernels run on thread 0 and
+    every kernel is followed by a barrier (the next one may read what it wrote)."""
     bodies: dict[tuple, tuple[ir.Function, bool]] = {}
     kernels = kernel_nodes(graph)
-    timer = KernelTimer(module, builder, len(kernels)) if profile else None
+    timer = KernelTimer(module, b, len(kernels)) if profile else None
+    barrier = _declare(module, "GOMP_barrier", ir.VoidType(), [])
+    one, zero = ir.Constant(I64, 1), ir.Constant(I64, 0)
     for index, node in enumerate(kernels):
         start = timer.now() if timer else None
         key = _signature(node, id(node) in plan.scratch)
@@ -58,19 +98,25 @@ def build_module(graph: Graph, plan: MemoryPlan, target: Target, threads: int = 
             fn, parallel = _wrapper(module, node, bodies[key][0]), bodies[key][1]
         else:
             fn, parallel = bodies[key] = _emit_kernel(module, node, target, plan, threads)
-        args = [_pointer(builder, entry, plan.place(v)) for v in _kernel_values(node)]
+        args = [_pointer(b, tables, plan.place(v)) for v in _kernel_values(node)]
         if id(node) in plan.scratch:
-            args.append(_pointer(builder, entry, plan.scratch[id(node)]))
-        if parallel:
-            _call_parallel(module, builder, fn, args, threads)
+            args.append(_pointer(b, tables, plan.scratch[id(node)]))
+        if team is None:
+            b.call(fn, args + [zero, one])
+        elif parallel:
+            b.call(fn, args + list(team))
         else:
-            builder.call(fn, args + [ir.Constant(I64, 0), ir.Constant(I64, 1)])
-        if timer:
+            with b.if_then(b.icmp_unsigned("==", team[0], zero)):
+                b.call(fn, args + [zero, one])
+        if team is not None:
+            b.call(barrier, [])
+        if timer and team is None:
             timer.add(index, start)
+        elif timer:
+            with b.if_then(b.icmp_unsigned("==", team[0], zero)):
+                timer.add(index, start)
         if on_kernel is not None:
             on_kernel(index + 1, len(kernels))
-    builder.ret_void()
-    return module
 
 
 def _signature(node: Node, has_scratch: bool) -> tuple:
@@ -109,28 +155,6 @@ def _unique(module: ir.Module, name: str) -> str:
     return module.get_unique_name(name) if name in module.globals else name
 
 
-def _call_parallel(module: ir.Module, builder: ir.IRBuilder, kernel: ir.Function, args: list[ir.Value],
-                   threads: int) -> None:
-    """Run `kernel` on an OpenMP team: pointers go through a context array to a trampoline
-    that adds the thread id and team size."""
-    i32 = ir.IntType(32)
-    tramp = ir.Function(module, ir.FunctionType(ir.VoidType(), [PTR]), name=f"{kernel.name}.omp")
-    tramp.linkage = "internal"
-    tb = ir.IRBuilder(tramp.append_basic_block("entry"))
-    ctx = tramp.args[0]
-    loaded = [tb.load(tb.gep(ctx, [ir.Constant(I64, i)], source_etype=PTR), typ=PTR) for i in range(len(args))]
-    tid = tb.sext(tb.call(_declare(module, "omp_get_thread_num", i32, []), []), I64)
-    count = tb.sext(tb.call(_declare(module, "omp_get_num_threads", i32, []), []), I64)
-    tb.call(kernel, loaded + [tid, count])
-    tb.ret_void()
-
-    table = builder.alloca(PTR, size=len(args))
-    for i, a in enumerate(args):
-        builder.store(a, builder.gep(table, [ir.Constant(I64, i)], source_etype=PTR))
-    gomp = _declare(module, "GOMP_parallel", ir.VoidType(), [PTR, PTR, i32, i32])
-    builder.call(gomp, [tramp, table, ir.Constant(i32, threads), ir.Constant(i32, 0)])
-
-
 def _declare(module: ir.Module, name: str, ret: ir.Type, args: list[ir.Type]) -> ir.Function:
     existing = module.globals.get(name)
     return existing if existing is not None else ir.Function(module, ir.FunctionType(ret, args), name=name)
@@ -142,8 +166,8 @@ def _kernel_values(node: Node) -> list:
         [s.operand for s in node.epilogue if s.operand is not None] + list(node.outputs)
 
 
-def _pointer(b: ir.IRBuilder, entry: ir.Function, place: Place) -> ir.Value:
-    inputs, outputs, weights, arena = entry.args
+def _pointer(b: ir.IRBuilder, tables: tuple, place: Place) -> ir.Value:
+    inputs, outputs, weights, arena = tables
     if place.kind in ("input", "output"):
         table = inputs if place.kind == "input" else outputs
         slot = b.gep(table, [ir.Constant(I64, place.index)], source_etype=PTR)
