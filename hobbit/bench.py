@@ -29,7 +29,7 @@ from hobbit.codegen.target import host_target
 from hobbit.errors import HobbitError
 from hobbit.graph.ir import Graph
 from hobbit.graph.registry import node_flops
-from hobbit.passes.memory import is_view
+from hobbit.passes.memory import needs_code
 from hobbit.runtime.jit import TensorSpec
 from hobbit.runtime.peak import fma_peak_gflops
 from hobbit.runtime.profile import format_profile
@@ -184,7 +184,7 @@ def _timed(fn, count: int) -> list[float]:
 
 def graph_flops(graph: Graph) -> int:
     """Flops of one inference of a compiled graph, from the op registry's per-node counts (views do no work)."""
-    return sum(node_flops(node) for node in graph.nodes if not is_view(node))
+    return sum(node_flops(node) for node in graph.nodes if needs_code(node))
 
 
 def _describe_inputs(specs: list[TensorSpec]) -> str:

@@ -23,7 +23,7 @@ from hobbit.codegen.module import kernel_name
 from hobbit.compiler import CompileReport, lower_to_llvm
 from hobbit.errors import HobbitError, InputError
 from hobbit.passes import DEFAULT_PIPELINE, PASSES
-from hobbit.passes.memory import is_view
+from hobbit.passes.memory import needs_code
 
 EXIT_ERROR = 2
 
@@ -154,7 +154,7 @@ def cmd_inspect(args: argparse.Namespace) -> int:
         print(f"  output {v.name}: {v.type}")
     rows = []
     for node in graph.nodes:
-        ops = "view:" + node.op if is_view(node) else kernel_name(node).split("[", 1)[0]
+        ops = kernel_name(node).split("[", 1)[0] if needs_code(node) else "view:" + node.op
         out = node.outputs[0]
         rows.append((ops, ", ".join(node.fused_names), str(out.type), str(plan.place(out))))
     width = [max(len(r[i]) for r in rows) if rows else 0 for i in range(4)]
@@ -163,7 +163,7 @@ def cmd_inspect(args: argparse.Namespace) -> int:
     print("  #  " + "  ".join(h.ljust(w) for h, w in zip(header, width)).rstrip())
     for i, row in enumerate(rows):
         print(f"{i:3d}  " + "  ".join(c.ljust(w) for c, w in zip(row, width)).rstrip())
-    kernels = sum(1 for n in graph.nodes if not is_view(n))
+    kernels = sum(1 for n in graph.nodes if needs_code(n))
     print(f"kernels: {kernels}")
     print(f"arena: {_mib(plan.arena_bytes)}")
     print(f"weights: {_mib(plan.weights_bytes)}")

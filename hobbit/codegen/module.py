@@ -24,7 +24,7 @@ from hobbit.codegen.profile import KernelTimer
 from hobbit.lower.builder import I64, PTR, KernelBuilder
 from hobbit.lower.kernel import KernelArgs
 from hobbit.lower.parallel import Threads
-from hobbit.passes.memory import MemoryPlan, Place, is_view
+from hobbit.passes.memory import MemoryPlan, Place, needs_code
 
 ENTRY = "hobbit_main"
 
@@ -36,7 +36,7 @@ def kernel_name(node: Node) -> str:
 
 def kernel_nodes(graph: Graph) -> list[Node]:
     """The nodes that become kernel calls, in call order (views need no code)."""
-    return [node for node in graph.nodes if not is_view(node)]
+    return [node for node in graph.nodes if needs_code(node)]
 
 
 def build_module(graph: Graph, plan: MemoryPlan, target: Target, threads: int = 1,
@@ -171,9 +171,12 @@ def _pointer(b: ir.IRBuilder, tables: tuple, place: Place) -> ir.Value:
     if place.kind in ("input", "output"):
         table = inputs if place.kind == "input" else outputs
         slot = b.gep(table, [ir.Constant(I64, place.index)], source_etype=PTR)
-        return b.load(slot, typ=PTR)
+        base = b.load(slot, typ=PTR)
+        if not place.offset:
+            return base
+        return b.gep(base, [ir.Constant(I64, place.offset)], source_etype=ir.IntType(8), inbounds=True)
     base = weights if place.kind == "const" else arena
-    return b.gep(base, [ir.Constant(I64, place.index)], source_etype=ir.IntType(8), inbounds=True)
+    return b.gep(base, [ir.Constant(I64, place.index + place.offset)], source_etype=ir.IntType(8), inbounds=True)
 
 
 def _emit_kernel(module: ir.Module, node: Node, target: Target, plan: MemoryPlan,

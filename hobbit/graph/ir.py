@@ -43,6 +43,9 @@ class Value:
             type = TensorType(const.dtype, tuple(int(d) for d in const.shape))
         self.type = type
         self.producer: Node | None = None
+        # Set when this value is written straight into a slice of another value's memory
+        # (the inputs of an in-place Concat): (that value, byte offset).
+        self.slice_of: tuple[Value, int] | None = None
 
     @property
     def shape(self) -> tuple[Dim, ...]:

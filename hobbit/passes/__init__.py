@@ -10,6 +10,7 @@ from hobbit.codegen.target import Target, host_target
 from hobbit.errors import HobbitError
 from hobbit.graph.ir import Graph
 from hobbit.passes.batchnorm import fold_batchnorm
+from hobbit.passes.concat import concat_in_place
 from hobbit.passes.dce import eliminate_dead_code
 from hobbit.passes.fold import fold_constants
 from hobbit.passes.fuse import fuse_epilogues
@@ -32,9 +33,11 @@ PASSES: dict[str, Pass] = {
     "winograd": _graph_only(use_winograd),
     "layout": choose_layouts,
     "fuse": _graph_only(fuse_epilogues),
+    "concat-in-place": _graph_only(concat_in_place),
 }
 
-DEFAULT_PIPELINE: list[str] = ["dce", "fold", "fold-batchnorm", "winograd", "layout", "fuse", "dce"]
+DEFAULT_PIPELINE: list[str] = ["dce", "fold", "fold-batchnorm", "winograd", "layout", "fuse", "dce",
+                               "concat-in-place"]
 
 
 def run_pipeline(graph: Graph, pipeline: list[str] | None = None, target: Target | None = None) -> Graph:

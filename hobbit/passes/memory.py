@@ -20,9 +20,10 @@ ALIGN = 64
 class Place:
     kind: str  # "input", "output", "const", "arena"
     index: int  # input/output position, or byte offset in the weights blob / arena
+    offset: int = 0  # bytes into that buffer (a slice of an in-place Concat)
 
     def __str__(self) -> str:
-        return f"{self.kind}[{self.index}]"
+        return f"{self.kind}[{self.index}]" + (f"+{self.offset}" if self.offset else "")
 
 
 @dataclass
@@ -44,11 +45,29 @@ def is_view(node: Node) -> bool:
     return get_op(node.op).kind == "view"
 
 
+def needs_code(node: Node) -> bool:
+    """Views and in-place Concats (whose producers write their slices) generate no kernel."""
+    return not (is_view(node) or node.attrs.get("in_place"))
+
+
 def alias_root(value: Value) -> Value:
     """The value whose storage `value` shares, following chains of view ops."""
-    while value.producer is not None and is_view(value.producer):
-        value = value.producer.inputs[0]
-    return value
+    return storage(value)[0]
+
+
+def storage(value: Value) -> tuple[Value, int]:
+    """(root value, byte offset) of the memory `value` lives in: through views, and from an
+    in-place Concat's input into its slice of the Concat's output."""
+    offset = 0
+    while value.producer is not None:
+        if is_view(value.producer):
+            value = value.producer.inputs[0]
+            continue
+        if value.slice_of is None:
+            break
+        value, delta = value.slice_of
+        offset += delta
+    return value, offset
 
 
 def plan_memory(graph: Graph, target: Target | None = None, threads: int = 1) -> MemoryPlan:
@@ -96,12 +115,15 @@ def plan_memory(graph: Graph, target: Target | None = None, threads: int = 1) ->
         placed.append((offset, size, start, end))
         plan.arena_bytes = max(plan.arena_bytes, offset + size)
         kind, ident = key
-        target = plan.places if kind == "value" else plan.scratch
-        target[ident] = Place("arena", offset)
+        table = plan.places if kind == "value" else plan.scratch
+        table[ident] = Place("arena", offset)
 
     for node in graph.nodes:
         for out in node.outputs:
-            plan.places.setdefault(id(out), plan.places[id(alias_root(out))])
+            if id(out) not in plan.places:
+                root, offset = storage(out)
+                base = plan.places[id(root)]
+                plan.places[id(out)] = Place(base.kind, base.index, base.offset + offset)
     return plan
 
 
