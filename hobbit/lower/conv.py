@@ -223,46 +223,52 @@ def _blocked_im2col_conv(k: KernelArgs, s: ConvShape) -> None:
                     block(full_blocks * rows, last_rows)
 
 
-def _valid_range(out_len: int, in_len: int, stride: int, offset: int) -> tuple[int, int]:
-    """Output positions o in [lo, hi) whose input o*stride + offset lies in [0, in_len)."""
-    lo = max(0, -(-(-offset) // stride)) if offset < 0 else 0
-    hi = min(out_len, (in_len - 1 - offset) // stride + 1) if in_len - 1 - offset >= 0 else 0
-    return lo, max(lo, hi)
-
-
 def _im2col(kb: KernelBuilder, s: ConvShape, x, x_off, col, dtype, threads: Threads,
             oh0: int | ir.Value = 0, rows: int | None = None) -> None:
     """col[(c*KH + kh)*KW + kw, r*OW + ow] = x[c, (oh0 + r)*sh + kh*dh - pt, ow*sw + kw*dw - pl],
-    or 0 in the padding, for output rows oh0 .. oh0 + rows (all rows by default)."""
+    or 0 in the padding, for output rows oh0 .. oh0 + rows (all rows by default).
+
+    Kernel columns are unrolled (each gets static bounds for its valid output columns,
+    so the copy loop vectorises cleanly); kernel rows are a runtime loop, which keeps a
+    7x7 kernel at 7 loop bodies for LLVM to optimise, not 49."""
+    b = kb.b
     zero = kb.const(dtype, 0)
     rows = s.oh if rows is None else rows
     width = rows * s.ow
     c_lo, c_hi = threads.split(s.cg)
-    with kb.loop(c_lo, c_hi, name="c") as c:
+    with kb.loop(c_lo, c_hi, name="c") as c, kb.loop(0, s.kh, name="kh") as kh:
         x_c = kb.add(x_off, kb.mul(c, s.h * s.w))
-        for kh in range(s.kh):
-            for kw in range(s.kw):
-                row = kb.mul(kb.add(kb.mul(c, s.kh * s.kw), kh * s.kw + kw), width)
-                dy, dx = kh * s.dilation[0] - s.pad[0], kw * s.dilation[1] - s.pad[1]
-                ow_lo, ow_hi = _valid_range(s.ow, s.w, s.stride[1], dx)
-                with kb.loop(0, rows, name="r") as r:
-                    dst = kb.add(row, kb.mul(r, s.ow))
-                    ih = kb.b.add(kb.b.mul(kb.idx(kb.add(oh0, r)), kb.i64(s.stride[0])), kb.i64(dy))
-                    inside = kb.b.and_(kb.b.icmp_signed(">=", ih, kb.i64(0)), kb.b.icmp_signed("<", ih, kb.i64(s.h)))
-                    with kb.b.if_else(inside) as (copy, pad):
-                        with copy:
-                            src = kb.add(x_c, kb.add(kb.mul(ih, s.w), dx))
-                            fill(kb, col, dtype, dst, 0, ow_lo, zero)
-                            with kb.loop(ow_lo, ow_hi, name="ow") as ow:
-                                v = kb.load(x, dtype, kb.add(src, kb.mul(ow, s.stride[1])))
-                                kb.store(v, col, dtype, kb.add(dst, ow))
-                            fill(kb, col, dtype, dst, ow_hi, s.ow, zero)
-                        with pad:
-                            fill(kb, col, dtype, dst, 0, s.ow, zero)
+        dy = b.sub(kb.idx(kb.mul(kh, s.dilation[0])), kb.i64(s.pad[0]))
+        for kw in range(s.kw):
+            row = kb.mul(kb.add(kb.mul(kb.add(kb.mul(c, s.kh), kh), s.kw), kw), width)
+            dx = kw * s.dilation[1] - s.pad[1]
+            ow_lo, ow_hi = _valid_range(s.ow, s.w, s.stride[1], dx)
+            with kb.loop(0, rows, name="r") as r:
+                dst = kb.add(row, kb.mul(r, s.ow))
+                ih = b.add(b.mul(kb.idx(kb.add(oh0, r)), kb.i64(s.stride[0])), dy)
+                inside = b.and_(b.icmp_signed(">=", ih, kb.i64(0)), b.icmp_signed("<", ih, kb.i64(s.h)))
+                with b.if_else(inside) as (copy, pad):
+                    with copy:
+                        src = kb.add(x_c, kb.add(kb.mul(ih, s.w), dx))
+                        fill(kb, col, dtype, dst, 0, ow_lo, zero)
+                        with kb.loop(ow_lo, ow_hi, name="ow") as ow:
+                            v = kb.load(x, dtype, kb.add(src, kb.mul(ow, s.stride[1])))
+                            kb.store(v, col, dtype, kb.add(dst, ow))
+                        fill(kb, col, dtype, dst, ow_hi, s.ow, zero)
+                    with pad:
+                        fill(kb, col, dtype, dst, 0, s.ow, zero)
 
 
-def fill(kb: KernelBuilder, ptr, dtype, base, start: int, stop: int, value) -> None:
-    if stop <= start:
+def _valid_range(out_len: int, in_len: int, stride: int, offset: int) -> tuple[int, int]:
+    """Output positions o in [lo, hi) whose input o*stride + offset lies in [0, in_len)."""
+    lo = -(offset // stride) if offset < 0 else 0
+    hi = min(out_len, (in_len - 1 - offset) // stride + 1) if in_len - 1 - offset >= 0 else 0
+    return min(lo, out_len), max(min(lo, out_len), hi)
+
+
+def fill(kb: KernelBuilder, ptr, dtype, base, start: int | ir.Value, stop: int | ir.Value, value) -> None:
+    """ptr[base + start : base + stop] = value (an empty range when stop <= start)."""
+    if isinstance(start, int) and isinstance(stop, int) and stop <= start:
         return
     with kb.loop(start, stop, name="z") as i:
         kb.store(value, ptr, dtype, kb.add(base, i))
