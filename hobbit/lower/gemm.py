@@ -65,6 +65,11 @@ def row_major_a(ptr: ir.Value, offset: Index, lda: int, mr: int) -> MatA:
     return MatA(ptr, offset, panel=mr * lda, k=1, m=lda)
 
 
+def _imbalance(units: int, threads: int) -> float:
+    """Busiest thread's share over the mean when `units` are dealt out in contiguous runs."""
+    return -(-units // threads) * threads / units
+
+
 def pack_elems(s: GemmSchedule, M: int) -> int:
     """Size of one thread's B packing buffer (one K chunk of one NR-column panel), or 0
     when too few MR-row blocks would reuse a packed panel to pay for the copy."""
@@ -74,7 +79,7 @@ def pack_elems(s: GemmSchedule, M: int) -> int:
 def emit_gemm(kb: KernelBuilder, s: GemmSchedule, M: int, N: int, K: int,
               a: MatA, b: MatB, c: MatC, dtype: np.dtype, epilogue: EpilogueFn | None,
               threads: Threads, pack: ir.Value | None = None) -> None:
-    """C = A @ B (+ epilogue). Threads share whichever of N panels / M blocks has more units;
+    """C = A @ B (+ epilogue). Threads share whichever of N panels / M blocks splits more evenly;
     each thread keeps the same slice of C across K chunks, so no barrier is needed.
 
     With `pack` (this thread's buffer of pack_elems(s)), each K chunk of a B panel is
@@ -83,7 +88,7 @@ def emit_gemm(kb: KernelBuilder, s: GemmSchedule, M: int, N: int, K: int,
     n_panels, n_rem = divmod(N, s.nr)
     m_blocks, m_rem = divmod(M, s.mr)
     units_n, units_m = n_panels + (n_rem > 0), m_blocks + (m_rem > 0)
-    split_n = units_n >= units_m or units_n >= 4 * threads.max_threads
+    split_n = _imbalance(units_n, threads.max_threads) <= _imbalance(units_m, threads.max_threads)
     if M * N * K < 1 << 18 and not threads.used:  # too little work to open a parallel region for
         n_lo, n_hi, m_lo, m_hi = 0, units_n, 0, units_m
     elif split_n:
