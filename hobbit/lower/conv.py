@@ -19,6 +19,7 @@ from llvmlite import ir
 from hobbit.codegen.target import Target
 from hobbit.graph.ir import Node
 from hobbit.lower.builder import KernelBuilder
+from hobbit.lower.copy import emit_fill
 from hobbit.lower.elementwise import Epilogue
 from hobbit.lower.gemm import MatA, MatB, MatC, emit_gemm, pack_elems, row_major_a
 from hobbit.lower.kernel import KernelArgs
@@ -250,13 +251,13 @@ def _im2col(kb: KernelBuilder, s: ConvShape, x, x_off, col, dtype, threads: Thre
                 with b.if_else(inside) as (copy, pad):
                     with copy:
                         src = kb.add(x_c, kb.add(kb.mul(ih, s.w), dx))
-                        fill(kb, col, dtype, dst, 0, ow_lo, zero)
+                        emit_fill(kb, col, dtype, 0, ow_lo, zero, base=dst)
                         with kb.loop(ow_lo, ow_hi, name="ow") as ow:
                             v = kb.load(x, dtype, kb.add(src, kb.mul(ow, s.stride[1])))
                             kb.store(v, col, dtype, kb.add(dst, ow))
-                        fill(kb, col, dtype, dst, ow_hi, s.ow, zero)
+                        emit_fill(kb, col, dtype, ow_hi, s.ow, zero, base=dst)
                     with pad:
-                        fill(kb, col, dtype, dst, 0, s.ow, zero)
+                        emit_fill(kb, col, dtype, 0, s.ow, zero, base=dst)
 
 
 def _valid_range(out_len: int, in_len: int, stride: int, offset: int) -> tuple[int, int]:
@@ -264,11 +265,3 @@ def _valid_range(out_len: int, in_len: int, stride: int, offset: int) -> tuple[i
     lo = -(offset // stride) if offset < 0 else 0
     hi = min(out_len, (in_len - 1 - offset) // stride + 1) if in_len - 1 - offset >= 0 else 0
     return min(lo, out_len), max(min(lo, out_len), hi)
-
-
-def fill(kb: KernelBuilder, ptr, dtype, base, start: int | ir.Value, stop: int | ir.Value, value) -> None:
-    """ptr[base + start : base + stop] = value (an empty range when stop <= start)."""
-    if isinstance(start, int) and isinstance(stop, int) and stop <= start:
-        return
-    with kb.loop(start, stop, name="z") as i:
-        kb.store(value, ptr, dtype, kb.add(base, i))

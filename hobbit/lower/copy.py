@@ -39,10 +39,12 @@ def emit_strided_copy(kb: KernelBuilder, src: ir.Value, dst: ir.Value, dtype: np
     level(0, [])
 
 
-def emit_fill(kb: KernelBuilder, dst: ir.Value, dtype: np.dtype, count: int, value: float) -> None:
-    """dst[0:count] = value; one flat loop LLVM turns into vector stores (or memset)."""
-    if count == 0:
+def emit_fill(kb: KernelBuilder, dst: ir.Value, dtype: np.dtype, start: int | ir.Value, stop: int | ir.Value,
+              value: float | ir.Value, base: int | ir.Value = 0) -> None:
+    """dst[base + start : base + stop] = value (nothing when stop <= start); one flat loop
+    LLVM turns into vector stores or a memset."""
+    if isinstance(start, int) and isinstance(stop, int) and stop <= start:
         return
-    c = kb.const(dtype, value)
-    with kb.loop(0, count, name="fill") as i:
-        kb.store(c, dst, dtype, i)
+    c = kb.const(dtype, value) if isinstance(value, (int, float)) else value
+    with kb.loop(start, stop, name="fill") as i:
+        kb.store(c, dst, dtype, kb.add(base, i))

@@ -14,7 +14,8 @@ from __future__ import annotations
 from llvmlite import ir
 
 from hobbit.lower.builder import I32, KernelBuilder
-from hobbit.lower.conv import ConvShape, fill
+from hobbit.lower.conv import ConvShape
+from hobbit.lower.copy import emit_fill
 from hobbit.lower.elementwise import Epilogue
 from hobbit.lower.kernel import KernelArgs
 from hobbit.lower.scalar import Emit
@@ -88,12 +89,12 @@ def _zero_borders(kb: KernelBuilder, s: ConvShape, pad, dtype) -> None:
     hp, wp = s.padded_hw
     zero = kb.const(dtype, 0)
     top, left = s.pad[0], s.pad[1]
-    fill(kb, pad, dtype, 0, 0, top * wp, zero)
-    fill(kb, pad, dtype, 0, (top + s.h) * wp, hp * wp + SLACK, zero)
+    emit_fill(kb, pad, dtype, 0, top * wp, zero)
+    emit_fill(kb, pad, dtype, (top + s.h) * wp, hp * wp + SLACK, zero)
     with kb.loop(0, s.h, name="ih") as ih:
         row = kb.mul(kb.add(ih, top), wp)
-        fill(kb, pad, dtype, row, 0, left, zero)
-        fill(kb, pad, dtype, row, left + s.w, wp, zero)
+        emit_fill(kb, pad, dtype, 0, left, zero, base=row)
+        emit_fill(kb, pad, dtype, left + s.w, wp, zero, base=row)
 
 
 def _copy_interior(kb: KernelBuilder, s: ConvShape, x, pad, src, dtype) -> None:

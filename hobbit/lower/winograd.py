@@ -23,7 +23,8 @@ import numpy as np
 
 from hobbit.codegen.target import Target
 from hobbit.lower.builder import KernelBuilder
-from hobbit.lower.conv import ConvShape, conv_shape, fill
+from hobbit.lower.conv import ConvShape, conv_shape
+from hobbit.lower.copy import emit_fill
 from hobbit.lower.elementwise import Epilogue
 from hobbit.lower.gemm import MatB, MatC, emit_gemm, pack_elems, row_major_a
 from hobbit.lower.kernel import KernelArgs
@@ -128,7 +129,7 @@ def _input_transform(kb: KernelBuilder, k: KernelArgs, s: ConvShape, var: Varian
     c_lo, c_hi = k.threads.split(s.c)
     with kb.loop(c_lo, c_hi, name="c") as c:
         plane = kb.mul(c, ph * pw)
-        fill(kb, pad, dtype, plane, 0, ph * pw, kb.const(dtype, 0))
+        emit_fill(kb, pad, dtype, 0, ph * pw, kb.const(dtype, 0), base=plane)
         src = kb.mul(kb.add(kb.mul(n, s.c), c), s.h * s.w)
         rows = min(s.h, ph - s.pad[0])
         cols = min(s.w, pw - s.pad[1])

@@ -241,7 +241,7 @@ def _lower_pad(k: KernelArgs) -> None:
                     for o in range(out.shape[d])] for d in range(rank)]
         emit_table_copy(k.kb, k.inputs[0], k.outputs[0], x.dtype, offsets)
         return
-    emit_fill(k.kb, k.outputs[0], x.dtype, out.type.size, a["value"])
+    emit_fill(k.kb, k.outputs[0], x.dtype, 0, out.type.size, a["value"])
     out_strides = _strides(tuple(out.shape))
     begin = [max(0, -pads[d]) for d in range(rank)]
     shape = tuple(x.shape[d] - begin[d] - max(0, -pads[d + rank]) for d in range(rank))
