@@ -65,9 +65,12 @@ def row_major_a(ptr: ir.Value, offset: Index, lda: int, mr: int) -> MatA:
     return MatA(ptr, offset, panel=mr * lda, k=1, m=lda)
 
 
-def _imbalance(units: int, threads: int) -> float:
-    """Busiest thread's share over the mean when `units` are dealt out in contiguous runs."""
-    return -(-units // threads) * threads / units
+def _imbalance(work: list[int], threads: int) -> float:
+    """Busiest thread's work over the mean when the units (of the given sizes) are dealt
+    out in contiguous runs, as Threads.split does."""
+    n = len(work)
+    loads = [sum(work[t * n // threads:(t + 1) * n // threads]) for t in range(threads)]
+    return max(loads) * threads / sum(work)
 
 
 def pack_elems(s: GemmSchedule, M: int) -> int:
@@ -88,7 +91,9 @@ def emit_gemm(kb: KernelBuilder, s: GemmSchedule, M: int, N: int, K: int,
     n_panels, n_rem = divmod(N, s.nr)
     m_blocks, m_rem = divmod(M, s.mr)
     units_n, units_m = n_panels + (n_rem > 0), m_blocks + (m_rem > 0)
-    split_n = _imbalance(units_n, threads.max_threads) <= _imbalance(units_m, threads.max_threads)
+    n_work = [s.nv] * n_panels + ([-(-n_rem // s.vw)] if n_rem else [])
+    m_work = [s.mr] * m_blocks + ([m_rem] if m_rem else [])
+    split_n = _imbalance(n_work, threads.max_threads) <= _imbalance(m_work, threads.max_threads)
     if M * N * K < 1 << 18 and not threads.used:  # too little work to open a parallel region for
         n_lo, n_hi, m_lo, m_hi = 0, units_n, 0, units_m
     elif split_n:
