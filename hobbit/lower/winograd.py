@@ -6,7 +6,8 @@ m = 2, 4x fewer for m = 4. They run as a*a independent GEMMs
 M[xi] (OC x T) = U[xi] (OC x C) @ V[xi] (C x T) over the T tiles, on the same
 microkernel as every other conv. Phases per image:
 
-1. copy the input into a zero-padded plane per channel (no bounds checks after);
+1. copy each channel into the middle of a zero-padded plane (one per thread, reused
+   for every channel so it stays in cache; no bounds checks after);
 2. V = B^T d B for every channel and tile (channels shared among threads);
 3. the a*a GEMMs;
 4. Y = A^T m A per tile, bias and the fused epilogue, stored into NCHW.
@@ -83,7 +84,7 @@ def scratch_layout(s: ConvShape, m: int, target: Target, threads: int) -> tuple[
     th, tw = tiles(s, m)
     ph, pw = plane_hw(s, m)
     t, aa = th * tw, (m + 2) ** 2
-    v_off = s.c * ph * pw
+    v_off = threads * ph * pw  # one padded plane per thread, reused for every channel
     m_off = v_off + aa * s.c * t
     pack_off = m_off + aa * s.oc * t
     return v_off, m_off, pack_off, pack_off + threads * _pack_size(s, t, target)
@@ -124,29 +125,28 @@ def _input_transform(kb: KernelBuilder, k: KernelArgs, s: ConvShape, var: Varian
     th, tw = tiles(s, var.m)
     ph, pw = plane_hw(s, var.m)
     t, a = th * tw, var.alpha
-    pad = k.scratch
+    pad = k.thread_scratch(0, ph * pw, dtype)
     e = Emit(kb, dtype, 1)
+    emit_fill(kb, pad, dtype, 0, ph * pw, kb.const(dtype, 0))  # the border stays zero for every channel
     c_lo, c_hi = k.threads.split(s.c)
     with kb.loop(c_lo, c_hi, name="c") as c:
-        plane = kb.mul(c, ph * pw)
-        emit_fill(kb, pad, dtype, 0, ph * pw, kb.const(dtype, 0), base=plane)
         src = kb.mul(kb.add(kb.mul(n, s.c), c), s.h * s.w)
         rows = min(s.h, ph - s.pad[0])
         cols = min(s.w, pw - s.pad[1])
         with kb.loop(0, rows, name="ih") as ih:
-            dst = kb.add(plane, kb.mul(kb.add(ih, s.pad[0]), pw))
+            dst = kb.mul(kb.add(ih, s.pad[0]), pw)
             with kb.loop(0, cols, name="iw") as iw:
                 v = kb.load(k.inputs[0], dtype, kb.add(src, kb.add(kb.mul(ih, s.w), iw)))
                 kb.store(v, pad, dtype, kb.add(dst, kb.add(iw, s.pad[1])))
         with kb.loop(0, th, name="th") as ti, kb.loop(0, tw, name="tw") as tj:
-            base = kb.add(plane, kb.add(kb.mul(ti, var.m * pw), kb.mul(tj, var.m)))
+            base = kb.add(kb.mul(ti, var.m * pw), kb.mul(tj, var.m))
             d = [[kb.load(pad, dtype, kb.add(base, i * pw + j)) for j in range(a)] for i in range(a)]
             rows_t = [[_combine(e, var.BT[r], [d[i][j] for i in range(a)]) for j in range(a)] for r in range(a)]
             at = kb.add(v_off, kb.add(kb.mul(c, t), kb.add(kb.mul(ti, tw), tj)))
             for r in range(a):
                 for col in range(a):
                     value = _combine(e, var.BT[col], rows_t[r])
-                    kb.store(value, pad, dtype, kb.add(at, (r * a + col) * s.c * t))
+                    kb.store(value, k.scratch, dtype, kb.add(at, (r * a + col) * s.c * t))
 
 
 def _output_transform(kb: KernelBuilder, k: KernelArgs, s: ConvShape, var: Variant, bias, n, m_off: int,
