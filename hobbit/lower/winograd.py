@@ -29,6 +29,7 @@ from hobbit.lower.copy import emit_fill
 from hobbit.lower.elementwise import Epilogue
 from hobbit.lower.gemm import MatB, MatC, emit_gemm, pack_elems, row_major_a
 from hobbit.lower.kernel import KernelArgs
+from hobbit.lower.parallel import Threads
 from hobbit.lower.scalar import Emit
 from hobbit.lower.schedule import gemm_schedule
 
@@ -78,6 +79,12 @@ def plane_hw(s: ConvShape, m: int) -> tuple[int, int]:
     return m * th + 2, m * tw + 2
 
 
+def scratch_elems(s: ConvShape, m: int, target: Target, threads: int) -> int:
+    if band_rows(s, m, target, threads):
+        return threads * band_layout(s, m, target, threads)[4]
+    return scratch_layout(s, m, target, threads)[3]
+
+
 def scratch_layout(s: ConvShape, m: int, target: Target, threads: int) -> tuple[int, int, int, int]:
     """Element offsets in scratch of V, M and the per-thread GEMM packing buffers (after
     the padded planes at 0), and the total."""
@@ -94,10 +101,50 @@ def _pack_size(s: ConvShape, t: int, target: Target) -> int:
     return pack_elems(gemm_schedule(s.oc, t, s.c, target), s.oc)
 
 
+MAX_BANDED_WEIGHTS = 8 << 20  # U is re-read once per band: keep it L3-sized
+MIN_BAND_VECTORS = 3  # tiles per band, in vectors: narrower GEMMs lose more than L2 saves
+
+
+def band_rows(s: ConvShape, m: int, target: Target, threads: int) -> int:
+    """Tile rows per band when the whole image's V and M would overflow L2 (0: no bands).
+
+    Bands pay off with several threads (no barriers, no shared memory-bound phases); on
+    one thread the whole-image GEMMs are wider and faster (measured on VGG-16 and
+    ResNet-50). A band's V and M take about half of L2 but hold at least three vectors
+    of tiles; the transformed weights, read again for every band, must stay small."""
+    th, tw = tiles(s, m)
+    aa = (m + 2) ** 2
+    if threads == 1 or aa * (s.c + s.oc) * th * tw * 4 <= target.l2_bytes \
+            or aa * s.oc * s.c * 4 > MAX_BANDED_WEIGHTS:
+        return 0
+    rows = max(1, (target.l2_bytes // 2) // (aa * (s.c + s.oc) * tw * 4), -(-MIN_BAND_VECTORS * target.lanes(4) // tw))
+    rows = min(rows, max(1, th // threads))
+    return rows if rows < th else 0
+
+
+def band_layout(s: ConvShape, m: int, target: Target, threads: int) -> tuple[int, int, int, int, int]:
+    """Per-thread elements of (band plane, V, M, pack) and their total, for banded convs."""
+    rows = band_rows(s, m, target, threads)
+    _, pw = plane_hw(s, m)
+    tiles_per_band = rows * tiles(s, m)[1]
+    aa = (m + 2) ** 2
+    parts = ((rows * m + 2) * pw, aa * s.c * tiles_per_band, aa * s.oc * tiles_per_band,
+             _pack_size(s, tiles_per_band, target))
+    return (*parts, sum(parts))
+
+
 def lower_winograd(k: KernelArgs) -> None:
+    s = conv_shape(k.node)
+    var = VARIANTS[k.node.attrs["tile"]]
+    if band_rows(s, var.m, k.target, k.threads.max_threads):
+        _banded(k, s, var)
+    else:
+        _whole_image(k, s, var)
+
+
+def _whole_image(k: KernelArgs, s: ConvShape, var: Variant) -> None:
+    """All tiles at once: transforms split over channels, the GEMMs over their blocks."""
     kb, node = k.kb, k.node
-    s = conv_shape(node)
-    var = VARIANTS[node.attrs["tile"]]
     dtype = node.inputs[0].dtype
     u, bias = k.inputs[1], k.inputs[2] if len(k.inputs) > 2 else None
     th, tw = tiles(s, var.m)
@@ -196,3 +243,120 @@ def _combine(e: Emit, coefs, values):
         else:
             acc = e.add(acc, term) if coef > 0 else e.sub(acc, term)
     return acc if acc is not None else e.c(0.0)
+
+
+def _banded(k: KernelArgs, s: ConvShape, var: Variant) -> None:
+    """Bands of tile rows, each carried through all phases while its V and M sit in L2.
+    Threads take whole bands into their own scratch, so they never wait for each other."""
+    kb, node = k.kb, k.node
+    dtype = node.inputs[0].dtype
+    m, a = var.m, var.alpha
+    th, tw = tiles(s, m)
+    rows = band_rows(s, m, k.target, k.threads.max_threads)
+    band, v_size, m_size, pack_size, per_thread = band_layout(s, m, k.target, k.threads.max_threads)
+    plane = k.thread_scratch(0, per_thread, dtype)
+    v_blk = k.thread_scratch(band, per_thread, dtype)
+    m_blk = k.thread_scratch(band + v_size, per_thread, dtype)
+    pack = k.thread_scratch(band + v_size + m_size, per_thread, dtype) if pack_size else None
+    _, pw = plane_hw(s, m)
+    emit_fill(kb, plane, dtype, 0, band, kb.const(dtype, 0))  # column padding stays zero
+    epilogue = Epilogue(kb, node, k.epilogue, (s.n, s.oc, s.oh * s.ow))
+    alone = Threads(kb, kb.i64(0), kb.i64(1), 1)
+    bias = k.inputs[2] if len(k.inputs) > 2 else None
+    full_bands, last_rows = divmod(th, rows)
+
+    def run_band(n, tr0, count: int, holds_last_row: bool) -> None:
+        t_blk = count * tw
+        _band_input(kb, k, s, var, n, tr0, count, plane, v_blk, t_blk, dtype)
+        sched = gemm_schedule(s.oc, t_blk, s.c, k.target, np.dtype(dtype).itemsize)
+        with kb.loop(0, a * a, name="xi") as xi:
+            gemm_a = row_major_a(k.inputs[1], kb.mul(xi, s.oc * s.c), s.c, sched.mr)
+            gemm_b = MatB(v_blk, kb.mul(xi, s.c * t_blk), k=t_blk)
+            gemm_c = MatC(m_blk, kb.mul(xi, s.oc * t_blk), m=t_blk)
+            emit_gemm(kb, sched, s.oc, t_blk, s.c, gemm_a, gemm_b, gemm_c, dtype, None, alone, pack)
+        _band_output(kb, k, s, var, bias, n, tr0, count, holds_last_row, m_blk, t_blk, dtype, epilogue)
+
+    with kb.loop(0, s.n, name="n") as n:
+        lo, hi = k.threads.split(full_bands + (last_rows > 0))
+        with kb.loop(lo, kb.imin(hi, full_bands), name="band") as bi:
+            if last_rows:
+                run_band(n, kb.mul(bi, rows), rows, False)
+            else:  # the last full band holds the (maybe ragged) last tile row
+                with kb.b.if_else(kb.b.icmp_signed("<", bi, kb.i64(full_bands - 1))) as (inner, final):
+                    with inner:
+                        run_band(n, kb.mul(bi, rows), rows, False)
+                    with final:
+                        run_band(n, kb.mul(bi, rows), rows, True)
+        if last_rows:
+            with kb.when_greater(hi, full_bands) as live:
+                if live:
+                    run_band(n, full_bands * rows, last_rows, True)
+
+
+def _band_input(kb: KernelBuilder, k: KernelArgs, s: ConvShape, var: Variant, n, tr0, count: int,
+                plane, v_blk, t_blk: int, dtype) -> None:
+    """V for tile rows tr0 .. tr0+count of every channel, via a padded band of input rows."""
+    m, a = var.m, var.alpha
+    _, tw = tiles(s, m)
+    _, pw = plane_hw(s, m)
+    b = kb.b
+    e = Emit(kb, dtype, 1)
+    cols = min(s.w, pw - s.pad[1])
+    with kb.loop(0, s.c, name="c") as c:
+        src = kb.mul(kb.add(kb.mul(n, s.c), c), s.h * s.w)
+        with kb.loop(0, count * m + 2, name="br") as r:
+            ih = b.sub(kb.idx(kb.add(kb.mul(tr0, m), r)), kb.i64(s.pad[0]))
+            dst = kb.mul(r, pw)
+            inside = b.and_(b.icmp_signed(">=", ih, kb.i64(0)), b.icmp_signed("<", ih, kb.i64(s.h)))
+            with b.if_else(inside) as (copy, zero):
+                with copy:
+                    with kb.loop(0, cols, name="iw") as iw:
+                        v = kb.load(k.inputs[0], dtype, kb.add(src, kb.add(kb.mul(ih, s.w), iw)))
+                        kb.store(v, plane, dtype, kb.add(dst, kb.add(iw, s.pad[1])))
+                with zero:
+                    emit_fill(kb, plane, dtype, 0, pw, kb.const(dtype, 0), base=dst)
+        with kb.loop(0, count, name="th") as ti, kb.loop(0, tw, name="tw") as tj:
+            base = kb.add(kb.mul(ti, m * pw), kb.mul(tj, m))
+            d = [[kb.load(plane, dtype, kb.add(base, i * pw + j)) for j in range(a)] for i in range(a)]
+            rows_t = [[_combine(e, var.BT[r], [d[i][j] for i in range(a)]) for j in range(a)] for r in range(a)]
+            at = kb.add(kb.mul(c, t_blk), kb.add(kb.mul(ti, tw), tj))
+            for r in range(a):
+                for col in range(a):
+                    kb.store(_combine(e, var.BT[col], rows_t[r]), v_blk, dtype,
+                             kb.add(at, (r * a + col) * s.c * t_blk))
+
+
+def _band_output(kb: KernelBuilder, k: KernelArgs, s: ConvShape, var: Variant, bias, n, tr0, count: int,
+                 holds_last_row: bool, m_blk, t_blk: int, dtype, epilogue: Epilogue) -> None:
+    """Y for the band's tiles; the image's last tile row may be cut short by its height."""
+    m, a = var.m, var.alpha
+    _, tw = tiles(s, m)
+    e = Emit(kb, dtype, 1)
+    with kb.loop(0, s.oc, name="oc") as oc:
+        b0 = kb.load(bias, dtype, oc) if bias is not None else kb.const(dtype, 0)
+        out_base = kb.mul(kb.add(kb.mul(n, s.oc), oc), s.oh * s.ow)
+
+        def tile(ti, tj, out_rows: int, out_cols: int) -> None:
+            index = kb.add(kb.mul(oc, t_blk), kb.add(kb.mul(ti, tw), tj))
+            mm = [[kb.load(m_blk, dtype, kb.add(index, (i * a + j) * s.oc * t_blk)) for j in range(a)]
+                  for i in range(a)]
+            rows = [[_combine(e, var.AT[r], [mm[i][j] for i in range(a)]) for j in range(a)]
+                    for r in range(out_rows)]
+            oh0 = kb.mul(kb.add(tr0, ti), m)
+            for r in range(out_rows):
+                for col in range(out_cols):
+                    y = e.add(_combine(e, var.AT[col], rows[r]), b0)
+                    p = kb.add(kb.mul(kb.add(oh0, r), s.ow), kb.add(kb.mul(tj, m), col))
+                    y = epilogue.apply(e, y, [n, oc, p])
+                    kb.store(y, k.outputs[0], dtype, kb.add(out_base, p))
+
+        def tile_row(ti, out_rows: int) -> None:
+            with kb.loop(0, s.ow // m, name="tw") as tj:
+                tile(ti, tj, out_rows, m)
+            if s.ow % m:
+                tile(ti, s.ow // m, out_rows, s.ow % m)
+
+        last_height = (s.oh % m or m) if holds_last_row else m
+        with kb.loop(0, count - 1, name="th") as ti:
+            tile_row(ti, m)
+        tile_row(count - 1, last_height)

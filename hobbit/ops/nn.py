@@ -10,7 +10,7 @@ from hobbit.graph.ir import Node, TensorType
 from hobbit.graph.registry import OpDef, register_op
 from hobbit.graph.shapes import broadcast
 from hobbit.lower.conv import conv_scratch_bytes, conv_shape, lower_conv
-from hobbit.lower.winograd import VARIANTS, lower_winograd, scratch_layout
+from hobbit.lower.winograd import VARIANTS, lower_winograd, scratch_elems
 from hobbit.lower.matmul import lower_matmul
 
 
@@ -169,7 +169,7 @@ def winograd_infer(node: Node) -> list[TensorType]:
 
 
 def winograd_scratch_bytes(node: Node, target: Target, threads: int) -> int:
-    return scratch_layout(conv_shape(node), node.attrs["tile"], target, threads)[3] * np.dtype(node.inputs[0].dtype).itemsize
+    return scratch_elems(conv_shape(node), node.attrs["tile"], target, threads) * np.dtype(node.inputs[0].dtype).itemsize
 
 
 register_op(OpDef(

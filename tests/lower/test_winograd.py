@@ -21,6 +21,9 @@ CASES = [  # C, H, W, OC, pads, threads
     (16, 1, 1, 16, (1, 1, 1, 1), 1),      # 1x1 input
     (32, 16, 16, 32, (1, 1, 1, 1), 1),    # F(4x4): 16 tiles
     (24, 19, 17, 40, (1, 0, 1, 2), 2),    # F(4x4), ragged tiles, asymmetric pads, two threads
+    (32, 48, 48, 32, (1, 1, 1, 1), 2),    # bands of tile rows, the last band full
+    (32, 50, 50, 40, (0, 1, 2, 1), 2),    # bands, ragged last tile row and column, two threads
+    (24, 61, 57, 32, (1, 1, 1, 1), 2),    # bands with a short last band
 ]
 
 
@@ -42,6 +45,16 @@ def test_winograd_conv_matches_onnxruntime(c, h, w, oc, pads, threads):
     m = hobbit.compile(model, threads=threads)
     assert [n.op for n in m.report.graph.nodes] == ["ConvWinograd"]
     np.testing.assert_allclose(m.run({"x": x})[0], run_ort(model, {"x": x})[0], rtol=1e-4, atol=1e-4)
+
+
+def test_large_images_run_in_bands():
+    from hobbit.codegen.target import host_target
+    from hobbit.lower.conv import conv_shape
+    from hobbit.lower.winograd import band_rows
+    model, _ = _model(32, 48, 48, 32, (1, 1, 1, 1))
+    node = hobbit.compile(model).report.graph.nodes[0]
+    assert band_rows(conv_shape(node), node.attrs["tile"], host_target(), 2) > 0
+    assert band_rows(conv_shape(node), node.attrs["tile"], host_target(), 1) == 0
 
 
 def test_winograd_with_fused_residual_epilogue():
