@@ -17,10 +17,6 @@ class TensorType:
     shape: tuple[Dim, ...]
 
     @property
-    def is_static(self) -> bool:
-        return all(isinstance(d, int) for d in self.shape)
-
-    @property
     def size(self) -> int:
         return int(np.prod(self.shape, dtype=np.int64))
 
@@ -117,14 +113,6 @@ class Graph:
         for node in self.nodes:
             for out in node.outputs:
                 out.producer = node
-
-    def consumers(self) -> dict[int, list[Node]]:
-        """Map id(value) -> nodes reading it (inputs or epilogue operands)."""
-        users: dict[int, list[Node]] = {}
-        for node in self.nodes:
-            for v in node.operands():
-                users.setdefault(id(v), []).append(node)
-        return users
 
     def constants(self) -> list[Value]:
         seen: dict[int, Value] = {}

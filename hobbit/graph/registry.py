@@ -57,16 +57,6 @@ def get_op(name: str) -> OpDef:
     return _REGISTRY[name]
 
 
-def has_op(name: str) -> bool:
-    _ensure_loaded()
-    return name in _REGISTRY
-
-
-def all_ops() -> dict[str, OpDef]:
-    _ensure_loaded()
-    return dict(_REGISTRY)
-
-
 def _ensure_loaded() -> None:
     """Op definitions live in hobbit.ops; importing it fills the table."""
     import hobbit.ops  # noqa: F401

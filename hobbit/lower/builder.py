@@ -47,10 +47,6 @@ def is_float(dtype: np.dtype) -> bool:
     return np.dtype(dtype).kind == "f"
 
 
-def is_signed(dtype: np.dtype) -> bool:
-    return np.dtype(dtype).kind in "if"
-
-
 class KernelBuilder:
     def __init__(self, fn: ir.Function):
         self.fn = fn
