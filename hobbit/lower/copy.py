@@ -48,3 +48,15 @@ def emit_fill(kb: KernelBuilder, dst: ir.Value, dtype: np.dtype, start: int | ir
     c = kb.const(dtype, value) if isinstance(value, (int, float)) else value
     with kb.loop(start, stop, name="fill") as i:
         kb.store(c, dst, dtype, kb.add(base, i))
+
+
+def emit_plane_copy(kb: KernelBuilder, src: ir.Value, src_base: int | ir.Value, src_width: int,
+                    dst: ir.Value, dst_width: int, top: int, left: int, rows: int, cols: int,
+                    dtype: np.dtype) -> None:
+    """Copy a rows x cols plane (row stride src_width) into a wider padded plane (row
+    stride dst_width) with its corner at (top, left); the padding is left as it is."""
+    with kb.loop(0, rows, name="ih") as ih:
+        out = kb.add(kb.mul(kb.add(ih, top), dst_width), left)
+        row = kb.add(src_base, kb.mul(ih, src_width))
+        with kb.loop(0, cols, name="iw") as iw:
+            kb.store(kb.load(src, dtype, kb.add(row, iw)), dst, dtype, kb.add(out, iw))

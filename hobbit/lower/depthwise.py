@@ -15,7 +15,7 @@ from llvmlite import ir
 
 from hobbit.lower.builder import I32, KernelBuilder
 from hobbit.lower.conv import ConvShape
-from hobbit.lower.copy import emit_fill
+from hobbit.lower.copy import emit_fill, emit_plane_copy
 from hobbit.lower.elementwise import Epilogue
 from hobbit.lower.kernel import KernelArgs
 from hobbit.lower.scalar import Emit
@@ -54,7 +54,8 @@ def lower_depthwise(k: KernelArgs, s: ConvShape) -> None:
     _zero_borders(kb, s, pad, dtype)
     c_lo, c_hi = k.threads.split(s.c)
     with kb.loop(0, s.n, name="n") as n, kb.loop(c_lo, c_hi, name="c") as c:
-        _copy_interior(kb, s, x, pad, kb.mul(kb.add(kb.mul(n, s.c), c), s.h * s.w), dtype)
+        emit_plane_copy(kb, x, kb.mul(kb.add(kb.mul(n, s.c), c), s.h * s.w), s.w, pad, wp,
+                        s.pad[0], s.pad[1], s.h, s.w, dtype)
         with kb.loop(0, mult, name="mult") as j:
             oc = kb.add(kb.mul(c, mult), j)
             taps = [kb.splat(kb.load(w, dtype, kb.add(kb.mul(oc, s.kh * s.kw), t)), width)
@@ -95,15 +96,6 @@ def _zero_borders(kb: KernelBuilder, s: ConvShape, pad, dtype) -> None:
         row = kb.mul(kb.add(ih, top), wp)
         emit_fill(kb, pad, dtype, 0, left, zero, base=row)
         emit_fill(kb, pad, dtype, left + s.w, wp, zero, base=row)
-
-
-def _copy_interior(kb: KernelBuilder, s: ConvShape, x, pad, src, dtype) -> None:
-    _, wp = s.padded_hw
-    with kb.loop(0, s.h, name="ih") as ih:
-        dst = kb.add(kb.mul(kb.add(ih, s.pad[0]), wp), s.pad[1])
-        with kb.loop(0, s.w, name="iw") as iw:
-            v = kb.load(x, dtype, kb.add(src, kb.add(kb.mul(ih, s.w), iw)))
-            kb.store(v, pad, dtype, kb.add(dst, iw))
 
 
 def _strided_vload(kb: KernelBuilder, ptr, dtype, start, stride: int, width: int, mask) -> ir.Value:

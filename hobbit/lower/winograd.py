@@ -25,7 +25,7 @@ import numpy as np
 from hobbit.codegen.target import Target
 from hobbit.lower.builder import KernelBuilder
 from hobbit.lower.conv import ConvShape, conv_shape
-from hobbit.lower.copy import emit_fill
+from hobbit.lower.copy import emit_fill, emit_plane_copy
 from hobbit.lower.elementwise import Epilogue
 from hobbit.lower.gemm import MatB, MatC, emit_gemm, pack_elems, row_major_a
 from hobbit.lower.kernel import KernelArgs
@@ -163,7 +163,8 @@ def _whole_image(k: KernelArgs, s: ConvShape, var: Variant) -> None:
             c = MatC(k.scratch, kb.add(m_off, kb.mul(xi, s.oc * t)), m=t)
             emit_gemm(kb, sched, s.oc, t, s.c, a, b, c, dtype, None, k.threads, pack)
         k.threads.barrier()
-        _output_transform(kb, k, s, var, bias, n, m_off, dtype, epilogue)
+        _output_transform(kb, k, s, var, bias, n, k.scratch, m_off, t, 0, th, s.oh - (th - 1) * var.m,
+                          k.threads.split(s.oc), dtype, epilogue)
         k.threads.barrier()
 
 
@@ -171,51 +172,55 @@ def _input_transform(kb: KernelBuilder, k: KernelArgs, s: ConvShape, var: Varian
                      dtype) -> None:
     th, tw = tiles(s, var.m)
     ph, pw = plane_hw(s, var.m)
-    t, a = th * tw, var.alpha
+    t = th * tw
     pad = k.thread_scratch(0, ph * pw, dtype)
     e = Emit(kb, dtype, 1)
     emit_fill(kb, pad, dtype, 0, ph * pw, kb.const(dtype, 0))  # the border stays zero for every channel
     c_lo, c_hi = k.threads.split(s.c)
     with kb.loop(c_lo, c_hi, name="c") as c:
         src = kb.mul(kb.add(kb.mul(n, s.c), c), s.h * s.w)
-        rows = min(s.h, ph - s.pad[0])
-        cols = min(s.w, pw - s.pad[1])
-        with kb.loop(0, rows, name="ih") as ih:
-            dst = kb.mul(kb.add(ih, s.pad[0]), pw)
-            with kb.loop(0, cols, name="iw") as iw:
-                v = kb.load(k.inputs[0], dtype, kb.add(src, kb.add(kb.mul(ih, s.w), iw)))
-                kb.store(v, pad, dtype, kb.add(dst, kb.add(iw, s.pad[1])))
-        with kb.loop(0, th, name="th") as ti, kb.loop(0, tw, name="tw") as tj:
-            base = kb.add(kb.mul(ti, var.m * pw), kb.mul(tj, var.m))
-            d = [[kb.load(pad, dtype, kb.add(base, i * pw + j)) for j in range(a)] for i in range(a)]
-            rows_t = [[_combine(e, var.BT[r], [d[i][j] for i in range(a)]) for j in range(a)] for r in range(a)]
-            at = kb.add(v_off, kb.add(kb.mul(c, t), kb.add(kb.mul(ti, tw), tj)))
-            for r in range(a):
-                for col in range(a):
-                    value = _combine(e, var.BT[col], rows_t[r])
-                    kb.store(value, k.scratch, dtype, kb.add(at, (r * a + col) * s.c * t))
+        emit_plane_copy(kb, k.inputs[0], src, s.w, pad, pw, s.pad[0], s.pad[1],
+                        min(s.h, ph - s.pad[0]), min(s.w, pw - s.pad[1]), dtype)
+        _tiles_in(kb, e, var, pad, pw, th, tw, k.scratch, kb.add(v_off, kb.mul(c, t)), s.c * t, dtype)
 
 
-def _output_transform(kb: KernelBuilder, k: KernelArgs, s: ConvShape, var: Variant, bias, n, m_off: int,
-                      dtype, epilogue: Epilogue) -> None:
-    th, tw = tiles(s, var.m)
-    t, a, m = th * tw, var.alpha, var.m
+def _tiles_in(kb: KernelBuilder, e: Emit, var: Variant, plane, pw: int, rows: int, tw: int,
+              v, v_base, v_stride: int, dtype) -> None:
+    """V = B^T d B for `rows` x tw tiles of a padded plane; element xi of tile j goes to
+    v[v_base + xi*v_stride + j]."""
+    a = var.alpha
+    with kb.loop(0, rows, name="th") as ti, kb.loop(0, tw, name="tw") as tj:
+        base = kb.add(kb.mul(ti, var.m * pw), kb.mul(tj, var.m))
+        d = [[kb.load(plane, dtype, kb.add(base, i * pw + j)) for j in range(a)] for i in range(a)]
+        rows_t = [[_combine(e, var.BT[r], [d[i][j] for i in range(a)]) for j in range(a)] for r in range(a)]
+        at = kb.add(v_base, kb.add(kb.mul(ti, tw), tj))
+        for r in range(a):
+            for col in range(a):
+                kb.store(_combine(e, var.BT[col], rows_t[r]), v, dtype, kb.add(at, (r * a + col) * v_stride))
+
+
+def _output_transform(kb: KernelBuilder, k: KernelArgs, s: ConvShape, var: Variant, bias, n, mm_ptr, mm_base,
+                      t: int, tr0, count: int, last_height: int, oc_range, dtype, epilogue: Epilogue) -> None:
+    """Y = A^T m A (+ bias, epilogue) for tile rows tr0 .. tr0+count, read from M at
+    mm_ptr[mm_base + (xi*OC + oc)*t + tile]; the last tile row has `last_height` rows."""
+    _, tw = tiles(s, var.m)
+    a, m = var.alpha, var.m
     e = Emit(kb, dtype, 1)
-    o_lo, o_hi = k.threads.split(s.oc)
-    with kb.loop(o_lo, o_hi, name="oc") as oc:
+    with kb.loop(*oc_range, name="oc") as oc:
         b0 = kb.load(bias, dtype, oc) if bias is not None else kb.const(dtype, 0)
         out_base = kb.mul(kb.add(kb.mul(n, s.oc), oc), s.oh * s.ow)
 
         def tile(ti, tj, out_rows: int, out_cols: int) -> None:
-            index = kb.add(kb.add(m_off, kb.mul(oc, t)), kb.add(kb.mul(ti, tw), tj))
-            mm = [[kb.load(k.scratch, dtype, kb.add(index, (i * a + j) * s.oc * t)) for j in range(a)]
+            index = kb.add(kb.add(mm_base, kb.mul(oc, t)), kb.add(kb.mul(ti, tw), tj))
+            mm = [[kb.load(mm_ptr, dtype, kb.add(index, (i * a + j) * s.oc * t)) for j in range(a)]
                   for i in range(a)]
             rows = [[_combine(e, var.AT[r], [mm[i][j] for i in range(a)]) for j in range(a)]
                     for r in range(out_rows)]
+            oh0 = kb.mul(kb.add(tr0, ti), m)
             for r in range(out_rows):
                 for col in range(out_cols):
                     y = e.add(_combine(e, var.AT[col], rows[r]), b0)
-                    p = kb.add(kb.mul(kb.add(kb.mul(ti, m), r), s.ow), kb.add(kb.mul(tj, m), col))
+                    p = kb.add(kb.mul(kb.add(oh0, r), s.ow), kb.add(kb.mul(tj, m), col))
                     y = epilogue.apply(e, y, [n, oc, p])
                     kb.store(y, k.outputs[0], dtype, kb.add(out_base, p))
 
@@ -225,10 +230,9 @@ def _output_transform(kb: KernelBuilder, k: KernelArgs, s: ConvShape, var: Varia
             if s.ow % m:
                 tile(ti, s.ow // m, out_rows, s.ow % m)
 
-        with kb.loop(0, s.oh // m, name="th") as ti:
+        with kb.loop(0, count - 1, name="th") as ti:
             tile_row(ti, m)
-        if s.oh % m:
-            tile_row(s.oh // m, s.oh % m)
+        tile_row(count - 1, last_height)
 
 
 def _combine(e: Emit, coefs, values):
@@ -258,7 +262,6 @@ def _banded(k: KernelArgs, s: ConvShape, var: Variant) -> None:
     v_blk = k.thread_scratch(band, per_thread, dtype)
     m_blk = k.thread_scratch(band + v_size, per_thread, dtype)
     pack = k.thread_scratch(band + v_size + m_size, per_thread, dtype) if pack_size else None
-    _, pw = plane_hw(s, m)
     emit_fill(kb, plane, dtype, 0, band, kb.const(dtype, 0))  # column padding stays zero
     epilogue = Epilogue(kb, node, k.epilogue, (s.n, s.oc, s.oh * s.ow))
     alone = Threads(kb, kb.i64(0), kb.i64(1), 1)
@@ -274,14 +277,16 @@ def _banded(k: KernelArgs, s: ConvShape, var: Variant) -> None:
             gemm_b = MatB(v_blk, kb.mul(xi, s.c * t_blk), k=t_blk)
             gemm_c = MatC(m_blk, kb.mul(xi, s.oc * t_blk), m=t_blk)
             emit_gemm(kb, sched, s.oc, t_blk, s.c, gemm_a, gemm_b, gemm_c, dtype, None, alone, pack)
-        _band_output(kb, k, s, var, bias, n, tr0, count, holds_last_row, m_blk, t_blk, dtype, epilogue)
+        last_height = s.oh - (th - 1) * m if holds_last_row else m
+        _output_transform(kb, k, s, var, bias, n, m_blk, 0, t_blk, tr0, count, last_height, (0, s.oc),
+                          dtype, epilogue)
 
     with kb.loop(0, s.n, name="n") as n:
         lo, hi = k.threads.split(full_bands + (last_rows > 0))
         with kb.loop(lo, kb.imin(hi, full_bands), name="band") as bi:
-            if last_rows:
+            if last_rows or not s.oh % m:
                 run_band(n, kb.mul(bi, rows), rows, False)
-            else:  # the last full band holds the (maybe ragged) last tile row
+            else:  # the last full band holds the ragged last tile row
                 with kb.b.if_else(kb.b.icmp_signed("<", bi, kb.i64(full_bands - 1))) as (inner, final):
                     with inner:
                         run_band(n, kb.mul(bi, rows), rows, False)
@@ -296,7 +301,7 @@ def _banded(k: KernelArgs, s: ConvShape, var: Variant) -> None:
 def _band_input(kb: KernelBuilder, k: KernelArgs, s: ConvShape, var: Variant, n, tr0, count: int,
                 plane, v_blk, t_blk: int, dtype) -> None:
     """V for tile rows tr0 .. tr0+count of every channel, via a padded band of input rows."""
-    m, a = var.m, var.alpha
+    m = var.m
     _, tw = tiles(s, m)
     _, pw = plane_hw(s, m)
     b = kb.b
@@ -315,48 +320,4 @@ def _band_input(kb: KernelBuilder, k: KernelArgs, s: ConvShape, var: Variant, n,
                         kb.store(v, plane, dtype, kb.add(dst, kb.add(iw, s.pad[1])))
                 with zero:
                     emit_fill(kb, plane, dtype, 0, pw, kb.const(dtype, 0), base=dst)
-        with kb.loop(0, count, name="th") as ti, kb.loop(0, tw, name="tw") as tj:
-            base = kb.add(kb.mul(ti, m * pw), kb.mul(tj, m))
-            d = [[kb.load(plane, dtype, kb.add(base, i * pw + j)) for j in range(a)] for i in range(a)]
-            rows_t = [[_combine(e, var.BT[r], [d[i][j] for i in range(a)]) for j in range(a)] for r in range(a)]
-            at = kb.add(kb.mul(c, t_blk), kb.add(kb.mul(ti, tw), tj))
-            for r in range(a):
-                for col in range(a):
-                    kb.store(_combine(e, var.BT[col], rows_t[r]), v_blk, dtype,
-                             kb.add(at, (r * a + col) * s.c * t_blk))
-
-
-def _band_output(kb: KernelBuilder, k: KernelArgs, s: ConvShape, var: Variant, bias, n, tr0, count: int,
-                 holds_last_row: bool, m_blk, t_blk: int, dtype, epilogue: Epilogue) -> None:
-    """Y for the band's tiles; the image's last tile row may be cut short by its height."""
-    m, a = var.m, var.alpha
-    _, tw = tiles(s, m)
-    e = Emit(kb, dtype, 1)
-    with kb.loop(0, s.oc, name="oc") as oc:
-        b0 = kb.load(bias, dtype, oc) if bias is not None else kb.const(dtype, 0)
-        out_base = kb.mul(kb.add(kb.mul(n, s.oc), oc), s.oh * s.ow)
-
-        def tile(ti, tj, out_rows: int, out_cols: int) -> None:
-            index = kb.add(kb.mul(oc, t_blk), kb.add(kb.mul(ti, tw), tj))
-            mm = [[kb.load(m_blk, dtype, kb.add(index, (i * a + j) * s.oc * t_blk)) for j in range(a)]
-                  for i in range(a)]
-            rows = [[_combine(e, var.AT[r], [mm[i][j] for i in range(a)]) for j in range(a)]
-                    for r in range(out_rows)]
-            oh0 = kb.mul(kb.add(tr0, ti), m)
-            for r in range(out_rows):
-                for col in range(out_cols):
-                    y = e.add(_combine(e, var.AT[col], rows[r]), b0)
-                    p = kb.add(kb.mul(kb.add(oh0, r), s.ow), kb.add(kb.mul(tj, m), col))
-                    y = epilogue.apply(e, y, [n, oc, p])
-                    kb.store(y, k.outputs[0], dtype, kb.add(out_base, p))
-
-        def tile_row(ti, out_rows: int) -> None:
-            with kb.loop(0, s.ow // m, name="tw") as tj:
-                tile(ti, tj, out_rows, m)
-            if s.ow % m:
-                tile(ti, s.ow // m, out_rows, s.ow % m)
-
-        last_height = (s.oh % m or m) if holds_last_row else m
-        with kb.loop(0, count - 1, name="th") as ti:
-            tile_row(ti, m)
-        tile_row(count - 1, last_height)
+        _tiles_in(kb, e, var, plane, pw, count, tw, v_blk, kb.mul(c, t_blk), s.c * t_blk, dtype)
