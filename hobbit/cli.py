@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import re
 import sys
 import time
 from collections.abc import Callable
@@ -244,6 +245,28 @@ def cmd_zoo(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_conformance(args: argparse.Namespace) -> int:
+    from hobbit import conformance, onnx_backend
+
+    cases = [c for c in conformance.node_tests() if re.search(args.filter, c.name)]
+    if not args.markdown and not args.write_expected_failures:
+        results = conformance.run_suite(onnx_backend, cases)
+        for name, outcome in results.items():
+            print(f"{'pass' if outcome.passed else 'FAIL'}  {name}  {outcome.reason}")
+        print(f"hobbit passed {sum(o.passed for o in results.values())} of {len(results)}")
+        return 0
+    cases, hobbit_results, ort_results, seconds = conformance.measure(cases, progress=print)
+    if args.markdown:
+        with open(args.markdown, "w") as f:
+            f.write(conformance.markdown(cases, hobbit_results, ort_results, seconds))
+    if args.write_expected_failures:
+        conformance.write_expected_failures(hobbit_results)
+    s = conformance.summary(hobbit_results, ort_results)
+    print(f"{s['tests']} node tests: onnxruntime passed {s['onnxruntime']}, hobbit {s['hobbit']}; "
+          f"hobbit passed {s['hobbit_of_onnxruntime']} of onnxruntime's ({100 * s['share']:.1f}%)")
+    return 0
+
+
 # -- argument parsing --------------------------------------------------------------------
 def _common(p: argparse.ArgumentParser) -> None:
     p.add_argument("model", metavar="MODEL", help="path to an .onnx file, or a zoo model name (see `hobbit zoo`)")
@@ -311,6 +334,18 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--profile", action="store_true",
                    help="then list every fused kernel: median ms, share, GFLOP/s and %% of the FMA peak")
     p.set_defaults(func=cmd_bench)
+
+    p = sub.add_parser("conformance", help="run the ONNX backend node tests on hobbit (and onnxruntime)",
+                       description="Run the node tests shipped with the onnx package. Alone, it prints pass/FAIL "
+                                   "and the reason per test for hobbit. With --markdown or "
+                                   "--write-expected-failures it also runs onnxruntime on the same tests and "
+                                   "writes the per-operator table (CONFORMANCE.md) and/or the expected-failure "
+                                   "list of tests/test_onnx_backend.py.")
+    p.add_argument("--filter", default="", metavar="REGEX", help="only tests whose name matches REGEX")
+    p.add_argument("--markdown", metavar="FILE", help="write the hobbit vs onnxruntime table (CONFORMANCE.md)")
+    p.add_argument("--write-expected-failures", action="store_true",
+                   help="rewrite tests/onnx_backend/expected_failures.txt from hobbit's failures")
+    p.set_defaults(func=cmd_conformance)
 
     p = sub.add_parser("zoo", help="list the built-in models, or save one as an .onnx file",
                        description="With no NAME, list the zoo models. With NAME, save that model (random "

@@ -39,9 +39,19 @@ class Emit:
         return self.b.fmul(a, b, flags=_FLOAT_FLAGS) if self.float else self.b.mul(a, b)
 
     def div(self, a, b):
+        """Integer division never traps: x/0 gives 0 (as numpy does) and MIN/-1 wraps.
+
+        Vector lanes past a ragged edge hold zeros, so a trapping divide would
+        crash even on valid data."""
         if self.float:
             return self.b.fdiv(a, b)
-        return self.b.sdiv(a, b) if self.dtype.kind == "i" else self.b.udiv(a, b)
+        zero = self.b.icmp_unsigned("==", b, self.c(0))
+        if self.dtype.kind == "u":
+            return self.select(zero, self.c(0), self.b.udiv(a, self.select(zero, self.c(1), b)))
+        minus_one = self.b.icmp_signed("==", b, self.c(-1))
+        safe = self.select(self.b.or_(zero, minus_one), self.c(1), b)
+        quotient = self.b.sdiv(a, safe)
+        return self.select(zero, self.c(0), self.select(minus_one, self.neg(a), quotient))
 
     def fma(self, a, b, c):
         if not self.float:
