@@ -246,11 +246,11 @@ def cmd_zoo(args: argparse.Namespace) -> int:
 
 
 def cmd_conformance(args: argparse.Namespace) -> int:
-    from hobbit import conformance, onnx_backend
+    from hobbit import conformance
 
     cases = [c for c in conformance.node_tests() if re.search(args.filter, c.name)]
     if not args.markdown and not args.write_expected_failures:
-        results = conformance.run_suite(onnx_backend, cases)
+        results = conformance.run_suite("hobbit", cases)
         for name, outcome in results.items():
             print(f"{'pass' if outcome.passed else 'FAIL'}  {name}  {outcome.reason}")
         print(f"hobbit passed {sum(o.passed for o in results.values())} of {len(results)}")

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import hashlib
 import os
 import time
 from dataclasses import dataclass, field
@@ -12,13 +13,15 @@ import onnx
 from hobbit.codegen.llvm import optimize
 from hobbit.codegen.module import build_module, pack_weights
 from hobbit.codegen.target import Target, host_target
-from hobbit.frontend.onnx import import_onnx
+from hobbit.frontend.onnx import (InputValuesNeeded, SymbolicInputShape, declared_inputs, declared_output_types,
+                                  import_onnx, load_model)
 from hobbit.graph.ir import Graph
 from hobbit.passes import DEFAULT_PIPELINE, run_pipeline
 from hobbit.passes.memory import MemoryPlan, plan_memory
 from hobbit.runtime import cache as compile_cache
 from hobbit.runtime.jit import CompiledModel, TensorSpec
 from hobbit.runtime.progress import Progress
+from hobbit.runtime.specialize import SpecializingModel, SymbolicSpec
 
 ModelSource = str | os.PathLike | bytes | onnx.ModelProto
 
@@ -38,14 +41,15 @@ class CompileReport:
 def lower_to_llvm(model: ModelSource, target: Target | None = None, passes: list[str] | None = None,
                   input_shapes: dict[str, tuple[int, ...]] | None = None,
                   opt_level: int = 3, threads: int | None = None, profile: bool = False,
-                  progress: Progress | None = None) -> CompileReport:
+                  progress: Progress | None = None,
+                  input_values: dict[str, np.ndarray] | None = None) -> CompileReport:
     target = target or host_target()
     threads = threads or target.cores
     show = progress or Progress(None)
     times: dict[str, float] = {}
     t0 = time.perf_counter()
     show.stage("import")
-    graph = import_onnx(model, input_shapes)
+    graph = import_onnx(model, input_shapes, input_values)
     times["import"] = time.perf_counter() - t0
     t0 = time.perf_counter()
     show.stage("passes")
@@ -66,11 +70,16 @@ def lower_to_llvm(model: ModelSource, target: Target | None = None, passes: list
 def compile(model: ModelSource, target: str = "cpu", threads: int | None = None, opt_level: int = 3,
             passes: list[str] | None = None,
             input_shapes: dict[str, tuple[int, ...]] | None = None, profile: bool = False,
-            cache: bool | None = None, progress: bool | None = None) -> CompiledModel:
+            cache: bool | None = None, progress: bool | None = None) -> CompiledModel | SpecializingModel:
     """Compile an ONNX model (path, bytes or ModelProto) for this CPU and JIT it.
 
+    A model with symbolic input dims (not fixed by `input_shapes`), or whose shapes depend
+    on the values of small inputs, comes back as a SpecializingModel: it checks each call
+    against the declarations and compiles one variant per input signature (see
+    hobbit.runtime.specialize).
+
     `passes` replaces the default graph pass pipeline (see hobbit.passes);
-    `input_shapes` binds symbolic input dims (otherwise bound to 1);
+    `input_shapes` fixes symbolic input dims;
     `profile` builds in per-kernel timers, read with CompiledModel.profile();
     `cache` reuses native code from the compile cache on disk (hobbit.runtime.cache; on by
     default, HOBBIT_CACHE=0 turns it off; profiled builds bypass it); a model loaded from it
@@ -79,13 +88,24 @@ def compile(model: ModelSource, target: str = "cpu", threads: int | None = None,
     if target != "cpu":
         from hobbit.errors import HobbitError
         raise HobbitError(f"target {target!r} is not available yet; use target='cpu'")
-    with Progress.for_compile(progress) as show:
-        return _compile(model, threads, opt_level, passes, input_shapes, profile, cache, show)
+
+    def build(shapes: dict[str, tuple[int, ...]], values: dict[str, np.ndarray]) -> CompiledModel:
+        with Progress.for_compile(progress) as show:
+            return _compile(model, threads, opt_level, passes, {**(input_shapes or {}), **shapes}, values,
+                            profile, cache, show)
+
+    try:
+        return build({}, {})
+    except (SymbolicInputShape, InputValuesNeeded) as exc:
+        proto = load_model(model)
+        outputs = [SymbolicSpec(name, shape, dtype) for name, shape, dtype in declared_output_types(proto)]
+        needed = exc.inputs if isinstance(exc, InputValuesNeeded) else []
+        return SpecializingModel(declared_inputs(proto, input_shapes), outputs, needed, build)
 
 
 def _compile(model: ModelSource, threads: int | None, opt_level: int, passes: list[str] | None,
-             input_shapes: dict[str, tuple[int, ...]] | None, profile: bool, cache: bool | None,
-             show: Progress) -> CompiledModel:
+             input_shapes: dict[str, tuple[int, ...]] | None, input_values: dict[str, np.ndarray],
+             profile: bool, cache: bool | None, show: Progress) -> CompiledModel:
     """compile() after argument checks: a cache hit, or the full pipeline (stored for next time)."""
     host = host_target()
     threads = threads or host.cores
@@ -95,14 +115,16 @@ def _compile(model: ModelSource, threads: int | None, opt_level: int, passes: li
         show.stage("cache lookup")
         options = {"threads": threads, "opt_level": opt_level,
                    "passes": DEFAULT_PIPELINE if passes is None else list(passes),
-                   "input_shapes": {k: list(v) for k, v in (input_shapes or {}).items()}}
+                   "input_shapes": {k: list(v) for k, v in (input_shapes or {}).items()},
+                   "input_values": {k: [v.dtype.str, list(v.shape), hashlib.sha256(v.tobytes()).hexdigest()]
+                                    for k, v in input_values.items()}}
         key = compile_cache.compile_key(model, host, options)
         hit = compile_cache.load(key, host) if key else None
         if hit is not None:
             show.finish("loaded from the compile cache")
             return hit
     lookup_seconds = time.perf_counter() - t0
-    report = lower_to_llvm(model, host, passes, input_shapes, opt_level, threads, profile, show)
+    report = lower_to_llvm(model, host, passes, input_shapes, opt_level, threads, profile, show, input_values)
     show.stage("JIT")
     t0 = time.perf_counter()
     weights = pack_weights(report.graph, report.plan)

@@ -13,11 +13,14 @@ import collections
 import contextlib
 import io
 import platform
+import signal
+import subprocess
+import sys
 import time
 import warnings
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable, Iterable
+from typing import Any, Callable
 
 import numpy as np
 import onnx
@@ -55,6 +58,9 @@ def run_case(backend: Any, case: TestCase) -> Outcome:
             warnings.simplefilter("ignore")
             rep = backend.prepare(case.model, "CPU")
             for inputs, expected in case.data_sets:
+                # Some cases (Cast, bfloat16) store their data as TensorProtos, as BackendTest allows.
+                inputs = [_as_array(x) for x in inputs]
+                expected = [_as_array(x) for x in expected]
                 outputs = list(rep.run(inputs))
                 Runner.assert_similar_outputs(expected, outputs, rtol=case.rtol, atol=case.atol)
     except Exception as e:  # noqa: BLE001 - every failure is a test outcome to report
@@ -63,14 +69,61 @@ def run_case(backend: Any, case: TestCase) -> Outcome:
     return Outcome(True)
 
 
-def run_suite(backend: Any, cases: Iterable[TestCase],
-              on_case: Callable[[TestCase, Outcome], None] | None = None) -> dict[str, Outcome]:
-    results = {}
-    for case in cases:
-        results[case.name] = run_case(backend, case)
-        if on_case is not None:
-            on_case(case, results[case.name])
+def _as_array(value: Any) -> Any:
+    if isinstance(value, onnx.TensorProto):
+        return onnx.numpy_helper.to_array(value)
+    return value
+
+
+def run_suite(backend: str, cases: list[TestCase],
+              on_case: Callable[[str, Outcome], None] | None = None) -> dict[str, Outcome]:
+    """Run the cases on `backend` ("hobbit" or "onnxruntime") in a worker process.
+
+    A test that crashes the process (a segfault is a bug, but the report must
+    survive it) is recorded as failed with the signal, and a fresh worker goes on
+    with the remaining tests."""
+    results: dict[str, Outcome] = {}
+    pending = [c.name for c in cases]
+    while pending:
+        worker = subprocess.Popen([sys.executable, "-m", "hobbit.conformance", backend],
+                                  stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+        worker.stdin.write("\n".join(pending) + "\n")
+        worker.stdin.close()
+        for line in worker.stdout:
+            name, passed, reason = line.rstrip("\n").split("\t", 2)
+            results[name] = Outcome(passed == "1", reason)
+            if on_case is not None:
+                on_case(name, results[name])
+        status = worker.wait()
+        pending = [n for n in pending if n not in results]
+        if pending:
+            results[pending[0]] = Outcome(False, f"Crash: the process died ({_exit_reason(status)})")
+            if on_case is not None:
+                on_case(pending[0], results[pending[0]])
+            pending = pending[1:]
     return results
+
+
+def _exit_reason(status: int) -> str:
+    if status < 0:
+        return f"signal {signal.Signals(-status).name}"
+    return f"exit status {status}"
+
+
+def _worker(backend_name: str) -> None:
+    """Run the named tests read from stdin; one tab-separated result line each, flushed."""
+    if backend_name == "hobbit":
+        from hobbit import onnx_backend as backend
+    else:
+        import onnxruntime
+        import onnxruntime.backend as backend
+        onnxruntime.set_default_logger_severity(3)
+    wanted = [line.strip() for line in sys.stdin if line.strip()]
+    by_name = {c.name: c for c in node_tests()}
+    for name in wanted:
+        outcome = run_case(backend, by_name[name])
+        reason = outcome.reason.replace("\t", " ").replace("\n", " ")
+        print(f"{name}\t{int(outcome.passed)}\t{reason}", flush=True)
 
 
 def read_expected_failures(path: Path = EXPECTED_FAILURES) -> list[str]:
@@ -139,18 +192,18 @@ def _cell(text: str) -> str:
 def measure(cases: list[TestCase], progress: Callable[[str], None] | None = None
             ) -> tuple[list[TestCase], dict[str, Outcome], dict[str, Outcome], float]:
     """Run the cases on hobbit and on onnxruntime."""
-    import onnxruntime.backend as ort_backend
-
-    from hobbit import onnx_backend
-
     start = time.perf_counter()
     counter = {"done": 0}
 
-    def tick(case: TestCase, outcome: Outcome) -> None:
+    def tick(name: str, outcome: Outcome) -> None:
         counter["done"] += 1
         if progress is not None and counter["done"] % 100 == 0:
             progress(f"{counter['done']}/{2 * len(cases)} test runs")
 
-    hobbit = run_suite(onnx_backend, cases, tick)
-    ort = run_suite(ort_backend, cases, tick)
+    hobbit = run_suite("hobbit", cases, tick)
+    ort = run_suite("onnxruntime", cases, tick)
     return cases, hobbit, ort, time.perf_counter() - start
+
+
+if __name__ == "__main__":
+    _worker(sys.argv[1])

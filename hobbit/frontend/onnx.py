@@ -10,13 +10,16 @@ Gather, Concat, ...) never reaches the runtime graph."""
 from __future__ import annotations
 
 import os
+from dataclasses import dataclass
 from typing import Any
 
+import ml_dtypes
 import numpy as np
 import onnx
 from onnx import numpy_helper
 
-from hobbit.errors import InputError, ModelFormatError, ShapeError, UnsupportedItem, UnsupportedModelError
+from hobbit.errors import HobbitError, InputError, ModelFormatError, ShapeError, UnsupportedItem, UnsupportedModelError
+from hobbit.frontend import functions
 from hobbit.frontend.converters import lookup
 from hobbit.graph.ir import Graph, Node, TensorType, Value
 from hobbit.graph.registry import get_op
@@ -28,6 +31,7 @@ _ONNX_DTYPES = {
     onnx.TensorProto.UINT16: np.uint16, onnx.TensorProto.INT32: np.int32,
     onnx.TensorProto.UINT32: np.uint32, onnx.TensorProto.INT64: np.int64,
     onnx.TensorProto.UINT64: np.uint64, onnx.TensorProto.BOOL: np.bool_,
+    onnx.TensorProto.BFLOAT16: ml_dtypes.bfloat16,
 }
 
 
@@ -42,11 +46,32 @@ class Unsupported(Exception):
     """Raised by a converter for an attribute value or input form it does not handle."""
 
 
+class NeedsInputValues(Unsupported):
+    """A value that must be known at compile time is computed from graph inputs."""
+
+    def __init__(self, message: str, inputs: set[str]):
+        super().__init__(message)
+        self.inputs = set(inputs)
+
+
+class SymbolicInputShape(HobbitError):
+    """An input has a symbolic dim and no size for it was given (compile() then specialises per call)."""
+
+
+class InputValuesNeeded(UnsupportedModelError):
+    """The model can only be compiled once the values of some (small) graph inputs are known."""
+
+    def __init__(self, items: list[UnsupportedItem], inputs: list[str]):
+        super().__init__(items)
+        self.inputs = list(inputs)
+
+
 class ConvertContext:
     """What a converter sees: attributes, constant lookup, and `emit` for graph ops."""
 
     def __init__(self, opset: int):
         self.opset = opset
+        self.graph_inputs: dict[str, Value] = {}
         self.nodes: list[Node] = []
         self.node_name = ""
         self._counter = 0
@@ -66,11 +91,35 @@ class ConvertContext:
             out[a.name] = value
         return out
 
-    def const_value(self, value: Value | None, what: str) -> np.ndarray:
-        """The data of an input that must be known at compile time."""
-        if value is None or value.const is None:
-            raise Unsupported(f"{what} must be a constant (or computable at compile time)")
-        return value.const
+    def const_value(self, value: Value | None, what: str, specialize: bool = True) -> np.ndarray:
+        """The data of an input that must be known at compile time.
+
+        When it is computed from graph inputs, the error says which: hobbit.compile then
+        specialises the model on those inputs' values at run time (runtime/specialize.py).
+        `specialize=False` is for data whose values change every call (NonZero's input):
+        compiling per value would be absurd, so it stays unsupported."""
+        if value is not None and value.const is not None:
+            return value.const
+        sources = self._graph_input_sources(value) if value is not None and specialize else set()
+        if sources:
+            raise NeedsInputValues(f"{what} depends on graph input(s) {sorted(sources)} "
+                                   "and must be known at compile time", sources)
+        raise Unsupported(f"{what} must be a constant (or computable at compile time)")
+
+    def _graph_input_sources(self, value: Value) -> set[str]:
+        producers = {id(out): node for node in self.nodes for out in node.outputs}
+        found, seen, stack = set(), set(), [value]
+        while stack:
+            v = stack.pop()
+            if id(v) in seen:
+                continue
+            seen.add(id(v))
+            if self.graph_inputs.get(v.name) is v:
+                found.add(v.name)
+            node = producers.get(id(v))
+            if node is not None:
+                stack.extend(i for i in node.inputs if i is not None)
+        return found
 
     def const(self, array: np.ndarray | float | int, dtype: np.dtype | None = None) -> Value:
         data = np.asarray(array, dtype=dtype)
@@ -122,79 +171,208 @@ def load_model(model: str | os.PathLike | bytes | onnx.ModelProto) -> onnx.Model
 
 
 def import_onnx(model: str | os.PathLike | bytes | onnx.ModelProto,
-                input_shapes: dict[str, tuple[int, ...]] | None = None) -> Graph:
+                input_shapes: dict[str, tuple[int, ...]] | None = None,
+                input_values: dict[str, np.ndarray] | None = None) -> Graph:
+    """Import a model. `input_shapes` binds symbolic dims; `input_values` turns those graph
+    inputs into constants (for inputs that decide shapes, such as a Reshape target)."""
     proto = load_model(model)
+    opsets = model_opsets(proto)
+    graph_proto = proto.graph
+    _check_supported(graph_proto, opsets)
+    importer = _Importer(opsets[""])
+    for init in graph_proto.initializer:
+        if init.name in importer.env:
+            raise ModelFormatError(f"initializer '{init.name}' is defined twice")
+        importer.env[init.name] = Value(init.name, const=_tensor_array(init))
+    inputs = _graph_inputs(graph_proto, importer.env, input_shapes or {}, input_values or {})
+    importer.ctx.graph_inputs = {v.name: v for v in inputs}
+    importer.convert(list(graph_proto.node), opsets)
+    importer.raise_problems()
+
+    outputs = []
+    for vi in graph_proto.output:
+        if vi.name not in importer.env:
+            raise ModelFormatError(f"graph output '{vi.name}' is not produced by any node")
+        outputs.append(importer.env[vi.name])
+    graph = Graph(graph_proto.name or "model", inputs, outputs, importer.ctx.nodes)
+    _name_outputs(graph, graph_proto)
+    return graph
+
+
+@dataclass(frozen=True)
+class DeclaredInput:
+    """A graph input as the model declares it: None for a symbolic dim, its name in `symbols`."""
+
+    name: str
+    shape: tuple[int | None, ...]
+    symbols: tuple[str | None, ...]
+    dtype: np.dtype
+
+    @property
+    def is_static(self) -> bool:
+        return all(d is not None for d in self.shape)
+
+
+def declared_inputs(proto: onnx.ModelProto, input_shapes: dict[str, tuple[int, ...]] | None = None
+                    ) -> list[DeclaredInput]:
+    """The graph inputs (initializers excluded) with their declared dims; `input_shapes` fixes dims."""
+    initializers = {t.name for t in proto.graph.initializer}
+    declared = []
+    for vi in proto.graph.input:
+        if vi.name in initializers:
+            continue
+        if (input_shapes or {}).get(vi.name) is not None or not vi.type.HasField("tensor_type"):
+            ty = _value_type(vi, (input_shapes or {}).get(vi.name))
+            declared.append(DeclaredInput(vi.name, ty.shape, (None,) * len(ty.shape), ty.dtype))
+            continue
+        tt = vi.type.tensor_type
+        dtype = onnx_dtype(tt.elem_type, vi.name)
+        if not tt.HasField("shape"):
+            raise ModelFormatError(f"input '{vi.name}' has no shape; pass input_shapes={{'{vi.name}': (...)}}")
+        shape, symbols = [], []
+        for axis, d in enumerate(tt.shape.dim):
+            if d.HasField("dim_value"):
+                if d.dim_value < 0:
+                    raise ModelFormatError(f"input '{vi.name}' has a negative dimension {d.dim_value}")
+                shape.append(int(d.dim_value))
+                symbols.append(None)
+            else:
+                shape.append(None)
+                symbols.append(d.dim_param or f"{vi.name}:{axis}")
+        declared.append(DeclaredInput(vi.name, tuple(shape), tuple(symbols), dtype))
+    return declared
+
+
+def declared_output_types(proto: onnx.ModelProto) -> list[tuple[str, tuple[int | None, ...], np.dtype | None]]:
+    """Graph outputs as declared (None where the model leaves a dim or the type open)."""
+    result = []
+    for vi in proto.graph.output:
+        tt = vi.type.tensor_type
+        dtype = np.dtype(_ONNX_DTYPES[tt.elem_type]) if tt.elem_type in _ONNX_DTYPES else None
+        dims = tuple(d.dim_value if d.HasField("dim_value") else None for d in tt.shape.dim)
+        result.append((vi.name, dims, dtype))
+    return result
+
+
+def model_opsets(proto: onnx.ModelProto) -> dict[str, int]:
     opsets = {(o.domain or ""): o.version for o in proto.opset_import}
     if "" not in opsets and "ai.onnx" in opsets:
         opsets[""] = opsets["ai.onnx"]
     if "" not in opsets:
         raise ModelFormatError("the model declares no ai.onnx opset")
-    graph_proto = proto.graph
-    _check_supported(graph_proto, opsets)
+    return opsets
 
-    ctx = ConvertContext(opsets[""])
-    env: dict[str, Value] = {}
-    for init in graph_proto.initializer:
-        if init.name in env:
-            raise ModelFormatError(f"initializer '{init.name}' is defined twice")
-        env[init.name] = Value(init.name, const=_tensor_array(init))
-    inputs = []
+
+def _graph_inputs(graph_proto: onnx.GraphProto, env: dict[str, Value], input_shapes: dict[str, tuple[int, ...]],
+                  input_values: dict[str, np.ndarray]) -> list[Value]:
+    declared = [vi.name for vi in graph_proto.input if vi.name not in env]
+    unknown = [n for n in [*input_shapes, *input_values] if n not in declared]
+    if unknown:
+        raise InputError(f"input_shapes names {unknown}, which are not model inputs; the model takes {declared}")
+    inputs: list[Value] = []
+    seen: set[str] = set()
     for vi in graph_proto.input:
-        if any(v.name == vi.name for v in inputs):
+        if vi.name in seen:
             raise ModelFormatError(f"graph input '{vi.name}' is declared twice")
+        seen.add(vi.name)
         if vi.name in env:
             continue  # an initializer listed as input (IR < 4 style) stays a constant
-        v = Value(vi.name, _value_type(vi, (input_shapes or {}).get(vi.name)))
+        if vi.name in input_values:
+            env[vi.name] = Value(vi.name, const=np.asarray(input_values[vi.name]))
+            continue
+        v = Value(vi.name, _value_type(vi, input_shapes.get(vi.name)))
         env[vi.name] = v
         inputs.append(v)
-    unknown = [n for n in (input_shapes or {}) if n not in {v.name for v in inputs}]
-    if unknown:
-        raise InputError(f"input_shapes names {unknown}, which are not model inputs; "
-                         f"the model takes {[v.name for v in inputs]}")
+    return inputs
 
-    problems: list[UnsupportedItem] = []
-    poisoned: set[str] = set()
-    for index, node in enumerate(graph_proto.node):
-        name = node.name or f"{node.op_type}_{index}"
+
+class _Importer:
+    """The second sweep: converts nodes in order, expanding function ops into their bodies."""
+
+    def __init__(self, opset: int):
+        self.ctx = ConvertContext(opset)
+        self.env: dict[str, Value] = {}
+        self.problems: list[UnsupportedItem] = []
+        self.needed_inputs: set[str] = set()
+        self.hard_problems = 0
+        self.poisoned: set[str] = set()
+
+    def convert(self, nodes: list[onnx.NodeProto], opsets: dict[str, int]) -> None:
+        for index, node in enumerate(nodes):
+            self._convert_node(node, node.name or f"{node.op_type}_{index}", opsets)
+
+    def _convert_node(self, node: onnx.NodeProto, name: str, opsets: dict[str, int]) -> None:
         domain = node.domain if node.domain != "ai.onnx" else ""
         opset = opsets.get(domain, 0)
-        if any(n in poisoned for n in node.input):
-            poisoned.update(node.output)
-            continue
-        missing = [n for n in node.input if n and n not in env]
+        if any(n in self.poisoned for n in node.input):
+            self.poisoned.update(node.output)
+            return
+        missing = [n for n in node.input if n and n not in self.env]
         if missing:
             raise ModelFormatError(f"node '{name}' ({node.op_type}) reads '{missing[0]}', "
                                    "which no node, input or initializer defines before it")
-        ins = [env[n] if n else None for n in node.input]
+        ins = [self.env[n] if n else None for n in node.input]
         entry = lookup(domain, node.op_type, opset)
-        ctx.node_name = name
-        ctx.opset = opset
-        ctx._counter = 0
         try:
-            outs = entry.fn(ctx, node, ins)
+            if entry is None:
+                raise Unsupported("operator is not supported")
+            outs = self._run_converter(entry.fn, node, name, opset, ins)
         except (Unsupported, UnsupportedModelError) as exc:
-            reason = exc.items[0].reason if isinstance(exc, UnsupportedModelError) else str(exc)
-            problems.append(UnsupportedItem(node.op_type, domain, opset, name, reason))
-            poisoned.update(node.output)
-            continue
+            if not isinstance(exc, NeedsInputValues) and self._expand(node, name, domain, opset, ins, opsets):
+                return
+            self._record(node, name, domain, opset, exc)
+            return
         except ShapeError as exc:
             raise ShapeError(f"node '{name}' ({node.op_type}, opset {opset}): {exc}") from exc
         for out_name, value in zip(node.output, outs):
             if out_name:
-                if out_name in env and env[out_name] is not value:
+                if out_name in self.env and self.env[out_name] is not value:
                     raise ModelFormatError(f"tensor '{out_name}' is defined twice (again by node '{name}')")
-                env[out_name] = value
-    if problems:
-        raise UnsupportedModelError(problems)
+                self.env[out_name] = value
 
-    outputs = []
-    for vi in graph_proto.output:
-        if vi.name not in env:
-            raise ModelFormatError(f"graph output '{vi.name}' is not produced by any node")
-        outputs.append(env[vi.name])
-    graph = Graph(graph_proto.name or "model", inputs, outputs, ctx.nodes)
-    _name_outputs(graph, graph_proto)
-    return graph
+    def _run_converter(self, fn, node: onnx.NodeProto, name: str, opset: int, ins: list[Value | None]) -> list:
+        ctx = self.ctx
+        ctx.node_name, ctx.opset, ctx._counter = name, opset, 0
+        mark = len(ctx.nodes)
+        try:
+            return fn(ctx, node, ins)
+        except (Unsupported, UnsupportedModelError):
+            del ctx.nodes[mark:]  # a declined node leaves nothing behind (its function body may follow)
+            raise
+
+    def _expand(self, node: onnx.NodeProto, name: str, domain: str, opset: int, ins: list[Value | None],
+                opsets: dict[str, int]) -> bool:
+        """Import the node's function body instead, if the standard defines one."""
+        types = [None if v is None else _type_proto(v) for v in ins]
+        expansion = functions.expand(node, name, domain, opset, types)
+        if expansion is None:
+            return False
+        self.convert(expansion.nodes, {**opsets, **expansion.opsets})
+        return True
+
+    def _record(self, node: onnx.NodeProto, name: str, domain: str, opset: int, exc: Exception) -> None:
+        if isinstance(exc, UnsupportedModelError):
+            reason = exc.items[0].reason
+        else:
+            reason = str(exc)
+        if isinstance(exc, NeedsInputValues):
+            self.needed_inputs.update(exc.inputs)
+        else:
+            self.hard_problems += 1
+        self.problems.append(UnsupportedItem(node.op_type, domain, opset, name, reason))
+        self.poisoned.update(node.output)
+
+    def raise_problems(self) -> None:
+        if not self.problems:
+            return
+        if self.hard_problems == 0:
+            raise InputValuesNeeded(self.problems, sorted(self.needed_inputs))
+        raise UnsupportedModelError(self.problems)
+
+
+def _type_proto(value: Value) -> onnx.TypeProto:
+    code = onnx.helper.np_dtype_to_tensor_dtype(np.dtype(value.dtype))
+    return functions.value_type(code, tuple(value.shape))
 
 
 def _check_supported(graph_proto: onnx.GraphProto, opsets: dict[str, int]) -> None:
@@ -205,7 +383,7 @@ def _check_supported(graph_proto: onnx.GraphProto, opsets: dict[str, int]) -> No
         name = node.name or f"{node.op_type}_{index}"
         if opset is None:
             problems.append(UnsupportedItem(node.op_type, domain, 0, name, f"domain '{domain}' is not imported"))
-        elif lookup(domain, node.op_type, opset) is None:
+        elif lookup(domain, node.op_type, opset) is None and not functions.has_function(node.op_type, domain, opset):
             problems.append(UnsupportedItem(node.op_type, domain, opset, name, "operator is not supported"))
     if problems:
         raise UnsupportedModelError(problems)
@@ -241,7 +419,8 @@ def _value_type(vi: onnx.ValueInfoProto, override: tuple[int, ...] | None) -> Te
                 raise ModelFormatError(f"input '{vi.name}' has a negative dimension {d.dim_value}")
             dims.append(int(d.dim_value))
         else:
-            dims.append(1)  # a symbolic dim (batch, sequence) is bound to 1 unless input_shapes says otherwise
+            raise SymbolicInputShape(f"input '{vi.name}' has a symbolic dimension "
+                                     f"'{d.dim_param or '?'}'; its size is needed to compile")
     return TensorType(dtype, tuple(dims))
 
 

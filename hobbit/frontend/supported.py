@@ -5,6 +5,8 @@ a test fails when the checked-in document is stale."""
 
 from __future__ import annotations
 
+import onnx
+
 from hobbit.frontend.converters import table
 
 
@@ -19,7 +21,22 @@ def supported_ops_markdown() -> str:
         lines.append(f"| {domain or 'ai.onnx'} | {op_type} | {versions} |")
     lines.append("")
     lines.append(f"{len(table())} operators.")
+    expanded = function_ops()
+    lines += ["", "## Imported through their ONNX function body", "",
+              "These operators have no dedicated converter; the standard defines them as a function of",
+              "simpler operators, and hobbit imports that body (it works when the body's operators and",
+              "dtypes are supported). Operators above also fall back to their body when their converter",
+              "declines an attribute value.", "",
+              ", ".join(expanded), "", f"{len(expanded)} operators."]
     return "\n".join(lines) + "\n"
+
+
+def function_ops() -> list[str]:
+    """ai.onnx operators defined by a function body that have no converter of their own."""
+    own = {op for domain, op in table() if domain == ""}
+    return sorted({s.name for s in onnx.defs.get_all_schemas()
+                   if s.domain == "" and (s.has_function or s.has_context_dependent_function)
+                   and s.name not in own})
 
 
 if __name__ == "__main__":

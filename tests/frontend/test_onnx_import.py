@@ -124,12 +124,20 @@ def test_symbolic_batch_dim_bound_by_input_shapes() -> None:
     np.testing.assert_allclose(compiled(x), run_ort(model, {"x": x})[0], rtol=1e-6)
 
 
-def test_symbolic_batch_dim_defaults_to_one() -> None:
+def test_symbolic_batch_dim_compiles_once_and_runs_several_sizes() -> None:
     model = _symbolic_model()
     compiled = hobbit.compile(model)
-    assert compiled.inputs[0].shape == (1, 3, 4)
-    x = rand(1, 3, 4)
-    np.testing.assert_allclose(compiled(x), run_ort(model, {"x": x})[0], rtol=1e-6)
+    assert compiled.inputs[0].shape == (None, 3, 4)
+    for batch in (1, 5, 2, 5):
+        x = rand(batch, 3, 4, seed=batch)
+        np.testing.assert_allclose(compiled(x), run_ort(model, {"x": x})[0], rtol=1e-6)
+
+
+@pytest.mark.parametrize("shape,word", [((2, 4, 4), "dim 1 must be 3"), ((2, 3), "rank 3")], ids=["dim", "rank"])
+def test_symbolic_model_rejects_contradicting_shapes(shape: tuple, word: str) -> None:
+    compiled = hobbit.compile(_symbolic_model())
+    with pytest.raises(hobbit.InputError, match=word):
+        compiled(rand(*shape))
 
 
 def test_graph_outputs_keep_their_onnx_names() -> None:

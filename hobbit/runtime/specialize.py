@@ -1,0 +1,142 @@
+"""Models whose shapes are only known at run time: one native variant per signature.
+
+hobbit emits every static dimension as a constant, which is what lets LLVM
+unroll and vectorise each kernel for its exact shape. A model with a symbolic
+dimension (batch, sequence) or with a small input that decides shapes (a
+Reshape target, Slice starts, reduction axes fed as an input) is therefore
+compiled once per distinct *signature*: the concrete input shapes plus the
+values of those shape-deciding inputs. `compile()` returns a SpecializingModel
+that checks each call against the model's declarations, compiles a variant the
+first time a signature is seen (each variant goes through the on-disk compile
+cache too) and keeps the most recent variants in memory."""
+
+from __future__ import annotations
+
+import collections
+import threading
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import numpy as np
+
+from hobbit.errors import InputError
+from hobbit.frontend.onnx import DeclaredInput, InputValuesNeeded
+from hobbit.runtime.jit import CompiledModel
+
+# Shape-deciding inputs are small by nature (axes, shapes, scales); a large one would
+# mean recompiling for every new batch of data, so it is refused instead.
+MAX_VALUE_INPUT_ELEMENTS = 4096
+
+
+@dataclass(frozen=True)
+class SymbolicSpec:
+    name: str
+    shape: tuple[int | None, ...]
+    dtype: np.dtype
+
+    def __repr__(self) -> str:
+        return f"TensorSpec({self.name!r}, shape={self.shape}, dtype={np.dtype(self.dtype).name})"
+
+
+Builder = Callable[[dict[str, tuple[int, ...]], dict[str, np.ndarray]], CompiledModel]
+
+
+class SpecializingModel:
+    """Same interface as CompiledModel; compiles one variant per input signature."""
+
+    def __init__(self, declared: list[DeclaredInput], outputs: list[SymbolicSpec], value_inputs: list[str],
+                 build: Builder, max_variants: int = 8):
+        self.inputs = [SymbolicSpec(d.name, d.shape, d.dtype) for d in declared]
+        self.outputs = outputs
+        self.value_inputs = list(value_inputs)
+        self._declared = declared
+        self._build = build
+        self._max_variants = max_variants
+        self._variants: collections.OrderedDict[tuple, CompiledModel] = collections.OrderedDict()
+        self._lock = threading.Lock()
+
+    @property
+    def report(self) -> object:
+        """The report of the most recently compiled variant (None before the first run)."""
+        return next(reversed(self._variants.values())).report if self._variants else None
+
+    def __call__(self, *arrays: np.ndarray) -> np.ndarray | list[np.ndarray]:
+        if len(arrays) != len(self.inputs):
+            raise InputError(f"model takes {len(self.inputs)} input(s) "
+                             f"({', '.join(s.name for s in self.inputs)}), got {len(arrays)} positional")
+        outs = self.run({spec.name: a for spec, a in zip(self.inputs, arrays)})
+        return outs[0] if len(outs) == 1 else outs
+
+    def run(self, feeds: dict[str, np.ndarray]) -> list[np.ndarray]:
+        variant = self.variant(feeds)
+        return variant.run({k: v for k, v in feeds.items() if k not in self.value_inputs})
+
+    def variant(self, feeds: dict[str, np.ndarray]) -> CompiledModel:
+        """The compiled variant for these inputs' signature, compiled on first use.
+
+        With concrete shapes, the import may find further inputs whose values decide
+        shapes; those join the signature and the variant is built again."""
+        shapes = self._check(feeds)
+        with self._lock:
+            while True:
+                values = {name: np.array(feeds[name]) for name in self.value_inputs}
+                key = (tuple(sorted(shapes.items())),
+                       tuple((n, v.dtype.str, v.shape, v.tobytes()) for n, v in sorted(values.items())))
+                model = self._variants.get(key)
+                if model is not None:
+                    self._variants.move_to_end(key)
+                    return model
+                try:
+                    model = self._build({k: v for k, v in shapes.items() if k not in values}, values)
+                except InputValuesNeeded as exc:
+                    new = [n for n in exc.inputs if n not in self.value_inputs]
+                    if not new:
+                        raise
+                    self.value_inputs.extend(new)
+                    self._check(feeds)
+                    continue
+                self._variants[key] = model
+                while len(self._variants) > self._max_variants:
+                    self._variants.popitem(last=False)
+                return model
+
+    def _check(self, feeds: dict[str, np.ndarray]) -> dict[str, tuple[int, ...]]:
+        """Names, dtypes, ranks and static dims as declared; one size per symbolic dim name."""
+        if not isinstance(feeds, dict):
+            raise InputError(f"run() takes a dict of input name -> numpy array, got {type(feeds).__name__}")
+        names = [d.name for d in self._declared]
+        unknown = [k for k in feeds if k not in names]
+        missing = [n for n in names if n not in feeds]
+        if unknown or missing:
+            raise InputError(f"inputs do not match the model: unknown {unknown}, missing {missing}; "
+                             f"the model takes {names}")
+        bound: dict[str, tuple[int, str]] = {}
+        shapes = {}
+        for d in self._declared:
+            value = feeds[d.name]
+            if not isinstance(value, np.ndarray):
+                raise InputError(f"input '{d.name}' must be a numpy array, got {type(value).__name__}")
+            if value.dtype != d.dtype:
+                raise InputError(f"input '{d.name}' has dtype {value.dtype}, the model expects {d.dtype.name}")
+            if value.ndim != len(d.shape):
+                raise InputError(f"input '{d.name}' has shape {value.shape}, the model expects rank "
+                                 f"{len(d.shape)} {_show(d)}")
+            for axis, (size, want, symbol) in enumerate(zip(value.shape, d.shape, d.symbols)):
+                if want is not None and size != want:
+                    raise InputError(f"input '{d.name}' has shape {value.shape}; dim {axis} must be {want} "
+                                     f"{_show(d)}")
+                if symbol is not None:
+                    first = bound.setdefault(symbol, (size, d.name))
+                    if first[0] != size:
+                        raise InputError(f"dim '{symbol}' is {first[0]} in input '{first[1]}' but {size} "
+                                         f"in input '{d.name}'")
+            if d.name in self.value_inputs and value.size > MAX_VALUE_INPUT_ELEMENTS:
+                raise InputError(f"input '{d.name}' decides shapes in the model, so hobbit compiles for its "
+                                 f"values; it has {value.size} elements, more than {MAX_VALUE_INPUT_ELEMENTS}")
+            shapes[d.name] = tuple(int(s) for s in value.shape)
+        return shapes
+
+
+def _show(d: DeclaredInput) -> str:
+    dims = ", ".join(str(s) if s is not None else (sym or "?") for s, sym in zip(d.shape, d.symbols))
+    return f"({dims})"
