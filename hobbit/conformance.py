@@ -75,6 +75,11 @@ def _as_array(value: Any) -> Any:
     return value
 
 
+def _as_array(item: Any) -> Any:
+    """Node cases hold TensorProtos for dtypes numpy lacks natively (bfloat16, ...), as BackendTest reads them."""
+    return onnx.numpy_helper.to_array(item) if isinstance(item, onnx.TensorProto) else item
+
+
 def run_suite(backend: str, cases: list[TestCase],
               on_case: Callable[[str, Outcome], None] | None = None) -> dict[str, Outcome]:
     """Run the cases on `backend` ("hobbit" or "onnxruntime") in a worker process.

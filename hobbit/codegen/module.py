@@ -125,8 +125,10 @@ def _signature(node: Node, has_scratch: bool) -> tuple:
     def ty(v):
         return None if v is None else (str(v.type),)
     steps = tuple((s.op, _freeze(s.attrs), ty(s.operand), s.swap) for s in node.epilogue)
+    baked = tuple(_freeze(v.const) for v in node.inputs if v is not None and v.const is not None) \
+        if get_op(node.op).bakes_constants else ()
     return (node.op, _freeze(node.attrs), tuple(ty(v) for v in node.inputs),
-            tuple(ty(v) for v in node.outputs), steps, has_scratch)
+            tuple(ty(v) for v in node.outputs), steps, has_scratch, baked)
 
 
 def _freeze(value) -> object:
@@ -206,7 +208,13 @@ def _emit_kernel(module: ir.Module, node: Node, target: Target, plan: MemoryPlan
         scratch.name = "scratch"
     kb = KernelBuilder(fn)
     team = Threads(kb, tid, count, threads)
-    opdef.lower(KernelArgs(kb, node, target, inputs, outputs, epilogue, scratch, team))
+    try:
+        opdef.lower(KernelArgs(kb, node, target, inputs, outputs, epilogue, scratch, team))
+    except Exception as exc:  # a lowering that cannot handle this variant: name the node, never a bare trace
+        shapes = ", ".join(str(v.type) for v in node.inputs if v is not None)
+        detail = str(exc) if isinstance(exc, CodegenError) else f"{type(exc).__name__}: {exc}"
+        raise CodegenError(f"no kernel could be generated for node '{node.name}' ({node.op} of {shapes}): "
+                           f"{detail}") from exc
     kb.finish()
     return fn, team.used
 

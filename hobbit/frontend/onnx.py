@@ -19,7 +19,7 @@ import onnx
 from onnx import numpy_helper
 
 from hobbit.errors import HobbitError, InputError, ModelFormatError, ShapeError, UnsupportedItem, UnsupportedModelError
-from hobbit.frontend import functions
+from hobbit.frontend import functions, validate
 from hobbit.frontend.converters import lookup
 from hobbit.graph.ir import Graph, Node, TensorType, Value
 from hobbit.graph.registry import get_op
@@ -72,6 +72,7 @@ class ConvertContext:
     def __init__(self, opset: int):
         self.opset = opset
         self.graph_inputs: dict[str, Value] = {}
+        self.inline: Any = None  # set by the importer: (GraphProto, inputs, prefix) -> outputs
         self.nodes: list[Node] = []
         self.node_name = ""
         self._counter = 0
@@ -186,7 +187,7 @@ def import_onnx(model: str | os.PathLike | bytes | onnx.ModelProto,
         importer.env[init.name] = Value(init.name, const=_tensor_array(init))
     inputs = _graph_inputs(graph_proto, importer.env, input_shapes or {}, input_values or {})
     importer.ctx.graph_inputs = {v.name: v for v in inputs}
-    importer.convert(list(graph_proto.node), opsets)
+    importer.convert(validate.ordered_nodes(graph_proto, opsets, set(importer.env)), opsets)
     importer.raise_problems()
 
     outputs = []
@@ -196,6 +197,7 @@ def import_onnx(model: str | os.PathLike | bytes | onnx.ModelProto,
         outputs.append(importer.env[vi.name])
     graph = Graph(graph_proto.name or "model", inputs, outputs, importer.ctx.nodes)
     _name_outputs(graph, graph_proto)
+    validate.check_declared_types(graph_proto, importer.env, graph)
     return graph
 
 
@@ -291,6 +293,7 @@ class _Importer:
 
     def __init__(self, opset: int):
         self.ctx = ConvertContext(opset)
+        self.ctx.inline = self.inline
         self.env: dict[str, Value] = {}
         self.problems: list[UnsupportedItem] = []
         self.needed_inputs: set[str] = set()
@@ -300,6 +303,36 @@ class _Importer:
     def convert(self, nodes: list[onnx.NodeProto], opsets: dict[str, int]) -> None:
         for index, node in enumerate(nodes):
             self._convert_node(node, node.name or f"{node.op_type}_{index}", opsets)
+
+    def inline(self, body: onnx.GraphProto, inputs: list[Value], prefix: str) -> list[Value]:
+        """Convert a subgraph (If branch, Loop/Scan body) in place, bound to `inputs`.
+
+        The body sees the enclosing scope's values; its own names live in a scope of
+        their own, and its nodes are named under `prefix`. Control flow is unrolled at
+        import: hobbit compiles for known shapes, and the converters only inline bodies
+        whose trip counts and conditions are known at compile time."""
+        ctx = self.ctx
+        saved = (self.env, ctx.node_name, ctx.opset, ctx._counter, self.problems, self.hard_problems)
+        self.env = dict(self.env)
+        self.problems, self.hard_problems = [], 0
+        try:
+            for init in body.initializer:
+                self.env[init.name] = Value(f"{prefix}/{init.name}", const=_tensor_array(init))
+            for vi, value in zip(body.input, inputs):
+                self.env[vi.name] = value
+            opsets = {"": saved[2]}
+            for index, node in enumerate(body.node):
+                self._convert_node(node, f"{prefix}/{node.name or f'{node.op_type}_{index}'}", opsets)
+            if self.problems:
+                first = self.problems[0]
+                raise NeedsInputValues(first.reason, self.needed_inputs) if self.hard_problems == 0 \
+                    else Unsupported(f"its body has {first.op_type} at node '{first.node}': {first.reason}")
+            missing = [vi.name for vi in body.output if vi.name not in self.env]
+            if missing:
+                raise ModelFormatError(f"subgraph output '{missing[0]}' of '{prefix}' is not produced")
+            return [self.env[vi.name] for vi in body.output]
+        finally:
+            self.env, ctx.node_name, ctx.opset, ctx._counter, self.problems, self.hard_problems = saved
 
     def _convert_node(self, node: onnx.NodeProto, name: str, opsets: dict[str, int]) -> None:
         domain = node.domain if node.domain != "ai.onnx" else ""
@@ -312,6 +345,7 @@ class _Importer:
             raise ModelFormatError(f"node '{name}' ({node.op_type}) reads '{missing[0]}', "
                                    "which no node, input or initializer defines before it")
         ins = [self.env[n] if n else None for n in node.input]
+        validate.check_input_types(node, name, opset, ins)
         entry = lookup(domain, node.op_type, opset)
         try:
             if entry is None:
@@ -339,6 +373,9 @@ class _Importer:
         except (Unsupported, UnsupportedModelError):
             del ctx.nodes[mark:]  # a declined node leaves nothing behind (its function body may follow)
             raise
+        except MemoryError as exc:  # folding a constant of an absurd shape
+            raise ModelFormatError(f"node '{name}' ({node.op_type}) computes a constant too large "
+                                   f"for this machine's memory: {exc}") from exc
 
     def _expand(self, node: onnx.NodeProto, name: str, domain: str, opset: int, ins: list[Value | None],
                 opsets: dict[str, int]) -> bool:

@@ -38,6 +38,9 @@ class OpDef:
     # Arithmetic work of one node (multiply-add = 2), for GFLOP/s in profiles and
     # benchmarks; None means one flop per output element.
     flops: Callable[[Node], int] | None = None
+    # The lowering reads constant inputs' data into the code (Gather's index table), so
+    # nodes that differ only in those values must not share one generated body.
+    bakes_constants: bool = False
     attrs: dict[str, Any] = field(default_factory=dict)
     doc: str = ""
 

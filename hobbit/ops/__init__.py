@@ -1,3 +1,10 @@
 """The op definitions; importing this package fills the op registry."""
 
-from hobbit.ops import elementwise, nn, norm, pool, reduce, tensor  # noqa: F401
+from hobbit.ops import bitwise, elementwise, nn, norm, pool, reduce, tensor  # noqa: F401
+from hobbit.ops import resize  # noqa: F401
+from hobbit.ops import index  # noqa: F401
+from hobbit.ops import convnd  # noqa: F401
+from hobbit.ops import rnn  # noqa: F401
+from hobbit.ops import gridsample  # noqa: F401
+from hobbit.ops import quantize  # noqa: F401
+from hobbit.ops import linalg  # noqa: F401

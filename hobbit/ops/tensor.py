@@ -288,6 +288,7 @@ def _lower_gather(k: KernelArgs) -> None:
 
 register_op(OpDef(
     "Gather", infer=_gather_infer, reference=_gather_reference, lower=_lower_gather, attrs={"axis": 0},
+    bakes_constants=True,
     doc="numpy take along `axis`; runtime indices out of range are clamped (see lower/gather.py)"))
 
 

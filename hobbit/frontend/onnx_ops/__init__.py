@@ -1,3 +1,13 @@
 """ONNX converters, one module per op family; importing registers them."""
 
-from hobbit.frontend.onnx_ops import elementwise, nn, norm, pool, reduce, tensor  # noqa: F401
+from hobbit.frontend.onnx_ops import einsum, elementwise, nn, norm, pool, reduce, tensor  # noqa: F401
+from hobbit.frontend.onnx_ops import resize  # noqa: F401
+from hobbit.frontend.onnx_ops import index  # noqa: F401
+from hobbit.frontend.onnx_ops import convnd  # noqa: F401
+from hobbit.frontend.onnx_ops import pool_nd  # noqa: F401
+from hobbit.frontend.onnx_ops import rnn  # noqa: F401
+from hobbit.frontend.onnx_ops import bitwise  # noqa: F401
+from hobbit.frontend.onnx_ops import gridsample  # noqa: F401
+from hobbit.frontend.onnx_ops import quantize  # noqa: F401
+from hobbit.frontend.onnx_ops import control  # noqa: F401
+from hobbit.frontend.onnx_ops import linalg  # noqa: F401

@@ -3,8 +3,12 @@
 from __future__ import annotations
 
 
+import numpy as np
+
+from hobbit.errors import ShapeError
 from hobbit.frontend.converters import converter
 from hobbit.frontend.onnx import Unsupported
+from hobbit.frontend.onnx_ops.norm import batchnorm_from_statistics, batchnorm_training
 
 
 def resolve_pads(auto_pad: str, pads: list[int] | None, in_hw: tuple[int, ...], kernel: tuple[int, ...],
@@ -34,8 +38,11 @@ def resolve_pads(auto_pad: str, pads: list[int] | None, in_hw: tuple[int, ...], 
 def conv(ctx, node, ins):
     a = ctx.attrs(node)
     x, w = ins[0], ins[1]
-    if len(x.shape) != 4:
-        raise Unsupported(f"only 2-D convolution is supported (input rank {len(x.shape)})")
+    if len(w.shape) != len(x.shape):
+        raise ShapeError(f"Conv weight {w.type} does not have the rank of its input {x.type}")
+    if len(x.shape) != 4 or np.dtype(x.dtype) != np.float32:
+        from hobbit.frontend.onnx_ops.convnd import conv_general  # it builds on resolve_pads below
+        return conv_general(ctx, node, ins)
     kernel = tuple(w.shape[2:])
     if "kernel_shape" in a and tuple(a["kernel_shape"]) != kernel:
         raise Unsupported(f"kernel_shape {a['kernel_shape']} disagrees with weight shape {w.shape}")
@@ -88,10 +95,13 @@ def gemm(ctx, node, ins):
 @converter("BatchNormalization", since=1)
 def batchnorm(ctx, node, ins):
     a = ctx.attrs(node)
-    if a.get("training_mode", 0) or (ctx.opset < 9 and not a.get("is_test", 1) and len(node.output) > 1):
-        raise Unsupported("training-mode BatchNormalization")
+    epsilon = float(a.get("epsilon", 1e-5))
     if len(ins[0].shape) < 2:
         raise Unsupported("BatchNormalization needs an input of rank >= 2")
-    for v, what in zip(ins[1:5], ("scale", "B", "mean", "var")):
-        ctx.const_value(v, f"BatchNormalization {what}")
-    return [ctx.emit1("BatchNormalization", ins[:5], {"epsilon": float(a.get("epsilon", 1e-5))})]
+    if a.get("training_mode", 0) and ctx.opset >= 14:
+        return batchnorm_training(ctx, *ins[:5], epsilon, float(a.get("momentum", 0.9)))
+    if a.get("training_mode", 0) or (ctx.opset < 9 and not a.get("is_test", 1) and len(node.output) > 1):
+        raise Unsupported("training-mode BatchNormalization before opset 14")
+    if any(v.const is None for v in ins[1:5]):
+        return [batchnorm_from_statistics(ctx, *ins[:5], epsilon)]
+    return [ctx.emit1("BatchNormalization", ins[:5], {"epsilon": epsilon})]

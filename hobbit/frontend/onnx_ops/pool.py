@@ -1,8 +1,7 @@
 """Converters for MaxPool, AveragePool and the global pools.
 
-2-D pools map onto the graph ops directly (auto_pad resolved to explicit pads);
-1-D pools become 2-D pools over a height-1 view; global pools are reductions
-over every spatial dim."""
+Pools of 1 to 3 spatial dims become the 2-D pool ops (auto_pad resolved to
+explicit pads; see pool_nd.py); global pools are reductions over every spatial dim."""
 
 from __future__ import annotations
 
@@ -10,7 +9,7 @@ import numpy as np
 
 from hobbit.frontend.converters import converter
 from hobbit.frontend.onnx import Unsupported
-from hobbit.frontend.onnx_ops.nn import resolve_pads
+from hobbit.frontend.onnx_ops.pool_nd import emit_pool, window_attrs
 
 
 def _pool(ctx, node, ins, op: str) -> list:
@@ -21,29 +20,9 @@ def _pool(ctx, node, ins, op: str) -> list:
         raise Unsupported(f"{op} on {dtype.name} tensors")
     if op == "MaxPool" and len(node.output) > 1 and node.output[1]:
         raise Unsupported("the Indices output of MaxPool")
-    spatial = len(x.shape) - 2
-    if spatial not in (1, 2):
-        raise Unsupported(f"{spatial}-D pooling (only 1-D and 2-D are supported)")
-    if "kernel_shape" not in a:
-        raise Unsupported(f"{op} without kernel_shape")
-    kernel = tuple(int(v) for v in a["kernel_shape"])
-    strides = tuple(int(v) for v in a.get("strides", [1] * spatial))
-    dilations = tuple(int(v) for v in a.get("dilations", [1] * spatial))
-    if len(kernel) != spatial or len(strides) != spatial or len(dilations) != spatial:
-        raise Unsupported(f"kernel_shape/strides/dilations do not match a {spatial}-D input")
-    pads = resolve_pads(a.get("auto_pad", "NOTSET"), a.get("pads"), tuple(x.shape[2:]), kernel, strides, dilations)
-    if spatial == 1:
-        kernel, strides, dilations = (1,) + kernel, (1,) + strides, (1,) + dilations
-        pads = (0, pads[0], 0, pads[1])
-        x = ctx.emit1("Reshape", [x], {"shape": (x.shape[0], x.shape[1], 1, x.shape[2])})
-    attrs = {"kernel_shape": kernel, "strides": strides, "dilations": dilations, "pads": tuple(pads),
-             "ceil_mode": int(a.get("ceil_mode", 0))}
-    if op == "AveragePool":
-        attrs["count_include_pad"] = int(a.get("count_include_pad", 0))
-    y = ctx.emit1(op, [x], attrs)
-    if spatial == 1:
-        y = ctx.emit1("Reshape", [y], {"shape": (y.shape[0], y.shape[1], y.shape[3])})
-    return [y]
+    kernel, strides, dilations, pads = window_attrs(a, x, op)
+    return [emit_pool(ctx, x, op, kernel, strides, dilations, pads, int(a.get("ceil_mode", 0)),
+                      int(a.get("count_include_pad", 0)))]
 
 
 @converter("MaxPool", since=1)

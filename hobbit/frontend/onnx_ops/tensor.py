@@ -47,7 +47,8 @@ def reshape(ctx, node, ins):
 @converter("Flatten", since=1)
 def flatten(ctx, node, ins):
     x = ins[0]
-    axis = ctx.attrs(node).get("axis", 1) % (len(x.shape) + 1) if x.shape else 0
+    axis = int(ctx.attrs(node).get("axis", 1))
+    axis = axis + len(x.shape) if axis < 0 else axis
     outer = int(np.prod(x.shape[:axis], dtype=np.int64))
     return [ctx.emit1("Reshape", [x], {"shape": (outer, x.type.size // max(outer, 1))})]
 
@@ -265,7 +266,7 @@ def constant_of_shape(ctx, node, ins):
 
 @converter("NonZero", since=9)
 def nonzero(ctx, node, ins):
-    ctx.const_value(ins[0], "NonZero input (its output shape depends on the data)")
+    ctx.const_value(ins[0], "NonZero input (its output shape depends on the data)", specialize=False)
     return [ctx.emit1("NonZero", ins)]
 
 

@@ -1,0 +1,105 @@
+"""Control flow (If, Loop, Scan), unrolled at import.
+
+hobbit compiles for known shapes, so control flow whose decisions are known at
+compile time is resolved there: If inlines the branch its condition picks,
+Loop and Scan inline their body once per iteration. A condition or trip count
+computed from small graph inputs makes the model specialise on those inputs'
+values (hobbit.runtime.specialize). An If on run-time data whose branches
+agree in type becomes a Where over both branches (ONNX ops have no side
+effects, so evaluating both is safe)."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from hobbit.frontend.converters import converter
+from hobbit.frontend.onnx import NeedsInputValues, Unsupported
+
+# Unrolling multiplies the body; past this many iterations the graph would be absurd.
+MAX_ITERATIONS = 1024
+
+
+@converter("If", since=1)
+def if_(ctx, node, ins):
+    a = ctx.attrs(node)
+    name = ctx.node_name
+    try:
+        cond = ctx.const_value(ins[0], "If condition")
+    except NeedsInputValues:
+        then = ctx.inline(a["then_branch"], [], f"{name}/then")
+        other = ctx.inline(a["else_branch"], [], f"{name}/else")
+        if any(t.type != e.type for t, e in zip(then, other)):
+            raise
+        return [ctx.emit1("Where", [ins[0], t, e]) for t, e in zip(then, other)]
+    branch = "then_branch" if bool(np.asarray(cond).reshape(-1)[0]) else "else_branch"
+    return ctx.inline(a[branch], [], f"{name}/{branch.split('_')[0]}")
+
+
+@converter("Loop", since=1)
+def loop(ctx, node, ins):
+    body = ctx.attrs(node)["body"]
+    name = ctx.node_name
+    trip = int(ctx.const_value(ins[0], "Loop trip count")) if len(ins) > 0 and ins[0] is not None else None
+    cond = bool(ctx.const_value(ins[1], "Loop condition")) if len(ins) > 1 and ins[1] is not None else True
+    carried = list(ins[2:])
+    n_scan = len(body.output) - 1 - len(carried)
+    scans: list[list] = [[] for _ in range(n_scan)]
+    iteration = 0
+    while cond and (trip is None or iteration < trip):
+        if iteration >= MAX_ITERATIONS:
+            raise Unsupported(f"Loop runs more than {MAX_ITERATIONS} iterations (hobbit unrolls loops)")
+        outs = ctx.inline(body, [ctx.const(np.int64(iteration)), ctx.const(np.bool_(cond)), *carried],
+                          f"{name}/iter{iteration}")
+        cond = bool(ctx.const_value(outs[0], "Loop condition computed in the body", specialize=False))
+        carried = outs[1:1 + len(carried)]
+        for collected, value in zip(scans, outs[1 + len(carried):]):
+            collected.append(value)
+        iteration += 1
+    if n_scan and iteration == 0:
+        raise Unsupported("a Loop with scan outputs that runs no iteration (their element shape is unknown)")
+    return carried + [_stack(ctx, values, 0) for values in scans]
+
+
+@converter("Scan", since=9)
+def scan(ctx, node, ins):
+    a = ctx.attrs(node)
+    body = a["body"]
+    name = ctx.node_name
+    n_inputs = int(a["num_scan_inputs"])
+    states, xs = list(ins[:len(ins) - n_inputs]), list(ins[len(ins) - n_inputs:])
+    in_axes = _axes(a.get("scan_input_axes"), xs)
+    in_dirs = list(a.get("scan_input_directions") or [0] * n_inputs)
+    length = int(xs[0].shape[in_axes[0]])
+    if length > MAX_ITERATIONS:
+        raise Unsupported(f"Scan over {length} steps (hobbit unrolls scans up to {MAX_ITERATIONS})")
+    n_out = len(body.output) - len(states)
+    scans: list[list] = [[] for _ in range(n_out)]
+    for step in range(length):
+        slices = [ctx.emit1("Gather", [x, ctx.const(np.int64(length - 1 - step if d else step))], {"axis": axis})
+                  for x, axis, d in zip(xs, in_axes, in_dirs)]
+        outs = ctx.inline(body, [*states, *slices], f"{name}/step{step}")
+        states = outs[:len(states)]
+        for collected, value in zip(scans, outs[len(states):]):
+            collected.append(value)
+    out_axes = list(a.get("scan_output_axes") or [0] * n_out)
+    out_dirs = list(a.get("scan_output_directions") or [0] * n_out)
+    stacked = []
+    for values, axis, direction in zip(scans, out_axes, out_dirs):
+        ordered = values[::-1] if direction else values
+        stacked.append(_stack(ctx, ordered, axis % (len(values[0].shape) + 1)))
+    return states + stacked
+
+
+def _axes(axes, values) -> list[int]:
+    return [int(ax) % len(v.shape) for ax, v in zip(axes or [0] * len(values), values)]
+
+
+def _stack(ctx, values: list, axis: int):
+    """Stack equal-shaped values along a new axis (Reshape each, then one Concat)."""
+    shapes = {tuple(v.shape) for v in values}
+    if len(shapes) != 1:
+        raise Unsupported(f"loop iterations produce different shapes {sorted(shapes)}")
+    shape = list(values[0].shape)
+    expanded = tuple(shape[:axis] + [1] + shape[axis:])
+    parts = [ctx.emit1("Reshape", [v], {"shape": expanded}) for v in values]
+    return parts[0] if len(parts) == 1 else ctx.emit1("Concat", parts, {"axis": axis})
