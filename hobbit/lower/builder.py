@@ -10,6 +10,7 @@ from __future__ import annotations
 from contextlib import contextmanager
 from typing import Iterator
 
+import ml_dtypes
 import numpy as np
 from llvmlite import ir
 
@@ -33,6 +34,8 @@ _LLVM_TYPES = {
     np.dtype(np.int64): ir.IntType(64),
     np.dtype(np.uint64): ir.IntType(64),
     np.dtype(np.bool_): ir.IntType(8),
+    # bfloat16 is only stored (as its 16 bits); hobbit.lower.half converts it for arithmetic.
+    np.dtype(ml_dtypes.bfloat16): ir.IntType(16),
 }
 
 
@@ -70,6 +73,8 @@ class KernelBuilder:
     @staticmethod
     def const(dtype: np.dtype, v: float, width: int = 1) -> ir.Constant:
         ty = llvm_type(dtype)
+        if np.dtype(dtype) == np.dtype(ml_dtypes.bfloat16):
+            v = int(np.asarray(v, dtype).view(np.uint16))  # stored as its 16 bits
         c = ir.Constant(ty, float(v) if is_float(dtype) else int(v))
         if width == 1:
             return c

@@ -15,6 +15,7 @@ from hobbit.graph.ir import EpilogueStep, Node
 from hobbit.graph.registry import get_op
 from hobbit.graph.shapes import broadcast_strides, view_strides
 from hobbit.lower.builder import KernelBuilder
+from hobbit.lower.half import compute_dtype, narrow, widen
 from hobbit.lower.parallel import Threads
 from hobbit.lower.scalar import Emit
 
@@ -42,21 +43,23 @@ class Epilogue:
             if ptr is None:
                 x = scalar(e, [x], step.attrs)
                 continue
-            y = load_broadcast(e, ptr, strides, index, mask, axis)
+            y = load_broadcast(e, ptr, strides, index, mask, axis, stored=step.operand.dtype)
             args = [y, x] if step.swap else [x, y]
             x = scalar(e, args, step.attrs)
         return x
 
 
 def load_broadcast(e: Emit, ptr: ir.Value, strides: list[int], index: list[int | ir.Value],
-                   mask: ir.Value | None, axis: int = -1) -> ir.Value:
+                   mask: ir.Value | None, axis: int = -1, stored=None) -> ir.Value:
     """Load e.width elements along view dim `axis`: a vector if contiguous, a splat if
-    broadcast, element loads otherwise."""
+    broadcast, element loads otherwise. `stored` is the dtype in memory when it differs
+    from e.dtype (float16/bfloat16); the value comes back widened to e.dtype."""
     kb = e.kb
+    stored = e.dtype if stored is None else stored
     offset = kb.affine(list(zip(index, strides)))
     if e.width == 1 or strides[axis] == 0:
-        return kb.splat(kb.load(ptr, e.dtype, offset), e.width)
-    return kb.vload_strided(ptr, e.dtype, offset, strides[axis], e.width, mask)
+        return kb.splat(widen(kb.b, kb.load(ptr, stored, offset), stored), e.width)
+    return widen(kb.b, kb.vload_strided(ptr, stored, offset, strides[axis], e.width, mask), stored)
 
 
 def collapse(shape: tuple[int, ...], stride_sets: list[list[int]]) -> tuple[tuple[int, ...], list[list[int]]]:
@@ -109,7 +112,8 @@ def emit_loop_nest(kb: KernelBuilder, shape: tuple[int, ...], width: int, body,
 
 def emit_elementwise(kb: KernelBuilder, node: Node, input_ptrs: list[ir.Value], epilogue_ptrs: list,
                      out_ptr: ir.Value, width: int, threads: Threads | None = None) -> None:
-    """A standalone element-wise group: broadcasting loads, the op, its epilogue, a store."""
+    """A standalone element-wise group: broadcasting loads, the op, its epilogue, a store.
+    16-bit floats are widened on load and rounded once at the store (hobbit.lower.half)."""
     out = node.outputs[0]
     out_shape = tuple(out.shape)
     strides = [broadcast_strides(v.shape, out_shape) for v in node.operands()]
@@ -120,10 +124,10 @@ def emit_elementwise(kb: KernelBuilder, node: Node, input_ptrs: list[ir.Value], 
     in_dtype = node.inputs[0].dtype
 
     def body(index, w, mask):
-        loaded = [load_broadcast(Emit(kb, v.dtype, w), p, s, index, mask)
+        loaded = [load_broadcast(Emit(kb, compute_dtype(v.dtype), w), p, s, index, mask, stored=v.dtype)
                   for v, p, s in zip(node.inputs, input_ptrs, in_strides)]
-        x = scalar(Emit(kb, in_dtype, w), loaded, node.attrs)
-        x = epilogue.apply(Emit(kb, out.dtype, w), x, index, mask)
-        kb.vstore(x, out_ptr, out.dtype, kb.affine(list(zip(index, store_strides))), mask)
+        x = scalar(Emit(kb, compute_dtype(in_dtype), w), loaded, node.attrs)
+        x = epilogue.apply(Emit(kb, compute_dtype(out.dtype), w), x, index, mask)
+        kb.vstore(narrow(kb.b, x, out.dtype), out_ptr, out.dtype, kb.affine(list(zip(index, store_strides))), mask)
 
     emit_loop_nest(kb, shape, width, body, threads)

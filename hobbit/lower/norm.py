@@ -138,6 +138,9 @@ def lower_layernorm(k: KernelArgs) -> None:
 
         var = e1.mul(reduce_row(kb, dtype, lanes, x, base, length, "add", squared_deviation), e1.c(1.0 / length))
         inv = e1.div(e1.c(1.0), e1.sqrt(e1.add(var, e1.c(node.attrs["epsilon"]))))
+        if len(k.outputs) == 3:  # the optional Mean and InvStdDev outputs, one value per row
+            kb.store(mean, k.outputs[1], dtype, row)
+            kb.store(inv, k.outputs[2], dtype, row)
 
         def normalise(index, w, mask):
             e = Emit(kb, dtype, w)

@@ -20,6 +20,7 @@ from llvmlite import ir
 
 from hobbit.lower.builder import I32, KernelBuilder, is_float, llvm_type
 from hobbit.lower.elementwise import emit_loop_nest
+from hobbit.lower.half import compute_dtype, widen
 from hobbit.lower.kernel import KernelArgs
 from hobbit.lower.scalar import Emit
 
@@ -274,7 +275,8 @@ def _reduce_outer(k: KernelArgs, r: Reducer, dtype: np.dtype, kept: list[Run], o
 
 def lower_arg_reduce(k: KernelArgs) -> None:
     """ArgMax/ArgMin over one axis of the view [outer, L, inner]: a running best value
-    and its index per lane; strict comparison keeps the first index, non-strict the last."""
+    and its index per lane; strict comparison keeps the first index, non-strict the last.
+    16-bit floats compare in float32 (exact)."""
     kb, node = k.kb, k.node
     x_ptr, y_ptr = k.inputs[0], k.outputs[0]
     dtype = np.dtype(node.inputs[0].dtype)
@@ -284,16 +286,17 @@ def lower_arg_reduce(k: KernelArgs) -> None:
     length, inner = shape[axis], int(np.prod(shape[axis + 1:], dtype=np.int64))
     last = bool(node.attrs["select_last_index"])
     index_dtype = np.dtype(np.int64)
+    compute = compute_dtype(dtype)
 
     def columns(index, w, mask):
-        e = Emit(kb, dtype, w)
-        best = kb.alloca(vector_type(dtype, w))
+        e = Emit(kb, compute, w)
+        best = kb.alloca(vector_type(compute, w))
         where = kb.alloca(vector_type(index_dtype, w))
         col = kb.add(kb.mul(o, length * inner), index[0])
-        kb.b.store(kb.vload(x_ptr, dtype, col, w, mask), best)
+        kb.b.store(widen(kb.b, kb.vload(x_ptr, dtype, col, w, mask), dtype), best)
         kb.b.store(kb.const(index_dtype, 0, w), where)
         with kb.loop(1, length, name="l") as l:
-            v = kb.vload(x_ptr, dtype, kb.add(col, kb.mul(l, inner)), w, mask)
+            v = widen(kb.b, kb.vload(x_ptr, dtype, kb.add(col, kb.mul(l, inner)), w, mask), dtype)
             b = kb.b.load(best)
             better = e.gt(v, b) if node.op == "ArgMax" else e.lt(v, b)
             if last:

@@ -44,7 +44,8 @@ def _layernorm_infer(node: Node) -> list[TensorType]:
     for v in node.inputs[1:]:
         if v is not None and tuple(v.shape) != normalised:
             raise ShapeError(f"LayerNormalization scale/bias {v.type} must have the normalised shape {normalised}")
-    return [x.type]
+    stats = TensorType(x.dtype, tuple(x.shape[:axis]) + (1,) * len(normalised))
+    return [x.type, stats, stats]
 
 
 def _layernorm_reference(ins: list[np.ndarray], a: dict) -> list[np.ndarray]:
@@ -56,10 +57,12 @@ def _layernorm_reference(ins: list[np.ndarray], a: dict) -> list[np.ndarray]:
     y = (wide - mean) / np.sqrt(var + a["epsilon"]) * ins[1]
     if len(ins) > 2 and ins[2] is not None:
         y = y + ins[2]
-    return [y.astype(x.dtype)]
+    inv_std = 1.0 / np.sqrt(var + a["epsilon"])
+    return [y.astype(x.dtype), mean.astype(x.dtype), inv_std.astype(x.dtype)]
 
 
 register_op(OpDef(
     "LayerNormalization", infer=_layernorm_infer, reference=_layernorm_reference, lower=lower_layernorm,
     attrs={"axis": 0, "epsilon": 1e-5},
-    doc="inference LayerNormalization over dims [axis, rank); inputs X, Scale[, B]"))
+    doc="LayerNormalization over dims [axis, rank); inputs X, Scale[, B]; outputs Y[, Mean, InvStdDev] "
+        "(the statistics keep the normalised dims as 1s)"))

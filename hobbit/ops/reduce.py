@@ -14,7 +14,7 @@ import numpy as np
 from hobbit.errors import ShapeError
 from hobbit.graph.ir import Node, TensorType
 from hobbit.graph.registry import OpDef, register_op
-from hobbit.lower.reduce import REDUCERS, lower_arg_reduce, lower_reduce
+from hobbit.lower.reduce import REDUCERS, identity, lower_arg_reduce, lower_reduce
 
 
 def reduced_shape(shape: tuple[int, ...], axes: tuple[int, ...], keepdims: bool) -> tuple[int, ...]:
@@ -34,8 +34,8 @@ def _infer(node: Node) -> list[TensorType]:
 _NUMPY: dict[str, Callable[[np.ndarray, tuple[int, ...]], np.ndarray]] = {
     "ReduceSum": lambda x, ax: np.sum(x, axis=ax),
     "ReduceMean": lambda x, ax: np.mean(x, axis=ax),
-    "ReduceMax": lambda x, ax: np.max(x, axis=ax),
-    "ReduceMin": lambda x, ax: np.min(x, axis=ax),
+    "ReduceMax": lambda x, ax: np.max(x, axis=ax, initial=identity(x.dtype, "max")),
+    "ReduceMin": lambda x, ax: np.min(x, axis=ax, initial=identity(x.dtype, "min")),
     "ReduceProd": lambda x, ax: np.prod(x, axis=ax),
     "ReduceSumSquare": lambda x, ax: np.sum(x * x, axis=ax),
     "ReduceL1": lambda x, ax: np.sum(np.abs(x), axis=ax),

@@ -1,6 +1,7 @@
 """The graph pass pipeline: a named, ordered list you can print, reorder and
 switch off (API: `compile(..., passes=[...])`, CLI: `--passes` / `--disable`).
-Legalisation runs after it unconditionally."""
+Zero-size folding (passes/empty.py) runs before it and
+legalisation after it, unconditionally."""
 
 from __future__ import annotations
 
@@ -12,6 +13,7 @@ from hobbit.graph.ir import Graph
 from hobbit.passes.batchnorm import fold_batchnorm
 from hobbit.passes.concat import concat_in_place
 from hobbit.passes.dce import eliminate_dead_code
+from hobbit.passes.empty import fold_empty
 from hobbit.passes.fold import fold_constants
 from hobbit.passes.fuse import fuse_epilogues
 from hobbit.passes.layout import choose_layouts
@@ -42,6 +44,7 @@ DEFAULT_PIPELINE: list[str] = ["dce", "fold", "fold-batchnorm", "winograd", "lay
 
 def run_pipeline(graph: Graph, pipeline: list[str] | None = None, target: Target | None = None) -> Graph:
     target = target or host_target()
+    graph = fold_empty(graph)
     for name in DEFAULT_PIPELINE if pipeline is None else pipeline:
         if name not in PASSES:
             raise HobbitError(f"unknown pass {name!r}; known passes: {', '.join(PASSES)}")

@@ -2,23 +2,72 @@
 
 from __future__ import annotations
 
+import ml_dtypes
 import numpy as np
 
 from hobbit.frontend.converters import converter
 from hobbit.frontend.onnx import Unsupported, onnx_dtype
 
-_SAME_NAME = ["Add", "Sub", "Mul", "Div", "Pow", "Relu", "Sigmoid", "Tanh", "Erf", "Exp", "Log",
+_SAME_NAME = ["Add", "Sub", "Mul", "Div", "Relu", "Sigmoid", "Tanh", "Erf", "Exp", "Log",
               "Sqrt", "Neg", "Abs", "Reciprocal", "Floor", "Ceil", "Softplus"]
+# Ops whose kernels only exist for floating-point inputs (as their ONNX schemas say).
+_FLOAT_ONLY = {"Sigmoid", "Tanh", "Erf", "Exp", "Log", "Sqrt", "Reciprocal", "Floor", "Ceil", "Softplus",
+               "Sin", "Cos", "Tan", "Asin", "Acos", "Atan", "Sinh", "Cosh", "Asinh", "Acosh", "Atanh",
+               "Round", "IsNaN", "IsInf"}
+
+
+def _check_dtype(op: str, x) -> None:
+    if op in _FLOAT_ONLY and not _is_float(x.dtype):
+        raise Unsupported(f"{op} of a {np.dtype(x.dtype).name} tensor (only floating-point types are supported)")
+
+
+def _is_float(dtype) -> bool:
+    return np.dtype(dtype).kind == "f" or np.dtype(dtype) == ml_dtypes.bfloat16
 
 
 def _direct(op: str):
     def convert(ctx, node, ins):
+        _check_dtype(op, ins[0])
         return [ctx.emit1(op, ins)]
     return convert
 
 
 for _op in _SAME_NAME:
     converter(_op, since=1)(_direct(_op))
+for _op in ("Sin", "Cos", "Tan", "Asin", "Acos", "Atan"):
+    converter(_op, since=7)(_direct(_op))
+for _op in ("Sinh", "Cosh", "Asinh", "Acosh", "Atanh", "Sign", "IsNaN"):
+    converter(_op, since=9)(_direct(_op))
+converter("Round", since=11)(_direct("Round"))
+
+
+@converter("IsInf", since=10)
+def is_inf(ctx, node, ins):
+    _check_dtype("IsInf", ins[0])
+    a = ctx.attrs(node)
+    return [ctx.emit1("IsInf", ins, {"detect_positive": int(a.get("detect_positive", 1)),
+                                     "detect_negative": int(a.get("detect_negative", 1))})]
+
+
+@converter("Mod", since=10)
+def mod(ctx, node, ins):
+    fmod = int(ctx.attrs(node).get("fmod", 0))
+    if fmod not in (0, 1):
+        raise Unsupported(f"fmod={fmod} (must be 0 or 1)")
+    return [ctx.emit1("Mod", ins, {"fmod": fmod})]
+
+
+@converter("Pow", since=1)
+def pow_(ctx, node, ins):
+    """Pow(T, T1) -> T. Mixed dtypes meet in T, except an integer base with a float
+    exponent, which (like onnxruntime's std::pow) computes in float64 and truncates."""
+    x, y = ins
+    if _is_float(x.dtype) or not _is_float(y.dtype):
+        if y.dtype != x.dtype:
+            y = ctx.emit1("Cast", [y], {"to": np.dtype(x.dtype).name})
+        return [ctx.emit1("Pow", [x, y])]
+    wide = [ctx.emit1("Cast", [v], {"to": "float64"}) if v.dtype != np.float64 else v for v in (x, y)]
+    return [ctx.emit1("Cast", [ctx.emit1("Pow", wide)], {"to": np.dtype(x.dtype).name})]
 
 
 def _with_attrs(op: str, names: dict[str, float]):
@@ -44,16 +93,38 @@ def gelu(ctx, node, ins):
 @converter("Clip", since=1)
 def clip_attrs(ctx, node, ins):
     a = ctx.attrs(node)
-    return [ctx.emit1("Clip", ins[:1], {"min": float(a.get("min", -np.inf)), "max": float(a.get("max", np.inf))})]
+    low, high = _clip_range(ins[0].dtype)
+    return [ctx.emit1("Clip", ins[:1], {"min": float(a.get("min", low)), "max": float(a.get("max", high))})]
 
 
 @converter("Clip", since=11)
 def clip_inputs(ctx, node, ins):
-    bounds = {}
-    for key, v, default in (("min", ins[1] if len(ins) > 1 else None, -np.inf),
-                            ("max", ins[2] if len(ins) > 2 else None, np.inf)):
-        bounds[key] = float(ctx.const_value(v, f"Clip {key}")) if v is not None else default
-    return [ctx.emit1("Clip", ins[:1], bounds)]
+    """Constant bounds become Clip's attributes; bounds computed at run time become
+    Max then Min (min > max then gives max, as ONNX says)."""
+    x, lo, hi = (list(ins) + [None, None])[:3]
+    if all(v is None or v.const is not None for v in (lo, hi)):
+        low, high = _clip_range(x.dtype)
+        bounds = {"min": lo.const.item() if lo is not None else low,
+                  "max": hi.const.item() if hi is not None else high}
+        return [ctx.emit1("Clip", [x], bounds)]
+    if lo is not None:
+        x = ctx.emit1("Max", [x, lo])
+    if hi is not None:
+        x = ctx.emit1("Min", [x, hi])
+    return [x]
+
+
+def _clip_range(dtype) -> tuple[float, float] | tuple[int, int]:
+    """Clip's default bounds, the dtype's lowest and highest values (as ONNX says: so an
+    infinity is clipped to the largest finite value, as onnxruntime does); integers stay
+    Python ints so that 64-bit bounds are exact."""
+    if np.dtype(dtype).kind in "iu":
+        info = np.iinfo(dtype)
+        return int(info.min), int(info.max)
+    if not _is_float(dtype):
+        raise Unsupported(f"Clip of a {np.dtype(dtype).name} tensor")
+    info = ml_dtypes.finfo(dtype)
+    return float(info.min), float(info.max)
 
 
 def _variadic(op: str):
@@ -79,10 +150,18 @@ def mean(ctx, node, ins):
 
 @converter("Cast", since=1)
 def cast(ctx, node, ins):
-    to = onnx_dtype(ctx.attrs(node)["to"], node.name)
-    if ins[0].dtype == to:
-        return [ins[0]]
-    return [ctx.emit1("Cast", ins, {"to": np.dtype(to).name})]
+    return [_cast(ctx, ins[0], onnx_dtype(ctx.attrs(node)["to"], node.name))]
+
+
+@converter("CastLike", since=15)
+def cast_like(ctx, node, ins):
+    return [_cast(ctx, ins[0], np.dtype(ins[1].dtype))]
+
+
+def _cast(ctx, x, to: np.dtype):
+    if x.dtype == to:
+        return x
+    return ctx.emit1("Cast", [x], {"to": np.dtype(to).name})
 
 
 @converter("Identity", since=1)

@@ -58,8 +58,9 @@ def layernorm(ctx, node, ins):
     a = ctx.attrs(node)
     x = ins[0]
     _check_float("LayerNormalization", x.dtype)
-    if any(name for name in node.output[1:]):
-        raise Unsupported("the Mean and InvStdDev outputs of LayerNormalization")
+    stats = any(name for name in node.output[1:])
+    if stats and np.dtype(x.dtype) != np.float32 and int(a.get("stash_type", 1)) == 1:
+        raise Unsupported(f"float32 Mean and InvStdDev outputs of a {np.dtype(x.dtype).name} LayerNormalization")
     if not x.shape:
         raise Unsupported("LayerNormalization of a scalar")
     axis = normalize_axis(int(a.get("axis", -1)), len(x.shape), "LayerNormalization axis")
@@ -77,4 +78,106 @@ def layernorm(ctx, node, ins):
             except ValueError:
                 raise Unsupported(f"{what} of shape {tuple(v.shape)} does not broadcast to {normalised}") from None
         params.append(v)
-    return [ctx.emit1("LayerNormalization", [x] + params, {"axis": axis, "epsilon": float(a.get("epsilon", 1e-5))})]
+    attrs = {"axis": axis, "epsilon": float(a.get("epsilon", 1e-5))}
+    return ctx.emit("LayerNormalization", [x] + params, attrs, n_outputs=3 if stats else 1)
+
+
+def _per_channel(ctx, v, rank: int):
+    """A per-channel parameter ([C] or [1, C, 1, ...]) as [C, 1, ...], which broadcasts over NC..."""
+    channels = v.type.size
+    return ctx.emit1("Reshape", [v], {"shape": (channels,) + (1,) * (rank - 2)})
+
+
+def batchnorm_from_statistics(ctx, x, scale, bias, mean, var, epsilon: float):
+    """(x - mean) * scale / sqrt(var + epsilon) + bias with per-channel runtime parameters."""
+    _check_float("BatchNormalization", x.dtype)
+    rank = len(x.shape)
+    scale, bias, mean, var = (_per_channel(ctx, v, rank) for v in (scale, bias, mean, var))
+    std = ctx.emit1("Sqrt", [ctx.emit1("Add", [var, ctx.const(epsilon, x.dtype)])])
+    y = ctx.emit1("Mul", [ctx.emit1("Sub", [x, mean]), ctx.emit1("Div", [scale, std])])
+    return ctx.emit1("Add", [y, bias])
+
+
+def batchnorm_training(ctx, x, scale, bias, mean, var, epsilon: float, momentum: float) -> list:
+    """Opset >= 14 training mode: normalise with the batch statistics (population variance)
+    and return Y and the running mean/variance updated with `momentum`."""
+    _check_float("BatchNormalization", x.dtype)
+    rank = len(x.shape)
+    axes = (0,) + tuple(range(2, rank))
+    channels = (x.shape[1],)
+    batch_mean = ctx.emit1("ReduceMean", [x], {"axes": axes, "keepdims": 1})
+    deviation = ctx.emit1("Sub", [x, batch_mean])
+    batch_var = ctx.emit1("ReduceMean", [ctx.emit1("Mul", [deviation, deviation])], {"axes": axes, "keepdims": 1})
+    y = batchnorm_from_statistics(ctx, x, scale, bias, batch_mean, batch_var, epsilon)
+    keep, take = ctx.const(momentum, x.dtype), ctx.const(1.0 - momentum, x.dtype)
+    running = []
+    for old, new in ((mean, batch_mean), (var, batch_var)):
+        new = ctx.emit1("Reshape", [new], {"shape": channels})
+        running.append(ctx.emit1("Add", [ctx.emit1("Mul", [old, keep]), ctx.emit1("Mul", [new, take])]))
+    return [y] + running
+
+
+def _hardmax(ctx, x, axis: int):
+    """1 where the first maximum along `axis` lies: ArgMax compared with an index ramp."""
+    peak = ctx.emit1("ArgMax", [x], {"axis": axis, "keepdims": 1, "select_last_index": 0})
+    length = x.shape[axis]
+    ramp = ctx.const(np.arange(length, dtype=np.int64).reshape((length,) + (1,) * (len(x.shape) - axis - 1)))
+    return ctx.emit1("Cast", [ctx.emit1("Equal", [ramp, peak])], {"to": np.dtype(x.dtype).name})
+
+
+@converter("Hardmax", since=1)
+def hardmax_coerced(ctx, node, ins):
+    """Before opset 13: over everything from `axis` on (the input seen as 2-D)."""
+    x = ins[0]
+    _check_float("Hardmax", x.dtype)
+    if not x.shape:
+        raise Unsupported("Hardmax of a scalar")
+    axis = normalize_axis(int(ctx.attrs(node).get("axis", 1)), len(x.shape), "Hardmax axis")
+    outer = int(np.prod(x.shape[:axis], dtype=np.int64))
+    flat = ctx.emit1("Reshape", [x], {"shape": (outer, x.type.size // max(outer, 1))})
+    return [ctx.emit1("Reshape", [_hardmax(ctx, flat, 1)], {"shape": tuple(x.shape)})]
+
+
+@converter("Hardmax", since=13)
+def hardmax(ctx, node, ins):
+    x = ins[0]
+    _check_float("Hardmax", x.dtype)
+    if not x.shape:
+        raise Unsupported("Hardmax of a scalar")
+    return [_hardmax(ctx, x, normalize_axis(int(ctx.attrs(node).get("axis", -1)), len(x.shape), "Hardmax axis"))]
+
+
+@converter("LpNormalization", since=1)
+def lp_normalization(ctx, node, ins):
+    """x / ||x||_p along `axis` (p = 1 or 2)."""
+    a = ctx.attrs(node)
+    x = ins[0]
+    _check_float("LpNormalization", x.dtype)
+    if not x.shape:
+        raise Unsupported("LpNormalization of a scalar")
+    p = int(a.get("p", 2))
+    if p not in (1, 2):
+        raise Unsupported(f"LpNormalization with p={p} (only 1 and 2 exist)")
+    axis = normalize_axis(int(a.get("axis", -1)), len(x.shape), "LpNormalization axis")
+    norm = ctx.emit1("ReduceL1" if p == 1 else "ReduceL2", [x], {"axes": (axis,), "keepdims": 1})
+    return [ctx.emit1("Div", [x, norm])]
+
+
+@converter("InstanceNormalization", since=1)
+def instance_normalization(ctx, node, ins):
+    """Per (sample, channel) statistics over the spatial dims: the LayerNormalization kernel on
+    the [N, C, spatial] view with unit scale, then the per-channel scale and bias."""
+    x, scale, bias = ins[:3]
+    _check_float("InstanceNormalization", x.dtype)
+    rank = len(x.shape)
+    if rank < 3:
+        raise Unsupported(f"InstanceNormalization of a rank-{rank} input (needs N, C and spatial dims)")
+    n, c = x.shape[:2]
+    spatial = x.type.size // max(n * c, 1)
+    view = ctx.emit1("Reshape", [x], {"shape": (n, c, spatial)})
+    ones = ctx.const(np.ones(spatial, dtype=x.dtype))
+    epsilon = float(ctx.attrs(node).get("epsilon", 1e-5))
+    normal = ctx.emit1("LayerNormalization", [view, ones], {"axis": 2, "epsilon": epsilon})
+    y = ctx.emit1("Reshape", [normal], {"shape": tuple(x.shape)})
+    y = ctx.emit1("Mul", [y, _per_channel(ctx, scale, rank)])
+    return [ctx.emit1("Add", [y, _per_channel(ctx, bias, rank)])]

@@ -6,6 +6,7 @@ one graph op with sorted non-negative axes."""
 
 from __future__ import annotations
 
+import ml_dtypes
 import numpy as np
 
 from hobbit.frontend.converters import converter
@@ -46,9 +47,14 @@ def _axes(ctx, node, ins, op: str, axes_from_input: bool) -> tuple[int, ...]:
 
 def _convert(op: str, axes_from_input: bool):
     def convert(ctx, node, ins):
-        _check_dtype(op, ins[0].dtype)
+        x = ins[0]
+        boolean = np.dtype(x.dtype) == np.bool_ and op in ("ReduceMax", "ReduceMin")
+        if boolean:  # any / all: max / min of the 0/1 bytes
+            x = ctx.emit1("Cast", [x], {"to": "uint8"})
+        _check_dtype(op, x.dtype)
         attrs = {"axes": _axes(ctx, node, ins, op, axes_from_input), "keepdims": int(ctx.attrs(node).get("keepdims", 1))}
-        return [ctx.emit1(op, [ins[0]], attrs)]
+        y = ctx.emit1(op, [x], attrs)
+        return [ctx.emit1("Cast", [y], {"to": "bool"}) if boolean else y]
     return convert
 
 
@@ -80,7 +86,7 @@ def _arg(op: str):
         a = ctx.attrs(node)
         x = ins[0]
         dtype = np.dtype(x.dtype)
-        if dtype.kind not in "fiu" or (dtype.kind == "f" and dtype.itemsize < 4):
+        if dtype.kind not in "fiu" and dtype != np.dtype(ml_dtypes.bfloat16):
             raise Unsupported(f"{op} on {np.dtype(x.dtype).name} tensors")
         if not x.shape:
             raise Unsupported(f"{op} of a scalar")

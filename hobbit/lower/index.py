@@ -1,0 +1,173 @@
+"""Kernels whose memory accesses follow indices read at run time: GatherElements,
+GatherND, ScatterElements, ScatterND and ReverseSequence.
+
+Every run-time index goes through `checked_index`: a negative one counts from
+the end, as ONNX specifies, and one still outside [0, dim) is clamped to the
+nearest valid index. ONNX calls such indices invalid and onnxruntime reports an
+error; clamping instead keeps the generated code from ever reading or writing
+outside its buffers without a per-element error path."""
+
+from __future__ import annotations
+
+from typing import Callable
+
+import numpy as np
+from llvmlite import ir
+
+from hobbit.lower.builder import I64, KernelBuilder
+from hobbit.lower.copy import emit_strided_copy
+from hobbit.lower.half import compute_dtype, narrow, widen
+from hobbit.lower.reduce import combine
+from hobbit.lower.scalar import Emit
+
+
+def strides_of(shape: tuple[int, ...]) -> list[int]:
+    """Row-major element strides of a contiguous tensor."""
+    return [int(np.prod(shape[d + 1:], dtype=np.int64)) for d in range(len(shape))]
+
+
+def load_index(kb: KernelBuilder, ptr: ir.Value, dtype: np.dtype, at: int | ir.Value) -> ir.Value:
+    """An integer index tensor's element as a signed i64."""
+    value = kb.load(ptr, dtype, at)
+    if value.type.width == 64:
+        return value
+    return kb.b.sext(value, I64) if np.dtype(dtype).kind == "i" else kb.b.zext(value, I64)
+
+
+def checked_index(kb: KernelBuilder, raw: ir.Value, dim: int | ir.Value) -> ir.Value:
+    """`raw` as a position in [0, dim): negatives count from the end, the rest is clamped."""
+    b = kb.b
+    dim = kb.idx(dim)
+    zero = kb.i64(0)
+    idx = b.select(b.icmp_signed("<", raw, zero), b.add(raw, dim), raw)
+    idx = b.select(b.icmp_signed("<", idx, zero), zero, idx)
+    last = b.sub(dim, kb.i64(1))
+    return b.select(b.icmp_signed(">", idx, last), last, idx)
+
+
+def loop_nest(kb: KernelBuilder, shape: tuple[int, ...], body: Callable[[list[ir.Value]], None],
+              name: str = "d") -> None:
+    """body(index) over every index of `shape`, outermost dim first (nothing when it is empty)."""
+    if any(n == 0 for n in shape):
+        return
+
+    def level(d: int, index: list[ir.Value]) -> None:
+        if d == len(shape):
+            body(index)
+            return
+        with kb.loop(0, shape[d], name=f"{name}{d}") as i:
+            level(d + 1, index + [i])
+
+    level(0, [])
+
+
+def update(kb: KernelBuilder, dst: ir.Value, dtype: np.dtype, at: int | ir.Value, value: ir.Value,
+           reduction: str) -> None:
+    """dst[at] = value, or dst[at] = dst[at] (reduction) value for add, mul, max and min
+    (16-bit floats combine in float32 and round once)."""
+    if reduction != "none":
+        b = kb.b
+        old = widen(b, kb.load(dst, dtype, at), dtype)
+        value = narrow(b, combine(Emit(kb, compute_dtype(dtype), 1), reduction, old, widen(b, value, dtype)), dtype)
+    kb.store(value, dst, dtype, at)
+
+
+def emit_gather_elements(kb: KernelBuilder, data: ir.Value, indices: ir.Value, dst: ir.Value,
+                         dtype: np.dtype, index_dtype: np.dtype, data_shape: tuple[int, ...],
+                         index_shape: tuple[int, ...], axis: int) -> None:
+    """dst[i] = data[i with i[axis] replaced by indices[i]]; dst has the indices' shape."""
+    data_strides, index_strides = strides_of(data_shape), strides_of(index_shape)
+
+    def element(index: list[ir.Value]) -> None:
+        at = kb.affine(list(zip(index, index_strides)))
+        pos = checked_index(kb, load_index(kb, indices, index_dtype, at), data_shape[axis])
+        terms = [(i, s) for d, (i, s) in enumerate(zip(index, data_strides)) if d != axis]
+        src = kb.add(kb.affine(terms), kb.mul(pos, data_strides[axis]))
+        kb.store(kb.load(data, dtype, src), dst, dtype, at)
+
+    loop_nest(kb, index_shape, element)
+
+
+def emit_scatter_elements(kb: KernelBuilder, data: ir.Value, indices: ir.Value, updates: ir.Value,
+                          dst: ir.Value, dtype: np.dtype, index_dtype: np.dtype,
+                          data_shape: tuple[int, ...], index_shape: tuple[int, ...], axis: int,
+                          reduction: str) -> None:
+    """dst = data, then dst[i with i[axis] = indices[i]] (reduction)= updates[i], in index order."""
+    size = int(np.prod(data_shape, dtype=np.int64))
+    emit_strided_copy(kb, data, dst, dtype, (size,), [1], 0)
+    data_strides, index_strides = strides_of(data_shape), strides_of(index_shape)
+
+    def element(index: list[ir.Value]) -> None:
+        at = kb.affine(list(zip(index, index_strides)))
+        pos = checked_index(kb, load_index(kb, indices, index_dtype, at), data_shape[axis])
+        terms = [(i, s) for d, (i, s) in enumerate(zip(index, data_strides)) if d != axis]
+        target = kb.add(kb.affine(terms), kb.mul(pos, data_strides[axis]))
+        update(kb, dst, dtype, target, kb.load(updates, dtype, at), reduction)
+
+    loop_nest(kb, index_shape, element)
+
+
+def _nd_offset(kb: KernelBuilder, indices: ir.Value, index_dtype: np.dtype, row: ir.Value,
+               dims: tuple[int, ...], strides: list[int]) -> int | ir.Value:
+    """Element offset of the index tuple indices[row, :] into dims with `strides`."""
+    offset: int | ir.Value = 0
+    for j, (dim, stride) in enumerate(zip(dims, strides)):
+        pos = checked_index(kb, load_index(kb, indices, index_dtype, kb.add(kb.mul(row, len(dims)), j)), dim)
+        offset = kb.add(offset, kb.mul(pos, stride))
+    return offset
+
+
+def emit_gather_nd(kb: KernelBuilder, data: ir.Value, indices: ir.Value, dst: ir.Value, dtype: np.dtype,
+                   index_dtype: np.dtype, batch: int, count: int, dims: tuple[int, ...], inner: int) -> None:
+    """data viewed as [batch, *dims, inner], indices as [batch, count, len(dims)]:
+    dst[b, n, :] = data[b, indices[b, n, :], :]."""
+    strides = [s * inner for s in strides_of(dims)]
+    block = int(np.prod(dims, dtype=np.int64)) * inner
+    if batch * count * inner == 0:
+        return
+    with kb.loop(0, batch, name="batch") as b:
+        with kb.loop(0, count, name="n") as n:
+            row = kb.add(kb.mul(b, count), n)
+            src = kb.add(kb.mul(b, block), _nd_offset(kb, indices, index_dtype, row, dims, strides))
+            out = kb.mul(row, inner)
+            with kb.loop(0, inner, name="k") as k:
+                kb.store(kb.load(data, dtype, kb.add(src, k)), dst, dtype, kb.add(out, k))
+
+
+def emit_scatter_nd(kb: KernelBuilder, data: ir.Value, indices: ir.Value, updates: ir.Value, dst: ir.Value,
+                    dtype: np.dtype, index_dtype: np.dtype, count: int, dims: tuple[int, ...], inner: int,
+                    reduction: str) -> None:
+    """dst = data viewed as [*dims, inner]; then for each n in order,
+    dst[indices[n, :], :] (reduction)= updates[n, :]."""
+    size = int(np.prod(dims, dtype=np.int64)) * inner
+    emit_strided_copy(kb, data, dst, dtype, (size,), [1], 0)
+    strides = [s * inner for s in strides_of(dims)]
+    if count * inner == 0 or size == 0:
+        return
+    with kb.loop(0, count, name="n") as n:
+        target = _nd_offset(kb, indices, index_dtype, n, dims, strides)
+        src = kb.mul(n, inner)
+        with kb.loop(0, inner, name="k") as k:
+            update(kb, dst, dtype, kb.add(target, k), kb.load(updates, dtype, kb.add(src, k)), reduction)
+
+
+def emit_reverse_sequence(kb: KernelBuilder, x: ir.Value, lengths: ir.Value, dst: ir.Value, dtype: np.dtype,
+                          length_dtype: np.dtype, shape: tuple[int, ...], batch_axis: int, time_axis: int) -> None:
+    """dst[.., t, .., b, ..] = x[.., len[b] - 1 - t, .., b, ..] for t < len[b], else x itself;
+    len[b] is clamped to [0, time dim]."""
+    strides = strides_of(shape)
+    steps = shape[time_axis]
+    b = kb.b
+
+    def element(index: list[ir.Value]) -> None:
+        raw = load_index(kb, lengths, length_dtype, index[batch_axis])
+        length = b.select(b.icmp_signed("<", raw, kb.i64(0)), kb.i64(0), raw)
+        length = b.select(b.icmp_signed(">", length, kb.i64(steps)), kb.i64(steps), length)
+        t = index[time_axis]
+        flipped = b.sub(b.sub(length, kb.i64(1)), t)
+        source_t = b.select(b.icmp_signed("<", t, length), flipped, t)
+        terms = [(i, s) for d, (i, s) in enumerate(zip(index, strides)) if d != time_axis]
+        src = kb.add(kb.affine(terms), kb.mul(source_t, strides[time_axis]))
+        kb.store(kb.load(x, dtype, src), dst, dtype, kb.affine(list(zip(index, strides))))
+
+    loop_nest(kb, shape, element)

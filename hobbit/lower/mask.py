@@ -1,0 +1,78 @@
+"""Kernels that choose each output element by its position: Trilu keeps one side of
+a diagonal, OneHot writes `on` where the position equals an index and `off` elsewhere.
+Neither reads memory at a data-dependent address, so run-time `k` and indices need
+no clamping."""
+
+from __future__ import annotations
+
+import numpy as np
+from llvmlite import ir
+
+from hobbit.lower.builder import KernelBuilder
+from hobbit.lower.copy import emit_fill
+from hobbit.lower.half import compute_dtype, widen
+from hobbit.lower.index import load_index
+from hobbit.lower.scalar import Emit
+
+
+def _clamp(kb: KernelBuilder, v: ir.Value, lo: int, hi: int) -> ir.Value:
+    b = kb.b
+    v = b.select(b.icmp_signed("<", v, kb.i64(lo)), kb.i64(lo), v)
+    return b.select(b.icmp_signed(">", v, kb.i64(hi)), kb.i64(hi), v)
+
+
+def emit_trilu(kb: KernelBuilder, x: ir.Value, dst: ir.Value, dtype: np.dtype, k: ir.Value | int,
+               batch: int, rows: int, cols: int, upper: bool) -> None:
+    """Over [batch, rows, cols]: keep x where col - row >= k (upper) or <= k (lower), else 0.
+
+    Each row splits at one column into a zero run and a copied run, two plain loops."""
+    if batch * rows * cols == 0:
+        return
+    with kb.loop(0, batch, name="batch") as bi:
+        with kb.loop(0, rows, name="row") as i:
+            base = kb.add(kb.mul(bi, rows * cols), kb.mul(i, cols))
+            edge = kb.b.add(i, kb.idx(k))
+            if upper:
+                split = _clamp(kb, edge, 0, cols)  # columns [0, split) are zero
+                emit_fill(kb, dst, dtype, 0, split, 0, base)
+                with kb.loop(split, cols, name="col") as j:
+                    at = kb.add(base, j)
+                    kb.store(kb.load(x, dtype, at), dst, dtype, at)
+            else:
+                split = _clamp(kb, kb.b.add(edge, kb.i64(1)), 0, cols)  # columns [split, cols) are zero
+                with kb.loop(0, split, name="col") as j:
+                    at = kb.add(base, j)
+                    kb.store(kb.load(x, dtype, at), dst, dtype, at)
+                emit_fill(kb, dst, dtype, split, cols, 0, base)
+
+
+def load_scalar_index(kb: KernelBuilder, ptr: ir.Value | None, dtype: np.dtype | None, default: int) -> ir.Value:
+    """A one-element integer input as i64, or `default` when the input is absent."""
+    if ptr is None:
+        return kb.i64(default)
+    return load_index(kb, ptr, dtype, 0)
+
+
+def emit_one_hot(kb: KernelBuilder, indices: ir.Value, index_dtype: np.dtype, values: ir.Value, dst: ir.Value,
+                 dtype: np.dtype, outer: int, depth: int, inner: int) -> None:
+    """dst[o, j, i] = values[1] if index[o, i] (negative counts from the end) == j else values[0].
+
+    Float indices truncate towards zero; indices outside [-depth, depth) match no j."""
+    if outer * depth * inner == 0:
+        return
+    off, on = kb.load(values, dtype, 0), kb.load(values, dtype, 1)
+    convert = Emit(kb, compute_dtype(index_dtype), 1)
+    b = kb.b
+    with kb.loop(0, outer, name="o") as o:
+        with kb.loop(0, depth, name="j") as j:
+            row = kb.mul(kb.add(kb.mul(o, depth), j), inner)
+            with kb.loop(0, inner, name="i") as i:
+                at = kb.add(kb.mul(o, inner), i)
+                if convert.float:
+                    raw = widen(b, kb.load(indices, index_dtype, at), index_dtype)
+                    idx = convert.convert(raw, np.dtype(np.int64))
+                else:
+                    idx = load_index(kb, indices, index_dtype, at)
+                idx = b.select(b.icmp_signed("<", idx, kb.i64(0)), b.add(idx, kb.i64(depth)), idx)
+                hit = b.icmp_signed("==", idx, j)
+                kb.store(b.select(hit, on, off), dst, dtype, kb.add(row, i))
