@@ -141,6 +141,7 @@ class ConvertContext:
         node.attrs = merged
         present = [v for v in inputs if v is not None]
         if present and all(v.const is not None for v in present) or (not present and opdef.lower is None):
+            validate.check_fold_size(node, opdef.infer)
             results = opdef.reference([None if v is None else v.const for v in inputs], merged)
             return [Value(o.name, const=np.asarray(r)) for o, r in zip(outputs, results)]
         for out, ty in zip(outputs, opdef.infer(node)):

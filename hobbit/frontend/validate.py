@@ -13,13 +13,14 @@ from __future__ import annotations
 
 import heapq
 import os
+from collections.abc import Callable
 
 import numpy as np
 import onnx
 from onnx import defs
 
 from hobbit.errors import ModelFormatError, UnsupportedItem, UnsupportedModelError
-from hobbit.graph.ir import Graph, Value
+from hobbit.graph.ir import Graph, Node, TensorType, Value
 
 _VARIADIC = defs.OpSchema.FormalParameterOption.Variadic
 _SINGLE = defs.OpSchema.FormalParameterOption.Single
@@ -271,21 +272,37 @@ def memory_limit() -> int:
     return os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
 
 
+def check_fold_size(node: Node, infer: Callable[[Node], list[TensorType]]) -> None:
+    """Before the importer computes a constant: refuse one that could never fit in memory
+    (a ConstantOfShape or Expand to an absurd shape) instead of attempting the allocation."""
+    try:
+        types = infer(node)
+    except Exception:  # an inference that needs more than its inputs' types: the fold itself decides
+        return
+    for out, ty in zip(node.outputs, types):
+        _check_size(out.name, ty, f"constant computed by node '{node.name}' ({node.op})")
+
+
 def _check_sizes(graph: Graph) -> None:
     """Refuse, before anything is allocated, a tensor that no run could hold (an absurd
     declared dimension, or a shape computed from one)."""
-    limit = memory_limit()
-    values = [(v, "graph input") for v in graph.inputs]
-    values += [(out, f"output of node '{node.name}' ({node.op})") for node in graph.nodes for out in node.outputs]
-    for value, where in values:
-        dims = [d for d in value.shape if isinstance(d, int)]
-        nbytes = np.dtype(value.dtype).itemsize
-        for d in dims:
+    for value in graph.inputs:
+        _check_size(value.name, value.type, "graph input")
+    for node in graph.nodes:
+        for out in node.outputs:
+            _check_size(out.name, out.type, f"output of node '{node.name}' ({node.op})")
+
+
+def _check_size(name: str, ty: TensorType, where: str) -> None:
+    nbytes = np.dtype(ty.dtype).itemsize
+    for d in ty.shape:
+        if isinstance(d, int):
             nbytes *= d  # python ints: no overflow, however absurd the dims
-        if nbytes > limit:
-            raise ModelFormatError(f"tensor '{value.name}' ({where}) has shape {tuple(value.shape)}: "
-                                   f"{_gib(nbytes)}, more than this machine's memory ({_gib(limit)}); "
-                                   "check the model's declared dimensions or input_shapes")
+    limit = memory_limit()
+    if nbytes > limit:
+        raise ModelFormatError(f"tensor '{name}' ({where}) has shape {tuple(ty.shape)}: "
+                               f"{_gib(nbytes)}, more than this machine's memory ({_gib(limit)}); "
+                               "check the model's declared dimensions or input_shapes")
 
 
 def _gib(nbytes: int) -> str:

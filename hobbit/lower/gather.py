@@ -15,6 +15,7 @@ from llvmlite import ir
 
 from hobbit.lower.builder import I64, KernelBuilder
 from hobbit.lower.copy import emit_strided_copy
+from hobbit.lower.index import checked_index, load_index
 
 
 def _as_affine(offsets: Sequence[int]) -> tuple[int, int] | None:
@@ -80,16 +81,9 @@ def emit_runtime_gather(kb: KernelBuilder, data: ir.Value, indices: ir.Value, ds
     code never reads out of bounds (onnxruntime raises an error instead)."""
     if outer * count * inner == 0:
         return
-    b = kb.b
     with kb.loop(0, outer, name="outer") as o:
         with kb.loop(0, count, name="idx") as j:
-            idx = kb.load(indices, index_dtype, j)
-            if idx.type.width < 64:
-                idx = b.sext(idx, I64)
-            dim = kb.i64(axis_dim)
-            idx = b.select(b.icmp_signed("<", idx, kb.i64(0)), b.add(idx, dim), idx)
-            idx = b.select(b.icmp_signed("<", idx, kb.i64(0)), kb.i64(0), idx)
-            idx = b.select(b.icmp_signed(">=", idx, dim), kb.i64(axis_dim - 1), idx)
+            idx = checked_index(kb, load_index(kb, indices, index_dtype, j), axis_dim)
             src_base = kb.add(kb.mul(o, axis_dim * inner), kb.mul(idx, inner))
             dst_base = kb.mul(kb.add(kb.mul(o, count), j), inner)
             with kb.loop(0, inner, name="inner") as k:

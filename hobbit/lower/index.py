@@ -1,5 +1,5 @@
 """Kernels whose memory accesses follow indices read at run time: GatherElements,
-GatherND, ScatterElements, ScatterND and ReverseSequence.
+GatherND, ScatterElements, ScatterND, TensorScatter and ReverseSequence.
 
 Every run-time index goes through `checked_index`: a negative one counts from
 the end, as ONNX specifies, and one still outside [0, dim) is clamped to the
@@ -9,14 +9,15 @@ outside its buffers without a per-element error path."""
 
 from __future__ import annotations
 
-from typing import Callable
+from collections.abc import Callable
 
 import numpy as np
 from llvmlite import ir
 
 from hobbit.lower.builder import I64, KernelBuilder
-from hobbit.lower.copy import emit_strided_copy
+from hobbit.lower.copy import PARALLEL_MIN, emit_strided_copy
 from hobbit.lower.half import compute_dtype, narrow, widen
+from hobbit.lower.parallel import Threads
 from hobbit.lower.reduce import combine
 from hobbit.lower.scalar import Emit
 
@@ -34,20 +35,32 @@ def load_index(kb: KernelBuilder, ptr: ir.Value, dtype: np.dtype, at: int | ir.V
     return kb.b.sext(value, I64) if np.dtype(dtype).kind == "i" else kb.b.zext(value, I64)
 
 
-def checked_index(kb: KernelBuilder, raw: ir.Value, dim: int | ir.Value) -> ir.Value:
+def clamp(kb: KernelBuilder, v: ir.Value, lo: int, hi: int) -> ir.Value:
+    """The i64 `v` limited to [lo, hi]."""
+    b = kb.b
+    v = b.select(b.icmp_signed("<", v, kb.i64(lo)), kb.i64(lo), v)
+    return b.select(b.icmp_signed(">", v, kb.i64(hi)), kb.i64(hi), v)
+
+
+def checked_index(kb: KernelBuilder, raw: ir.Value, dim: int) -> ir.Value:
     """`raw` as a position in [0, dim): negatives count from the end, the rest is clamped."""
     b = kb.b
-    dim = kb.idx(dim)
-    zero = kb.i64(0)
-    idx = b.select(b.icmp_signed("<", raw, zero), b.add(raw, dim), raw)
-    idx = b.select(b.icmp_signed("<", idx, zero), zero, idx)
-    last = b.sub(dim, kb.i64(1))
-    return b.select(b.icmp_signed(">", idx, last), last, idx)
+    idx = b.select(b.icmp_signed("<", raw, kb.i64(0)), b.add(raw, kb.i64(dim)), raw)
+    return clamp(kb, idx, 0, dim - 1)
+
+
+def share(threads: Threads | None, units: int, work: int) -> tuple[int | ir.Value, int | ir.Value]:
+    """This thread's part [lo, hi) of an outer loop of `units` iterations; the whole loop
+    when there are no threads or `work` (elements) is too small to pay for a parallel region."""
+    if threads is None or work < PARALLEL_MIN:
+        return 0, units
+    return threads.split(units)
 
 
 def loop_nest(kb: KernelBuilder, shape: tuple[int, ...], body: Callable[[list[ir.Value]], None],
-              name: str = "d") -> None:
-    """body(index) over every index of `shape`, outermost dim first (nothing when it is empty)."""
+              name: str = "d", threads: Threads | None = None) -> None:
+    """body(index) over every index of `shape`, outermost dim first (nothing when it is empty);
+    with `threads`, large nests share their outermost dim."""
     if any(n == 0 for n in shape):
         return
 
@@ -55,7 +68,8 @@ def loop_nest(kb: KernelBuilder, shape: tuple[int, ...], body: Callable[[list[ir
         if d == len(shape):
             body(index)
             return
-        with kb.loop(0, shape[d], name=f"{name}{d}") as i:
+        lo, hi = share(threads, shape[0], int(np.prod(shape, dtype=np.int64))) if d == 0 else (0, shape[d])
+        with kb.loop(lo, hi, name=f"{name}{d}") as i:
             level(d + 1, index + [i])
 
     level(0, [])
@@ -74,7 +88,7 @@ def update(kb: KernelBuilder, dst: ir.Value, dtype: np.dtype, at: int | ir.Value
 
 def emit_gather_elements(kb: KernelBuilder, data: ir.Value, indices: ir.Value, dst: ir.Value,
                          dtype: np.dtype, index_dtype: np.dtype, data_shape: tuple[int, ...],
-                         index_shape: tuple[int, ...], axis: int) -> None:
+                         index_shape: tuple[int, ...], axis: int, threads: Threads | None = None) -> None:
     """dst[i] = data[i with i[axis] replaced by indices[i]]; dst has the indices' shape."""
     data_strides, index_strides = strides_of(data_shape), strides_of(index_shape)
 
@@ -85,7 +99,7 @@ def emit_gather_elements(kb: KernelBuilder, data: ir.Value, indices: ir.Value, d
         src = kb.add(kb.affine(terms), kb.mul(pos, data_strides[axis]))
         kb.store(kb.load(data, dtype, src), dst, dtype, at)
 
-    loop_nest(kb, index_shape, element)
+    loop_nest(kb, index_shape, element, threads=threads)
 
 
 def emit_scatter_elements(kb: KernelBuilder, data: ir.Value, indices: ir.Value, updates: ir.Value,
@@ -118,20 +132,22 @@ def _nd_offset(kb: KernelBuilder, indices: ir.Value, index_dtype: np.dtype, row:
 
 
 def emit_gather_nd(kb: KernelBuilder, data: ir.Value, indices: ir.Value, dst: ir.Value, dtype: np.dtype,
-                   index_dtype: np.dtype, batch: int, count: int, dims: tuple[int, ...], inner: int) -> None:
+                   index_dtype: np.dtype, batch: int, count: int, dims: tuple[int, ...], inner: int,
+                   threads: Threads | None = None) -> None:
     """data viewed as [batch, *dims, inner], indices as [batch, count, len(dims)]:
-    dst[b, n, :] = data[b, indices[b, n, :], :]."""
+    dst[b, n, :] = data[b, indices[b, n, :], :], one loop over the rows (b, n)."""
     strides = [s * inner for s in strides_of(dims)]
     block = int(np.prod(dims, dtype=np.int64)) * inner
-    if batch * count * inner == 0:
+    rows = batch * count
+    if rows * inner == 0:
         return
-    with kb.loop(0, batch, name="batch") as b:
-        with kb.loop(0, count, name="n") as n:
-            row = kb.add(kb.mul(b, count), n)
-            src = kb.add(kb.mul(b, block), _nd_offset(kb, indices, index_dtype, row, dims, strides))
-            out = kb.mul(row, inner)
-            with kb.loop(0, inner, name="k") as k:
-                kb.store(kb.load(data, dtype, kb.add(src, k)), dst, dtype, kb.add(out, k))
+    lo, hi = share(threads, rows, rows * inner)
+    with kb.loop(lo, hi, name="row") as row:
+        b = kb.b.udiv(row, kb.i64(count)) if batch > 1 else 0
+        src = kb.add(kb.mul(b, block), _nd_offset(kb, indices, index_dtype, row, dims, strides))
+        out = kb.mul(row, inner)
+        with kb.loop(0, inner, name="k") as k:
+            kb.store(kb.load(data, dtype, kb.add(src, k)), dst, dtype, kb.add(out, k))
 
 
 def emit_scatter_nd(kb: KernelBuilder, data: ir.Value, indices: ir.Value, updates: ir.Value, dst: ir.Value,
@@ -151,8 +167,37 @@ def emit_scatter_nd(kb: KernelBuilder, data: ir.Value, indices: ir.Value, update
             update(kb, dst, dtype, kb.add(target, k), kb.load(updates, dtype, kb.add(src, k)), reduction)
 
 
+def emit_tensor_scatter(kb: KernelBuilder, cache: ir.Value, update: ir.Value, starts: ir.Value | None,
+                        dst: ir.Value, dtype: np.dtype, batch: int, outer: int, length: int, steps: int, inner: int,
+                        circular: bool) -> None:
+    """dst = cache viewed as [outer, length, inner] (outer = batch * the dims up to the axis);
+    then dst[o, p, :] = update[o, s, :] with p = starts[o's batch] + s, taken modulo `length`
+    when `circular` and clamped into [0, length) otherwise."""
+    emit_strided_copy(kb, cache, dst, dtype, (outer * length * inner,), [1], 0)
+    if outer * steps * inner == 0 or length == 0:
+        return
+    b = kb.b
+    per_batch = outer // batch
+    with kb.loop(0, outer, name="o") as o:
+        start = kb.i64(0)
+        if starts is not None:
+            start = load_index(kb, starts, np.dtype(np.int64), b.udiv(o, kb.i64(per_batch)))
+        with kb.loop(0, steps, name="s") as s:
+            pos = b.add(start, s)
+            if circular:
+                pos = b.srem(pos, kb.i64(length))
+                pos = b.select(b.icmp_signed("<", pos, kb.i64(0)), b.add(pos, kb.i64(length)), pos)
+            else:
+                pos = clamp(kb, pos, 0, length - 1)
+            target = kb.mul(kb.add(kb.mul(o, length), pos), inner)
+            source = kb.mul(kb.add(kb.mul(o, steps), s), inner)
+            with kb.loop(0, inner, name="k") as k:
+                kb.store(kb.load(update, dtype, kb.add(source, k)), dst, dtype, kb.add(target, k))
+
+
 def emit_reverse_sequence(kb: KernelBuilder, x: ir.Value, lengths: ir.Value, dst: ir.Value, dtype: np.dtype,
-                          length_dtype: np.dtype, shape: tuple[int, ...], batch_axis: int, time_axis: int) -> None:
+                          length_dtype: np.dtype, shape: tuple[int, ...], batch_axis: int, time_axis: int,
+                          threads: Threads | None = None) -> None:
     """dst[.., t, .., b, ..] = x[.., len[b] - 1 - t, .., b, ..] for t < len[b], else x itself;
     len[b] is clamped to [0, time dim]."""
     strides = strides_of(shape)
@@ -160,9 +205,7 @@ def emit_reverse_sequence(kb: KernelBuilder, x: ir.Value, lengths: ir.Value, dst
     b = kb.b
 
     def element(index: list[ir.Value]) -> None:
-        raw = load_index(kb, lengths, length_dtype, index[batch_axis])
-        length = b.select(b.icmp_signed("<", raw, kb.i64(0)), kb.i64(0), raw)
-        length = b.select(b.icmp_signed(">", length, kb.i64(steps)), kb.i64(steps), length)
+        length = clamp(kb, load_index(kb, lengths, length_dtype, index[batch_axis]), 0, steps)
         t = index[time_axis]
         flipped = b.sub(b.sub(length, kb.i64(1)), t)
         source_t = b.select(b.icmp_signed("<", t, length), flipped, t)
@@ -170,4 +213,4 @@ def emit_reverse_sequence(kb: KernelBuilder, x: ir.Value, lengths: ir.Value, dst
         src = kb.add(kb.affine(terms), kb.mul(source_t, strides[time_axis]))
         kb.store(kb.load(x, dtype, src), dst, dtype, kb.affine(list(zip(index, strides))))
 
-    loop_nest(kb, shape, element)
+    loop_nest(kb, shape, element, threads=threads)

@@ -11,39 +11,36 @@ from llvmlite import ir
 from hobbit.lower.builder import KernelBuilder
 from hobbit.lower.copy import emit_fill
 from hobbit.lower.half import compute_dtype, widen
-from hobbit.lower.index import load_index
+from hobbit.lower.index import clamp, load_index, share
+from hobbit.lower.parallel import Threads
 from hobbit.lower.scalar import Emit
 
 
-def _clamp(kb: KernelBuilder, v: ir.Value, lo: int, hi: int) -> ir.Value:
-    b = kb.b
-    v = b.select(b.icmp_signed("<", v, kb.i64(lo)), kb.i64(lo), v)
-    return b.select(b.icmp_signed(">", v, kb.i64(hi)), kb.i64(hi), v)
-
-
 def emit_trilu(kb: KernelBuilder, x: ir.Value, dst: ir.Value, dtype: np.dtype, k: ir.Value | int,
-               batch: int, rows: int, cols: int, upper: bool) -> None:
+               batch: int, rows: int, cols: int, upper: bool, threads: Threads | None = None) -> None:
     """Over [batch, rows, cols]: keep x where col - row >= k (upper) or <= k (lower), else 0.
 
     Each row splits at one column into a zero run and a copied run, two plain loops."""
     if batch * rows * cols == 0:
         return
-    with kb.loop(0, batch, name="batch") as bi:
-        with kb.loop(0, rows, name="row") as i:
-            base = kb.add(kb.mul(bi, rows * cols), kb.mul(i, cols))
-            edge = kb.b.add(i, kb.idx(k))
-            if upper:
-                split = _clamp(kb, edge, 0, cols)  # columns [0, split) are zero
-                emit_fill(kb, dst, dtype, 0, split, 0, base)
-                with kb.loop(split, cols, name="col") as j:
-                    at = kb.add(base, j)
-                    kb.store(kb.load(x, dtype, at), dst, dtype, at)
-            else:
-                split = _clamp(kb, kb.b.add(edge, kb.i64(1)), 0, cols)  # columns [split, cols) are zero
-                with kb.loop(0, split, name="col") as j:
-                    at = kb.add(base, j)
-                    kb.store(kb.load(x, dtype, at), dst, dtype, at)
-                emit_fill(kb, dst, dtype, split, cols, 0, base)
+    # Past these bounds every row is all kept or all zero; clamping keeps row + k from overflowing.
+    k = clamp(kb, kb.idx(k), -rows - 1, cols + 1)
+    lo, hi = share(threads, batch * rows, batch * rows * cols)
+    with kb.loop(lo, hi, name="row") as r:  # every row of every matrix
+        base = kb.mul(r, cols)
+        edge = kb.b.add(kb.b.urem(r, kb.i64(rows)), k)
+        if upper:
+            split = clamp(kb, edge, 0, cols)  # columns [0, split) are zero
+            emit_fill(kb, dst, dtype, 0, split, 0, base)
+            with kb.loop(split, cols, name="col") as j:
+                at = kb.add(base, j)
+                kb.store(kb.load(x, dtype, at), dst, dtype, at)
+        else:
+            split = clamp(kb, kb.b.add(edge, kb.i64(1)), 0, cols)  # columns [split, cols) are zero
+            with kb.loop(0, split, name="col") as j:
+                at = kb.add(base, j)
+                kb.store(kb.load(x, dtype, at), dst, dtype, at)
+            emit_fill(kb, dst, dtype, split, cols, 0, base)
 
 
 def load_scalar_index(kb: KernelBuilder, ptr: ir.Value | None, dtype: np.dtype | None, default: int) -> ir.Value:
@@ -54,7 +51,7 @@ def load_scalar_index(kb: KernelBuilder, ptr: ir.Value | None, dtype: np.dtype |
 
 
 def emit_one_hot(kb: KernelBuilder, indices: ir.Value, index_dtype: np.dtype, values: ir.Value, dst: ir.Value,
-                 dtype: np.dtype, outer: int, depth: int, inner: int) -> None:
+                 dtype: np.dtype, outer: int, depth: int, inner: int, threads: Threads | None = None) -> None:
     """dst[o, j, i] = values[1] if index[o, i] (negative counts from the end) == j else values[0].
 
     Float indices truncate towards zero; indices outside [-depth, depth) match no j."""
@@ -63,7 +60,8 @@ def emit_one_hot(kb: KernelBuilder, indices: ir.Value, index_dtype: np.dtype, va
     off, on = kb.load(values, dtype, 0), kb.load(values, dtype, 1)
     convert = Emit(kb, compute_dtype(index_dtype), 1)
     b = kb.b
-    with kb.loop(0, outer, name="o") as o:
+    lo, hi = share(threads, outer, outer * depth * inner)
+    with kb.loop(lo, hi, name="o") as o:
         with kb.loop(0, depth, name="j") as j:
             row = kb.mul(kb.add(kb.mul(o, depth), j), inner)
             with kb.loop(0, inner, name="i") as i:

@@ -16,7 +16,7 @@ first two are optional. Gate orders are ONNX's: LSTM i, o, f, c; GRU z, r, h."""
 
 from __future__ import annotations
 
-from typing import Callable
+from collections.abc import Callable
 
 import numpy as np
 from llvmlite import ir
@@ -89,20 +89,19 @@ class _Step:
         self.d, self.row = d, row
         self.gates, self.temp = gates, temp
         self.e = Emit(self.kb, self.dtype, 1)
-        self.state_h = self.kb.gep(k.outputs[1], self.dtype, self.kb.mul(self.kb.add(self.kb.mul(d, batch), row), self.hidden))
-        self.state_c = None
-        if self.cell == "LSTM":
-            self.state_c = self.kb.gep(k.outputs[2], self.dtype,
-                                       self.kb.mul(self.kb.add(self.kb.mul(d, batch), row), self.hidden))
+        # Where this pair's [H] row starts in the [dirs, batch, H] state tensors.
+        self.state_base = self.kb.mul(self.kb.add(self.kb.mul(d, batch), row), self.hidden)
+        self.state_h = self.kb.gep(k.outputs[1], self.dtype, self.state_base)
+        self.state_c = self.kb.gep(k.outputs[2], self.dtype, self.state_base) if self.cell == "LSTM" else None
 
     def activation(self, which: int, x: ir.Value) -> ir.Value:
         """Apply activation `which` (0 = f, 1 = g, 2 = h) of this pair's direction."""
         per_dir = self.node.attrs["activations"]
-        # Python-level choice per direction: emit both and select when bidirectional with different functions.
-        values = [ACTIVATIONS[per_dir[dd][which][0]](self.e, x, per_dir[dd][which][1], per_dir[dd][which][2])
-                  for dd in range(self.dirs)]
         if self.dirs == 1 or per_dir[0][which] == per_dir[1][which]:
-            return values[0]
+            name, alpha, beta = per_dir[0][which]
+            return ACTIVATIONS[name](self.e, x, alpha, beta)
+        # Bidirectional with different functions: compute both, keep this direction's.
+        values = [ACTIVATIONS[name](self.e, x, alpha, beta) for name, alpha, beta in (p[which] for p in per_dir)]
         is_second = self.kb.b.icmp_unsigned("==", self.d, self.kb.i64(1))
         return self.e.select(is_second, values[1], values[0])
 
@@ -112,8 +111,7 @@ class _Step:
 
     def init_state(self) -> None:
         """Copy initial_h / initial_c (or zeros) into the running state."""
-        kb, hidden = self.kb, self.hidden
-        base = kb.mul(kb.add(kb.mul(self.d, self.batch), self.row), hidden)
+        kb, hidden, base = self.kb, self.hidden, self.state_base
         pairs = [(self.state_h, self.k.inputs[4])]
         if self.state_c is not None:
             pairs.append((self.state_c, self.k.inputs[5]))

@@ -156,8 +156,7 @@ class Emit:
         b = self.b
         one, result, square = self.c(1), self.c(1), base
         e = exponent
-        for _ in range(exponent.type.element.width if isinstance(exponent.type, ir.VectorType)
-                       else exponent.type.width):
+        for _ in range(self.dtype.itemsize * 8):
             bit = b.icmp_unsigned("!=", b.and_(e, _ivec(e.type, 1)), _ivec(e.type, 0))
             result = self.select(bit, self.mul(result, square), result)
             square = self.mul(square, square)

@@ -13,12 +13,14 @@ from llvmlite import ir
 
 from hobbit.lower.builder import KernelBuilder
 from hobbit.lower.half import compute_dtype, narrow, widen
+from hobbit.lower.index import share
+from hobbit.lower.parallel import Threads
 from hobbit.lower.reduce import combine, identity
 from hobbit.lower.scalar import Emit
 
 
 def emit_cumulative(kb: KernelBuilder, x: ir.Value, dst: ir.Value, dtype: np.dtype, outer: int, length: int,
-                    inner: int, how: str, exclusive: bool, reverse: bool) -> None:
+                    inner: int, how: str, exclusive: bool, reverse: bool, threads: Threads | None = None) -> None:
     """dst[o, l, i] = combine of x[o, m, i] over m before l (and l itself unless exclusive),
     where "before" runs from the end of the axis when `reverse`."""
     if outer * length * inner == 0:
@@ -31,7 +33,8 @@ def emit_cumulative(kb: KernelBuilder, x: ir.Value, dst: ir.Value, dtype: np.dty
         position = b.sub(kb.i64(length - 1), kb.idx(step)) if reverse else step
         return kb.mul(kb.add(kb.mul(o, length), position), inner)
 
-    with kb.loop(0, outer, name="o") as o:
+    lo, hi = share(threads, outer, outer * length * inner)
+    with kb.loop(lo, hi, name="o") as o:
         first = row(o, 0)
         with kb.loop(0, inner, name="i") as i:
             at = kb.add(first, i)

@@ -15,11 +15,13 @@ from llvmlite import ir
 
 from hobbit.lower.builder import KernelBuilder
 from hobbit.lower.half import compute_dtype, widen
+from hobbit.lower.index import share
+from hobbit.lower.parallel import Threads
 from hobbit.lower.scalar import Emit
 
 
 def emit_top_k(kb: KernelBuilder, x: ir.Value, values: ir.Value, indices: ir.Value, dtype: np.dtype,
-               outer: int, length: int, inner: int, k: int, largest: bool) -> None:
+               outer: int, length: int, inner: int, k: int, largest: bool, threads: Threads | None = None) -> None:
     if outer * inner * k == 0:
         return
     e = Emit(kb, compute_dtype(dtype), 1)
@@ -33,7 +35,8 @@ def emit_top_k(kb: KernelBuilder, x: ir.Value, values: ir.Value, indices: ir.Val
         v, other = widen(b, v, dtype), widen(b, other, dtype)
         return e.gt(v, other) if largest else e.lt(v, other)
 
-    with kb.loop(0, outer, name="o") as o:
+    lo, hi = share(threads, outer, outer * length * inner)
+    with kb.loop(lo, hi, name="o") as o:
         with kb.loop(0, inner, name="c") as c:
             def slot(p: int | ir.Value) -> int | ir.Value:
                 """Offset of output position p of this column."""

@@ -1,5 +1,6 @@
-"""Index-driven ops: GatherElements, GatherND, ScatterElements, ScatterND, OneHot,
-Trilu, ReverseSequence, CumSum/CumProd, TopK, and the fold-only Unique.
+"""Index-driven ops: GatherElements, GatherND, ScatterElements, ScatterND,
+TensorScatter, OneHot, Trilu, ReverseSequence, CumSum/CumProd, TopK, the fold-only
+Unique, and BitCast (a byte copy read as another dtype of the same size).
 
 Canonical attributes: every axis is non-negative; `reduction` is one of none,
 add, mul, max, min. Run-time indices are normalised and clamped by the kernels
@@ -13,9 +14,16 @@ import numpy as np
 from hobbit.errors import ShapeError
 from hobbit.graph.ir import Node, TensorType, Value
 from hobbit.graph.registry import OpDef, register_op
-from hobbit.lower.index import (emit_gather_elements, emit_gather_nd, emit_reverse_sequence, emit_scatter_elements,
-                                emit_scatter_nd)
 from hobbit.lower.half import compute_dtype
+from hobbit.lower.index import (
+    emit_gather_elements,
+    emit_gather_nd,
+    emit_reverse_sequence,
+    emit_scatter_elements,
+    emit_scatter_nd,
+    emit_tensor_scatter,
+)
+from hobbit.lower.copy import emit_strided_copy
 from hobbit.lower.kernel import KernelArgs
 from hobbit.lower.mask import emit_one_hot, emit_trilu, load_scalar_index
 from hobbit.lower.scan import emit_cumulative
@@ -73,7 +81,7 @@ def _gather_elements_reference(ins: list[np.ndarray], a: dict) -> list[np.ndarra
 def _lower_gather_elements(k: KernelArgs) -> None:
     data, indices = k.node.inputs
     emit_gather_elements(k.kb, k.inputs[0], k.inputs[1], k.outputs[0], data.dtype, indices.dtype,
-                         tuple(data.shape), tuple(indices.shape), k.node.attrs["axis"])
+                         tuple(data.shape), tuple(indices.shape), k.node.attrs["axis"], k.threads)
 
 
 register_op(OpDef(
@@ -161,7 +169,7 @@ def _lower_gather_nd(k: KernelArgs) -> None:
     batches = _size(tuple(data.shape[:batch]))
     count = _size(tuple(indices.shape[batch:-1]))
     emit_gather_nd(k.kb, k.inputs[0], k.inputs[1], k.outputs[0], data.dtype, indices.dtype, batches, count,
-                   tuple(data.shape[batch:batch + q]), _size(tuple(data.shape[batch + q:])))
+                   tuple(data.shape[batch:batch + q]), _size(tuple(data.shape[batch + q:])), k.threads)
 
 
 register_op(OpDef(
@@ -207,6 +215,49 @@ register_op(OpDef(
     doc="copy of data with the slices named by indices' last dim (reduction)= updates, in index order"))
 
 
+# -- TensorScatter: a KV-cache update ------------------------------------------------
+
+def _tensor_scatter_infer(node: Node) -> list[TensorType]:
+    cache, update = node.inputs[:2]
+    starts = node.inputs[2] if len(node.inputs) > 2 else None
+    axis = node.attrs["axis"]
+    fits = len(update.shape) == len(cache.shape) and 1 <= axis < len(cache.shape) and update.dtype == cache.dtype \
+        and all(u == c for d, (u, c) in enumerate(zip(update.shape, cache.shape)) if d != axis) \
+        and update.shape[axis] <= cache.shape[axis]
+    if not fits or (starts is not None and tuple(starts.shape) != (cache.shape[0],)):
+        raise ShapeError(f"TensorScatter update {update.type} (axis {axis}) does not fit cache {cache.type}")
+    return [cache.type]
+
+
+def _tensor_scatter_reference(ins: list[np.ndarray], a: dict) -> list[np.ndarray]:
+    cache, update = ins[:2]
+    axis, length, steps = a["axis"], cache.shape[a["axis"]], update.shape[a["axis"]]
+    starts = ins[2] if len(ins) > 2 and ins[2] is not None else np.zeros(cache.shape[0], np.int64)
+    out = np.array(cache)
+    for prefix in np.ndindex(*cache.shape[:axis]):
+        for s in range(steps):
+            pos = int(starts[prefix[0]]) + s
+            pos = pos % length if a["mode"] == "circular" else min(max(pos, 0), length - 1)
+            out[prefix + (pos,)] = update[prefix + (s,)]
+    return [out]
+
+
+def _lower_tensor_scatter(k: KernelArgs) -> None:
+    cache, update = k.node.inputs[:2]
+    axis = k.node.attrs["axis"]
+    starts = k.inputs[2] if len(k.inputs) > 2 else None
+    outer, length, inner = _axis_view(tuple(cache.shape), axis)
+    emit_tensor_scatter(k.kb, k.inputs[0], k.inputs[1], starts, k.outputs[0], cache.dtype, cache.shape[0], outer,
+                        length, update.shape[axis], inner, k.node.attrs["mode"] == "circular")
+
+
+register_op(OpDef(
+    "TensorScatter", infer=_tensor_scatter_infer, reference=_tensor_scatter_reference, lower=_lower_tensor_scatter,
+    attrs={"axis": 1, "mode": "linear"},
+    doc="copy of the cache with each batch entry's update written from its write index along `axis` "
+        "(linear: clamped, circular: modulo the axis)"))
+
+
 # -- OneHot and Trilu ----------------------------------------------------------------
 
 def _one_hot_infer(node: Node) -> list[TensorType]:
@@ -233,7 +284,8 @@ def _lower_one_hot(k: KernelArgs) -> None:
     indices, values = k.node.inputs
     axis = k.node.attrs["axis"]
     emit_one_hot(k.kb, k.inputs[0], indices.dtype, k.inputs[1], k.outputs[0], values.dtype,
-                 _size(tuple(indices.shape[:axis])), k.node.attrs["depth"], _size(tuple(indices.shape[axis:])))
+                 _size(tuple(indices.shape[:axis])), k.node.attrs["depth"], _size(tuple(indices.shape[axis:])),
+                 k.threads)
 
 
 register_op(OpDef(
@@ -254,6 +306,7 @@ def _trilu_infer(node: Node) -> list[TensorType]:
 def _trilu_reference(ins: list[np.ndarray], a: dict) -> list[np.ndarray]:
     x = ins[0]
     k = int(np.asarray(ins[1]).reshape(-1)[0]) if len(ins) > 1 and ins[1] is not None else 0
+    k = min(max(k, -x.shape[-2] - 1), x.shape[-1] + 1)  # numpy overflows on extreme k
     return [np.triu(x, k) if a["upper"] else np.tril(x, k)]
 
 
@@ -264,7 +317,7 @@ def _lower_trilu(k: KernelArgs) -> None:
                               None if k_value is None else k_value.dtype, 0)
     rows, cols = x.shape[-2], x.shape[-1]
     emit_trilu(k.kb, k.inputs[0], k.outputs[0], x.dtype, shift, _size(tuple(x.shape[:-2])), rows, cols,
-               bool(k.node.attrs["upper"]))
+               bool(k.node.attrs["upper"]), k.threads)
 
 
 register_op(OpDef(
@@ -300,7 +353,7 @@ def _reverse_sequence_reference(ins: list[np.ndarray], a: dict) -> list[np.ndarr
 def _lower_reverse_sequence(k: KernelArgs) -> None:
     x, lengths = k.node.inputs
     emit_reverse_sequence(k.kb, k.inputs[0], k.inputs[1], k.outputs[0], x.dtype, lengths.dtype, tuple(x.shape),
-                          k.node.attrs["batch_axis"], k.node.attrs["time_axis"])
+                          k.node.attrs["batch_axis"], k.node.attrs["time_axis"], k.threads)
 
 
 register_op(OpDef(
@@ -347,7 +400,7 @@ def _lower_cumulative(how: str):
         a = k.node.attrs
         outer, length, inner = _axis_view(tuple(x.shape), a["axis"])
         emit_cumulative(k.kb, k.inputs[0], k.outputs[0], x.dtype, outer, length, inner, how,
-                        bool(a["exclusive"]), bool(a["reverse"]))
+                        bool(a["exclusive"]), bool(a["reverse"]), k.threads)
     return lower
 
 
@@ -385,7 +438,7 @@ def _lower_top_k(k: KernelArgs) -> None:
     a = k.node.attrs
     outer, length, inner = _axis_view(tuple(x.shape), a["axis"])
     emit_top_k(k.kb, k.inputs[0], k.outputs[0], k.outputs[1], x.dtype, outer, length, inner, a["k"],
-               bool(a["largest"]))
+               bool(a["largest"]), k.threads)
 
 
 register_op(OpDef(
@@ -416,3 +469,25 @@ def _unique_reference(ins: list[np.ndarray], a: dict) -> list[np.ndarray]:
 register_op(OpDef(
     "Unique", infer=_folded_only, reference=_unique_reference, lower=None, attrs={"axis": None, "sorted": 1},
     doc="unique values (or slices along `axis`), first indices, inverse indices and counts; always folded"))
+
+
+# -- BitCast ----------------------------------------------------------------------------
+
+def _bit_cast_infer(node: Node) -> list[TensorType]:
+    x = node.inputs[0]
+    to = np.dtype(node.attrs["to"])
+    if to.itemsize != np.dtype(x.dtype).itemsize:
+        raise ShapeError(f"BitCast from {x.type} to {to.name} changes the element size")
+    return [TensorType(to, x.shape)]
+
+
+def _lower_bit_cast(k: KernelArgs) -> None:
+    """Same-size elements: copying them as the target dtype copies their bits."""
+    out = k.node.outputs[0]
+    emit_strided_copy(k.kb, k.inputs[0], k.outputs[0], out.dtype, (out.type.size,), [1], 0, threads=k.threads)
+
+
+register_op(OpDef(
+    "BitCast", infer=_bit_cast_infer, lower=_lower_bit_cast, attrs={"to": "float32"},
+    reference=lambda ins, a: [np.ascontiguousarray(ins[0]).view(np.dtype(a["to"]))],
+    doc="the input's bits read as dtype `to` of the same size"))

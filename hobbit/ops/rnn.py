@@ -10,7 +10,7 @@ Y_h [dirs, batch, H] and, for LSTM, Y_c [dirs, batch, H]."""
 
 from __future__ import annotations
 
-from typing import Callable
+from collections.abc import Callable
 
 import numpy as np
 

@@ -263,6 +263,8 @@ def _gather_infer(node: Node) -> list[TensorType]:
     axis = node.attrs["axis"]
     if indices.dtype.kind not in "iu":
         raise ShapeError(f"Gather indices must be integers, got {indices.type}")
+    if indices.type.size and data.shape[axis] == 0:
+        raise ShapeError(f"Gather indexes the empty axis {axis} of {data.type}")
     return [TensorType(data.dtype, data.shape[:axis] + tuple(indices.shape) + data.shape[axis + 1:])]
 
 
@@ -356,8 +358,17 @@ register_op(OpDef(
     reference=lambda ins, a: [np.arange(ins[0], ins[1], ins[2]).astype(ins[0].dtype)],
     doc="start, limit, delta -> 1-D arange; always folded"))
 
+def _constant_of_shape_type(node: Node) -> list[TensorType]:
+    """Known from the (constant) shape alone, so the importer can refuse an absurd one
+    before numpy tries to allocate it."""
+    shape = node.inputs[0].const
+    if shape is None:
+        return _folded_only(node)
+    return [TensorType(np.asarray(node.attrs["value"]).dtype, tuple(int(d) for d in shape))]
+
+
 register_op(OpDef(
-    "ConstantOfShape", infer=_folded_only, lower=None, attrs={"value": np.zeros(1, np.float32)},
+    "ConstantOfShape", infer=_constant_of_shape_type, lower=None, attrs={"value": np.zeros(1, np.float32)},
     reference=lambda ins, a: [np.full(tuple(int(d) for d in ins[0]), np.asarray(a["value"]).reshape(-1)[0],
                                       dtype=np.asarray(a["value"]).dtype)],
     doc="a tensor of the given shape filled with `value` (a one-element array); always folded"))

@@ -25,19 +25,22 @@ from hobbit.runtime.profile import KernelTime, kernel_times
 _ENTRY_TYPE = ctypes.CFUNCTYPE(None, ctypes.c_void_p, ctypes.c_void_p, ctypes.c_void_p, ctypes.c_void_p)
 
 
-def load_openmp() -> None:
-    """Make libgomp's symbols (GOMP_parallel, omp_get_thread_num) visible to the JIT."""
-    global _OPENMP_LOADED
-    if _OPENMP_LOADED:
+def load_runtime_libraries() -> None:
+    """Make the symbols generated code calls visible to the JIT: libgomp's (GOMP_parallel,
+    omp_get_thread_num) and libgcc's helpers that LLVM calls for conversions the CPU has no
+    instruction for (__truncdfhf2: double -> half). An unresolved one would be a jump to 0."""
+    global _RUNTIME_LOADED
+    if _RUNTIME_LOADED:
         return
-    path = ctypes.util.find_library("gomp")
-    if path is None:
-        raise HobbitError("the OpenMP runtime libgomp was not found; install it (e.g. the libgomp1 package)")
-    llvm.load_library_permanently(path)
-    _OPENMP_LOADED = True
+    for name, package in (("gomp", "libgomp1"), ("gcc_s", "libgcc-s1")):
+        path = ctypes.util.find_library(name)
+        if path is None:
+            raise HobbitError(f"the runtime library lib{name} was not found; install it (e.g. the {package} package)")
+        llvm.load_library_permanently(path)
+    _RUNTIME_LOADED = True
 
 
-_OPENMP_LOADED = False
+_RUNTIME_LOADED = False
 
 
 @dataclass(frozen=True)
@@ -54,7 +57,7 @@ def jit_engine(code: llvm.ModuleRef | bytes, target: Target,
                on_object: Callable[[bytes], None] | None = None) -> llvm.ExecutionEngine:
     """An MCJIT engine for an optimised module, or for object code from the compile cache.
     `on_object` receives the machine code MCJIT generates for a module, for the cache to keep."""
-    load_openmp()
+    load_runtime_libraries()
     if isinstance(code, bytes):
         engine = llvm.create_mcjit_compiler(llvm.parse_assembly(""), new_target_machine(target))
         engine.add_object_file(llvm.ObjectFileRef.from_data(code))

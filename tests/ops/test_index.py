@@ -94,6 +94,15 @@ def test_gather_elements_constant_indices_out_of_range_is_an_error():
                               {"x": rand(2, 3)}, ["y"], {"i": np.array([[0, 3]], dtype=np.int64)}))
 
 
+@pytest.mark.parametrize("op,index_shape", [("Gather", (2,)), ("GatherElements", (3, 2)), ("GatherND", (2, 2))])
+def test_indexing_an_empty_dim_is_an_error(op, index_shape):
+    """No index into an empty dim is valid, and clamping would have nowhere to go."""
+    feeds = {"x": np.zeros((3, 0), np.float32), "i": np.zeros(index_shape, np.int64)}
+    attrs = {} if op == "GatherND" else {"axis": 1}
+    with pytest.raises(ShapeError, match="empty"):
+        hobbit.compile(_model([helper.make_node(op, ["x", "i"], ["y"], **attrs)], feeds, ["y"]))
+
+
 # -- GatherND ----------------------------------------------------------------------------
 
 @pytest.mark.parametrize("shape,index_shape,batch_dims", [
@@ -179,6 +188,42 @@ def test_scatter_nd(shape, index_shape):
     _ort(nodes, feeds, REDUCTIONS, rtol=1e-6, atol=1e-6)
 
 
+# -- TensorScatter ------------------------------------------------------------------------
+
+@pytest.mark.parametrize("shape,steps,axis", [((2, 6, 3), 2, 1), ((2, 3, 5, 4), 3, -2), ((3, 2, 2, 7), 4, 3)])
+@pytest.mark.parametrize("mode", ["linear", "circular"])
+def test_tensor_scatter(shape, steps, axis, mode):
+    length = shape[axis]
+    update_shape = list(shape)
+    update_shape[axis] = steps
+    starts = np.arange(shape[0], dtype=np.int64) % (length - steps + 1)
+    if mode == "circular":
+        starts = starts + length - 1  # wraps around the end
+    nodes = [helper.make_node("TensorScatter", ["c", "u", "w"], ["y"], axis=axis, mode=mode),
+             helper.make_node("TensorScatter", ["c", "u"], ["z"], axis=axis, mode=mode)]
+    _ort(nodes, {"c": rand(*shape), "u": rand(*update_shape, seed=1), "w": starts}, ["y", "z"], opset=24)
+
+
+def test_tensor_scatter_linear_writes_past_the_end_are_clamped():
+    cache = np.zeros((2, 4, 1), np.float32)
+    update = np.array([[[1], [2]], [[3], [4]]], np.float32)
+    got, = _hobbit([helper.make_node("TensorScatter", ["c", "u", "w"], ["y"], axis=1)],
+                   {"c": cache, "u": update, "w": np.array([3, -5], np.int64)}, ["y"], opset=24)
+    _same(got, np.array([[[0], [0], [0], [2]], [[4], [0], [0], [0]]], np.float32))
+
+
+# -- BitCast ----------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("source,target", [(np.float32, TensorProto.INT32), (np.uint16, TensorProto.BFLOAT16),
+                                           (BF16, TensorProto.FLOAT16), (np.int8, TensorProto.BOOL),
+                                           (np.float64, TensorProto.UINT64)])
+def test_bit_cast(source, target):
+    x = _data((3, 5), source) if np.dtype(source) != np.int8 else np.array([0, 1, 1, 0, 1], np.int8)
+    got, = _hobbit([helper.make_node("BitCast", ["x"], ["y"], to=target)], {"x": x}, ["y"], opset=26)
+    want_dtype = next(d for d, t in _ONNX.items() if t == target)
+    _same(got, x.view(want_dtype))
+
+
 # -- run-time indices out of range never leave the buffers --------------------------------
 
 def test_runtime_out_of_range_indices_are_clamped():
@@ -235,11 +280,12 @@ def test_trilu_runtime_k(shape):
              helper.make_node("Trilu", ["x", "k"], ["lower"], upper=0),
              helper.make_node("Trilu", ["x"], ["default"])]
     model = hobbit.compile(_model(nodes, feeds, ["upper", "lower", "default"]))
-    for k in (0, -2, 1, 7, -9):
+    for k in (0, -2, 1, 7, -9, np.iinfo(np.int64).max, np.iinfo(np.int64).min):
         feeds["k"] = np.array(k, dtype=np.int64)
         upper, lower, default = model.run(feeds)
-        _same(upper, np.triu(x, k))
-        _same(lower, np.tril(x, k))
+        same_as = int(np.clip(k, -100, 100))  # numpy overflows on the extreme ones
+        _same(upper, np.triu(x, same_as))
+        _same(lower, np.tril(x, same_as))
         _same(default, np.triu(x))
 
 
@@ -382,6 +428,29 @@ def test_space_to_depth_inverts_depth_to_space(mode):
     _same(got, x)
 
 
+# -- Col2Im --------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("image,block,attrs", [
+    ((5, 5), (2, 3), {}),
+    ((6, 7), (3, 2), {"strides": [2, 1], "pads": [1, 0, 2, 1]}),
+    ((6, 6), (2, 2), {"dilations": [2, 3], "strides": [1, 2]}),
+    ((3, 4, 5), (2, 1, 3), {"pads": [0, 1, 1, 1, 0, 2], "strides": [1, 2, 2]}),
+])
+def test_col2im(image, block, attrs):
+    """A run-time input exercises the kernel, a constant one the numpy reference (folded)."""
+    rank = len(image)
+    strides = attrs.get("strides", [1] * rank)
+    dilations = attrs.get("dilations", [1] * rank)
+    pads = attrs.get("pads", [0] * 2 * rank)
+    blocks = [(image[d] + pads[d] + pads[d + rank] - dilations[d] * (block[d] - 1) - 1) // strides[d] + 1
+              for d in range(rank)]
+    x = rand(2, 3 * int(np.prod(block)), int(np.prod(blocks)))
+    nodes = [helper.make_node("Col2Im", ["x", "image", "block"], ["y"], **attrs),
+             helper.make_node("Col2Im", ["c", "image", "block"], ["folded"], **attrs)]
+    _ort(nodes, {"x": x}, ["y", "folded"], {"c": x, "image": _i64(*image), "block": _i64(*block)},
+         rtol=1e-6, atol=1e-6)
+
+
 # -- every dtype through the data-movement ops ---------------------------------------------------
 
 @pytest.mark.parametrize("dtype", DTYPES)
@@ -430,3 +499,33 @@ def test_arg_max_min_dtypes(dtype):
         pick = np.argmax if op == "ArgMax" else np.argmin
         want = x.shape[axis] - 1 - pick(np.flip(wide, axis), axis=axis) if last else pick(wide, axis=axis)
         _same(g, (np.expand_dims(want, axis) if keep else want).astype(np.int64))
+
+
+# -- large enough to split across threads ----------------------------------------------------------
+
+def test_large_kernels_split_across_threads():
+    """Above PARALLEL_MIN elements the independent kernels share their outer loop; each
+    thread must write exactly its own rows (compared with onnxruntime, 3 threads)."""
+    rng = np.random.default_rng(9)
+    x = rand(96, 400)
+    feeds = {"x": x, "gi": rng.integers(-400, 400, size=(96, 400)).astype(np.int64),
+             "ni": rng.integers(-96, 96, size=(50, 700, 1)).astype(np.int64),
+             "oi": rng.integers(-9, 9, size=(4000,)).astype(np.int64),
+             "lens": rng.integers(0, 97, size=(400,)).astype(np.int64), "k": np.array(3, dtype=np.int64)}
+    nodes = [helper.make_node("GatherElements", ["x", "gi"], ["ge"], axis=1),
+             helper.make_node("GatherND", ["x", "ni"], ["gn"]),
+             helper.make_node("OneHot", ["oi", "depth", "values"], ["oh"]),
+             helper.make_node("Trilu", ["x", "k"], ["tr"]),
+             helper.make_node("CumSum", ["x", "axis"], ["cs"]),
+             helper.make_node("TopK", ["x", "kk"], ["tv", "ti"], axis=1),
+             helper.make_node("ReverseSequence", ["x", "lens"], ["rs"], batch_axis=1, time_axis=0)]
+    inits = {"depth": _i64(9), "values": np.array([0.0, 1.0], dtype=np.float32),
+             "axis": np.array(1, dtype=np.int64), "kk": _i64(90)}
+    outputs = ["ge", "gn", "oh", "tr", "cs", "tv", "ti", "rs"]
+    model = make_model(nodes, feeds, outputs, inits, opset=18)
+    from tests.helpers import run_ort
+    expected = run_ort(model, feeds)
+    got = hobbit.compile(model, threads=3).run(feeds)
+    for name, g, e in zip(outputs, got, expected):
+        np.testing.assert_allclose(g, e, rtol=1e-5 if name == "cs" else 0, atol=1e-4 if name == "cs" else 0,
+                                   err_msg=name)

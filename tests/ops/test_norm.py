@@ -6,9 +6,7 @@ import numpy as np
 import pytest
 from onnx import helper
 
-import hobbit
 from hobbit.compiler import lower_to_llvm
-from hobbit.errors import UnsupportedModelError
 from tests.helpers import assert_matches_ort, make_model, rand
 
 
@@ -64,11 +62,11 @@ def test_layernorm_broadcast_constant_scale():
     assert_matches_ort(make_model([node], {"x": x}, ["y"], inits, opset=17), {"x": x}, rtol=1e-4, atol=1e-4)
 
 
-def test_layernorm_extra_outputs_are_unsupported():
-    x = rand(2, 8)
-    node = helper.make_node("LayerNormalization", ["x", "s"], ["y", "mean"])
-    with pytest.raises(UnsupportedModelError, match="Mean"):
-        hobbit.compile(make_model([node], {"x": x}, ["y", "mean"], {"s": rand(8)}, opset=17))
+@pytest.mark.parametrize("axis", [0, 1, -1])
+def test_layernorm_mean_and_inv_std_dev_outputs(axis):
+    feeds = {"x": rand(3, 4, 5), "s": rand(*(3, 4, 5)[axis:], seed=1)}
+    node = helper.make_node("LayerNormalization", ["x", "s"], ["y", "mean", "inv_std"], axis=axis, epsilon=0.1)
+    assert_matches_ort(make_model([node], feeds, ["y", "mean", "inv_std"], opset=17), feeds)
 
 
 def test_constant_inputs_are_folded():

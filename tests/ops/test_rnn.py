@@ -107,7 +107,7 @@ def test_out_of_range_sequence_lens_are_clamped():
     """Lengths past the sequence (invalid per ONNX) read no memory outside X."""
     feeds = _feeds("RNN", 1, lens=[99, -4, 2])
     node = helper.make_node("RNN", list(feeds), ["Y", "Y_h"], hidden_size=HIDDEN)
-    y, y_h = hobbit.compile(make_model([node], feeds, ["Y", "Y_h"], opset=14)).run(feeds)
+    y, _ = hobbit.compile(make_model([node], feeds, ["Y", "Y_h"], opset=14)).run(feeds)
     clamped = dict(feeds, sequence_lens=np.array([5, 0, 2], dtype=np.int32))
     expected = hobbit.compile(make_model([node], clamped, ["Y", "Y_h"], opset=14)).run(clamped)
     np.testing.assert_array_equal(y, expected[0])
@@ -119,3 +119,14 @@ def test_unknown_activation_is_unsupported():
     node = helper.make_node("RNN", list(feeds), ["Y"], hidden_size=HIDDEN, activations=["Gelu"])
     with pytest.raises(hobbit.errors.UnsupportedModelError, match="activation"):
         hobbit.compile(make_model([node], feeds, ["Y"], opset=14))
+
+
+def test_lstm_with_constant_weights():
+    """The usual exported form: W, R, B are initializers (the input projection folds W's transpose)."""
+    feeds = _feeds("LSTM", 2)
+    weights = {k: feeds.pop(k) for k in ("W", "R", "B")}
+    node = helper.make_node("LSTM", ["X", "W", "R", "B", "sequence_lens", "initial_h", "initial_c"],
+                            ["Y", "Y_h", "Y_c"], hidden_size=HIDDEN, direction="bidirectional")
+    model = make_model([node], feeds, ["Y", "Y_h", "Y_c"], weights, opset=14)
+    for g, e in zip(hobbit.compile(model).run(feeds), run_ort(model, feeds)):
+        np.testing.assert_allclose(g, e, rtol=1e-4, atol=1e-5)

@@ -14,6 +14,7 @@ import numpy as np
 
 from hobbit.frontend.converters import converter
 from hobbit.frontend.onnx import Unsupported
+from hobbit.frontend.onnx_ops.norm import narrow, widen
 
 
 class Term:
@@ -136,10 +137,10 @@ def _contract(ctx, a: Term, b: Term, needed: set[str]) -> Term:
 @converter("Einsum", since=12)
 def einsum(ctx, node, ins):
     equation = ctx.attrs(node)["equation"]
-    for v in ins:
-        dtype = np.dtype(v.dtype)
-        if dtype != np.dtype(ins[0].dtype) or dtype.kind not in "fiu" or (dtype.kind == "f" and dtype.itemsize < 4):
-            raise Unsupported(f"Einsum on {dtype.name} operands")
+    dtype = np.dtype(ins[0].dtype)
+    if any(np.dtype(v.dtype) != dtype for v in ins):
+        raise Unsupported("Einsum of operands with different dtypes")
+    ins = [widen(ctx, "Einsum", v) if dtype.kind not in "iu" else v for v in ins]
     labels, output = parse(equation, [len(v.shape) for v in ins])
     terms = [_diagonals(ctx, Term(v, list(lab))) for v, lab in zip(ins, labels)]
     acc = None
@@ -152,4 +153,4 @@ def einsum(ctx, node, ins):
         acc = _sum_out(ctx, acc, needed | set(term.labels))
         term = _sum_out(ctx, term, needed | set(acc.labels))
         acc = _contract(ctx, acc, term, needed)
-    return [_transpose(ctx, acc, output).value]
+    return [narrow(ctx, _transpose(ctx, acc, output).value, dtype)]

@@ -1,4 +1,6 @@
-"""Converters for index, scatter/gather and rearranging ONNX ops.
+"""Converters for index, scatter/gather and rearranging ONNX ops: GatherElements,
+GatherND, Scatter*, TensorScatter, OneHot, Trilu, EyeLike, ReverseSequence,
+CumSum/CumProd, TopK, Compress, Unique, DepthToSpace/SpaceToDepth, Col2Im, BitCast.
 
 Constant indices are range-checked here (an invalid one is a clear error at
 compile time); run-time ones are normalised and clamped by the kernels. Ops
@@ -227,3 +229,42 @@ def space_to_depth(ctx, node, ins):
     blocks = ctx.emit1("Reshape", [ins[0]], {"shape": (n, c, h // b, b, w // b, b)})
     moved = ctx.emit1("Transpose", [blocks], {"perm": perm})
     return [ctx.emit1("Reshape", [moved], {"shape": (n, c * b * b, h // b, w // b)})]
+
+
+@converter("TensorScatter", since=24)
+def tensor_scatter(ctx, node, ins):
+    cache, update = ins[:2]
+    a = ctx.attrs(node)
+    axis = normalize_axis(int(a.get("axis", -2)), len(cache.shape), "TensorScatter axis")
+    mode = a.get("mode", "linear")
+    if mode not in ("linear", "circular") or axis == 0:
+        raise Unsupported(f"TensorScatter mode {mode!r} on axis {axis}")
+    inputs = [cache, update] + ([ins[2]] if len(ins) > 2 and ins[2] is not None else [])
+    return [ctx.emit1("TensorScatter", inputs, {"axis": axis, "mode": mode})]
+
+
+@converter("BitCast", since=26)
+def bit_cast(ctx, node, ins):
+    to = onnx_dtype(ctx.attrs(node)["to"], node.name)
+    if to == ins[0].dtype:
+        return [ins[0]]
+    return [ctx.emit1("BitCast", ins[:1], {"to": np.dtype(to).name})]
+
+
+@converter("Col2Im", since=18)
+def col2im(ctx, node, ins):
+    x, image, block = ins
+    image = tuple(int(d) for d in np.asarray(ctx.const_value(image, "Col2Im image_shape")).reshape(-1))
+    block = tuple(int(d) for d in np.asarray(ctx.const_value(block, "Col2Im block_shape")).reshape(-1))
+    rank = len(image)
+    a = ctx.attrs(node)
+    strides = tuple(int(v) for v in a.get("strides", [1] * rank))
+    dilations = tuple(int(v) for v in a.get("dilations", [1] * rank))
+    pads = tuple(int(v) for v in a.get("pads", [0] * (2 * rank)))
+    if len(block) != rank or len(strides) != rank or len(dilations) != rank or len(pads) != 2 * rank:
+        raise ShapeError(f"Col2Im image_shape {image}, block_shape {block}, strides {strides}, "
+                         f"dilations {dilations} and pads {pads} disagree on the number of spatial dims")
+    if min(strides + dilations + block, default=1) < 1 or min(pads, default=0) < 0:
+        raise ShapeError("Col2Im needs positive strides, dilations and block sizes and non-negative pads")
+    attrs = {"image": image, "block": block, "strides": strides, "dilations": dilations, "pads": pads}
+    return [ctx.emit1("Col2Im", [x], attrs)]

@@ -45,32 +45,46 @@ def _axes(ctx, node, ins, op: str, axes_from_input: bool) -> tuple[int, ...]:
     return canonical
 
 
+_HALF = (np.dtype(np.float16), np.dtype(ml_dtypes.bfloat16))
+
+
+def _widened(ctx, x):
+    """16-bit floats are reduced in float32 (one rounding at the end, as onnxruntime does)."""
+    return ctx.emit1("Cast", [x], {"to": "float32"}) if np.dtype(x.dtype) in _HALF else x
+
+
+def _restored(ctx, y, dtype: np.dtype):
+    return y if np.dtype(y.dtype) == np.dtype(dtype) else ctx.emit1("Cast", [y], {"to": np.dtype(dtype).name})
+
+
 def _convert(op: str, axes_from_input: bool):
     def convert(ctx, node, ins):
-        x = ins[0]
-        boolean = np.dtype(x.dtype) == np.bool_ and op in ("ReduceMax", "ReduceMin")
-        if boolean:  # any / all: max / min of the 0/1 bytes
-            x = ctx.emit1("Cast", [x], {"to": "uint8"})
+        x = _widened(ctx, ins[0])
+        if np.dtype(x.dtype) == np.bool_ and op in ("ReduceMax", "ReduceMin"):
+            x = ctx.emit1("Cast", [x], {"to": "uint8"})  # any / all: max / min of the 0/1 bytes
         _check_dtype(op, x.dtype)
         attrs = {"axes": _axes(ctx, node, ins, op, axes_from_input), "keepdims": int(ctx.attrs(node).get("keepdims", 1))}
-        y = ctx.emit1(op, [x], attrs)
-        return [ctx.emit1("Cast", [y], {"to": "bool"}) if boolean else y]
+        return [_restored(ctx, ctx.emit1(op, [x], attrs), ins[0].dtype)]
     return convert
 
 
 def _log_sum_exp(axes_from_input: bool):
-    """max + log(sum(exp(x - max))): the stable form, from existing ops."""
+    """max + log(sum(exp(x - max))): the stable form, from existing ops. The max is clipped
+    to the finite range so that a row holding an infinity gives that infinity (as in
+    onnxruntime), not inf - inf = NaN."""
     def convert(ctx, node, ins):
-        x = ins[0]
+        x = _widened(ctx, ins[0])
         _check_dtype("ReduceLogSumExp", x.dtype)
         axes = _axes(ctx, node, ins, "ReduceLogSumExp", axes_from_input)
         keepdims = int(ctx.attrs(node).get("keepdims", 1))
         peak = ctx.emit1("ReduceMax", [x], {"axes": axes, "keepdims": 1})
+        largest = float(ml_dtypes.finfo(x.dtype).max)
+        peak = ctx.emit1("Clip", [peak], {"min": -largest, "max": largest})
         shifted = ctx.emit1("Exp", [ctx.emit1("Sub", [x, peak])])
         total = ctx.emit1("Log", [ctx.emit1("ReduceSum", [shifted], {"axes": axes, "keepdims": keepdims})])
         if not keepdims:
             peak = ctx.emit1("Reshape", [peak], {"shape": tuple(total.shape)})
-        return [ctx.emit1("Add", [total, peak])]
+        return [_restored(ctx, ctx.emit1("Add", [total, peak]), ins[0].dtype)]
     return convert
 
 

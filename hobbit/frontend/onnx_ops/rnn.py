@@ -10,13 +10,13 @@ import numpy as np
 
 from hobbit.frontend.converters import converter
 from hobbit.frontend.onnx import Unsupported
-from hobbit.lower.rnn import ACTIVATIONS, GATES
+from hobbit.ops.rnn import GATES, NUMPY_ACTIVATIONS
 
 _DEFAULT_ACTIVATIONS = {"RNN": ("Tanh",), "GRU": ("Sigmoid", "Tanh"), "LSTM": ("Sigmoid", "Tanh", "Tanh")}
 # (alpha, beta) defaults of the activations that take them, as ONNX's RNN docs give them.
 _DEFAULT_PARAMS = {"Affine": (1.0, 0.0), "LeakyRelu": (0.01, None), "ThresholdedRelu": (1.0, None),
                    "ScaledTanh": (1.0, 1.0), "HardSigmoid": (0.2, 0.5), "Elu": (1.0, None)}
-_CANONICAL = {name.lower(): name for name in ACTIVATIONS}
+_CANONICAL = {name.lower(): name for name in NUMPY_ACTIVATIONS}
 
 
 def _activations(cell: str, a: dict, dirs: int) -> tuple:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from hobbit.errors import ShapeError
 from hobbit.frontend.converters import converter
 from hobbit.frontend.onnx import Unsupported
 from hobbit.graph.shapes import broadcast
@@ -260,6 +261,8 @@ def range_(ctx, node, ins):
 @converter("ConstantOfShape", since=9)
 def constant_of_shape(ctx, node, ins):
     shape = ctx.const_value(ins[0], "ConstantOfShape shape")
+    if (np.asarray(shape) < 0).any():
+        raise ShapeError(f"ConstantOfShape shape {shape.tolist()} has a negative dimension")
     value = ctx.attrs(node).get("value", np.zeros(1, dtype=np.float32))
     return [ctx.emit1("ConstantOfShape", [ctx.const(shape.astype(np.int64))], {"value": np.asarray(value)})]
 

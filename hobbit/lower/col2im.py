@@ -1,0 +1,76 @@
+"""Col2Im: sum column blocks back into an image (the adjoint of im2col).
+
+The input is [N*C, K, L]: K = prod(block) offsets within a block, L = prod(blocks)
+sliding positions. Block offset k and position l land on image coordinate
+l * stride - pad_begin + k * dilation in each spatial dim. The block offsets are
+unrolled at compile time, and for each one the positions whose coordinate falls
+inside the image form a static box, so every loop is affine and in bounds by
+construction. Contributions are added in block-offset order, as onnxruntime does."""
+
+from __future__ import annotations
+
+import itertools
+from dataclasses import dataclass
+
+import numpy as np
+from llvmlite import ir
+
+from hobbit.lower.builder import KernelBuilder
+from hobbit.lower.copy import emit_fill
+from hobbit.lower.half import compute_dtype, narrow, widen
+from hobbit.lower.index import loop_nest, share, strides_of
+from hobbit.lower.parallel import Threads
+from hobbit.lower.scalar import Emit
+
+
+@dataclass(frozen=True)
+class Geometry:
+    """Spatial sizes of one Col2Im: per dim image size, block size, block count and the
+    stride, dilation and leading pad that map (offset, position) to an image coordinate."""
+
+    image: tuple[int, ...]
+    block: tuple[int, ...]
+    blocks: tuple[int, ...]
+    strides: tuple[int, ...]
+    dilations: tuple[int, ...]
+    pads_begin: tuple[int, ...]
+
+    def valid(self, d: int, offset: int) -> range:
+        """Positions along dim d whose coordinate for block offset `offset` lies in the image."""
+        shift = offset * self.dilations[d] - self.pads_begin[d]
+        stride = self.strides[d]
+        lo = max(0, -(shift // stride))  # ceil(-shift / stride)
+        hi = min(self.blocks[d], -((shift - self.image[d]) // stride))  # ceil((image - shift) / stride)
+        return range(lo, max(lo, hi))
+
+
+def emit_col2im(kb: KernelBuilder, x: ir.Value, dst: ir.Value, dtype: np.dtype, planes: int, g: Geometry,
+                threads: Threads | None = None) -> None:
+    image_size = int(np.prod(g.image, dtype=np.int64))
+    count = int(np.prod(g.block, dtype=np.int64))
+    length = int(np.prod(g.blocks, dtype=np.int64))
+    if planes * image_size == 0:
+        return
+    e = Emit(kb, compute_dtype(dtype), 1)
+    b = kb.b
+    image_strides, block_strides = strides_of(g.image), strides_of(g.blocks)
+    lo, hi = share(threads, planes, planes * count * length)
+    with kb.loop(lo, hi, name="plane") as p:
+        out_base = kb.mul(p, image_size)
+        emit_fill(kb, dst, dtype, 0, image_size, 0, out_base)
+        for flat, offsets in enumerate(itertools.product(*(range(n) for n in g.block))):
+            boxes = [g.valid(d, k) for d, k in enumerate(offsets)]
+            shape = tuple(len(r) for r in boxes)
+            in_base = kb.mul(kb.add(kb.mul(p, count), flat), length)
+
+            def add(index: list[ir.Value], offsets=offsets, boxes=boxes, in_base=in_base) -> None:
+                src, at = in_base, out_base
+                for d, (i, box) in enumerate(zip(index, boxes)):
+                    position = kb.add(i, box.start)
+                    src = kb.add(src, kb.mul(position, block_strides[d]))
+                    coordinate = box.start * g.strides[d] + offsets[d] * g.dilations[d] - g.pads_begin[d]
+                    at = kb.add(at, kb.mul(kb.add(kb.mul(i, g.strides[d]), coordinate), image_strides[d]))
+                total = e.add(widen(b, kb.load(dst, dtype, at), dtype), widen(b, kb.load(x, dtype, src), dtype))
+                kb.store(narrow(b, total, dtype), dst, dtype, at)
+
+            loop_nest(kb, shape, add, name=f"k{flat}_")
