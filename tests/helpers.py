@@ -5,22 +5,19 @@ from __future__ import annotations
 import numpy as np
 import onnx
 import onnxruntime as ort
-from onnx import TensorProto, helper, numpy_helper
+from onnx import helper, numpy_helper
 
 import hobbit
-
-_NP_TO_ONNX = {np.dtype(np.float32): TensorProto.FLOAT, np.dtype(np.float64): TensorProto.DOUBLE,
-               np.dtype(np.int64): TensorProto.INT64, np.dtype(np.int32): TensorProto.INT32,
-               np.dtype(np.bool_): TensorProto.BOOL, np.dtype(np.float16): TensorProto.FLOAT16,
-               np.dtype(np.int8): TensorProto.INT8, np.dtype(np.uint8): TensorProto.UINT8}
 
 
 def make_model(nodes: list[onnx.NodeProto], inputs: dict[str, np.ndarray], outputs: list[str],
                initializers: dict[str, np.ndarray] | None = None, opset: int = 17) -> onnx.ModelProto:
-    """A model whose inputs take the shapes/dtypes of the example arrays; output shapes are inferred."""
+    """A model whose inputs take the shapes/dtypes (any, bfloat16 included) of the example arrays;
+    output shapes are inferred."""
     graph = helper.make_graph(
         nodes, "test",
-        [helper.make_tensor_value_info(n, _NP_TO_ONNX[a.dtype], a.shape) for n, a in inputs.items()],
+        [helper.make_tensor_value_info(n, helper.np_dtype_to_tensor_dtype(a.dtype), a.shape)
+         for n, a in inputs.items()],
         [helper.make_empty_tensor_value_info(n) for n in outputs],
         [numpy_helper.from_array(np.asarray(a), n) for n, a in (initializers or {}).items()])
     model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", opset)])
@@ -50,3 +47,27 @@ def assert_matches_ort(model: onnx.ModelProto, feeds: dict[str, np.ndarray],
 
 def rand(*shape: int, seed: int = 0, dtype=np.float32) -> np.ndarray:
     return np.random.default_rng(seed).standard_normal(shape).astype(dtype)
+
+
+def sample(shape: tuple[int, ...], dtype, seed: int = 0) -> np.ndarray:
+    """Small integer-valued data of any dtype (exact in every float format; bools alternate)."""
+    values = np.random.default_rng(seed).integers(-60, 60, size=shape)
+    if np.dtype(dtype) == np.bool_:
+        return values % 2 == 0
+    if np.dtype(dtype).kind == "u":
+        values = np.abs(values)
+    return values.astype(dtype)
+
+
+def run_hobbit(nodes: list[onnx.NodeProto], inputs: dict[str, np.ndarray], outputs: list[str],
+               initializers: dict[str, np.ndarray] | None = None, opset: int = 17) -> list[np.ndarray]:
+    """Compile the model of `nodes` with hobbit and run it on `inputs`."""
+    return hobbit.compile(make_model(nodes, inputs, outputs, initializers, opset)).run(inputs)
+
+
+def assert_same(got: np.ndarray, want: np.ndarray) -> None:
+    """Same dtype, shape and bits (16-bit floats compare as their bit patterns, bfloat16 included)."""
+    assert got.dtype == want.dtype and got.shape == want.shape, (got.dtype, got.shape, want.dtype, want.shape)
+    if got.dtype.itemsize == 2 and got.dtype.kind not in "iu":
+        got, want = got.view(np.uint16), want.view(np.uint16)
+    np.testing.assert_array_equal(got, want)

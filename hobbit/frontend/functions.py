@@ -6,8 +6,9 @@ of simpler ops, sometimes built for the node's attributes and input types (a
 "context-dependent" function). When hobbit has no converter for such an op, or
 its converter declines an attribute value, the frontend imports the body
 instead, so every function op whose body ops hobbit supports works without a
-dedicated implementation. The body's values get names prefixed by the node's
-name, so errors and generated kernels still point at the model's node."""
+dedicated implementation. The importer converts the body in a scope of its own
+(like an If branch), with its nodes named under the model node's name, so
+errors and generated kernels still point at the model's node."""
 
 from __future__ import annotations
 
@@ -19,6 +20,11 @@ from onnx import defs, helper
 
 @dataclass
 class Expansion:
+    """A function body ready to import in a scope of its own: formal input and output
+    names, the nodes (attribute references resolved) and the opsets they are written in."""
+
+    inputs: list[str]
+    outputs: list[str]
     nodes: list[onnx.NodeProto]
     opsets: dict[str, int]
 
@@ -28,26 +34,21 @@ def has_function(op_type: str, domain: str, opset: int) -> bool:
     return schema is not None and (schema.has_function or schema.has_context_dependent_function)
 
 
-def expand(node: onnx.NodeProto, name: str, domain: str, opset: int,
+def expand(node: onnx.NodeProto, domain: str, opset: int,
            input_types: list[onnx.TypeProto | None]) -> Expansion | None:
-    """The body of `node`'s function with formal names bound to the node's values, or None."""
+    """The body of `node`'s function with the node's attribute values filled in, or None."""
     function = _function_proto(node, domain, opset, input_types)
     if function is None:
         return None
-    rename = {formal: actual for formal, actual in zip(function.input, node.input)}
-    rename.update({formal: actual for formal, actual in zip(function.output, node.output)})
     attrs = _attribute_values(node, function, _schema(node.op_type, domain, opset))
     nodes = []
-    for index, body_node in enumerate(function.node):
+    for body_node in function.node:
         copy = onnx.NodeProto()
         copy.CopyFrom(body_node)
-        copy.name = f"{name}/{body_node.name or f'{body_node.op_type}_{index}'}"
-        _bind_names(copy.input, rename, name)
-        _bind_names(copy.output, rename, name)
         _bind_attributes(copy, attrs)
         nodes.append(copy)
     opsets = {("" if o.domain == "ai.onnx" else o.domain): o.version for o in function.opset_import}
-    return Expansion(nodes, opsets)
+    return Expansion(list(function.input), list(function.output), nodes, opsets)
 
 
 def _schema(op_type: str, domain: str, opset: int) -> defs.OpSchema | None:
@@ -94,12 +95,6 @@ def _attribute_values(node: onnx.NodeProto, function: onnx.FunctionProto,
     values.update({a.name: a for a in function.attribute_proto})
     values.update({a.name: a for a in node.attribute})
     return values
-
-
-def _bind_names(names, rename: dict[str, str], prefix: str) -> None:
-    for i, n in enumerate(names):
-        if n:
-            names[i] = rename.get(n, f"{prefix}/{n}")
 
 
 def _bind_attributes(node: onnx.NodeProto, attrs: dict[str, onnx.AttributeProto]) -> None:

@@ -262,7 +262,7 @@ def model_opsets(proto: onnx.ModelProto) -> dict[str, int]:
     if "" not in opsets and "ai.onnx" in opsets:
         opsets[""] = opsets["ai.onnx"]
     if "" not in opsets:
-        raise ModelFormatError("the model declares no ai.onnx opset")
+        opsets[""] = onnx.defs.onnx_opset_version()  # only other domains' ops; their support decides
     return opsets
 
 
@@ -308,37 +308,41 @@ class _Importer:
     def inline(self, body: onnx.GraphProto, inputs: list[Value], prefix: str) -> list[Value]:
         """Convert a subgraph (If branch, Loop/Scan body) in place, bound to `inputs`.
 
-        The body sees the enclosing scope's values; its own names live in a scope of
-        their own, and its nodes are named under `prefix`. Control flow is unrolled at
-        import: hobbit compiles for known shapes, and the converters only inline bodies
-        whose trip counts and conditions are known at compile time."""
+        Control flow is unrolled at import: hobbit compiles for known shapes, and the
+        converters only inline bodies whose trip counts and conditions are known then."""
+        constants = {init.name: Value(f"{prefix}/{init.name}", const=_tensor_array(init)) for init in body.initializer}
+        bindings = {**constants, **{vi.name: value for vi, value in zip(body.input, inputs)}}
+        return self._scope(list(body.node), bindings, [vi.name for vi in body.output], prefix,
+                           {"": self.ctx.opset})
+
+    def _scope(self, nodes: list[onnx.NodeProto], bindings: dict[str, Value], outputs: list[str], prefix: str,
+               opsets: dict[str, int]) -> list[Value]:
+        """Convert nodes in a nested scope: they see the enclosing values, their own names
+        stay private, and they are named under `prefix`. A problem inside is raised for the
+        enclosing node to report."""
         ctx = self.ctx
-        saved = (self.env, ctx.node_name, ctx.opset, ctx._counter, self.problems, self.hard_problems)
-        self.env = dict(self.env)
-        self.problems, self.hard_problems = [], 0
+        saved = (self.env, ctx.node_name, ctx.opset, ctx._counter, self.problems, self.hard_problems, self.poisoned)
+        self.env = {**self.env, **bindings}
+        self.problems, self.hard_problems, self.poisoned = [], 0, set()
         try:
-            for init in body.initializer:
-                self.env[init.name] = Value(f"{prefix}/{init.name}", const=_tensor_array(init))
-            for vi, value in zip(body.input, inputs):
-                self.env[vi.name] = value
-            opsets = {"": saved[2]}
-            for index, node in enumerate(body.node):
+            for index, node in enumerate(nodes):
                 self._convert_node(node, f"{prefix}/{node.name or f'{node.op_type}_{index}'}", opsets)
             if self.problems:
                 first = self.problems[0]
-                raise NeedsInputValues(first.reason, self.needed_inputs) if self.hard_problems == 0 \
-                    else Unsupported(f"its body has {first.op_type} at node '{first.node}': {first.reason}")
-            missing = [vi.name for vi in body.output if vi.name not in self.env]
+                if self.hard_problems == 0:
+                    raise NeedsInputValues(first.reason, self.needed_inputs)
+                raise Unsupported(f"its body has {first.op_type} at node '{first.node}': {first.reason}")
+            missing = [name for name in outputs if name not in self.env]
             if missing:
                 raise ModelFormatError(f"subgraph output '{missing[0]}' of '{prefix}' is not produced")
-            return [self.env[vi.name] for vi in body.output]
+            return [self.env[name] for name in outputs]
         finally:
-            self.env, ctx.node_name, ctx.opset, ctx._counter, self.problems, self.hard_problems = saved
+            self.env, ctx.node_name, ctx.opset, ctx._counter, self.problems, self.hard_problems, self.poisoned = saved
 
     def _convert_node(self, node: onnx.NodeProto, name: str, opsets: dict[str, int]) -> None:
         domain = node.domain if node.domain != "ai.onnx" else ""
         opset = opsets.get(domain, 0)
-        if any(n in self.poisoned for n in node.input):
+        if any(n in self.poisoned for n in [*node.input, *validate.subgraph_reads(node)]):
             self.poisoned.update(node.output)
             return
         missing = [n for n in node.input if n and n not in self.env]
@@ -353,10 +357,17 @@ class _Importer:
                 raise Unsupported("operator is not supported")
             outs = self._run_converter(entry.fn, node, name, opset, ins)
         except (Unsupported, UnsupportedModelError) as exc:
-            if not isinstance(exc, NeedsInputValues) and self._expand(node, name, domain, opset, ins, opsets):
+            if isinstance(exc, NeedsInputValues):
+                self._record(node, name, domain, opset, exc)
                 return
-            self._record(node, name, domain, opset, exc)
-            return
+            try:
+                outs = self._expand(node, name, domain, opset, ins, opsets)
+            except (Unsupported, UnsupportedModelError) as body_exc:
+                self._record(node, name, domain, opset, body_exc if entry is None else exc)
+                return
+            if outs is None:
+                self._record(node, name, domain, opset, exc)
+                return
         except ShapeError as exc:
             raise ShapeError(f"node '{name}' ({node.op_type}, opset {opset}): {exc}") from exc
         for out_name, value in zip(node.output, outs):
@@ -379,14 +390,16 @@ class _Importer:
                                    f"for this machine's memory: {exc}") from exc
 
     def _expand(self, node: onnx.NodeProto, name: str, domain: str, opset: int, ins: list[Value | None],
-                opsets: dict[str, int]) -> bool:
-        """Import the node's function body instead, if the standard defines one."""
+                opsets: dict[str, int]) -> list[Value] | None:
+        """The node's outputs computed by its function body, if the standard defines one."""
         types = [None if v is None else _type_proto(v) for v in ins]
-        expansion = functions.expand(node, name, domain, opset, types)
+        expansion = functions.expand(node, domain, opset, types)
         if expansion is None:
-            return False
-        self.convert(expansion.nodes, {**opsets, **expansion.opsets})
-        return True
+            return None
+        bindings = {formal: value for formal, value in zip(expansion.inputs, ins) if value is not None}
+        wanted = [formal for formal, actual in zip(expansion.outputs, node.output) if actual]
+        values = iter(self._scope(expansion.nodes, bindings, wanted, name, {**opsets, **expansion.opsets}))
+        return [next(values) if actual else None for actual in node.output]
 
     def _record(self, node: onnx.NodeProto, name: str, domain: str, opset: int, exc: Exception) -> None:
         if isinstance(exc, UnsupportedModelError):

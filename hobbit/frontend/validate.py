@@ -180,13 +180,13 @@ def _dependencies(node: onnx.NodeProto, name: str, producer: dict[str, int], def
             raise ModelFormatError(f"node '{name}' ({node.op_type}) reads '{tensor}', "
                                    "which no node, input or initializer defines")
         deps.add(producer[tensor])
-    for tensor in _subgraph_reads(node):
+    for tensor in subgraph_reads(node):
         if tensor in producer:
             deps.add(producer[tensor])
     return deps
 
 
-def _subgraph_reads(node: onnx.NodeProto) -> set[str]:
+def subgraph_reads(node: onnx.NodeProto) -> set[str]:
     """Every tensor name read inside the node's subgraphs (If/Loop/Scan bodies)."""
     reads: set[str] = set()
     for attr in node.attribute:
@@ -194,7 +194,7 @@ def _subgraph_reads(node: onnx.NodeProto) -> set[str]:
         for g in graphs:
             for inner in g.node:
                 reads.update(n for n in inner.input if n)
-                reads.update(_subgraph_reads(inner))
+                reads.update(subgraph_reads(inner))
     return reads
 
 
@@ -277,7 +277,7 @@ def check_fold_size(node: Node, infer: Callable[[Node], list[TensorType]]) -> No
     (a ConstantOfShape or Expand to an absurd shape) instead of attempting the allocation."""
     try:
         types = infer(node)
-    except Exception:  # an inference that needs more than its inputs' types: the fold itself decides
+    except Exception:  # noqa: BLE001 - an inference that needs more than types: the fold itself decides
         return
     for out, ty in zip(node.outputs, types):
         _check_size(out.name, ty, f"constant computed by node '{node.name}' ({node.op})")

@@ -355,7 +355,7 @@ register_op(OpDef(
 
 register_op(OpDef(
     "Range", infer=_folded_only, lower=None,
-    reference=lambda ins, a: [np.arange(ins[0], ins[1], ins[2]).astype(ins[0].dtype)],
+    reference=lambda ins, a: [np.arange(*(np.asarray(x).reshape(-1)[0] for x in ins)).astype(ins[0].dtype)],
     doc="start, limit, delta -> 1-D arange; always folded"))
 
 def _constant_of_shape_type(node: Node) -> list[TensorType]:

@@ -1,30 +1,25 @@
-"""Index, scatter/gather and rearranging ops against onnxruntime (or numpy where
-onnxruntime lacks a dtype or defines an invalid index as an error).
+"""OneHot, Trilu, EyeLike, ReverseSequence, CumSum/CumProd, TopK, Compress, Unique,
+DepthToSpace/SpaceToDepth, Col2Im, BitCast, ArgMax/ArgMin and every dtype through the
+data-movement ops, against onnxruntime (or numpy where onnxruntime lacks a dtype).
 
-Every tensor the kernels index with is a graph input, so the generated code is
-what runs. These ops move or select data, so results must match exactly
-(rtol=atol=0), except float sums and products, which use float tolerances."""
+Every tensor the kernels read positions or values from is a graph input, so the
+generated code is what runs. These ops move or select data, so results must
+match exactly (rtol=atol=0), except float sums and products."""
 
 from __future__ import annotations
 
 import ml_dtypes
 import numpy as np
 import pytest
-from onnx import TensorProto, helper, numpy_helper
+from onnx import TensorProto, helper
 
 import hobbit
-from hobbit.errors import ShapeError, UnsupportedModelError
-from tests.helpers import assert_matches_ort, make_model, rand
+from hobbit.errors import UnsupportedModelError
+from tests.helpers import assert_matches_ort, assert_same, make_model, rand, run_hobbit, run_ort, sample
 
 EXACT = {"rtol": 0, "atol": 0}
 BF16 = np.dtype(ml_dtypes.bfloat16)
-_ONNX = {np.dtype(np.float32): TensorProto.FLOAT, np.dtype(np.float64): TensorProto.DOUBLE,
-         np.dtype(np.float16): TensorProto.FLOAT16, BF16: TensorProto.BFLOAT16,
-         np.dtype(np.int8): TensorProto.INT8, np.dtype(np.uint8): TensorProto.UINT8,
-         np.dtype(np.int16): TensorProto.INT16, np.dtype(np.uint16): TensorProto.UINT16,
-         np.dtype(np.int32): TensorProto.INT32, np.dtype(np.uint32): TensorProto.UINT32,
-         np.dtype(np.int64): TensorProto.INT64, np.dtype(np.uint64): TensorProto.UINT64,
-         np.dtype(np.bool_): TensorProto.BOOL}
+OPSET = 18  # Split num_outputs, Pad axes
 DTYPES = [np.float16, BF16, np.float64, np.int8, np.uint16, np.int32, np.uint64, np.bool_]
 
 
@@ -32,220 +27,12 @@ def _i64(*values: int) -> np.ndarray:
     return np.array(values, dtype=np.int64)
 
 
-def _data(shape: tuple[int, ...], dtype, seed: int = 0) -> np.ndarray:
-    """Distinct-ish values of any dtype (bools alternate)."""
-    values = np.random.default_rng(seed).integers(-60, 60, size=shape)
-    if np.dtype(dtype) == np.bool_:
-        return values % 2 == 0
-    if np.dtype(dtype).kind == "u":
-        values = np.abs(values)
-    return values.astype(dtype)
+def _hobbit(nodes, inputs, outputs, inits=None, opset: int = OPSET) -> list[np.ndarray]:
+    return run_hobbit(nodes, inputs, outputs, inits, opset)
 
 
-def _model(nodes, inputs: dict[str, np.ndarray], outputs: list[str], inits=None, opset: int = 18):
-    """Like tests.helpers.make_model, for every dtype (bfloat16 included)."""
-    graph = helper.make_graph(
-        nodes, "test",
-        [helper.make_tensor_value_info(n, _ONNX[a.dtype], a.shape) for n, a in inputs.items()],
-        [helper.make_empty_tensor_value_info(n) for n in outputs],
-        [numpy_helper.from_array(np.asarray(a), n) for n, a in (inits or {}).items()])
-    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", opset)])
-    model.ir_version = 8
-    return model
-
-
-def _hobbit(nodes, inputs, outputs, inits=None, opset: int = 18) -> list[np.ndarray]:
-    return hobbit.compile(_model(nodes, inputs, outputs, inits, opset)).run(inputs)
-
-
-def _ort(nodes, inputs, outputs, inits=None, opset: int = 18, **tol) -> list[np.ndarray]:
+def _ort(nodes, inputs, outputs, inits=None, opset: int = OPSET, **tol) -> list[np.ndarray]:
     return assert_matches_ort(make_model(nodes, inputs, outputs, inits, opset=opset), inputs, **(tol or EXACT))
-
-
-def _same(got: np.ndarray, want: np.ndarray) -> None:
-    assert got.dtype == want.dtype and got.shape == want.shape, (got.dtype, got.shape, want.dtype, want.shape)
-    np.testing.assert_array_equal(got.view(np.uint16) if got.dtype == BF16 else got,
-                                  want.view(np.uint16) if want.dtype == BF16 else want)
-
-
-# -- GatherElements ------------------------------------------------------------------
-
-@pytest.mark.parametrize("shape,index_shape,axis,index_dtype", [
-    ((5,), (7,), 0, np.int64), ((3, 4), (3, 6), 1, np.int32), ((3, 4), (5, 2), -2, np.int64),
-    ((2, 3, 5), (2, 2, 4), 1, np.int32), ((2, 3, 4, 5), (1, 3, 2, 5), 3, np.int64),
-])
-def test_gather_elements(shape, index_shape, axis, index_dtype):
-    dim = shape[axis]
-    idx = np.random.default_rng(1).integers(-dim, dim, size=index_shape).astype(index_dtype)
-    _ort([helper.make_node("GatherElements", ["x", "i"], ["y"], axis=axis)], {"x": rand(*shape), "i": idx}, ["y"])
-
-
-@pytest.mark.parametrize("dtype", DTYPES)
-def test_gather_elements_dtypes(dtype):
-    x = _data((4, 5), dtype)
-    idx = np.array([[3, -1, 0, 2, 1], [0, 0, -4, 3, 3]], dtype=np.int64)
-    got, = _hobbit([helper.make_node("GatherElements", ["x", "i"], ["y"], axis=0)], {"x": x, "i": idx}, ["y"])
-    _same(got, np.take_along_axis(x, idx % 4, axis=0))
-
-
-def test_gather_elements_constant_indices_out_of_range_is_an_error():
-    with pytest.raises(ShapeError, match="out of range"):
-        hobbit.compile(_model([helper.make_node("GatherElements", ["x", "i"], ["y"], axis=1)],
-                              {"x": rand(2, 3)}, ["y"], {"i": np.array([[0, 3]], dtype=np.int64)}))
-
-
-@pytest.mark.parametrize("op,index_shape", [("Gather", (2,)), ("GatherElements", (3, 2)), ("GatherND", (2, 2))])
-def test_indexing_an_empty_dim_is_an_error(op, index_shape):
-    """No index into an empty dim is valid, and clamping would have nowhere to go."""
-    feeds = {"x": np.zeros((3, 0), np.float32), "i": np.zeros(index_shape, np.int64)}
-    attrs = {} if op == "GatherND" else {"axis": 1}
-    with pytest.raises(ShapeError, match="empty"):
-        hobbit.compile(_model([helper.make_node(op, ["x", "i"], ["y"], **attrs)], feeds, ["y"]))
-
-
-# -- GatherND ----------------------------------------------------------------------------
-
-@pytest.mark.parametrize("shape,index_shape,batch_dims", [
-    ((4, 3), (5, 1), 0), ((4, 3), (2, 3, 2), 0), ((2, 3, 4), (2,), 0), ((2, 3, 4, 5), (2, 4, 2), 1),
-    ((2, 3, 4, 5), (2, 3, 2, 1), 2), ((3, 2, 4), (3, 1, 2), 1),
-])
-def test_gather_nd(shape, index_shape, batch_dims):
-    q = index_shape[-1]
-    dims = np.array(shape[batch_dims:batch_dims + q])
-    rng = np.random.default_rng(2)
-    idx = (rng.integers(0, 1 << 20, size=index_shape) % dims - rng.integers(0, 2, size=index_shape) * dims)
-    _ort([helper.make_node("GatherND", ["x", "i"], ["y"], batch_dims=batch_dims)],
-         {"x": rand(*shape), "i": idx.astype(np.int64)}, ["y"])
-
-
-# -- ScatterElements and Scatter ------------------------------------------------------
-
-REDUCTIONS = ["none", "add", "mul", "max", "min"]
-
-
-@pytest.mark.parametrize("shape,index_shape,axis", [((6,), (4,), 0), ((3, 5), (2, 5), 0), ((2, 4, 3), (2, 3, 2), -2)])
-def test_scatter_elements(shape, index_shape, axis):
-    """One model, one output per reduction; "none" gets distinct targets per scatter line
-    (the order among duplicates is undefined there), the reductions get repeats."""
-    dim = shape[axis]
-    rng = np.random.default_rng(3)
-    distinct = np.argsort(rng.random(shape), axis=axis)
-    distinct = np.take(distinct, range(index_shape[axis]), axis=axis)[tuple(slice(0, n) for n in index_shape)]
-    feeds = {"x": rand(*shape), "distinct": distinct.astype(np.int64),
-             "i": rng.integers(-dim, dim, size=index_shape).astype(np.int64), "u": rand(*index_shape, seed=4)}
-    nodes = [helper.make_node("ScatterElements", ["x", "distinct" if r == "none" else "i", "u"], [r], axis=axis,
-                              reduction=r) for r in REDUCTIONS]
-    _ort(nodes, feeds, REDUCTIONS, rtol=1e-6, atol=1e-6)
-
-
-def test_scatter_elements_duplicates_in_order_and_int_data():
-    x = np.arange(10, dtype=np.int32).reshape(2, 5)
-    idx = np.array([[1, 1, -1], [0, 0, 0]], dtype=np.int32)
-    updates = np.array([[7, 8, 9], [5, -6, 2]], dtype=np.int32)
-    _ort([helper.make_node("ScatterElements", ["x", "i", "u"], ["y"], axis=1, reduction="add")],
-         {"x": x, "i": idx, "u": updates}, ["y"])
-    got, = _hobbit([helper.make_node("ScatterElements", ["x", "i", "u"], ["y"], axis=1)],
-                   {"x": x, "i": idx, "u": updates}, ["y"])
-    _same(got, np.array([[0, 8, 2, 3, 9], [2, 6, 7, 8, 9]], dtype=np.int32))
-
-
-def test_scatter_opset10():
-    feeds = {"x": rand(3, 3), "i": np.array([[1, 0, 2], [0, 2, 1]], dtype=np.int64), "u": rand(2, 3, seed=1)}
-    _ort([helper.make_node("Scatter", ["x", "i", "u"], ["y"], axis=0)], feeds, ["y"], opset=10)
-
-
-@pytest.mark.parametrize("dtype", [np.float16, BF16])
-def test_scatter_elements_half_reductions(dtype):
-    """16-bit floats combine in float32 and round once per update."""
-    x = np.array([[1.5, 2.25, -3.0]], dtype=dtype)
-    idx = np.array([[2, 2, 0]], dtype=np.int64)
-    u = np.array([[0.5, 4.0, 3.0]], dtype=dtype)
-    for reduction, want in (("add", [4.5, 2.25, 1.5]), ("mul", [4.5, 2.25, -6.0]), ("max", [3.0, 2.25, 4.0])):
-        got, = _hobbit([helper.make_node("ScatterElements", ["x", "i", "u"], ["y"], axis=1, reduction=reduction)],
-                       {"x": x, "i": idx, "u": u}, ["y"])
-        _same(got, np.array([want], dtype=dtype))
-
-
-# -- ScatterND -----------------------------------------------------------------------
-
-@pytest.mark.parametrize("shape,index_shape", [((5, 3), (2, 1)), ((4, 3, 2), (2, 2, 2)), ((3, 4), (4, 2))])
-def test_scatter_nd(shape, index_shape):
-    """One output per reduction: distinct targets for "none", repeated ones for the rest;
-    every other index counts from the end."""
-    q = index_shape[-1]
-    count = int(np.prod(index_shape[:-1]))
-    negative = (np.arange(count) % 2)[:, None]
-
-    def indices(flat: np.ndarray) -> np.ndarray:
-        coords = np.stack(np.unravel_index(flat, shape[:q]), axis=-1)
-        return (coords - negative * np.array(shape[:q])).reshape(index_shape).astype(np.int64)
-
-    feeds = {"x": rand(*shape), "u": rand(*(index_shape[:-1] + shape[q:]), seed=6),
-             "distinct": indices(np.random.default_rng(5).permutation(int(np.prod(shape[:q])))[:count]),
-             "i": indices(np.resize([0, 0, 1], count))}
-    nodes = [helper.make_node("ScatterND", ["x", "distinct" if r == "none" else "i", "u"], [r], reduction=r)
-             for r in REDUCTIONS]
-    _ort(nodes, feeds, REDUCTIONS, rtol=1e-6, atol=1e-6)
-
-
-# -- TensorScatter ------------------------------------------------------------------------
-
-@pytest.mark.parametrize("shape,steps,axis", [((2, 6, 3), 2, 1), ((2, 3, 5, 4), 3, -2), ((3, 2, 2, 7), 4, 3)])
-@pytest.mark.parametrize("mode", ["linear", "circular"])
-def test_tensor_scatter(shape, steps, axis, mode):
-    length = shape[axis]
-    update_shape = list(shape)
-    update_shape[axis] = steps
-    starts = np.arange(shape[0], dtype=np.int64) % (length - steps + 1)
-    if mode == "circular":
-        starts = starts + length - 1  # wraps around the end
-    nodes = [helper.make_node("TensorScatter", ["c", "u", "w"], ["y"], axis=axis, mode=mode),
-             helper.make_node("TensorScatter", ["c", "u"], ["z"], axis=axis, mode=mode)]
-    _ort(nodes, {"c": rand(*shape), "u": rand(*update_shape, seed=1), "w": starts}, ["y", "z"], opset=24)
-
-
-def test_tensor_scatter_linear_writes_past_the_end_are_clamped():
-    cache = np.zeros((2, 4, 1), np.float32)
-    update = np.array([[[1], [2]], [[3], [4]]], np.float32)
-    got, = _hobbit([helper.make_node("TensorScatter", ["c", "u", "w"], ["y"], axis=1)],
-                   {"c": cache, "u": update, "w": np.array([3, -5], np.int64)}, ["y"], opset=24)
-    _same(got, np.array([[[0], [0], [0], [2]], [[4], [0], [0], [0]]], np.float32))
-
-
-# -- BitCast ----------------------------------------------------------------------------------
-
-@pytest.mark.parametrize("source,target", [(np.float32, TensorProto.INT32), (np.uint16, TensorProto.BFLOAT16),
-                                           (BF16, TensorProto.FLOAT16), (np.int8, TensorProto.BOOL),
-                                           (np.float64, TensorProto.UINT64)])
-def test_bit_cast(source, target):
-    x = _data((3, 5), source) if np.dtype(source) != np.int8 else np.array([0, 1, 1, 0, 1], np.int8)
-    got, = _hobbit([helper.make_node("BitCast", ["x"], ["y"], to=target)], {"x": x}, ["y"], opset=26)
-    want_dtype = next(d for d, t in _ONNX.items() if t == target)
-    _same(got, x.view(want_dtype))
-
-
-# -- run-time indices out of range never leave the buffers --------------------------------
-
-def test_runtime_out_of_range_indices_are_clamped():
-    x = np.arange(12, dtype=np.float32).reshape(3, 4)
-    bad = np.array([[7, -9, 3, 100]], dtype=np.int64)
-    clamped = np.array([[2, 0, 2, 2]])
-    got, = _hobbit([helper.make_node("GatherElements", ["x", "i"], ["y"], axis=0)], {"x": x, "i": bad}, ["y"])
-    _same(got, np.take_along_axis(x, clamped, axis=0))
-    u = np.full((1, 4), -1, dtype=np.float32)
-    got, = _hobbit([helper.make_node("ScatterElements", ["x", "i", "u"], ["y"], axis=0)], {"x": x, "i": bad, "u": u},
-                   ["y"])
-    want = x.copy()
-    want[clamped[0], np.arange(4)] = -1
-    _same(got, want)
-    nd = np.array([[5, -20], [-1, 9]], dtype=np.int64)
-    got, = _hobbit([helper.make_node("GatherND", ["x", "i"], ["y"])], {"x": x, "i": nd}, ["y"])
-    _same(got, np.array([x[2, 0], x[2, 3]], dtype=np.float32))
-    got, = _hobbit([helper.make_node("ScatterND", ["x", "i", "u"], ["y"])],
-                   {"x": x, "i": nd, "u": np.array([-1, -2], dtype=np.float32)}, ["y"])
-    want = x.copy()
-    want[2, 0], want[2, 3] = -1, -2
-    _same(got, want)
 
 
 # -- OneHot ------------------------------------------------------------------------------
@@ -279,14 +66,14 @@ def test_trilu_runtime_k(shape):
     nodes = [helper.make_node("Trilu", ["x", "k"], ["upper"], upper=1),
              helper.make_node("Trilu", ["x", "k"], ["lower"], upper=0),
              helper.make_node("Trilu", ["x"], ["default"])]
-    model = hobbit.compile(_model(nodes, feeds, ["upper", "lower", "default"]))
+    model = hobbit.compile(make_model(nodes, feeds, ["upper", "lower", "default"]))
     for k in (0, -2, 1, 7, -9, np.iinfo(np.int64).max, np.iinfo(np.int64).min):
         feeds["k"] = np.array(k, dtype=np.int64)
         upper, lower, default = model.run(feeds)
         same_as = int(np.clip(k, -100, 100))  # numpy overflows on the extreme ones
-        _same(upper, np.triu(x, same_as))
-        _same(lower, np.tril(x, same_as))
-        _same(default, np.triu(x))
+        assert_same(upper, np.triu(x, same_as))
+        assert_same(lower, np.tril(x, same_as))
+        assert_same(default, np.triu(x))
 
 
 def test_trilu_matches_onnxruntime():
@@ -296,9 +83,9 @@ def test_trilu_matches_onnxruntime():
 
 @pytest.mark.parametrize("dtype", [BF16, np.bool_, np.int8])
 def test_trilu_dtypes(dtype):
-    x = _data((3, 4), dtype)
+    x = sample((3, 4), dtype)
     got, = _hobbit([helper.make_node("Trilu", ["x"], ["y"], upper=0)], {"x": x}, ["y"])
-    _same(got, np.tril(x))
+    assert_same(got, np.tril(x))
 
 
 @pytest.mark.parametrize("shape,k,dtype", [((3, 4), 0, None), ((4, 3), -1, TensorProto.DOUBLE),
@@ -320,10 +107,10 @@ def test_reverse_sequence(shape, batch_axis, time_axis):
 
 
 def test_reverse_sequence_lengths_outside_the_time_dim_are_clamped():
-    x = _data((3, 4), BF16)
+    x = sample((3, 4), BF16)
     got, = _hobbit([helper.make_node("ReverseSequence", ["x", "n"], ["y"], batch_axis=0, time_axis=1)],
                    {"x": x, "n": np.array([0, 9, -3], dtype=np.int64)}, ["y"], opset=28)
-    _same(got, np.stack([x[0], x[1, ::-1], x[2]]))
+    assert_same(got, np.stack([x[0], x[1, ::-1], x[2]]))
 
 
 # -- CumSum and CumProd ------------------------------------------------------------------
@@ -338,10 +125,10 @@ def test_cumsum(shape, axis):
 
 @pytest.mark.parametrize("dtype", [np.int32, np.int64, np.float64, np.uint64])
 def test_cumsum_dtypes(dtype):
-    x = _data((3, 4), dtype)
+    x = sample((3, 4), dtype)
     nodes = [helper.make_node("CumSum", ["x", "a"], ["y"], reverse=1)]
     got, = _hobbit(nodes, {"x": x}, ["y"], {"a": np.array(1, dtype=np.int64)})
-    _same(got, np.flip(np.cumsum(np.flip(x, 1), axis=1, dtype=dtype), 1))
+    assert_same(got, np.flip(np.cumsum(np.flip(x, 1), axis=1, dtype=dtype), 1))
 
 
 @pytest.mark.parametrize("dtype", [np.float32, np.int64, BF16])
@@ -355,7 +142,7 @@ def test_cumprod(dtype):
         want = np.cumprod(scan.astype(np.float64), axis=0)
         if exclusive:
             want = np.concatenate([np.ones((1, 4)), want[:-1]])
-        _same(g, (np.flip(want, 0) if reverse else want).astype(dtype))
+        assert_same(g, (np.flip(want, 0) if reverse else want).astype(dtype))
 
 
 # -- TopK ----------------------------------------------------------------------------------
@@ -371,14 +158,14 @@ def test_top_k(shape, axis, k):
 
 @pytest.mark.parametrize("dtype", [np.int32, np.int64, np.uint64, np.float64, np.float16, BF16])
 def test_top_k_dtypes(dtype):
-    x = _data((3, 8), dtype)
+    x = sample((3, 8), dtype)
     x[0, :3] = x[0, 5]
     got = _hobbit([helper.make_node("TopK", ["x", "k"], ["v", "i"], largest=1)], {"x": x}, ["v", "i"], {"k": _i64(5)},
                   opset=24)
     key = ~x if np.dtype(dtype).kind in "iu" else -x.astype(np.float64)
     order = np.argsort(key, axis=1, kind="stable")[:, :5]
-    _same(got[1], order.astype(np.int64))
-    _same(got[0], np.take_along_axis(x, order, axis=1))
+    assert_same(got[1], order.astype(np.int64))
+    assert_same(got[0], np.take_along_axis(x, order, axis=1))
 
 
 def test_top_k_attribute_k_opset1():
@@ -403,7 +190,7 @@ def test_unique_folds_constant_input_and_refuses_runtime_input():
         feeds = {"z": np.zeros((), np.int64)}
         _ort(nodes, feeds, ["y", "first", "inverse", "counts"], {"c": data})
     with pytest.raises(UnsupportedModelError, match="Unique input"):
-        hobbit.compile(_model([helper.make_node("Unique", ["x"], ["y"])], {"x": data}, ["y"]))
+        hobbit.compile(make_model([helper.make_node("Unique", ["x"], ["y"])], {"x": data}, ["y"]))
 
 
 # -- DepthToSpace and SpaceToDepth -------------------------------------------------------------
@@ -421,11 +208,11 @@ def test_space_to_depth(shape, blocksize):
 
 @pytest.mark.parametrize("mode", ["DCR", "CRD"])
 def test_space_to_depth_inverts_depth_to_space(mode):
-    x = _data((2, 3, 4, 6), np.int16)
+    x = sample((2, 3, 4, 6), np.int16)
     nodes = [helper.make_node("SpaceToDepth", ["x"], ["s"], blocksize=2, mode=mode),
              helper.make_node("DepthToSpace", ["s"], ["y"], blocksize=2, mode=mode)]
     got, = _hobbit(nodes, {"x": x}, ["y"], opset=28)
-    _same(got, x)
+    assert_same(got, x)
 
 
 # -- Col2Im --------------------------------------------------------------------------------
@@ -451,13 +238,25 @@ def test_col2im(image, block, attrs):
          rtol=1e-6, atol=1e-6)
 
 
+# -- BitCast ----------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("source,target", [(np.float32, TensorProto.INT32), (np.uint16, TensorProto.BFLOAT16),
+                                           (BF16, TensorProto.FLOAT16), (np.int8, TensorProto.BOOL),
+                                           (np.float64, TensorProto.UINT64)])
+def test_bit_cast(source, target):
+    x = sample((3, 5), source) if np.dtype(source) != np.int8 else np.array([0, 1, 1, 0, 1], np.int8)
+    got, = _hobbit([helper.make_node("BitCast", ["x"], ["y"], to=target)], {"x": x}, ["y"], opset=26)
+    want_dtype = helper.tensor_dtype_to_np_dtype(target)
+    assert_same(got, x.view(want_dtype))
+
+
 # -- every dtype through the data-movement ops ---------------------------------------------------
 
 @pytest.mark.parametrize("dtype", DTYPES)
 def test_data_movement_dtypes(dtype):
     """Transpose, Slice, Concat, Split, Gather, Expand, Tile and each Pad mode only move
     elements, so every dtype of a size hobbit stores works, bfloat16 and bool included."""
-    x = _data((3, 4), dtype)
+    x = sample((3, 4), dtype)
     value = np.array(1, dtype=dtype)
     nodes = [helper.make_node("Transpose", ["x"], ["t"], perm=[1, 0]),
              helper.make_node("Slice", ["x", "s0", "s1", "s2", "s3"], ["s"]),
@@ -479,7 +278,7 @@ def test_data_movement_dtypes(dtype):
             np.broadcast_to(x, (2, 3, 4)), np.tile(x, (2, 1)), np.pad(x, pads, constant_values=value),
             np.pad(x, pads, mode="reflect"), np.pad(x, pads, mode="edge"), np.pad(x, pads, mode="wrap")]
     for g, w in zip(got, want):
-        _same(g, np.ascontiguousarray(w))
+        assert_same(g, np.ascontiguousarray(w))
 
 
 # -- ArgMax and ArgMin on every numeric dtype ----------------------------------------------------
@@ -487,7 +286,7 @@ def test_data_movement_dtypes(dtype):
 @pytest.mark.parametrize("dtype", [np.float16, BF16, np.float64, np.int8, np.uint64])
 def test_arg_max_min_dtypes(dtype):
     """16-bit floats compare exactly in float32; ties pick the first or (select_last_index) last."""
-    x = _data((3, 5, 4), dtype) // 8 if np.dtype(dtype).kind in "iu" else np.round(_data((3, 5, 4), dtype) / 16)
+    x = sample((3, 5, 4), dtype) // 8 if np.dtype(dtype).kind in "iu" else np.round(sample((3, 5, 4), dtype) / 16)
     x = x.astype(dtype)
     variants = [(op, axis, keep, last) for op in ("ArgMax", "ArgMin") for axis, keep, last in
                 ((1, 1, 0), (-1, 0, 1), (0, 0, 0), (1, 0, 1))]
@@ -498,7 +297,7 @@ def test_arg_max_min_dtypes(dtype):
     for g, (op, axis, keep, last) in zip(got, variants):
         pick = np.argmax if op == "ArgMax" else np.argmin
         want = x.shape[axis] - 1 - pick(np.flip(wide, axis), axis=axis) if last else pick(wide, axis=axis)
-        _same(g, (np.expand_dims(want, axis) if keep else want).astype(np.int64))
+        assert_same(g, (np.expand_dims(want, axis) if keep else want).astype(np.int64))
 
 
 # -- large enough to split across threads ----------------------------------------------------------
@@ -523,7 +322,6 @@ def test_large_kernels_split_across_threads():
              "axis": np.array(1, dtype=np.int64), "kk": _i64(90)}
     outputs = ["ge", "gn", "oh", "tr", "cs", "tv", "ti", "rs"]
     model = make_model(nodes, feeds, outputs, inits, opset=18)
-    from tests.helpers import run_ort
     expected = run_ort(model, feeds)
     got = hobbit.compile(model, threads=3).run(feeds)
     for name, g, e in zip(outputs, got, expected):

@@ -32,3 +32,10 @@ def test_det_needs_pivoting_and_handles_singular_matrices():
 def test_det_many_matrices_on_two_threads():
     x = rand(33, 5, 5, seed=3)
     np.testing.assert_allclose(_det(x, threads=2), np.linalg.det(x.astype(np.float64)), rtol=1e-4, atol=1e-5)
+
+
+def test_det_float16_is_computed_in_float32():
+    x = rand(3, 4, 4, dtype=np.float16)
+    got = _det(x)
+    assert got.dtype == np.float16
+    np.testing.assert_allclose(got, np.linalg.det(x.astype(np.float32)).astype(np.float16), rtol=2e-3, atol=2e-3)

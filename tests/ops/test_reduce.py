@@ -1,5 +1,6 @@
 """ReduceX ops against onnxruntime: attribute and input axes, keepdims, negative
-axes, noop_with_empty_axes, integer tensors, constant folding."""
+axes, noop_with_empty_axes, integer, float16 and bool tensors, empty reduced axes,
+constant folding."""
 
 from __future__ import annotations
 
@@ -125,3 +126,26 @@ def test_reduce_log_sum_exp(opset, keepdims):
         node = helper.make_node("ReduceLogSumExp", ["x"], ["y"], axes=[0, -1], keepdims=keepdims)
         inits = {}
     assert_matches_ort(make_model([node], {"x": x}, ["y"], inits, opset=opset), {"x": x}, rtol=1e-5, atol=1e-5)
+
+
+def _axes_input_model(op, x, axes, opset, keepdims=0):
+    node = helper.make_node(op, ["x", "axes"], ["y"], keepdims=keepdims)
+    return make_model([node], {"x": x}, ["y"], {"axes": np.array(axes, np.int64)}, opset=opset)
+
+
+@pytest.mark.parametrize("op", ["ReduceSum", "ReduceMean", "ReduceMax", "ReduceL2", "ReduceLogSumExp"])
+def test_float16_reductions_run_in_float32(op):
+    x = (np.abs(rand(3, 4, 6)) + 0.5).astype(np.float16)
+    assert_matches_ort(_axes_input_model(op, x, [1, 2], 18), {"x": x}, rtol=2e-3, atol=2e-3)
+
+
+@pytest.mark.parametrize("op", ["ReduceMax", "ReduceMin"])
+def test_bool_reductions_are_any_and_all(op):
+    x = np.array([[True, False, True], [True, True, True], [False, False, False]])
+    assert_matches_ort(_axes_input_model(op, x, [1], 20, keepdims=1), {"x": x})
+
+
+@pytest.mark.parametrize("op", ["ReduceSum", "ReduceProd", "ReduceMax", "ReduceMin", "ReduceL2"])
+def test_reduction_over_an_empty_axis_gives_the_identity(op):
+    x = np.zeros((2, 0, 3), np.float32)
+    assert_matches_ort(_axes_input_model(op, x, [1], 18), {"x": x})

@@ -130,3 +130,15 @@ def test_lstm_with_constant_weights():
     model = make_model([node], feeds, ["Y", "Y_h", "Y_c"], weights, opset=14)
     for g, e in zip(hobbit.compile(model).run(feeds), run_ort(model, feeds)):
         np.testing.assert_allclose(g, e, rtol=1e-4, atol=1e-5)
+
+
+def test_float16_gru_runs_in_float32():
+    """onnxruntime has no float16 GRU: the float32 run on the same (float16-exact) data decides."""
+    feeds = {k: v.astype(np.float16) if v.dtype == np.float32 else v for k, v in _feeds("GRU", 1).items()}
+    node = helper.make_node("GRU", list(feeds), ["Y", "Y_h"], hidden_size=HIDDEN)
+    got = hobbit.compile(make_model([node], feeds, ["Y", "Y_h"], opset=14)).run(feeds)
+    wide = {k: v.astype(np.float32) if v.dtype == np.float16 else v for k, v in feeds.items()}
+    expected = run_ort(make_model([node], wide, ["Y", "Y_h"], opset=14), wide)
+    for g, e in zip(got, expected):
+        assert g.dtype == np.float16
+        np.testing.assert_allclose(g.astype(np.float32), e, rtol=2e-3, atol=2e-3)

@@ -8,7 +8,7 @@ import numpy as np
 from hobbit.errors import ShapeError
 from hobbit.frontend.converters import converter
 from hobbit.frontend.onnx import Unsupported
-from hobbit.frontend.onnx_ops.norm import batchnorm_from_statistics, batchnorm_training
+from hobbit.frontend.onnx_ops.norm import batchnorm_from_statistics, batchnorm_training, narrow, widen_half
 
 
 def resolve_pads(auto_pad: str, pads: list[int] | None, in_hw: tuple[int, ...], kernel: tuple[int, ...],
@@ -57,7 +57,9 @@ def conv(ctx, node, ins):
 
 @converter("MatMul", since=1)
 def matmul(ctx, node, ins):
-    a, b = ins
+    """numpy matmul; 1-D operands become matrices and back; 16-bit floats run in float32."""
+    dtype = ins[0].dtype
+    a, b = (widen_half(ctx, v) for v in ins)
     if len(a.shape) == 0 or len(b.shape) == 0:
         raise Unsupported("MatMul of a scalar")
     a2 = ctx.emit1("Reshape", [a], {"shape": (1,) + tuple(a.shape)}) if len(a.shape) == 1 else a
@@ -68,15 +70,16 @@ def matmul(ctx, node, ins):
         shape = shape[:-2] + shape[-1:]
     if len(b.shape) == 1:
         shape = shape[:-1]
-    return [ctx.emit1("Reshape", [y], {"shape": shape}) if shape != tuple(y.shape) else y]
+    return [narrow(ctx, ctx.emit1("Reshape", [y], {"shape": shape}) if shape != tuple(y.shape) else y, dtype)]
 
 
 @converter("Gemm", since=1)
 def gemm(ctx, node, ins):
     """alpha*A'B' + beta*C as MatMul (+ Mul) (+ Add); constant transposes fold away."""
     a_attr = ctx.attrs(node)
-    a, b = ins[0], ins[1]
-    c = ins[2] if len(ins) > 2 else None
+    dtype = ins[0].dtype
+    a, b = widen_half(ctx, ins[0]), widen_half(ctx, ins[1])
+    c = widen_half(ctx, ins[2]) if len(ins) > 2 and ins[2] is not None else None
     if a_attr.get("transA", 0):
         a = ctx.emit1("Transpose", [a], {"perm": (1, 0)})
     if a_attr.get("transB", 0):
@@ -89,7 +92,7 @@ def gemm(ctx, node, ins):
         if beta != 1.0:
             c = ctx.emit1("Mul", [c, ctx.const(beta, c.dtype)])
         y = ctx.emit1("Add", [y, c])
-    return [y]
+    return [narrow(ctx, y, dtype)]
 
 
 @converter("BatchNormalization", since=1)

@@ -25,11 +25,15 @@ def _check_float(op: str, dtype: np.dtype) -> None:
         raise Unsupported(f"{op} on {dtype.name} tensors")
 
 
+def widen_half(ctx, x):
+    """float16 and bfloat16 tensors are computed in float32 (as onnxruntime's CPU kernels do),
+    so results round once, when `narrow` casts them back; other dtypes stay as they are."""
+    return ctx.emit1("Cast", [x], {"to": "float32"}) if np.dtype(x.dtype) in _HALF else x
+
+
 def widen(ctx, op: str, x):
-    """float16 and bfloat16 tensors are normalised in float32 (as onnxruntime's CPU kernels do);
-    float32 and float64 stay as they are; anything else is unsupported."""
-    if np.dtype(x.dtype) in _HALF:
-        return ctx.emit1("Cast", [x], {"to": "float32"})
+    """`widen_half` for ops that take only float32/float64 otherwise."""
+    x = widen_half(ctx, x)
     _check_float(op, x.dtype)
     return x
 

@@ -11,6 +11,7 @@ import numpy as np
 
 from hobbit.frontend.converters import converter
 from hobbit.frontend.onnx import Unsupported
+from hobbit.frontend.onnx_ops.norm import narrow, widen_half
 from hobbit.graph.shapes import normalize_axis
 
 
@@ -45,26 +46,14 @@ def _axes(ctx, node, ins, op: str, axes_from_input: bool) -> tuple[int, ...]:
     return canonical
 
 
-_HALF = (np.dtype(np.float16), np.dtype(ml_dtypes.bfloat16))
-
-
-def _widened(ctx, x):
-    """16-bit floats are reduced in float32 (one rounding at the end, as onnxruntime does)."""
-    return ctx.emit1("Cast", [x], {"to": "float32"}) if np.dtype(x.dtype) in _HALF else x
-
-
-def _restored(ctx, y, dtype: np.dtype):
-    return y if np.dtype(y.dtype) == np.dtype(dtype) else ctx.emit1("Cast", [y], {"to": np.dtype(dtype).name})
-
-
 def _convert(op: str, axes_from_input: bool):
     def convert(ctx, node, ins):
-        x = _widened(ctx, ins[0])
+        x = widen_half(ctx, ins[0])
         if np.dtype(x.dtype) == np.bool_ and op in ("ReduceMax", "ReduceMin"):
             x = ctx.emit1("Cast", [x], {"to": "uint8"})  # any / all: max / min of the 0/1 bytes
         _check_dtype(op, x.dtype)
         attrs = {"axes": _axes(ctx, node, ins, op, axes_from_input), "keepdims": int(ctx.attrs(node).get("keepdims", 1))}
-        return [_restored(ctx, ctx.emit1(op, [x], attrs), ins[0].dtype)]
+        return [narrow(ctx, ctx.emit1(op, [x], attrs), ins[0].dtype)]
     return convert
 
 
@@ -73,7 +62,7 @@ def _log_sum_exp(axes_from_input: bool):
     to the finite range so that a row holding an infinity gives that infinity (as in
     onnxruntime), not inf - inf = NaN."""
     def convert(ctx, node, ins):
-        x = _widened(ctx, ins[0])
+        x = widen_half(ctx, ins[0])
         _check_dtype("ReduceLogSumExp", x.dtype)
         axes = _axes(ctx, node, ins, "ReduceLogSumExp", axes_from_input)
         keepdims = int(ctx.attrs(node).get("keepdims", 1))
@@ -84,7 +73,7 @@ def _log_sum_exp(axes_from_input: bool):
         total = ctx.emit1("Log", [ctx.emit1("ReduceSum", [shifted], {"axes": axes, "keepdims": keepdims})])
         if not keepdims:
             peak = ctx.emit1("Reshape", [peak], {"shape": tuple(total.shape)})
-        return [_restored(ctx, ctx.emit1("Add", [total, peak]), ins[0].dtype)]
+        return [narrow(ctx, ctx.emit1("Add", [total, peak]), ins[0].dtype)]
     return convert
 
 

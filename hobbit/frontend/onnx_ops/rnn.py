@@ -2,7 +2,8 @@
 
 Each becomes: (layout 1: transposes to the sequence-major layout), one MatMul for
 the input projection of every step X·Wᵀ plus the biases that can be folded into it,
-the `Recurrence` op for the sequential part, and transposes back for layout 1."""
+the `Recurrence` op for the sequential part, and transposes back for layout 1.
+float16/bfloat16 models run in float32 and round their outputs once."""
 
 from __future__ import annotations
 
@@ -10,6 +11,7 @@ import numpy as np
 
 from hobbit.frontend.converters import converter
 from hobbit.frontend.onnx import Unsupported
+from hobbit.frontend.onnx_ops.norm import narrow, widen_half
 from hobbit.ops.rnn import GATES, NUMPY_ACTIVATIONS
 
 _DEFAULT_ACTIVATIONS = {"RNN": ("Tanh",), "GRU": ("Sigmoid", "Tanh"), "LSTM": ("Sigmoid", "Tanh", "Tanh")}
@@ -55,9 +57,10 @@ def _input(ins: list, index: int):
 def _convert(cell: str):
     def convert(ctx, node, ins):
         a = ctx.attrs(node)
+        dtype = np.dtype(ins[0].dtype)
+        ins = [None if v is None else widen_half(ctx, v) for v in ins]
         x, w, r = ins[0], ins[1], ins[2]
-        dtype = np.dtype(x.dtype)
-        if dtype not in (np.float32, np.float64):
+        if np.dtype(x.dtype) not in (np.float32, np.float64):
             raise Unsupported(f"{cell} on {dtype.name} tensors")
         direction = a.get("direction", "forward")
         reverse = {"forward": (0,), "reverse": (1,), "bidirectional": (0, 1)}.get(direction)
@@ -103,7 +106,7 @@ def _convert(cell: str):
         if layout:
             outs = [ctx.emit1("Transpose", [outs[0]], {"perm": (2, 0, 1, 3)})] + \
                    [ctx.emit1("Transpose", [v], {"perm": (1, 0, 2)}) for v in outs[1:]]
-        return outs
+        return [narrow(ctx, v, dtype) for v in outs]
     return convert
 
 

@@ -253,8 +253,12 @@ def tile(ctx, node, ins):
 
 @converter("Range", since=11)
 def range_(ctx, node, ins):
-    for v, what in zip(ins, ("start", "limit", "delta")):
-        ctx.const_value(v, f"Range {what}")
+    start, limit, delta = (np.asarray(ctx.const_value(v, f"Range {what}")).reshape(-1)
+                           for v, what in zip(ins, ("start", "limit", "delta")))
+    if start.size != 1 or limit.size != 1 or delta.size != 1:
+        raise ShapeError("Range start, limit and delta must be scalars")
+    if delta[0] == 0:
+        raise ShapeError("Range delta is 0")
     return [ctx.emit1("Range", ins)]
 
 
