@@ -178,6 +178,8 @@ def import_onnx(model: str | os.PathLike | bytes | onnx.ModelProto,
     """Import a model. `input_shapes` binds symbolic dims; `input_values` turns those graph
     inputs into constants (for inputs that decide shapes, such as a Reshape target)."""
     proto = load_model(model)
+    if not proto.graph.output:
+        raise ModelFormatError("the model's graph declares no outputs (an empty or truncated model?)")
     opsets = model_opsets(proto)
     graph_proto = proto.graph
     _check_supported(graph_proto, opsets)
