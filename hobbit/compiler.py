@@ -134,12 +134,12 @@ def _compile(model: ModelSource, threads: int | None, opt_level: int, passes: li
                for name, v in zip(graph.output_names, graph.outputs)]
     objects: list[bytes] = []
     model_obj = CompiledModel(report.optimized, report.target, weights, report.plan.arena_bytes, inputs, outputs,
-                              report, on_object=objects.append if key else None)
+                              report, on_object=objects.append if key else None, layout=graph.output_layout)
     report.seconds["jit"] = time.perf_counter() - t0
     if key and len(objects) == 1:
         show.stage("writing the compile cache")
         t0 = time.perf_counter()
-        compile_cache.store(key, objects[0], weights, report.plan.arena_bytes, inputs, outputs)
+        compile_cache.store(key, objects[0], weights, report.plan.arena_bytes, inputs, outputs, graph.output_layout)
         report.seconds["cache"] = lookup_seconds + time.perf_counter() - t0
     show.finish("compiled")
     return model_obj

@@ -27,18 +27,25 @@ class HobbitRep(BackendRep):
     def run(self, inputs: Any, **kwargs: Any) -> tuple[Any, ...]:
         feeds = self._feeds(inputs)
         outputs = self.model.run(feeds)
-        return namedtupledict("Outputs", [s.name for s in self.model.outputs])(*outputs)
+        return namedtupledict("Outputs", self.model.output_names)(*outputs)
 
-    def _feeds(self, inputs: Any) -> dict[str, np.ndarray]:
+    def _feeds(self, inputs: Any) -> dict[str, Any]:
         names = [spec.name for spec in self.model.inputs]
         if isinstance(inputs, dict):
-            return {k: np.asarray(v) for k, v in inputs.items()}
+            return {k: _as_input(v) for k, v in inputs.items()}
         if isinstance(inputs, np.ndarray):
             inputs = [inputs]
         inputs = list(inputs)
         if len(inputs) != len(names):
             raise InputError(f"model takes {len(names)} input(s) ({', '.join(names)}), got {len(inputs)}")
-        return {name: np.asarray(value) for name, value in zip(names, inputs)}
+        return {name: _as_input(value) for name, value in zip(names, inputs)}
+
+
+def _as_input(value: Any) -> Any:
+    """Arrays as arrays; a list (an ONNX sequence) as a list of arrays."""
+    if isinstance(value, list):
+        return [np.asarray(v) for v in value]
+    return np.asarray(value)
 
 
 class HobbitBackend(Backend):

@@ -42,6 +42,16 @@ def onnx_dtype(elem_type: int, where: str) -> np.dtype:
     return np.dtype(_ONNX_DTYPES[elem_type])
 
 
+@dataclass
+class Sequence:
+    """An ONNX sequence during import: a list of tensors of one dtype, its length known at
+    compile time (see onnx_ops/sequence.py). Only its tensors reach the graph."""
+
+    items: list[Value]
+    dtype: np.dtype
+    const = None
+
+
 class Unsupported(Exception):
     """Raised by a converter for an attribute value or input form it does not handle."""
 
@@ -193,13 +203,22 @@ def import_onnx(model: str | os.PathLike | bytes | onnx.ModelProto,
     importer.convert(validate.ordered_nodes(graph_proto, opsets, set(importer.env)), opsets)
     importer.raise_problems()
 
-    outputs = []
+    outputs, names, layout = [], [], []
     for vi in graph_proto.output:
         if vi.name not in importer.env:
             raise ModelFormatError(f"graph output '{vi.name}' is not produced by any node")
-        outputs.append(importer.env[vi.name])
+        value = importer.env[vi.name]
+        if isinstance(value, Sequence):
+            outputs += value.items
+            names += [f"{vi.name}[{i}]" for i in range(len(value.items))]
+            layout.append((vi.name, len(value.items)))
+        else:
+            outputs.append(value)
+            names.append(vi.name)
+            layout.append((vi.name, None))
     graph = Graph(graph_proto.name or "model", inputs, outputs, importer.ctx.nodes)
-    _name_outputs(graph, graph_proto)
+    _name_outputs(graph, names)
+    graph.output_layout = layout
     validate.check_declared_types(graph_proto, importer.env, graph)
     return graph
 
@@ -212,10 +231,7 @@ class DeclaredInput:
     shape: tuple[int | None, ...]
     symbols: tuple[str | None, ...]
     dtype: np.dtype
-
-    @property
-    def is_static(self) -> bool:
-        return all(d is not None for d in self.shape)
+    sequence: bool = False  # a sequence of tensors of `dtype`; `shape` is then ()
 
 
 def declared_inputs(proto: onnx.ModelProto, input_shapes: dict[str, tuple[int, ...]] | None = None
@@ -225,6 +241,10 @@ def declared_inputs(proto: onnx.ModelProto, input_shapes: dict[str, tuple[int, .
     declared = []
     for vi in proto.graph.input:
         if vi.name in initializers:
+            continue
+        if vi.type.HasField("sequence_type") and vi.type.sequence_type.elem_type.HasField("tensor_type"):
+            dtype = onnx_dtype(vi.type.sequence_type.elem_type.tensor_type.elem_type, vi.name)
+            declared.append(DeclaredInput(vi.name, (), (), dtype, sequence=True))
             continue
         if (input_shapes or {}).get(vi.name) is not None or not vi.type.HasField("tensor_type"):
             ty = _value_type(vi, (input_shapes or {}).get(vi.name))
@@ -284,6 +304,10 @@ def _graph_inputs(graph_proto: onnx.GraphProto, env: dict[str, Value], input_sha
             continue  # an initializer listed as input (IR < 4 style) stays a constant
         if vi.name in input_values:
             env[vi.name] = Value(vi.name, const=np.asarray(input_values[vi.name]))
+            continue
+        if vi.type.HasField("sequence_type"):
+            env[vi.name] = _sequence_input(vi, input_shapes.get(vi.name))
+            inputs.extend(env[vi.name].items)
             continue
         v = Value(vi.name, _value_type(vi, input_shapes.get(vi.name)))
         env[vi.name] = v
@@ -423,8 +447,10 @@ class _Importer:
         raise UnsupportedModelError(self.problems)
 
 
-def _type_proto(value: Value) -> onnx.TypeProto:
+def _type_proto(value: Value | Sequence) -> onnx.TypeProto:
     code = onnx.helper.np_dtype_to_tensor_dtype(np.dtype(value.dtype))
+    if isinstance(value, Sequence):
+        return onnx.helper.make_sequence_type_proto(onnx.helper.make_tensor_type_proto(code, None))
     return functions.value_type(code, tuple(value.shape))
 
 
@@ -448,6 +474,18 @@ def _tensor_array(tensor: onnx.TensorProto) -> np.ndarray:
         return numpy_helper.to_array(tensor).copy()
     except Exception as exc:
         raise ModelFormatError(f"initializer '{tensor.name}' cannot be read: {exc}") from exc
+
+
+def _sequence_input(vi: onnx.ValueInfoProto, shapes: list[tuple[int, ...]] | None) -> Sequence:
+    """A sequence-typed graph input, as one graph input per element ('name[i]')."""
+    elem = vi.type.sequence_type.elem_type
+    if not elem.HasField("tensor_type"):
+        raise UnsupportedModelError([UnsupportedItem("input", "", 0, vi.name, "only sequences of tensors are supported")])
+    dtype = onnx_dtype(elem.tensor_type.elem_type, vi.name)
+    if shapes is None:
+        raise SymbolicInputShape(f"input '{vi.name}' is a sequence; its length is needed to compile")
+    items = [Value(f"{vi.name}[{i}]", TensorType(dtype, tuple(int(d) for d in shape))) for i, shape in enumerate(shapes)]
+    return Sequence(items, dtype)
 
 
 def _value_type(vi: onnx.ValueInfoProto, override: tuple[int, ...] | None) -> TensorType:
@@ -477,9 +515,10 @@ def _value_type(vi: onnx.ValueInfoProto, override: tuple[int, ...] | None) -> Te
     return TensorType(dtype, tuple(dims))
 
 
-def _name_outputs(graph: Graph, graph_proto: onnx.GraphProto) -> None:
-    """Graph outputs keep their ONNX names, so m.outputs reads like the model."""
-    for vi, value in zip(graph_proto.output, graph.outputs):
+def _name_outputs(graph: Graph, names: list[str]) -> None:
+    """Graph outputs keep their ONNX names (elements of a sequence output are 'name[i]'),
+    so m.outputs reads like the model."""
+    for name, value in zip(names, graph.outputs):
         if value.const is None and value not in graph.inputs:
-            value.name = vi.name
-    graph.output_names = [vi.name for vi in graph_proto.output]
+            value.name = name
+    graph.output_names = list(names)

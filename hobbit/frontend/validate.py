@@ -56,6 +56,8 @@ def check_input_types(node: onnx.NodeProto, name: str, opset: int, ins: list[Val
             continue
         param = schema.inputs[min(i, len(schema.inputs) - 1)]
         type_str = tensor_type_str(value.dtype)
+        if hasattr(value, "items"):  # a Sequence during import
+            type_str = f"seq({type_str})"
         if param.types and type_str not in param.types:
             raise ModelFormatError(f"node '{name}' ({node.op_type}, opset {opset}): input {i} "
                                    f"('{node.input[i]}') is {type_str}, which the operator does not accept "
@@ -248,7 +250,7 @@ def _named(node: onnx.NodeProto, name: str) -> onnx.NodeProto:
 # -- declared types and sizes -------------------------------------------------------------
 
 def _check_declared(vi: onnx.ValueInfoProto, value: Value, what: str, check_shape: bool) -> None:
-    if not vi.type.HasField("tensor_type"):
+    if not vi.type.HasField("tensor_type") or not isinstance(value, Value):
         return
     tt = vi.type.tensor_type
     if tt.elem_type and value.type is not None:

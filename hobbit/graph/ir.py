@@ -106,6 +106,8 @@ class Graph:
         self.outputs = outputs
         self.nodes = nodes
         self.output_names = [v.name for v in outputs]
+        # Per model output: (name, None) for a tensor, (name, n) for a sequence of the next n outputs.
+        self.output_layout: list[tuple[str, int | None]] = [(v.name, None) for v in outputs]
         self.relink()
 
     def relink(self) -> None:

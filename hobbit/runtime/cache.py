@@ -36,7 +36,7 @@ import onnx
 from hobbit.codegen.target import Target
 from hobbit.runtime.jit import CompiledModel, TensorSpec
 
-FORMAT = 1
+FORMAT = 2
 CODE_FILE = "code.o"
 WEIGHTS_FILE = "weights.bin"
 MANIFEST_FILE = "manifest.json"
@@ -210,13 +210,14 @@ def load(key: str, target: Target) -> CompiledModel | None:
             raise ValueError("checksum mismatch")
         inputs = [_spec(s) for s in manifest["inputs"]]
         outputs = [_spec(s) for s in manifest["outputs"]]
+        layout = [(str(name), None if count is None else int(count)) for name, count in manifest["layout"]]
         arena_bytes = int(manifest["arena_bytes"])
     except (OSError, ValueError, KeyError, TypeError):
         shutil.rmtree(entry, ignore_errors=True)
         return None
     report = CachedReport(str(entry), {"cache": time.perf_counter() - t0})
     t0 = time.perf_counter()
-    model = CompiledModel(code, target, weights, arena_bytes, inputs, outputs, report)
+    model = CompiledModel(code, target, weights, arena_bytes, inputs, outputs, report, layout=layout)
     report.seconds["jit"] = time.perf_counter() - t0
     _touch(entry / MANIFEST_FILE)
     return model
@@ -268,7 +269,7 @@ def _touch(path: Path) -> None:
 
 
 def store(key: str, code: bytes, weights: np.ndarray, arena_bytes: int,
-          inputs: list[TensorSpec], outputs: list[TensorSpec]) -> None:
+          inputs: list[TensorSpec], outputs: list[TensorSpec], layout: list[tuple[str, int | None]]) -> None:
     """Write an entry atomically; a cache that cannot be written only costs a warning."""
     root = cache_dir()
     try:
@@ -284,6 +285,7 @@ def store(key: str, code: bytes, weights: np.ndarray, arena_bytes: int,
             f.write(memoryview(blob))
         body = {"format": FORMAT, "arena_bytes": int(arena_bytes), "weights_bytes": int(blob.size),
                 "inputs": [_spec_json(s) for s in inputs], "outputs": [_spec_json(s) for s in outputs],
+                "layout": [list(item) for item in layout],
                 "files": {CODE_FILE: {"size": len(code), "crc32": _crc(code)},
                           WEIGHTS_FILE: {"size": int(blob.size), "crc32": _crc(blob)}}}
         (tmp / MANIFEST_FILE).write_text(json.dumps({"body": body, "crc32": _crc(_canonical(body))}))

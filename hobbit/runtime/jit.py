@@ -69,18 +69,38 @@ def jit_engine(code: llvm.ModuleRef | bytes, target: Target,
     return engine
 
 
+def _group(flat: list[np.ndarray], layout: list[tuple[str, int | None]]) -> list:
+    grouped, position = [], 0
+    for _, count in layout:
+        if count is None:
+            grouped.append(flat[position])
+            position += 1
+        else:
+            grouped.append(flat[position:position + count])
+            position += count
+    return grouped
+
+
 class CompiledModel:
     def __init__(self, code: llvm.ModuleRef | bytes, target: Target, weights: np.ndarray, arena_bytes: int,
                  inputs: list[TensorSpec], outputs: list[TensorSpec], report: object = None,
-                 on_object: Callable[[bytes], None] | None = None):
+                 on_object: Callable[[bytes], None] | None = None,
+                 layout: list[tuple[str, int | None]] | None = None):
         self.inputs = inputs
         self.outputs = outputs
+        # Model outputs that are sequences come back as lists of the next n flat outputs.
+        self.layout = layout if layout is not None and any(n is not None for _, n in layout) else None
         self.report = report
         self._weights = weights
         self._arena_bytes = arena_bytes
         self._engine = jit_engine(code, target, on_object)
         self._entry = _ENTRY_TYPE(self._engine.get_function_address(ENTRY))
         self._local = threading.local()
+
+    @property
+    def output_names(self) -> list[str]:
+        """The model's output names, in the order run() returns them (a sequence is one)."""
+        return [name for name, _ in self.layout] if self.layout else [s.name for s in self.outputs]
 
     def __call__(self, *arrays: np.ndarray) -> np.ndarray | list[np.ndarray]:
         if len(arrays) != len(self.inputs):
@@ -96,7 +116,7 @@ class CompiledModel:
         out_table = (ctypes.c_void_p * max(1, len(results)))(*[r.ctypes.data for r in results])
         self._entry(ctypes.addressof(in_table), ctypes.addressof(out_table),
                     self._weights.ctypes.data, self._arena().ctypes.data)
-        return results
+        return results if self.layout is None else _group(results, self.layout)
 
     def profile(self, feeds: dict[str, np.ndarray], runs: int = 20) -> list[KernelTime]:
         """Mean time per kernel over `runs` inferences (needs compile(..., profile=True))."""

@@ -32,10 +32,13 @@ MAX_VALUE_INPUT_ELEMENTS = 4096
 class SymbolicSpec:
     name: str
     shape: tuple[int | None, ...]
-    dtype: np.dtype
+    dtype: np.dtype | None
+    sequence: bool = False
 
     def __repr__(self) -> str:
-        return f"TensorSpec({self.name!r}, shape={self.shape}, dtype={np.dtype(self.dtype).name})"
+        kind = "SequenceSpec" if self.sequence else "TensorSpec"
+        dtype = np.dtype(self.dtype).name if self.dtype is not None else None
+        return f"{kind}({self.name!r}, shape={self.shape}, dtype={dtype})"
 
 
 Builder = Callable[[dict[str, tuple[int, ...]], dict[str, np.ndarray]], CompiledModel]
@@ -46,7 +49,7 @@ class SpecializingModel:
 
     def __init__(self, declared: list[DeclaredInput], outputs: list[SymbolicSpec], value_inputs: list[str],
                  build: Builder, max_variants: int = 8):
-        self.inputs = [SymbolicSpec(d.name, d.shape, d.dtype) for d in declared]
+        self.inputs = [SymbolicSpec(d.name, d.shape, d.dtype, d.sequence) for d in declared]
         self.outputs = outputs
         self.value_inputs = list(value_inputs)
         self._declared = declared
@@ -54,6 +57,10 @@ class SpecializingModel:
         self._max_variants = max_variants
         self._variants: collections.OrderedDict[tuple, CompiledModel] = collections.OrderedDict()
         self._lock = threading.Lock()
+
+    @property
+    def output_names(self) -> list[str]:
+        return [s.name for s in self.outputs]
 
     @property
     def report(self) -> object:
@@ -67,9 +74,17 @@ class SpecializingModel:
         outs = self.run({spec.name: a for spec, a in zip(self.inputs, arrays)})
         return outs[0] if len(outs) == 1 else outs
 
-    def run(self, feeds: dict[str, np.ndarray]) -> list[np.ndarray]:
+    def run(self, feeds: dict[str, np.ndarray | list[np.ndarray]]) -> list:
         variant = self.variant(feeds)
-        return variant.run({k: v for k, v in feeds.items() if k not in self.value_inputs})
+        flat = {}
+        for d in self._declared:
+            if d.name in self.value_inputs:
+                continue
+            if d.sequence:
+                flat.update({f"{d.name}[{i}]": item for i, item in enumerate(feeds[d.name])})
+            else:
+                flat[d.name] = feeds[d.name]
+        return variant.run(flat)
 
     def variant(self, feeds: dict[str, np.ndarray]) -> CompiledModel:
         """The compiled variant for these inputs' signature, compiled on first use.
@@ -114,6 +129,9 @@ class SpecializingModel:
         shapes = {}
         for d in self._declared:
             value = feeds[d.name]
+            if d.sequence:
+                shapes[d.name] = _sequence_shapes(d, value)
+                continue
             if not isinstance(value, np.ndarray):
                 raise InputError(f"input '{d.name}' must be a numpy array, got {type(value).__name__}")
             if value.dtype != d.dtype:
@@ -135,6 +153,16 @@ class SpecializingModel:
                                  f"values; it has {value.size} elements, more than {MAX_VALUE_INPUT_ELEMENTS}")
             shapes[d.name] = tuple(int(s) for s in value.shape)
         return shapes
+
+
+def _sequence_shapes(d: DeclaredInput, value: object) -> tuple[tuple[int, ...], ...]:
+    """A sequence input is a list of arrays of the declared dtype; its signature is their shapes."""
+    if not isinstance(value, (list, tuple)) or not all(isinstance(v, np.ndarray) for v in value):
+        raise InputError(f"input '{d.name}' is a sequence: pass a list of numpy arrays")
+    wrong = [str(v.dtype) for v in value if v.dtype != d.dtype]
+    if wrong:
+        raise InputError(f"input '{d.name}' holds {wrong[0]} arrays, the model expects {d.dtype.name}")
+    return tuple(tuple(int(s) for s in v.shape) for v in value)
 
 
 def _show(d: DeclaredInput) -> str:

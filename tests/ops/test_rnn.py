@@ -142,3 +142,15 @@ def test_float16_gru_runs_in_float32():
     for g, e in zip(got, expected):
         assert g.dtype == np.float16
         np.testing.assert_allclose(g.astype(np.float32), e, rtol=2e-3, atol=2e-3)
+
+
+@pytest.mark.parametrize("cell", ["RNN", "GRU", "LSTM"])
+def test_constant_inputs_fold_through_the_reference(cell):
+    """With every input constant the recurrence is folded at import by its numpy reference."""
+    inits = _feeds(cell, 2, lens=[5, 2, 3])
+    outputs = ["Y", "Y_h"] + (["Y_c"] if cell == "LSTM" else [])
+    attrs = {"linear_before_reset": 1} if cell == "GRU" else {}
+    node = helper.make_node(cell, list(inits), outputs, hidden_size=HIDDEN, direction="bidirectional", **attrs)
+    model = make_model([node], {}, outputs, inits, opset=14)
+    for g, e in zip(hobbit.compile(model).run({}), run_ort(model, {})):
+        np.testing.assert_allclose(g, e, rtol=1e-4, atol=1e-5)

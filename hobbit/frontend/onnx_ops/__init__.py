@@ -11,3 +11,5 @@ from hobbit.frontend.onnx_ops import gridsample  # noqa: F401
 from hobbit.frontend.onnx_ops import quantize  # noqa: F401
 from hobbit.frontend.onnx_ops import control  # noqa: F401
 from hobbit.frontend.onnx_ops import linalg  # noqa: F401
+from hobbit.frontend.onnx_ops import spectral  # noqa: F401
+from hobbit.frontend.onnx_ops import sequence  # noqa: F401

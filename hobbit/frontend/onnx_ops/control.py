@@ -14,6 +14,7 @@ import numpy as np
 
 from hobbit.frontend.converters import converter
 from hobbit.frontend.onnx import NeedsInputValues, Unsupported
+from hobbit.graph.ir import Value
 
 # Unrolling multiplies the body; past this many iterations the graph would be absurd.
 MAX_ITERATIONS = 1024
@@ -28,7 +29,8 @@ def if_(ctx, node, ins):
     except NeedsInputValues:
         then = ctx.inline(a["then_branch"], [], f"{name}/then")
         other = ctx.inline(a["else_branch"], [], f"{name}/else")
-        if any(t.type != e.type for t, e in zip(then, other)):
+        if any(not isinstance(t, Value) or not isinstance(e, Value) or t.type != e.type
+               for t, e in zip(then, other)):
             raise
         return [ctx.emit1("Where", [ins[0], t, e]) for t, e in zip(then, other)]
     branch = "then_branch" if bool(np.asarray(cond).reshape(-1)[0]) else "else_branch"

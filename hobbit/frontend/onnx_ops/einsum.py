@@ -4,7 +4,8 @@ right as one batched MatMul each (Transpose + Reshape around it), and a final Tr
 into the output's label order.
 
 Labels are single letters; the dims an ellipsis stands for get the labels "0", "1", ...
-aligned from the right, so operands with different ellipsis ranks broadcast as numpy does."""
+aligned from the right, so operands with different ellipsis ranks broadcast as numpy does.
+Integer operands stay integers; float16/bfloat16 ones are computed in float32."""
 
 from __future__ import annotations
 
