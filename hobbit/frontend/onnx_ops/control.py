@@ -62,15 +62,39 @@ def loop(ctx, node, ins):
     return carried + [_stack(ctx, values, 0) for values in scans]
 
 
+@converter("Scan", since=8)
+def scan_batched(ctx, node, ins):
+    """Opset 8: every tensor has a leading batch dim, sequences run along axis 1, and an
+    optional first input gives per-batch lengths (only full lengths are supported)."""
+    a = ctx.attrs(node)
+    n_inputs = int(a["num_scan_inputs"])
+    lengths, states, xs = ins[0], list(ins[1:len(ins) - n_inputs]), list(ins[len(ins) - n_inputs:])
+    batch, steps = xs[0].shape[0], xs[0].shape[1]
+    if lengths is not None and (np.asarray(ctx.const_value(lengths, "Scan sequence_lens")) != steps).any():
+        raise Unsupported("Scan sequence_lens shorter than the sequence")
+    directions = list(a.get("directions") or [0] * n_inputs)
+    per_batch = []
+    for b in range(batch):
+        index = ctx.const(np.int64(b))
+        pick = [ctx.emit1("Gather", [v, index], {"axis": 0}) for v in states + xs]
+        per_batch.append(_scan(ctx, a["body"], pick[:len(states)], pick[len(states):], [0] * n_inputs, directions,
+                               None, None, f"{ctx.node_name}/batch{b}"))
+    return [_stack(ctx, [outs[i] for outs in per_batch], 0) for i in range(len(per_batch[0]))]
+
+
 @converter("Scan", since=9)
 def scan(ctx, node, ins):
     a = ctx.attrs(node)
-    body = a["body"]
-    name = ctx.node_name
     n_inputs = int(a["num_scan_inputs"])
     states, xs = list(ins[:len(ins) - n_inputs]), list(ins[len(ins) - n_inputs:])
-    in_axes = _axes(a.get("scan_input_axes"), xs)
-    in_dirs = list(a.get("scan_input_directions") or [0] * n_inputs)
+    return _scan(ctx, a["body"], states, xs, _axes(a.get("scan_input_axes"), xs),
+                 list(a.get("scan_input_directions") or [0] * n_inputs),
+                 a.get("scan_output_axes"), a.get("scan_output_directions"), ctx.node_name)
+
+
+def _scan(ctx, body, states: list, xs: list, in_axes: list[int], in_dirs: list[int], out_axes, out_dirs,
+          name: str) -> list:
+    """Unroll the body over the scan axis: final states, then the stacked scan outputs."""
     length = int(xs[0].shape[in_axes[0]])
     if length > MAX_ITERATIONS:
         raise Unsupported(f"Scan over {length} steps (hobbit unrolls scans up to {MAX_ITERATIONS})")
@@ -83,10 +107,8 @@ def scan(ctx, node, ins):
         states = outs[:len(states)]
         for collected, value in zip(scans, outs[len(states):]):
             collected.append(value)
-    out_axes = list(a.get("scan_output_axes") or [0] * n_out)
-    out_dirs = list(a.get("scan_output_directions") or [0] * n_out)
     stacked = []
-    for values, axis, direction in zip(scans, out_axes, out_dirs):
+    for values, axis, direction in zip(scans, list(out_axes or [0] * n_out), list(out_dirs or [0] * n_out)):
         ordered = values[::-1] if direction else values
         stacked.append(_stack(ctx, ordered, axis % (len(values[0].shape) + 1)))
     return states + stacked
