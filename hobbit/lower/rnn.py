@@ -4,8 +4,10 @@ The input projection X·Wᵀ (+ biases) of every time step is one MatMul before 
 kernel (graph ops), so what is left here is inherently sequential: per step, each
 gate is the precomputed projection plus a dot product of a row of R with the
 previous hidden state, then the cell's element-wise update. Batch rows and
-directions are independent, so (direction, batch row) pairs are shared among
-threads; each pair walks its own sequence length (sequence_lens, clamped to
+directions are independent, so blocks of up to ROW_BLOCK rows of one direction
+are shared among threads; within a block every row of R is read once per step
+and dotted with all the block's hidden states (R stays in cache however large
+the batch). Each row walks its own sequence length (sequence_lens, clamped to
 [0, seq]) and writes zeros to Y past it. The running state lives in the Y_h
 (and Y_c) outputs; gate values go to per-thread scratch.
 
@@ -45,24 +47,36 @@ ACTIVATIONS: dict[str, ActivationEmit] = {
 }
 
 
+ROW_BLOCK = 8  # batch rows that share each pass over a row of R
+
+
+def _block(node) -> int:
+    return max(1, min(node.inputs[0].shape[1], ROW_BLOCK))
+
+
+def _row_stride(node) -> int:
+    """Scratch elements of one batch row: its G gate rows plus one row for GRU's r (.) h."""
+    return (GATES[node.attrs["cell"]] + 1) * node.attrs["hidden_size"]
+
+
 def recurrence_scratch_bytes(node, target, threads: int) -> int:
-    """Per thread: the G gate rows of one step plus one row for GRU's r (.) h."""
-    hidden = node.attrs["hidden_size"]
-    return threads * (GATES[node.attrs["cell"]] + 1) * hidden * np.dtype(node.inputs[0].dtype).itemsize
+    return threads * _block(node) * _row_stride(node) * np.dtype(node.inputs[0].dtype).itemsize
 
 
-def _dot(kb: KernelBuilder, dtype: np.dtype, lanes: int, a: ir.Value, a_base, b: ir.Value, b_base,
-         length: int) -> ir.Value:
-    """sum(a[a_base + k] * b[b_base + k] for k < length), vectorised with a masked tail."""
+def _dots(kb: KernelBuilder, dtype: np.dtype, lanes: int, a: ir.Value, a_base, rows: list[ir.Value],
+          length: int) -> list[ir.Value]:
+    """[sum(a[a_base + k] * row[k] for k < length) for row in rows]: each vector of `a` is
+    loaded once for all rows; vectorised with a masked tail."""
     width = row_width(lanes, length)
-    acc = kb.alloca(vector_type(dtype, width))
-    kb.b.store(kb.const(dtype, 0, width), acc)
+    accs = [kb.alloca(vector_type(dtype, width)) for _ in rows]
+    for acc in accs:
+        kb.b.store(kb.const(dtype, 0, width), acc)
     e = Emit(kb, dtype, width)
 
     def step(index, mask) -> None:
         x = kb.vload(a, dtype, kb.add(a_base, index), width, mask)
-        y = kb.vload(b, dtype, kb.add(b_base, index), width, mask)
-        kb.b.store(e.fma(x, y, kb.b.load(acc)), acc)
+        for acc, row in zip(accs, rows):
+            kb.b.store(e.fma(x, kb.vload(row, dtype, index, width, mask), kb.b.load(acc)), acc)
 
     full = length - length % width
     if full:
@@ -70,32 +84,54 @@ def _dot(kb: KernelBuilder, dtype: np.dtype, lanes: int, a: ir.Value, a_base, b:
             step(k, None)
     if length % width:
         step(full, kb.prefix_mask(width, length % width))
-    return hreduce(kb, dtype, kb.b.load(acc), "add")
+    return [hreduce(kb, dtype, kb.b.load(acc), "add") for acc in accs]
 
 
-class _Step:
-    """Addresses and helpers of one (direction, batch row) pair inside the kernel."""
+class _Row:
+    """Addresses and helpers of one batch row of one direction at one step.
 
-    def __init__(self, k: KernelArgs, d: ir.Value, row: ir.Value, gates: ir.Value, temp: ir.Value):
+    `row` is the batch row, `slot` its index in the thread's block scratch; `step` the
+    loop step, from which the time index t follows (run backwards for a reverse
+    direction within this row's length)."""
+
+    def __init__(self, k: KernelArgs, d: ir.Value, row: int | ir.Value, slot: int | ir.Value, scratch: ir.Value,
+                 step: ir.Value, backwards: ir.Value | None):
         node = k.node
         self.k, self.kb, self.node = k, k.kb, node
+        kb = self.kb
         self.dtype = np.dtype(node.inputs[0].dtype)
         self.hidden = node.attrs["hidden_size"]
         self.cell = node.attrs["cell"]
         self.g = GATES[self.cell]
-        seq, batch, _ = node.inputs[0].shape
-        self.seq, self.batch = seq, batch
+        self.seq, self.batch, _ = node.inputs[0].shape
         self.dirs = len(node.attrs["reverse"])
-        self.d, self.row = d, row
-        self.gates, self.temp = gates, temp
-        self.e = Emit(self.kb, self.dtype, 1)
-        # Where this pair's [H] row starts in the [dirs, batch, H] state tensors.
-        self.state_base = self.kb.mul(self.kb.add(self.kb.mul(d, batch), row), self.hidden)
-        self.state_h = self.kb.gep(k.outputs[1], self.dtype, self.state_base)
-        self.state_c = self.kb.gep(k.outputs[2], self.dtype, self.state_base) if self.cell == "LSTM" else None
+        self.d, self.row, self.step = d, row, step
+        self.e = Emit(kb, self.dtype, 1)
+        self.gates = kb.gep(scratch, self.dtype, kb.mul(slot, _row_stride(node)))
+        self.temp = kb.gep(self.gates, self.dtype, self.g * self.hidden)
+        # Where this row starts in the [dirs, batch, H] state tensors.
+        self.state_base = kb.mul(kb.add(kb.mul(d, self.batch), row), self.hidden)
+        self.state_h = kb.gep(k.outputs[1], self.dtype, self.state_base)
+        self.state_c = kb.gep(k.outputs[2], self.dtype, self.state_base) if self.cell == "LSTM" else None
+        self.length = self._length()
+        self.active = kb.b.icmp_signed("<", step, self.length)
+        # Inactive rows still compute (discarded) gates: clamp t so those reads stay in bounds.
+        flipped = kb.b.sub(kb.b.sub(self.length, kb.i64(1)), step)
+        flipped = kb.b.select(kb.b.icmp_signed("<", flipped, kb.i64(0)), kb.i64(0), flipped)
+        self.t = kb.b.select(backwards, flipped, step) if backwards is not None else step
+
+    def _length(self) -> ir.Value:
+        """This row's sequence length, clamped to [0, seq]."""
+        kb = self.kb
+        lens = self.k.inputs[3]
+        if lens is None:
+            return kb.i64(self.seq)
+        raw = kb.b.sext(kb.load(lens, np.dtype(np.int32), self.row), kb.i64(0).type)
+        low = kb.b.select(kb.b.icmp_signed("<", raw, kb.i64(0)), kb.i64(0), raw)
+        return kb.b.select(kb.b.icmp_signed(">", low, kb.i64(self.seq)), kb.i64(self.seq), low)
 
     def activation(self, which: int, x: ir.Value) -> ir.Value:
-        """Apply activation `which` (0 = f, 1 = g, 2 = h) of this pair's direction."""
+        """Apply activation `which` (0 = f, 1 = g, 2 = h) of this row's direction."""
         per_dir = self.node.attrs["activations"]
         if self.dirs == 1 or per_dir[0][which] == per_dir[1][which]:
             name, alpha, beta = per_dir[0][which]
@@ -120,143 +156,167 @@ class _Step:
                 value = self.e.c(0.0) if initial is None else kb.load(initial, self.dtype, kb.add(base, j))
                 kb.store(value, state, self.dtype, j)
 
-    def length(self) -> ir.Value:
-        """This row's sequence length, clamped to [0, seq]."""
-        kb = self.kb
-        lens = self.k.inputs[3]
-        if lens is None:
-            return kb.i64(self.seq)
-        raw = kb.b.sext(kb.load(lens, np.dtype(np.int32), self.row), kb.i64(0).type)
-        low = kb.b.select(kb.b.icmp_signed("<", raw, kb.i64(0)), kb.i64(0), raw)
-        return kb.b.select(kb.b.icmp_signed(">", low, kb.i64(self.seq)), kb.i64(self.seq), low)
-
-    def xw_index(self, t: ir.Value, u: int | ir.Value) -> ir.Value:
+    def xw_index(self, u: int | ir.Value) -> ir.Value:
         """Where XW[t, row, d, u] (u = g*H + j) lies."""
         kb, gh = self.kb, self.g * self.hidden
-        return kb.add(kb.add(kb.mul(kb.add(kb.mul(t, self.batch), self.row), self.dirs * gh), kb.mul(self.d, gh)), u)
+        return kb.add(kb.add(kb.mul(kb.add(kb.mul(self.t, self.batch), self.row), self.dirs * gh),
+                             kb.mul(self.d, gh)), u)
 
-    def gate_rows(self, t: ir.Value | None, first: int, count: int, hidden_src: ir.Value, dst: ir.Value) -> None:
-        """dst[u - first*H] = R[d, u, :] · hidden_src (+ XW[t, row, d, u] unless t is None)
-        for the rows u of gates [first, first + count)."""
-        kb, hidden, dtype = self.kb, self.hidden, self.dtype
-        r_base = kb.mul(self.d, self.g * hidden * hidden)
-        lanes = self.k.width(dtype)
-        with kb.loop(first * hidden, (first + count) * hidden, name="u") as u:
-            value = _dot(kb, dtype, lanes, self.k.inputs[1], kb.add(r_base, kb.mul(u, hidden)), hidden_src, 0, hidden)
-            if t is not None:
-                value = self.e.add(kb.load(self.k.inputs[0], dtype, self.xw_index(t, u)), value)
-            kb.store(value, dst, dtype, kb.add(u, -first * hidden))
+    def xw(self, u: int | ir.Value) -> ir.Value:
+        return self.kb.load(self.k.inputs[0], self.dtype, self.xw_index(u))
+
+    def gate(self, g: int, j: ir.Value) -> ir.Value:
+        return self.kb.load(self.gates, self.dtype, self.kb.add(g * self.hidden, j))
+
+    def finish(self, update: Callable[[_Row, ir.Value], None]) -> None:
+        """Run update(row, j) over j < H where this row is active; past its length, Y is 0."""
+        kb = self.kb
+        with kb.b.if_else(self.active) as (then, otherwise):
+            with then, kb.loop(0, self.hidden, name="j") as j:
+                update(self, j)
+            with otherwise, kb.loop(0, self.hidden, name="j") as j:
+                self.store_y(self.step, j, self.e.c(0.0))
 
     def store_y(self, t: ir.Value, j: ir.Value, value: ir.Value) -> None:
         kb = self.kb
         at = kb.add(kb.mul(kb.add(kb.mul(kb.add(kb.mul(t, self.dirs), self.d), self.batch), self.row), self.hidden), j)
         kb.store(value, self.k.outputs[0], self.dtype, at)
 
-    def gate(self, g: int, j: ir.Value) -> ir.Value:
-        return self.kb.load(self.gates, self.dtype, self.kb.add(g * self.hidden, j))
+    def store_h(self, j: ir.Value, h: ir.Value) -> None:
+        self.kb.store(h, self.state_h, self.dtype, j)
+        self.store_y(self.t, j, h)
 
 
-def _rnn_update(s: _Step, t: ir.Value) -> None:
-    kb = s.kb
-    s.gate_rows(t, 0, 1, s.state_h, s.gates)
-    with kb.loop(0, s.hidden, name="j") as j:
-        h = s.activation(0, s.clip(s.gate(0, j)))
-        kb.store(h, s.state_h, s.dtype, j)
-        s.store_y(t, j, h)
+def _gate_rows(rows: list[_Row], first: int, count: int, source: Callable[[_Row], ir.Value],
+               dest: Callable[[_Row], ir.Value], with_input: bool) -> None:
+    """dest(row)[u - first*H] = R[d, u, :] · source(row) (+ XW[t, row, d, u] when with_input)
+    for the rows u of gates [first, first + count), every batch row of the block at once."""
+    r0 = rows[0]
+    kb, hidden, dtype = r0.kb, r0.hidden, r0.dtype
+    r_base = kb.mul(r0.d, r0.g * hidden * hidden)
+    lanes = r0.k.width(dtype)
+    with kb.loop(first * hidden, (first + count) * hidden, name="u") as u:
+        dots = _dots(kb, dtype, lanes, r0.k.inputs[1], kb.add(r_base, kb.mul(u, hidden)),
+                     [source(r) for r in rows], hidden)
+        for r, value in zip(rows, dots):
+            if with_input:
+                value = r.e.add(r.xw(u), value)
+            kb.store(value, dest(r), dtype, kb.add(u, -first * hidden))
 
 
-def _gru_update(s: _Step, t: ir.Value) -> None:
+def _rnn_step(rows: list[_Row]) -> None:
+    _gate_rows(rows, 0, 1, lambda r: r.state_h, lambda r: r.gates, True)
+
+    def update(r: _Row, j) -> None:
+        r.store_h(j, r.activation(0, r.clip(r.gate(0, j))))
+
+    for r in rows:
+        r.finish(update)
+
+
+def _gru_step(rows: list[_Row]) -> None:
     """z and r first; the h gate reads r (.) H (default) or r (.) (H·R_hᵀ + Rb_h) (linear_before_reset)."""
-    kb, e, hidden, dtype = s.kb, s.e, s.hidden, s.dtype
-    before_reset = s.node.attrs["linear_before_reset"]
-    s.gate_rows(t, 0, 2, s.state_h, s.gates)
+    r0 = rows[0]
+    kb, hidden, dtype = r0.kb, r0.hidden, r0.dtype
+    before_reset = r0.node.attrs["linear_before_reset"]
+    _gate_rows(rows, 0, 2, lambda r: r.state_h, lambda r: r.gates, True)
     if before_reset:
-        s.gate_rows(None, 2, 1, s.state_h, s.temp)
-    with kb.loop(0, hidden, name="j") as j:  # z and r activated in place
-        z = s.activation(0, s.clip(s.gate(0, j)))
-        r = s.activation(0, s.clip(s.gate(1, j)))
-        kb.store(z, s.gates, dtype, j)
-        kb.store(r, s.gates, dtype, kb.add(hidden, j))
-        if not before_reset:
-            kb.store(e.mul(r, kb.load(s.state_h, dtype, j)), s.temp, dtype, j)
+        _gate_rows(rows, 2, 1, lambda r: r.state_h, lambda r: r.temp, False)
+    for r in rows:  # z and r activated in place (rows past their length compute unused values)
+        with kb.loop(0, hidden, name="j") as j:
+            z = r.activation(0, r.clip(r.gate(0, j)))
+            reset = r.activation(0, r.clip(r.gate(1, j)))
+            kb.store(z, r.gates, dtype, j)
+            kb.store(reset, r.gates, dtype, kb.add(hidden, j))
+            if not before_reset:
+                kb.store(r.e.mul(reset, kb.load(r.state_h, dtype, j)), r.temp, dtype, j)
     if not before_reset:
-        s.gate_rows(t, 2, 1, s.temp, s.kb.gep(s.gates, dtype, 2 * hidden))
-    with kb.loop(0, hidden, name="j") as j:
+        _gate_rows(rows, 2, 1, lambda r: r.temp, lambda r: kb.gep(r.gates, dtype, 2 * hidden), True)
+
+    def update(r: _Row, j) -> None:
+        e = r.e
         if before_reset:
-            recurrent = kb.load(s.temp, dtype, j)
-            rbias = s.k.inputs[2]
+            recurrent = kb.load(r.temp, dtype, j)
+            rbias = r.k.inputs[2]
             if rbias is not None:
-                recurrent = e.add(recurrent, kb.load(rbias, dtype, kb.add(kb.mul(s.d, hidden), j)))
-            xw = kb.load(s.k.inputs[0], dtype, s.xw_index(t, kb.add(2 * hidden, j)))
-            pre = e.add(xw, e.mul(s.gate(1, j), recurrent))
+                recurrent = e.add(recurrent, kb.load(rbias, dtype, kb.add(kb.mul(r.d, hidden), j)))
+            pre = e.add(r.xw(kb.add(2 * hidden, j)), e.mul(r.gate(1, j), recurrent))
         else:
-            pre = s.gate(2, j)
-        z = s.gate(0, j)
-        candidate = s.activation(1, s.clip(pre))
-        previous = kb.load(s.state_h, dtype, j)
-        h = e.add(e.mul(e.sub(e.c(1.0), z), candidate), e.mul(z, previous))
-        kb.store(h, s.state_h, dtype, j)
-        s.store_y(t, j, h)
+            pre = r.gate(2, j)
+        z = r.gate(0, j)
+        candidate = r.activation(1, r.clip(pre))
+        previous = kb.load(r.state_h, dtype, j)
+        r.store_h(j, e.add(e.mul(e.sub(e.c(1.0), z), candidate), e.mul(z, previous)))
+
+    for r in rows:
+        r.finish(update)
 
 
-def _lstm_update(s: _Step, t: ir.Value) -> None:
-    kb, e, hidden, dtype = s.kb, s.e, s.hidden, s.dtype
-    s.gate_rows(t, 0, 4, s.state_h, s.gates)
-    peep = s.k.inputs[6]
+def _lstm_step(rows: list[_Row]) -> None:
+    _gate_rows(rows, 0, 4, lambda r: r.state_h, lambda r: r.gates, True)
 
-    def peephole(slot: int, j, c):
-        if peep is None:
-            return e.c(0.0)
-        return e.mul(kb.load(peep, dtype, kb.add(kb.mul(s.d, 3 * hidden), kb.add(slot * hidden, j))), c)
+    def update(r: _Row, j) -> None:
+        kb, e, hidden, dtype = r.kb, r.e, r.hidden, r.dtype
+        peep = r.k.inputs[6]
 
-    with kb.loop(0, hidden, name="j") as j:
-        c_prev = kb.load(s.state_c, dtype, j)
-        i = s.activation(0, s.clip(e.add(s.gate(0, j), peephole(0, j, c_prev))))
-        if s.node.attrs["input_forget"]:
+        def peephole(slot: int, c):
+            if peep is None:
+                return e.c(0.0)
+            return e.mul(kb.load(peep, dtype, kb.add(kb.mul(r.d, 3 * hidden), kb.add(slot * hidden, j))), c)
+
+        c_prev = kb.load(r.state_c, dtype, j)
+        i = r.activation(0, r.clip(e.add(r.gate(0, j), peephole(0, c_prev))))
+        if r.node.attrs["input_forget"]:
             f = e.sub(e.c(1.0), i)
         else:
-            f = s.activation(0, s.clip(e.add(s.gate(2, j), peephole(2, j, c_prev))))
-        candidate = s.activation(1, s.clip(s.gate(3, j)))
+            f = r.activation(0, r.clip(e.add(r.gate(2, j), peephole(2, c_prev))))
+        candidate = r.activation(1, r.clip(r.gate(3, j)))
         c = e.add(e.mul(f, c_prev), e.mul(i, candidate))
-        o = s.activation(0, s.clip(e.add(s.gate(1, j), peephole(1, j, c))))
-        h = e.mul(o, s.activation(2, c))
-        kb.store(c, s.state_c, dtype, j)
-        kb.store(h, s.state_h, dtype, j)
-        s.store_y(t, j, h)
+        o = r.activation(0, r.clip(e.add(r.gate(1, j), peephole(1, c))))
+        kb.store(c, r.state_c, dtype, j)
+        r.store_h(j, e.mul(o, r.activation(2, c)))
+
+    for r in rows:
+        r.finish(update)
 
 
-_UPDATES = {"RNN": _rnn_update, "GRU": _gru_update, "LSTM": _lstm_update}
+_STEPS = {"RNN": _rnn_step, "GRU": _gru_step, "LSTM": _lstm_step}
 
 
 def lower_recurrence(k: KernelArgs) -> None:
+    """Threads share (direction, block of batch rows) units; the last block may be shorter."""
     kb, node = k.kb, k.node
     dtype = np.dtype(node.inputs[0].dtype)
     seq, batch, _ = node.inputs[0].shape
-    hidden = node.attrs["hidden_size"]
     reverse = node.attrs["reverse"]
-    dirs = len(reverse)
-    per_thread = (GATES[node.attrs["cell"]] + 1) * hidden
-    lo, hi = k.threads.split(dirs * batch)
-    gates = k.thread_scratch(0, per_thread, dtype)
-    temp = kb.gep(gates, dtype, GATES[node.attrs["cell"]] * hidden)
-    update = _UPDATES[node.attrs["cell"]]
-    with kb.loop(lo, hi, name="pair") as pair:
-        d = kb.b.udiv(pair, kb.i64(batch))
-        row = kb.b.urem(pair, kb.i64(batch))
-        s = _Step(k, d, row, gates, temp)
-        s.init_state()
-        length = s.length()
+    block = _block(node)
+    blocks = -(-batch // block)
+    last = batch - (blocks - 1) * block
+    lo, hi = k.threads.split(len(reverse) * blocks)
+    scratch = k.thread_scratch(0, block * _row_stride(node), dtype)
+    with kb.loop(lo, hi, name="unit") as unit:
+        d = kb.b.udiv(unit, kb.i64(blocks))
+        first_row = kb.mul(kb.b.urem(unit, kb.i64(blocks)), block)
         backwards = _direction_flag(kb, reverse, d)
-        with kb.loop(0, seq, name="s") as step:
-            active = kb.b.icmp_signed("<", step, length)
-            with kb.b.if_else(active) as (then, otherwise):
-                with then:
-                    flipped = kb.b.sub(kb.b.sub(length, kb.i64(1)), step)
-                    t = kb.b.select(backwards, flipped, step) if backwards is not None else step
-                    update(s, t)
-                with otherwise:
-                    with kb.loop(0, hidden, name="j") as j:
-                        s.store_y(step, j, s.e.c(0.0))
+        if last == block:
+            _run_block(k, d, first_row, block, scratch, backwards, seq)
+        else:
+            with kb.b.if_else(kb.b.icmp_unsigned("==", first_row, kb.i64(batch - last))) as (short, full):
+                with short:
+                    _run_block(k, d, first_row, last, scratch, backwards, seq)
+                with full:
+                    _run_block(k, d, first_row, block, scratch, backwards, seq)
+
+
+def _run_block(k: KernelArgs, d: ir.Value, first_row: ir.Value, size: int, scratch: ir.Value,
+               backwards: ir.Value | None, seq: int) -> None:
+    kb = k.kb
+    zero = kb.i64(0)
+    for i in range(size):
+        _Row(k, d, kb.add(first_row, i), i, scratch, zero, backwards).init_state()
+    with kb.loop(0, seq, name="s") as step:
+        rows = [_Row(k, d, kb.add(first_row, i), i, scratch, step, backwards) for i in range(size)]
+        _STEPS[k.node.attrs["cell"]](rows)
 
 
 def _direction_flag(kb: KernelBuilder, reverse: tuple[int, ...], d: ir.Value) -> ir.Value | None:

@@ -154,3 +154,16 @@ def test_constant_inputs_fold_through_the_reference(cell):
     model = make_model([node], {}, outputs, inits, opset=14)
     for g, e in zip(hobbit.compile(model).run({}), run_ort(model, {})):
         np.testing.assert_allclose(g, e, rtol=1e-4, atol=1e-5)
+
+
+@pytest.mark.parametrize("cell", ["GRU", "LSTM"])
+def test_batch_larger_than_a_row_block_with_a_short_last_block(cell):
+    """11 rows = one block of 8 and one of 3, on two threads, ragged lengths, both directions."""
+    g = GATES[cell]
+    lens = np.array([5, 1, 3, 5, 0, 2, 4, 5, 3, 1, 5], np.int32)
+    feeds = {"X": rand(SEQ, 11, INPUT, seed=1), "W": 0.5 * rand(2, g * HIDDEN, INPUT, seed=2),
+             "R": 0.5 * rand(2, g * HIDDEN, HIDDEN, seed=3), "B": 0.5 * rand(2, 2 * g * HIDDEN, seed=4),
+             "sequence_lens": np.maximum(lens, 1), "initial_h": rand(2, 11, HIDDEN, seed=5)}
+    if cell == "LSTM":
+        feeds["initial_c"] = rand(2, 11, HIDDEN, seed=6)
+    _check(cell, feeds, threads=2, direction="bidirectional")

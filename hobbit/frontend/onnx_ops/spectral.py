@@ -20,7 +20,6 @@ from hobbit.frontend.onnx import Unsupported, onnx_dtype
 from hobbit.frontend.onnx_ops.norm import narrow, widen
 from hobbit.graph.shapes import normalize_axis
 
-
 # The dense matrix grows with the square of the length; past this many entries (128 MiB
 # of float64) a transform needs an FFT kernel, which hobbit does not have.
 MAX_MATRIX_ENTRIES = 1 << 24
