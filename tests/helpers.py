@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import threading
+
 import numpy as np
 import onnx
 import onnxruntime as ort
@@ -71,3 +73,25 @@ def assert_same(got: np.ndarray, want: np.ndarray) -> None:
     if got.dtype.itemsize == 2 and got.dtype.kind not in "iu":
         got, want = got.view(np.uint16), want.view(np.uint16)
     np.testing.assert_array_equal(got, want)
+
+
+def run_in_four_threads(compiled, model: onnx.ModelProto, feeds: list[np.ndarray], runs: int) -> None:
+    """Run `compiled` from 4 threads at once, each on its own input `x`, against onnxruntime."""
+    expected = [run_ort(model, {"x": x})[0] for x in feeds]
+    failures: list[str] = []
+    barrier = threading.Barrier(4)
+
+    def worker(i: int) -> None:
+        barrier.wait()
+        for _ in range(runs):
+            got = compiled.run({"x": feeds[i]})[0]
+            if got.shape != expected[i].shape or not np.allclose(got, expected[i], rtol=1e-4, atol=1e-6):
+                failures.append(f"thread {i}: {got.shape} vs {expected[i].shape}")
+                return
+
+    threads = [threading.Thread(target=worker, args=(i,)) for i in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert not failures, failures

@@ -9,15 +9,25 @@ element-wise ops and Conv. This file adds the rest of the hardening checklist.""
 from __future__ import annotations
 
 import resource
-import threading
 
 import numpy as np
 import pytest
 from onnx import TensorProto, helper, numpy_helper
 
 import hobbit
-from hobbit.errors import InputError, ModelFormatError, ShapeError, UnsupportedModelError
-from tests.helpers import assert_matches_ort, make_model, rand, run_ort
+from hobbit.errors import (
+    InputError,
+    ModelFormatError,
+    ShapeError,
+    UnsupportedModelError,
+)
+from tests.helpers import (
+    assert_matches_ort,
+    make_model,
+    rand,
+    run_in_four_threads,
+    run_ort,
+)
 
 
 def _compile_error(model, error: type[Exception], *words: str, **options) -> str:
@@ -356,30 +366,9 @@ def _pool_matmul_model(symbolic_batch: bool = False):
     return model
 
 
-def _run_in_four_threads(compiled, model, feeds: list[np.ndarray], runs: int) -> None:
-    expected = [run_ort(model, {"x": x})[0] for x in feeds]
-    failures: list[str] = []
-    barrier = threading.Barrier(4)
-
-    def worker(i: int) -> None:
-        barrier.wait()
-        for _ in range(runs):
-            got = compiled.run({"x": feeds[i]})[0]
-            if got.shape != expected[i].shape or not np.allclose(got, expected[i], rtol=1e-4, atol=1e-6):
-                failures.append(f"thread {i}: {got.shape} vs {expected[i].shape}")
-                return
-
-    threads = [threading.Thread(target=worker, args=(i,)) for i in range(4)]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join()
-    assert not failures, failures
-
-
 def test_concurrent_runs_of_a_pool_matmul_softmax_model() -> None:
     model = _pool_matmul_model()
-    _run_in_four_threads(hobbit.compile(model), model, [rand(2, 3, 8, 8, seed=10 + i) for i in range(4)], runs=50)
+    run_in_four_threads(hobbit.compile(model), model, [rand(2, 3, 8, 8, seed=10 + i) for i in range(4)], runs=50)
 
 
 def test_concurrent_runs_with_a_different_batch_size_per_thread() -> None:
@@ -387,7 +376,7 @@ def test_concurrent_runs_with_a_different_batch_size_per_thread() -> None:
     still each get their own size's answer."""
     model = _pool_matmul_model(symbolic_batch=True)
     compiled = hobbit.compile(model)
-    _run_in_four_threads(compiled, model, [rand(b, 3, 8, 8, seed=b) for b in (1, 2, 3, 5)], runs=10)
+    run_in_four_threads(compiled, model, [rand(b, 3, 8, 8, seed=b) for b in (1, 2, 3, 5)], runs=10)
     with pytest.raises(InputError, match="'x'"):
         compiled.run({"x": rand(2, 3, 8)})
     with pytest.raises(InputError, match="'x'.*float64"):

@@ -86,6 +86,17 @@ def update(kb: KernelBuilder, dst: ir.Value, dtype: np.dtype, at: int | ir.Value
     kb.store(value, dst, dtype, at)
 
 
+def _element_positions(kb: KernelBuilder, index: list[ir.Value], indices: ir.Value, index_dtype: np.dtype,
+                       index_strides: list[int], data_shape: tuple[int, ...], data_strides: list[int],
+                       axis: int) -> tuple[ir.Value, ir.Value]:
+    """For the element-wise index ops: the flat position `index` has in the indices tensor, and
+    the data position it selects (its own coordinates, with the checked index along `axis`)."""
+    at = kb.affine(list(zip(index, index_strides)))
+    pos = checked_index(kb, load_index(kb, indices, index_dtype, at), data_shape[axis])
+    terms = [(i, s) for d, (i, s) in enumerate(zip(index, data_strides)) if d != axis]
+    return at, kb.add(kb.affine(terms), kb.mul(pos, data_strides[axis]))
+
+
 def emit_gather_elements(kb: KernelBuilder, data: ir.Value, indices: ir.Value, dst: ir.Value,
                          dtype: np.dtype, index_dtype: np.dtype, data_shape: tuple[int, ...],
                          index_shape: tuple[int, ...], axis: int, threads: Threads | None = None) -> None:
@@ -93,10 +104,7 @@ def emit_gather_elements(kb: KernelBuilder, data: ir.Value, indices: ir.Value, d
     data_strides, index_strides = strides_of(data_shape), strides_of(index_shape)
 
     def element(index: list[ir.Value]) -> None:
-        at = kb.affine(list(zip(index, index_strides)))
-        pos = checked_index(kb, load_index(kb, indices, index_dtype, at), data_shape[axis])
-        terms = [(i, s) for d, (i, s) in enumerate(zip(index, data_strides)) if d != axis]
-        src = kb.add(kb.affine(terms), kb.mul(pos, data_strides[axis]))
+        at, src = _element_positions(kb, index, indices, index_dtype, index_strides, data_shape, data_strides, axis)
         kb.store(kb.load(data, dtype, src), dst, dtype, at)
 
     loop_nest(kb, index_shape, element, threads=threads)
@@ -112,10 +120,8 @@ def emit_scatter_elements(kb: KernelBuilder, data: ir.Value, indices: ir.Value, 
     data_strides, index_strides = strides_of(data_shape), strides_of(index_shape)
 
     def element(index: list[ir.Value]) -> None:
-        at = kb.affine(list(zip(index, index_strides)))
-        pos = checked_index(kb, load_index(kb, indices, index_dtype, at), data_shape[axis])
-        terms = [(i, s) for d, (i, s) in enumerate(zip(index, data_strides)) if d != axis]
-        target = kb.add(kb.affine(terms), kb.mul(pos, data_strides[axis]))
+        at, target = _element_positions(kb, index, indices, index_dtype, index_strides, data_shape, data_strides,
+                                        axis)
         update(kb, dst, dtype, target, kb.load(updates, dtype, at), reduction)
 
     loop_nest(kb, index_shape, element)

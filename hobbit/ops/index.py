@@ -20,6 +20,7 @@ from hobbit.lower.kernel import KernelArgs
 from hobbit.lower.mask import emit_one_hot, emit_trilu, load_scalar_index
 from hobbit.lower.scan import emit_cumulative
 from hobbit.lower.topk import emit_top_k
+from hobbit.ops.norm import axis_infer
 from hobbit.ops.scatter import normalised_indices, size_of
 
 # -- OneHot and Trilu ----------------------------------------------------------------
@@ -133,13 +134,6 @@ def _axis_view(shape: tuple[int, ...], axis: int) -> tuple[int, int, int]:
     return size_of(shape[:axis]), shape[axis], size_of(shape[axis + 1:])
 
 
-def _cumulative_infer(node: Node) -> list[TensorType]:
-    x = node.inputs[0]
-    if not 0 <= node.attrs["axis"] < len(x.shape):
-        raise ShapeError(f"{node.op} axis {node.attrs['axis']} does not fit {x.type}")
-    return [x.type]
-
-
 def _cumulative_reference(how: str):
     def reference(ins: list[np.ndarray], a: dict) -> list[np.ndarray]:
         x, axis = ins[0], a["axis"]
@@ -170,7 +164,7 @@ def _lower_cumulative(how: str):
 
 for _name, _how in (("CumSum", "add"), ("CumProd", "mul")):
     register_op(OpDef(
-        _name, infer=_cumulative_infer, reference=_cumulative_reference(_how), lower=_lower_cumulative(_how),
+        _name, infer=axis_infer, reference=_cumulative_reference(_how), lower=_lower_cumulative(_how),
         attrs={"axis": 0, "exclusive": 0, "reverse": 0},
         doc=f"running {'sum' if _how == 'add' else 'product'} along `axis`; exclusive and reverse as in ONNX"))
 

@@ -12,7 +12,8 @@ from hobbit.graph.registry import OpDef, register_op
 from hobbit.lower.norm import lower_layernorm, lower_softmax
 
 
-def _axis_infer(node: Node) -> list[TensorType]:
+def axis_infer(node: Node) -> list[TensorType]:
+    """Same type as the input, for ops along one (already normalised) `axis` attribute."""
     x = node.inputs[0]
     if not 0 <= node.attrs["axis"] < len(x.shape):
         raise ShapeError(f"{node.op} axis {node.attrs['axis']} does not fit rank {len(x.shape)}")
@@ -31,7 +32,7 @@ def _softmax_reference(log: bool):
 
 for _name, _log in (("Softmax", False), ("LogSoftmax", True)):
     register_op(OpDef(
-        _name, infer=_axis_infer, reference=_softmax_reference(_log), lower=lower_softmax,
+        _name, infer=axis_infer, reference=_softmax_reference(_log), lower=lower_softmax,
         attrs={"axis": 0}, doc=f"{_name} over one axis, max-subtracted for stability"))
 
 

@@ -69,6 +69,17 @@ def jit_engine(code: llvm.ModuleRef | bytes, target: Target,
     return engine
 
 
+def check_feed_names(feeds: object, names: list[str]) -> None:
+    """run() takes a dict whose keys are exactly the model's input names."""
+    if not isinstance(feeds, dict):
+        raise InputError(f"run() takes a dict of input name -> numpy array, got {type(feeds).__name__}")
+    unknown = [k for k in feeds if k not in names]
+    missing = [n for n in names if n not in feeds]
+    if unknown or missing:
+        raise InputError(f"inputs do not match the model: unknown {unknown}, missing {missing}; "
+                         f"the model takes {names}")
+
+
 def _group(flat: list[np.ndarray], layout: list[tuple[str, int | None]]) -> list:
     grouped, position = [], 0
     for _, count in layout:
@@ -136,14 +147,7 @@ class CompiledModel:
         return arena
 
     def _validate(self, feeds: dict[str, np.ndarray]) -> list[np.ndarray]:
-        if not isinstance(feeds, dict):
-            raise InputError(f"run() takes a dict of input name -> numpy array, got {type(feeds).__name__}")
-        names = [s.name for s in self.inputs]
-        unknown = [k for k in feeds if k not in names]
-        missing = [n for n in names if n not in feeds]
-        if unknown or missing:
-            raise InputError(f"inputs do not match the model: unknown {unknown}, missing {missing}; "
-                             f"the model takes {names}")
+        check_feed_names(feeds, [s.name for s in self.inputs])
         arrays = []
         for spec in self.inputs:
             value = feeds[spec.name]

@@ -21,7 +21,7 @@ import numpy as np
 
 from hobbit.errors import InputError
 from hobbit.frontend.onnx import DeclaredInput, InputValuesNeeded
-from hobbit.runtime.jit import CompiledModel
+from hobbit.runtime.jit import CompiledModel, check_feed_names
 
 # Shape-deciding inputs are small by nature (axes, shapes, scales); a large one would
 # mean recompiling for every new batch of data, so it is refused instead.
@@ -117,14 +117,7 @@ class SpecializingModel:
 
     def _check(self, feeds: dict[str, np.ndarray]) -> dict[str, tuple[int, ...]]:
         """Names, dtypes, ranks and static dims as declared; one size per symbolic dim name."""
-        if not isinstance(feeds, dict):
-            raise InputError(f"run() takes a dict of input name -> numpy array, got {type(feeds).__name__}")
-        names = [d.name for d in self._declared]
-        unknown = [k for k in feeds if k not in names]
-        missing = [n for n in names if n not in feeds]
-        if unknown or missing:
-            raise InputError(f"inputs do not match the model: unknown {unknown}, missing {missing}; "
-                             f"the model takes {names}")
+        check_feed_names(feeds, [d.name for d in self._declared])
         bound: dict[str, tuple[int, str]] = {}
         shapes = {}
         for d in self._declared:

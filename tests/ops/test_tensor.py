@@ -11,7 +11,6 @@ import pytest
 from onnx import TensorProto, helper
 
 import hobbit
-from hobbit.errors import UnsupportedModelError
 from tests.helpers import assert_matches_ort, make_model, rand
 
 EXACT = {"rtol": 0, "atol": 0}

@@ -3,14 +3,17 @@ input handling, and IEEE special values propagating like onnxruntime."""
 
 from __future__ import annotations
 
-import threading
-
 import numpy as np
 import pytest
 from onnx import helper
 
 import hobbit
-from tests.helpers import assert_matches_ort, make_model, rand, run_ort
+from tests.helpers import (
+    assert_matches_ort,
+    make_model,
+    rand,
+    run_in_four_threads,
+)
 
 
 def _conv_chain():
@@ -27,26 +30,7 @@ def _conv_chain():
 
 def test_concurrent_runs_on_one_model() -> None:
     model = _conv_chain()
-    compiled = hobbit.compile(model)
-    feeds = [rand(1, 4, 16, 16, seed=100 + i) for i in range(4)]
-    expected = [run_ort(model, {"x": x})[0] for x in feeds]
-    failures: list[str] = []
-    barrier = threading.Barrier(4)
-
-    def worker(i: int) -> None:
-        barrier.wait()
-        for _ in range(30):
-            got = compiled.run({"x": feeds[i]})[0]
-            if not np.allclose(got, expected[i], rtol=1e-4, atol=1e-4):
-                failures.append(f"thread {i}: max error {np.abs(got - expected[i]).max()}")
-                return
-
-    threads = [threading.Thread(target=worker, args=(i,)) for i in range(4)]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join()
-    assert not failures, failures
+    run_in_four_threads(hobbit.compile(model), model, [rand(1, 4, 16, 16, seed=100 + i) for i in range(4)], runs=30)
 
 
 def test_results_are_fresh_arrays_per_call() -> None:

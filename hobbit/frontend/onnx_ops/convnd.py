@@ -10,7 +10,7 @@ import numpy as np
 
 from hobbit.frontend.converters import converter
 from hobbit.frontend.onnx import Unsupported
-from hobbit.frontend.onnx_ops.nn import resolve_pads
+from hobbit.frontend.onnx_ops.nn import resolve_pads, split_same_padding
 
 
 def _window(a: dict, w, rank: int) -> tuple[tuple[int, ...], tuple[int, ...], tuple[int, ...]]:
@@ -80,13 +80,9 @@ def transpose_pads(a: dict, in_sizes: tuple[int, ...], kernel: tuple[int, ...], 
     target = [int(t) for t in target][-rank:]
     if len(target) != rank:
         raise Unsupported(f"output_shape {a.get('output_shape')} does not fit a {rank}-D input")
-    begins, ends = [], []
-    for n, k, s, d, extra, out in zip(in_sizes, kernel, strides, dilations, output_padding, target):
-        total = s * (n - 1) + extra + (k - 1) * d + 1 - out
-        small, big = total // 2, total - total // 2
-        begins.append(small if auto_pad == "SAME_UPPER" else big)
-        ends.append(big if auto_pad == "SAME_UPPER" else small)
-    return tuple(begins + ends)
+    totals = [s * (n - 1) + extra + (k - 1) * d + 1 - out
+              for n, k, s, d, extra, out in zip(in_sizes, kernel, strides, dilations, output_padding, target)]
+    return split_same_padding(totals, auto_pad)
 
 
 @converter("ConvTranspose", since=1)

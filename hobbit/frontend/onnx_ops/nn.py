@@ -24,10 +24,15 @@ def resolve_pads(auto_pad: str, pads: list[int] | None, in_hw: tuple[int, ...], 
         return (0,) * (2 * rank)
     if auto_pad not in ("SAME_UPPER", "SAME_LOWER"):
         raise Unsupported(f"auto_pad={auto_pad!r}")
+    totals = [max(0, (-(-size // s) - 1) * s + (k - 1) * d + 1 - size)
+              for size, k, s, d in zip(in_hw, kernel, strides, dilations)]
+    return split_same_padding(totals, auto_pad)
+
+
+def split_same_padding(totals: list[int], auto_pad: str) -> tuple[int, ...]:
+    """(begin..., end...) pads that share each total as SAME_UPPER (extra at the end) or SAME_LOWER does."""
     begins, ends = [], []
-    for size, k, s, d in zip(in_hw, kernel, strides, dilations):
-        out = -(-size // s)
-        total = max(0, (out - 1) * s + (k - 1) * d + 1 - size)
+    for total in totals:
         small, big = total // 2, total - total // 2
         begins.append(small if auto_pad == "SAME_UPPER" else big)
         ends.append(big if auto_pad == "SAME_UPPER" else small)
