@@ -150,3 +150,11 @@ def test_maxpool_nan_matches_ort():
     node = helper.make_node("MaxPool", ["x"], ["y"], kernel_shape=[1, 2])
     got = assert_matches_ort(make_model([node], {"x": x}, ["y"], opset=12), {"x": x})[0]
     assert np.isnan(got[0, 0, 0, 2]) and got[0, 0, 0, 0] == 1
+
+
+@pytest.mark.parametrize("op", ["MaxPool", "AveragePool", "GlobalAveragePool", "GlobalMaxPool"])
+def test_float16_pools_compute_in_float32_and_match_onnxruntime(op: str) -> None:
+    x = rand(1, 3, 7, 9).astype(np.float16)
+    attrs = {} if op.startswith("Global") else {"kernel_shape": [3, 2], "strides": [2, 1]}
+    model = make_model([helper.make_node(op, ["x"], ["y"], **attrs)], {"x": x}, ["y"], opset=18)
+    assert_matches_ort(model, {"x": x}, rtol=1e-3, atol=1e-3)
