@@ -57,6 +57,20 @@ def emit_plane_copy(kb: KernelBuilder, src: ir.Value, src_base: int | ir.Value, 
     stride dst_width) with its corner at (top, left); the padding is left as it is."""
     with kb.loop(0, rows, name="ih") as ih:
         out = kb.add(kb.mul(kb.add(ih, top), dst_width), left)
-        row = kb.add(src_base, kb.mul(ih, src_width))
-        with kb.loop(0, cols, name="iw") as iw:
-            kb.store(kb.load(src, dtype, kb.add(row, iw)), dst, dtype, kb.add(out, iw))
+        emit_row_copy(kb, src, kb.add(src_base, kb.mul(ih, src_width)), dst, out, cols, dtype,
+                      64 // np.dtype(dtype).itemsize)
+
+
+def emit_row_copy(kb: KernelBuilder, src: ir.Value, src_base: int | ir.Value, dst: ir.Value,
+                  dst_base: int | ir.Value, count: int, dtype: np.dtype, width: int) -> None:
+    """Copy `count` contiguous elements in vectors of `width` (a masked one for the tail):
+    rows moved within the caches must not be limited by a scalar loop."""
+    full = count - count % width
+    if full:
+        with kb.loop(0, full, width, name="iw") as iw:
+            v = kb.vload(src, dtype, kb.add(src_base, iw), width)
+            kb.vstore(v, dst, dtype, kb.add(dst_base, iw))
+    if count % width:
+        mask = kb.prefix_mask(width, count % width)
+        v = kb.vload(src, dtype, kb.add(src_base, full), width, mask)
+        kb.vstore(v, dst, dtype, kb.add(dst_base, full), mask)

@@ -11,11 +11,14 @@ shared among threads; bias and the fused epilogue are applied before the store."
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
+import numpy as np
 from llvmlite import ir
 
 from hobbit.lower.builder import I32, KernelBuilder
 from hobbit.lower.conv import ConvShape
-from hobbit.lower.copy import emit_fill, emit_plane_copy
+from hobbit.lower.copy import emit_fill, emit_row_copy
 from hobbit.lower.elementwise import Epilogue
 from hobbit.lower.kernel import KernelArgs
 from hobbit.lower.scalar import Emit
@@ -47,68 +50,123 @@ def lower_depthwise(k: KernelArgs, s: ConvShape) -> None:
     x, w, bias = k.inputs[0], k.inputs[1], k.inputs[2] if len(k.inputs) > 2 else None
     hp, wp = s.padded_hw
     mult = s.oc // s.c
-    width = row_width(s, k.width(dtype))
-    e = Emit(kb, dtype, width)
     epilogue = Epilogue(kb, node, k.epilogue, (s.n, s.oc, s.oh * s.ow))
     pad = k.thread_scratch(0, plane_elems(s), dtype)
-    _zero_borders(kb, s, pad, dtype)
+    emit_fill(kb, pad, dtype, 0, plane_elems(s), kb.const(dtype, 0))  # channels only overwrite the inside
     c_lo, c_hi = k.threads.split(s.c)
+    lanes = k.width(dtype)
     with kb.loop(0, s.n, name="n") as n, kb.loop(c_lo, c_hi, name="c") as c:
-        emit_plane_copy(kb, x, kb.mul(kb.add(kb.mul(n, s.c), c), s.h * s.w), s.w, pad, wp,
-                        s.pad[0], s.pad[1], s.h, s.w, dtype)
+        plane_base = kb.mul(kb.add(kb.mul(n, s.c), c), s.h * s.w)
+        with kb.loop(0, s.h, name="ih") as ih:
+            copy_row(kb, s, x, kb.add(plane_base, kb.mul(ih, s.w)), pad, kb.add(ih, s.pad[0]), dtype, lanes)
         with kb.loop(0, mult, name="mult") as j:
             oc = kb.add(kb.mul(c, mult), j)
-            taps = [kb.splat(kb.load(w, dtype, kb.add(kb.mul(oc, s.kh * s.kw), t)), width)
-                    for t in range(s.kh * s.kw)]
-            b0 = kb.splat(kb.load(bias, dtype, oc), width) if bias is not None else e.c(0.0)
-            out_base = kb.mul(kb.add(kb.mul(n, s.oc), oc), s.oh * s.ow)
-            with kb.loop(0, s.oh, name="oh") as oh:
-                row = kb.mul(oh, s.stride[0] * wp)
-
-                def vector(ow0, mask):
-                    acc = b0
-                    for kh in range(s.kh):
-                        for kw in range(s.kw):
-                            start = kb.add(row, kb.add(kb.mul(ow0, s.stride[1]),
-                                                       kh * s.dilation[0] * wp + kw * s.dilation[1]))
-                            v = _strided_vload(kb, pad, dtype, start, s.stride[1], width, mask)
-                            acc = e.fma(taps[kh * s.kw + kw], v, acc)
-                    p = kb.add(kb.mul(oh, s.ow), ow0)
-                    acc = epilogue.apply(e, acc, [n, oc, p], mask)
-                    kb.vstore(acc, k.outputs[0], dtype, kb.add(out_base, p), mask)
-
-                full = s.ow - s.ow % width
-                if full:
-                    with kb.loop(0, full, width, name="ow") as ow0:
-                        vector(ow0, None)
-                if s.ow % width:
-                    vector(full, kb.prefix_mask(width, s.ow % width))
+            emit_depthwise_rows(kb, s, DepthwiseRows(w, bias, k.outputs[0], epilogue, dtype,
+                                                     row_width(s, k.width(dtype))),
+                                pad, n, oc, 0, s.oh)
 
 
-def _zero_borders(kb: KernelBuilder, s: ConvShape, pad, dtype) -> None:
-    """Zero the padding ring of this thread's plane once; channels only overwrite the inside."""
-    hp, wp = s.padded_hw
-    zero = kb.const(dtype, 0)
-    top, left = s.pad[0], s.pad[1]
-    emit_fill(kb, pad, dtype, 0, top * wp, zero)
-    emit_fill(kb, pad, dtype, (top + s.h) * wp, hp * wp + SLACK, zero)
-    with kb.loop(0, s.h, name="ih") as ih:
-        row = kb.mul(kb.add(ih, top), wp)
-        emit_fill(kb, pad, dtype, 0, left, zero, base=row)
-        emit_fill(kb, pad, dtype, left + s.w, wp, zero, base=row)
+@dataclass
+class DepthwiseRows:
+    """What computing rows of one output channel needs besides the plane."""
+
+    w: ir.Value
+    bias: ir.Value | None
+    out: ir.Value
+    epilogue: Epilogue
+    dtype: np.dtype
+    width: int
 
 
-def _strided_vload(kb: KernelBuilder, ptr, dtype, start, stride: int, width: int, mask) -> ir.Value:
-    """`width` elements at start, start+stride, ...; lanes outside `mask` are don't-care."""
+def emit_depthwise_rows(kb: KernelBuilder, s: ConvShape, d: DepthwiseRows, plane: ir.Value, n, oc,
+                        oh0: int | ir.Value, count: int) -> None:
+    """Output rows oh0 .. oh0 + count of channel `oc` from a padded plane whose first row is
+    where output row oh0 starts reading (the whole plane for oh0 = 0 and count = OH)."""
+    _, wp = s.padded_hw
+    width, dtype = d.width, d.dtype
+    e = Emit(kb, dtype, width)
+    taps = [kb.splat(kb.load(d.w, dtype, kb.add(kb.mul(oc, s.kh * s.kw), t)), width) for t in range(s.kh * s.kw)]
+    b0 = kb.splat(kb.load(d.bias, dtype, oc), width) if d.bias is not None else e.c(0.0)
+    out_base = kb.mul(kb.add(kb.mul(n, s.oc), oc), s.oh * s.ow)
+    with kb.loop(0, count, name="r") as r:
+        oh = kb.add(oh0, r)
+        row = kb.mul(r, s.stride[0] * wp)
+
+        def vector(ow0, mask):
+            acc = b0
+            for kh in range(s.kh):
+                for kw in range(s.kw):
+                    v = _tap_vload(kb, s, plane, dtype, kb.add(row, kh * s.dilation[0] * wp), ow0,
+                                   kw * s.dilation[1], width, mask)
+                    acc = e.fma(taps[kh * s.kw + kw], v, acc)
+            p = kb.add(kb.mul(oh, s.ow), ow0)
+            acc = d.epilogue.apply(e, acc, [n, oc, p], mask)
+            kb.vstore(acc, d.out, dtype, kb.add(out_base, p), mask)
+
+        full = s.ow - s.ow % width
+        if full:
+            with kb.loop(0, full, width, name="ow") as ow0:
+                vector(ow0, None)
+        if s.ow % width:
+            vector(full, kb.prefix_mask(width, s.ow % width))
+
+
+def copy_row(kb: KernelBuilder, s: ConvShape, src: ir.Value, src_base, plane: ir.Value, plane_row,
+             dtype: np.dtype, lanes: int) -> None:
+    """Input row -> padded plane row `plane_row` (after the left padding). For stride 2 the
+    row is stored deinterleaved (even padded columns, then odd ones), so every tap of a
+    stride-2 output vector is one contiguous load."""
+    _, wp = s.padded_hw
+    row = kb.mul(plane_row, wp)
+    if s.stride[1] != 2:
+        emit_row_copy(kb, src, src_base, plane, kb.add(row, s.pad[1]), s.w, dtype, lanes)
+        return
+    half = (wp + 1) // 2
+    left = s.pad[1]
+    # Source element iw lands in padded column left + iw: even columns go to [0, half), odd to [half, wp).
+    first_even, first_odd = (0, 1) if left % 2 == 0 else (1, 0)
+    even_dst = kb.add(row, (left + first_even) // 2)
+    odd_dst = kb.add(row, half + (left + first_odd) // 2)
+    take_even = ir.Constant(ir.VectorType(I32, lanes), [2 * i + first_even for i in range(lanes)])
+    take_odd = ir.Constant(ir.VectorType(I32, lanes), [2 * i + first_odd for i in range(lanes)])
+
+    def pair(iw0, count: int | None) -> None:
+        lo_mask = None if count is None else kb.prefix_mask(lanes, min(count, lanes))
+        hi_mask = None if count is None else kb.prefix_mask(lanes, max(count - lanes, 0))
+        lo = kb.vload(src, dtype, kb.add(src_base, iw0), lanes, lo_mask)
+        hi = kb.vload(src, dtype, kb.add(src_base, kb.add(iw0, lanes)), lanes, hi_mask) \
+            if count is None or count > lanes else lo
+        n_even = None if count is None else (count - first_even + 1) // 2
+        n_odd = None if count is None else (count - first_odd + 1) // 2
+        for take, dst, n_out in ((take_even, even_dst, n_even), (take_odd, odd_dst, n_odd)):
+            if n_out == 0:
+                continue
+            mask = None if n_out is None else kb.prefix_mask(lanes, n_out)
+            kb.vstore(kb.b.shuffle_vector(lo, hi, take), plane, dtype, kb.add(dst, _half_index(kb, iw0)), mask)
+
+    full = s.w - s.w % (2 * lanes)
+    if full:
+        with kb.loop(0, full, 2 * lanes, name="iw") as iw0:
+            pair(iw0, None)
+    if s.w % (2 * lanes):
+        pair(full, s.w % (2 * lanes))
+
+
+def _half_index(kb: KernelBuilder, iw0):
+    """Position in a deinterleaved half of source element iw0 (an even offset)."""
+    return kb.b.lshr(kb.idx(iw0), kb.i64(1)) if not isinstance(iw0, int) else iw0 // 2
+
+
+def _tap_vload(kb: KernelBuilder, s: ConvShape, plane, dtype, row, ow0, offset: int, width: int, mask) -> ir.Value:
+    """Inputs of one tap for outputs ow0 .. ow0 + width: padded columns ow*stride + offset."""
+    stride = s.stride[1]
     if stride == 1:
-        return kb.vload(ptr, dtype, start, width, mask)
+        return kb.vload(plane, dtype, kb.add(row, kb.add(ow0, offset)), width, mask)
     if stride == 2:
-        lo = kb.vload(ptr, dtype, start, width)
-        hi = kb.vload(ptr, dtype, kb.add(start, width), width)
-        even = ir.Constant(ir.VectorType(I32, width), [2 * i for i in range(width)])
-        return kb.b.shuffle_vector(lo, hi, even)
+        half = (s.padded_hw[1] + 1) // 2
+        return kb.vload(plane, dtype, kb.add(row, kb.add(ow0, (offset % 2) * half + offset // 2)), width, mask)
     vec = ir.Constant(ir.VectorType(kb.const(dtype, 0).type, width), None)
+    start = kb.add(row, kb.add(kb.mul(ow0, stride), offset))
     for i in range(width):
-        vec = kb.b.insert_element(vec, kb.load(ptr, dtype, kb.add(start, i * stride)), ir.Constant(I32, i))
+        vec = kb.b.insert_element(vec, kb.load(plane, dtype, kb.add(start, i * stride)), ir.Constant(I32, i))
     return vec
-

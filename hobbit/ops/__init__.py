@@ -10,3 +10,4 @@ from hobbit.ops import quantize  # noqa: F401
 from hobbit.ops import linalg  # noqa: F401
 from hobbit.ops import col2im  # noqa: F401
 from hobbit.ops import scatter  # noqa: F401
+from hobbit.ops import expand_depthwise  # noqa: F401

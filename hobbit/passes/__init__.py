@@ -14,6 +14,7 @@ from hobbit.passes.batchnorm import fold_batchnorm
 from hobbit.passes.concat import concat_in_place
 from hobbit.passes.dce import eliminate_dead_code
 from hobbit.passes.empty import fold_empty
+from hobbit.passes.expand_depthwise import fuse_expand_depthwise
 from hobbit.passes.fold import fold_constants
 from hobbit.passes.fuse import fuse_epilogues
 from hobbit.passes.layout import choose_layouts
@@ -35,11 +36,12 @@ PASSES: dict[str, Pass] = {
     "winograd": _graph_only(use_winograd),
     "layout": choose_layouts,
     "fuse": _graph_only(fuse_epilogues),
+    "fuse-depthwise": fuse_expand_depthwise,
     "concat-in-place": _graph_only(concat_in_place),
 }
 
-DEFAULT_PIPELINE: list[str] = ["dce", "fold", "fold-batchnorm", "winograd", "layout", "fuse", "dce",
-                               "concat-in-place"]
+DEFAULT_PIPELINE: list[str] = ["dce", "fold", "fold-batchnorm", "winograd", "layout", "fuse", "fuse-depthwise",
+                               "dce", "concat-in-place"]
 
 
 def run_pipeline(graph: Graph, pipeline: list[str] | None = None, target: Target | None = None) -> Graph:

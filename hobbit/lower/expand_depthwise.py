@@ -1,0 +1,138 @@
+"""A 1x1 expansion conv and the depthwise conv that reads it, as one kernel.
+
+In MobileNet-style blocks the 1x1 conv widens the channels (16 -> 96 at
+112x112 in MobileNetV2) and a depthwise conv reads the wide tensor once: as two
+kernels, megabytes go to memory and come straight back. Here each thread works
+on bands of depthwise output rows: it computes the expansion (GEMM, bias and
+its fused activation) for just the input rows the band needs into an L2-sized
+buffer, then runs the depthwise rows channel by channel from that buffer
+through a small padded plane. Rows shared by neighbouring bands are computed
+twice; the band height keeps that share small."""
+
+from __future__ import annotations
+
+import numpy as np
+from llvmlite import ir
+
+from hobbit.codegen.target import Target
+from hobbit.graph.ir import Node
+from hobbit.graph.registry import get_op
+from hobbit.lower.builder import KernelBuilder
+from hobbit.lower.conv import ConvShape
+from hobbit.lower.copy import emit_fill
+from hobbit.lower.depthwise import SLACK, DepthwiseRows, copy_row, emit_depthwise_rows, row_width
+from hobbit.lower.elementwise import Epilogue
+from hobbit.lower.gemm import MatB, MatC, emit_gemm, pack_elems, row_major_a
+from hobbit.lower.kernel import KernelArgs
+from hobbit.lower.parallel import Threads
+from hobbit.lower.scalar import Emit
+from hobbit.lower.schedule import gemm_schedule
+
+
+def shapes(node: Node) -> tuple[ConvShape, ConvShape]:
+    """The expansion (1x1) and the depthwise conv of a fused node."""
+    n, c_in, h, w = node.inputs[0].shape
+    c_mid = node.inputs[1].shape[0]
+    _, _, kh, kw = node.inputs[3].shape
+    _, _, oh, ow = node.outputs[0].shape
+    a = node.attrs
+    expand = ConvShape(n, c_in, h, w, c_mid, 1, 1, h, w, 1, (1, 1), (1, 1), (0, 0, 0, 0))
+    depthwise = ConvShape(n, c_mid, h, w, c_mid, kh, kw, oh, ow, c_mid, tuple(a["strides"]),
+                          tuple(a["dilations"]), tuple(a["pads"]))
+    return expand, depthwise
+
+
+def input_rows(d: ConvShape, out_rows: int) -> int:
+    """Input rows that `out_rows` consecutive depthwise output rows read."""
+    return (out_rows - 1) * d.stride[0] + (d.kh - 1) * d.dilation[0] + 1
+
+
+def band_rows(d: ConvShape, target: Target, threads: int) -> int:
+    """Output rows per band: the expanded rows of a band fill at most half of L2, and
+    every thread gets at least two bands when the image allows."""
+    row_bytes = d.c * d.w * 4
+    rows = 1
+    while rows < d.oh and input_rows(d, rows + 1) * row_bytes <= target.l2_bytes // 2:
+        rows += 1
+    return max(1, min(rows, -(-d.oh // (2 * threads))))
+
+
+def _slices(node: Node, target: Target, threads: int) -> tuple[int, int, int, int]:
+    """Band rows and the per-thread elements of: expanded rows, padded plane, GEMM packing."""
+    e, d = shapes(node)
+    band = band_rows(d, target, threads)
+    rows = min(input_rows(d, band), d.h)
+    pack = pack_elems(gemm_schedule(e.oc, rows * e.w, e.c, target), e.oc)
+    return band, e.oc * rows * e.w, input_rows(d, band) * d.padded_hw[1] + SLACK, pack
+
+
+def scratch_bytes(node: Node, target: Target, threads: int) -> int:
+    _, mid, plane, pack = _slices(node, target, threads)
+    return threads * (mid + plane + pack) * np.dtype(node.inputs[0].dtype).itemsize
+
+
+def lower_expand_depthwise(k: KernelArgs) -> None:
+    kb, node = k.kb, k.node
+    dtype = node.inputs[0].dtype
+    x, w1, b1, w2, b2 = k.inputs
+    e, d = shapes(node)
+    threads = k.threads.max_threads
+    band, mid_elems, plane_elems, pack_size = _slices(node, k.target, threads)
+    rows = mid_elems // (e.oc * e.w)  # expanded rows held per band (<= H)
+    mid = k.thread_scratch(0, mid_elems, dtype)
+    plane = k.thread_scratch(threads * mid_elems, plane_elems, dtype)
+    pack = k.thread_scratch(threads * (mid_elems + plane_elems), pack_size, dtype) if pack_size else None
+    _, wp = d.padded_hw
+    lanes = k.width(dtype)
+    zero = kb.const(dtype, 0)
+    emit_fill(kb, plane, dtype, 0, plane_elems, zero)  # the side columns stay zero for every band
+    rows_out = DepthwiseRows(w2, b2, k.outputs[0], Epilogue(kb, node, k.epilogue, (d.n, d.oc, d.oh * d.ow)),
+                             dtype, row_width(d, k.width(dtype)))
+    sched = gemm_schedule(e.oc, rows * e.w, e.c, k.target, np.dtype(dtype).itemsize)
+    inner = node.attrs["inner"]
+    alone = Threads(kb, kb.i64(0), kb.i64(1), 1)
+    full_bands, last = divmod(d.oh, band)
+
+    def process(n, oh0, count: int) -> None:
+        ih0 = kb.add(kb.mul(oh0, d.stride[0]), -d.pad[0])
+        start = _clamp(kb, ih0, 0, e.h - rows)
+
+        def expand_epilogue(em: Emit, v, m, col, mask):
+            v = em.add(v, kb.splat(kb.load(b1, dtype, m), em.width))
+            for step in inner:
+                v = get_op(step.op).scalar(em, [v], step.attrs)
+            return v
+
+        b = MatB(x, kb.add(kb.mul(n, e.c * e.h * e.w), kb.mul(start, e.w)), k=e.h * e.w)
+        emit_gemm(kb, sched, e.oc, rows * e.w, e.c, row_major_a(w1, 0, e.c, sched.mr), b,
+                  MatC(mid, 0, m=rows * e.w), dtype, expand_epilogue, alone, pack)
+        used = input_rows(d, count)
+        # Plane rows j hold input row ih0 + j: those outside the image are zero.
+        j_lo = _clamp(kb, kb.mul(ih0, -1), 0, used)
+        j_hi = _clamp(kb, kb.add(e.h, kb.mul(ih0, -1)), 0, used)
+        with kb.loop(0, j_lo, name="top") as j:
+            emit_fill(kb, plane, dtype, 0, wp, zero, base=kb.mul(j, wp))
+        with kb.loop(j_hi, used, name="bottom") as j:
+            emit_fill(kb, plane, dtype, 0, wp, zero, base=kb.mul(j, wp))
+        with kb.loop(0, d.c, name="c") as c:
+            with kb.loop(j_lo, j_hi, name="j") as j:
+                src = kb.add(kb.mul(c, rows * e.w), kb.mul(kb.add(kb.add(ih0, j), kb.mul(start, -1)), e.w))
+                copy_row(kb, d, mid, src, plane, j, dtype, lanes)
+            emit_depthwise_rows(kb, d, rows_out, plane, n, c, oh0, count)
+
+    with kb.loop(0, d.n, name="n") as n:
+        lo, hi = k.threads.split(full_bands + (last > 0))
+        with kb.loop(lo, kb.imin(hi, full_bands), name="band") as b:
+            process(n, kb.mul(b, band), band)
+        if last:
+            with kb.when_greater(hi, full_bands) as live:
+                if live:
+                    process(n, full_bands * band, last)
+
+
+def _clamp(kb: KernelBuilder, v: ir.Value | int, lo: int, hi: int) -> ir.Value | int:
+    """min(max(v, lo), hi) on indices."""
+    v = kb.idx(v)
+    b = kb.b
+    v = b.select(b.icmp_signed("<", v, kb.i64(lo)), kb.i64(lo), v)
+    return b.select(b.icmp_signed(">", v, kb.i64(hi)), kb.i64(hi), v)
