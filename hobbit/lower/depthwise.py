@@ -73,9 +73,10 @@ class DepthwiseRows:
     w: ir.Value
     bias: ir.Value | None
     out: ir.Value
-    epilogue: Epilogue
+    epilogue: Epilogue  # or anything with Epilogue.apply's signature
     dtype: np.dtype
     width: int
+    out_plane: int | None = None  # elements per channel of `out` (default OH*OW)
 
 
 def emit_depthwise_rows(kb: KernelBuilder, s: ConvShape, d: DepthwiseRows, plane: ir.Value, n, oc,
@@ -87,7 +88,7 @@ def emit_depthwise_rows(kb: KernelBuilder, s: ConvShape, d: DepthwiseRows, plane
     e = Emit(kb, dtype, width)
     taps = [kb.splat(kb.load(d.w, dtype, kb.add(kb.mul(oc, s.kh * s.kw), t)), width) for t in range(s.kh * s.kw)]
     b0 = kb.splat(kb.load(d.bias, dtype, oc), width) if d.bias is not None else e.c(0.0)
-    out_base = kb.mul(kb.add(kb.mul(n, s.oc), oc), s.oh * s.ow)
+    out_base = kb.mul(kb.add(kb.mul(n, s.oc), oc), d.out_plane or s.oh * s.ow)
     with kb.loop(0, count, name="r") as r:
         oh = kb.add(oh0, r)
         row = kb.mul(r, s.stride[0] * wp)

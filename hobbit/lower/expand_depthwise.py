@@ -1,4 +1,5 @@
-"""A 1x1 expansion conv and the depthwise conv that reads it, as one kernel.
+"""A 1x1 expansion conv and the depthwise conv that reads it (and optionally the 1x1
+projection conv that reads the depthwise output), as one kernel.
 
 In MobileNet-style blocks the 1x1 conv widens the channels (16 -> 96 at
 112x112 in MobileNetV2) and a depthwise conv reads the wide tensor once: as two
@@ -6,8 +7,11 @@ kernels, megabytes go to memory and come straight back. Here each thread works
 on bands of depthwise output rows: it computes the expansion (GEMM, bias and
 its fused activation) for just the input rows the band needs into an L2-sized
 buffer, then runs the depthwise rows channel by channel from that buffer
-through a small padded plane. Rows shared by neighbouring bands are computed
-twice; the band height keeps that share small."""
+through a small padded plane. With a projection, the band's depthwise rows go
+to a second buffer and one more GEMM writes the block's output rows, so neither
+wide tensor of a MobileNet inverted-residual block leaves the caches. Rows
+shared by neighbouring bands are computed twice; the band height keeps that
+share small."""
 
 from __future__ import annotations
 
@@ -34,12 +38,18 @@ def shapes(node: Node) -> tuple[ConvShape, ConvShape]:
     n, c_in, h, w = node.inputs[0].shape
     c_mid = node.inputs[1].shape[0]
     _, _, kh, kw = node.inputs[3].shape
-    _, _, oh, ow = node.outputs[0].shape
     a = node.attrs
+    oh = (h + a["pads"][0] + a["pads"][2] - a["dilations"][0] * (kh - 1) - 1) // a["strides"][0] + 1
+    ow = (w + a["pads"][1] + a["pads"][3] - a["dilations"][1] * (kw - 1) - 1) // a["strides"][1] + 1
     expand = ConvShape(n, c_in, h, w, c_mid, 1, 1, h, w, 1, (1, 1), (1, 1), (0, 0, 0, 0))
     depthwise = ConvShape(n, c_mid, h, w, c_mid, kh, kw, oh, ow, c_mid, tuple(a["strides"]),
                           tuple(a["dilations"]), tuple(a["pads"]))
     return expand, depthwise
+
+
+def projects(node: Node) -> bool:
+    """Whether the node also runs the 1x1 projection conv that reads the depthwise output."""
+    return len(node.inputs) > 5
 
 
 def input_rows(d: ConvShape, out_rows: int) -> int:
@@ -57,39 +67,57 @@ def band_rows(d: ConvShape, target: Target, threads: int) -> int:
     return max(1, min(rows, -(-d.oh // (2 * threads))))
 
 
-def _slices(node: Node, target: Target, threads: int) -> tuple[int, int, int, int]:
-    """Band rows and the per-thread elements of: expanded rows, padded plane, GEMM packing."""
+def _regions(node: Node, target: Target, threads: int) -> tuple[int, dict[str, int]]:
+    """Band rows, and per-thread elements of each scratch region: expanded rows, padded
+    plane, expansion GEMM packing, then (with a projection) depthwise rows and their packing."""
     e, d = shapes(node)
     band = band_rows(d, target, threads)
     rows = min(input_rows(d, band), d.h)
-    pack = pack_elems(gemm_schedule(e.oc, rows * e.w, e.c, target), e.oc)
-    return band, e.oc * rows * e.w, input_rows(d, band) * d.padded_hw[1] + SLACK, pack
+    sizes = {"mid": e.oc * rows * e.w, "plane": input_rows(d, band) * d.padded_hw[1] + SLACK,
+             "pack": pack_elems(gemm_schedule(e.oc, rows * e.w, e.c, target), e.oc)}
+    if projects(node):
+        c_out = node.inputs[5].shape[0]
+        sizes["dw"] = d.c * band * d.ow
+        sizes["pack_out"] = pack_elems(gemm_schedule(c_out, band * d.ow, d.c, target), c_out)
+    return band, sizes
 
 
 def scratch_bytes(node: Node, target: Target, threads: int) -> int:
-    _, mid, plane, pack = _slices(node, target, threads)
-    return threads * (mid + plane + pack) * np.dtype(node.inputs[0].dtype).itemsize
+    _, sizes = _regions(node, target, threads)
+    return threads * sum(sizes.values()) * np.dtype(node.inputs[0].dtype).itemsize
+
+
+class _Steps:
+    """Operand-free fused steps (an activation), applied like an Epilogue."""
+
+    def __init__(self, steps: tuple):
+        self.steps = steps
+
+    def apply(self, e: Emit, x, index=None, mask=None, axis: int = -1):
+        for step in self.steps:
+            x = get_op(step.op).scalar(e, [x], step.attrs)
+        return x
 
 
 def lower_expand_depthwise(k: KernelArgs) -> None:
     kb, node = k.kb, k.node
     dtype = node.inputs[0].dtype
-    x, w1, b1, w2, b2 = k.inputs
+    x, w1, b1, w2, b2 = k.inputs[:5]
     e, d = shapes(node)
     threads = k.threads.max_threads
-    band, mid_elems, plane_elems, pack_size = _slices(node, k.target, threads)
-    rows = mid_elems // (e.oc * e.w)  # expanded rows held per band (<= H)
-    mid = k.thread_scratch(0, mid_elems, dtype)
-    plane = k.thread_scratch(threads * mid_elems, plane_elems, dtype)
-    pack = k.thread_scratch(threads * (mid_elems + plane_elems), pack_size, dtype) if pack_size else None
+    band, sizes = _regions(node, k.target, threads)
+    regions, offset = {}, 0
+    for name, size in sizes.items():
+        regions[name] = k.thread_scratch(offset, size, dtype) if size else None
+        offset += threads * size
+    mid, plane = regions["mid"], regions["plane"]
+    rows = sizes["mid"] // (e.oc * e.w)  # expanded rows held per band (<= H)
     _, wp = d.padded_hw
     lanes = k.width(dtype)
     zero = kb.const(dtype, 0)
-    emit_fill(kb, plane, dtype, 0, plane_elems, zero)  # the side columns stay zero for every band
-    rows_out = DepthwiseRows(w2, b2, k.outputs[0], Epilogue(kb, node, k.epilogue, (d.n, d.oc, d.oh * d.ow)),
-                             dtype, row_width(d, k.width(dtype)))
+    emit_fill(kb, plane, dtype, 0, sizes["plane"], zero)  # the side columns stay zero for every band
     sched = gemm_schedule(e.oc, rows * e.w, e.c, k.target, np.dtype(dtype).itemsize)
-    inner = node.attrs["inner"]
+    expand_steps = _Steps(node.attrs["inner"])
     alone = Threads(kb, kb.i64(0), kb.i64(1), 1)
     full_bands, last = divmod(d.oh, band)
 
@@ -98,14 +126,11 @@ def lower_expand_depthwise(k: KernelArgs) -> None:
         start = _clamp(kb, ih0, 0, e.h - rows)
 
         def expand_epilogue(em: Emit, v, m, col, mask):
-            v = em.add(v, kb.splat(kb.load(b1, dtype, m), em.width))
-            for step in inner:
-                v = get_op(step.op).scalar(em, [v], step.attrs)
-            return v
+            return expand_steps.apply(em, em.add(v, kb.splat(kb.load(b1, dtype, m), em.width)))
 
         b = MatB(x, kb.add(kb.mul(n, e.c * e.h * e.w), kb.mul(start, e.w)), k=e.h * e.w)
         emit_gemm(kb, sched, e.oc, rows * e.w, e.c, row_major_a(w1, 0, e.c, sched.mr), b,
-                  MatC(mid, 0, m=rows * e.w), dtype, expand_epilogue, alone, pack)
+                  MatC(mid, 0, m=rows * e.w), dtype, expand_epilogue, alone, regions["pack"])
         used = input_rows(d, count)
         # Plane rows j hold input row ih0 + j: those outside the image are zero.
         j_lo = _clamp(kb, kb.mul(ih0, -1), 0, used)
@@ -114,11 +139,22 @@ def lower_expand_depthwise(k: KernelArgs) -> None:
             emit_fill(kb, plane, dtype, 0, wp, zero, base=kb.mul(j, wp))
         with kb.loop(j_hi, used, name="bottom") as j:
             emit_fill(kb, plane, dtype, 0, wp, zero, base=kb.mul(j, wp))
+        width = row_width(d, lanes)
+        if projects(node):
+            target = DepthwiseRows(w2, b2, regions["dw"], _Steps(node.attrs["middle"]), dtype, width, count * d.ow)
+        else:
+            target = DepthwiseRows(w2, b2, k.outputs[0], Epilogue(kb, node, k.epilogue, (d.n, d.oc, d.oh * d.ow)),
+                                   dtype, width)
         with kb.loop(0, d.c, name="c") as c:
             with kb.loop(j_lo, j_hi, name="j") as j:
                 src = kb.add(kb.mul(c, rows * e.w), kb.mul(kb.add(kb.add(ih0, j), kb.mul(start, -1)), e.w))
                 copy_row(kb, d, mid, src, plane, j, dtype, lanes)
-            emit_depthwise_rows(kb, d, rows_out, plane, n, c, oh0, count)
+            if projects(node):
+                emit_depthwise_rows(kb, d, target, plane, 0, c, 0, count)
+            else:
+                emit_depthwise_rows(kb, d, target, plane, n, c, oh0, count)
+        if projects(node):
+            _project(k, d, regions, n, oh0, count, alone)
 
     with kb.loop(0, d.n, name="n") as n:
         lo, hi = k.threads.split(full_bands + (last > 0))
@@ -128,6 +164,27 @@ def lower_expand_depthwise(k: KernelArgs) -> None:
             with kb.when_greater(hi, full_bands) as live:
                 if live:
                     process(n, full_bands * band, last)
+
+
+def _project(k: KernelArgs, d: ConvShape, regions: dict, n, oh0, count: int, alone: Threads) -> None:
+    """The projection GEMM of one band: [C_out, C_mid] @ the band's depthwise rows, with its
+    bias and the node's epilogue (e.g. the residual Add), stored into the output rows."""
+    kb, node = k.kb, k.node
+    dtype = node.inputs[0].dtype
+    w3, b3 = k.inputs[5], k.inputs[6]
+    c_out = node.inputs[5].shape[0]
+    plane = d.oh * d.ow
+    sched = gemm_schedule(c_out, count * d.ow, d.c, k.target, np.dtype(dtype).itemsize)
+    epilogue = Epilogue(kb, node, k.epilogue, (d.n, c_out, plane))
+    first = kb.mul(oh0, d.ow)
+
+    def project_epilogue(em: Emit, v, m, col, mask):
+        v = em.add(v, kb.splat(kb.load(b3, dtype, m), em.width))
+        return epilogue.apply(em, v, [n, m, kb.add(first, col)], mask)
+
+    out = MatC(k.outputs[0], kb.add(kb.mul(n, c_out * plane), first), m=plane)
+    emit_gemm(kb, sched, c_out, count * d.ow, d.c, row_major_a(w3, 0, d.c, sched.mr),
+              MatB(regions["dw"], 0, k=count * d.ow), out, dtype, project_epilogue, alone, regions.get("pack_out"))
 
 
 def _clamp(kb: KernelBuilder, v: ir.Value | int, lo: int, hi: int) -> ir.Value | int:

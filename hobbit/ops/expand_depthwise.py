@@ -1,49 +1,62 @@
-"""ExpandDepthwise: a 1x1 expansion conv and the depthwise conv reading it, fused by the
+"""ExpandDepthwise: a 1x1 expansion conv and the depthwise conv reading it, optionally with
+the 1x1 projection conv reading that (a MobileNet inverted-residual block), fused by the
 `fuse-depthwise` pass (hobbit/passes/expand_depthwise.py) and lowered as one kernel
-(hobbit/lower/expand_depthwise.py). Inputs X, W1 [C_mid, C, 1, 1], B1, W2 [C_mid, 1, KH, KW], B2;
-attrs are the depthwise conv's, plus `inner`: the expansion's fused activation steps."""
+(hobbit/lower/expand_depthwise.py).
+
+Inputs X, W1 [C_mid, C, 1, 1], B1, W2 [C_mid, 1, KH, KW], B2 [, W3 [C_out, C_mid, 1, 1], B3];
+attrs are the depthwise conv's, plus `inner`: the expansion's fused activation steps and
+`middle`: the depthwise conv's (when it is followed by the projection)."""
 
 from __future__ import annotations
 
 import numpy as np
 
-from hobbit.graph.ir import Node, TensorType, Value
+from hobbit.graph.ir import Node, TensorType
 from hobbit.graph.registry import OpDef, get_op, register_op
-from hobbit.lower.expand_depthwise import lower_expand_depthwise, scratch_bytes
-from hobbit.ops.nn import conv_flops, conv_infer, conv_reference
+from hobbit.lower.expand_depthwise import lower_expand_depthwise, projects, scratch_bytes, shapes
+from hobbit.ops.nn import conv_reference
 
-_EXPAND = {"strides": (1, 1), "dilations": (1, 1), "pads": (0, 0, 0, 0), "group": 1}
-
-
-def _depthwise_node(node: Node) -> Node:
-    """The depthwise conv alone, as the Conv registry sees it (for shapes and flops)."""
-    mid = TensorType(node.inputs[0].dtype, (node.inputs[0].shape[0], node.inputs[1].shape[0],
-                                            *node.inputs[0].shape[2:]))
-    return Node("Conv", node.name, [Value("mid", mid), node.inputs[3], node.inputs[4]], list(node.outputs),
-                {**get_op("Conv").attrs, **{k: node.attrs[k] for k in ("strides", "dilations", "pads", "group")}})
+_POINTWISE = {"strides": (1, 1), "dilations": (1, 1), "pads": (0, 0, 0, 0), "group": 1}
+_DEPTHWISE = ("strides", "dilations", "pads", "group")
 
 
 def _infer(node: Node) -> list[TensorType]:
-    return conv_infer(_depthwise_node(node))
+    _, d = shapes(node)
+    channels = node.inputs[5].shape[0] if projects(node) else d.oc
+    return [TensorType(node.inputs[0].dtype, (d.n, channels, d.oh, d.ow))]
+
+
+def _steps(x: np.ndarray, steps: tuple) -> np.ndarray:
+    for step in steps:
+        x = get_op(step.op).reference([x], step.attrs)[0]
+    return x
 
 
 def _reference(ins: list[np.ndarray], a: dict) -> list[np.ndarray]:
-    x, w1, b1, w2, b2 = ins
-    mid = conv_reference([x, w1, b1], _EXPAND)[0]
-    for step in a["inner"]:
-        mid = get_op(step.op).reference([mid], step.attrs)[0]
-    return conv_reference([mid, w2, b2], {k: a[k] for k in ("strides", "dilations", "pads", "group")})
+    mid = _steps(conv_reference(ins[0:3], _POINTWISE)[0], a["inner"])
+    y = conv_reference([mid, ins[3], ins[4]], {k: a[k] for k in _DEPTHWISE})[0]
+    if len(ins) > 5:
+        y = conv_reference([_steps(y, a["middle"]), ins[5], ins[6]], _POINTWISE)
+        return y
+    return [y]
 
 
 def _flops(node: Node) -> int:
-    n, c, h, w = node.inputs[0].shape
-    return 2 * n * node.inputs[1].shape[0] * c * h * w + conv_flops(_depthwise_node(node))
+    e, d = shapes(node)
+    total = 2 * e.n * e.oc * e.c * e.h * e.w + 2 * d.n * d.c * d.oh * d.ow * d.kh * d.kw
+    if projects(node):
+        total += 2 * d.n * node.inputs[5].shape[0] * d.c * d.oh * d.ow
+    return total
+
+
+def _view(node: Node) -> tuple[int, ...]:
+    n, c, h, w = node.outputs[0].shape
+    return (n, c, h * w)
 
 
 register_op(OpDef(
     "ExpandDepthwise", infer=_infer, reference=_reference, lower=lower_expand_depthwise, flops=_flops,
-    epilogue_view=lambda n: (n.outputs[0].shape[0], n.outputs[0].shape[1],
-                             n.outputs[0].shape[2] * n.outputs[0].shape[3]),
-    scratch_bytes=scratch_bytes,
-    attrs={"strides": (1, 1), "dilations": (1, 1), "pads": (0, 0, 0, 0), "group": 1, "inner": ()},
-    doc="1x1 conv (+ bias, activation) feeding a depthwise conv, computed in bands of rows"))
+    epilogue_view=_view, scratch_bytes=scratch_bytes,
+    attrs={"strides": (1, 1), "dilations": (1, 1), "pads": (0, 0, 0, 0), "group": 1, "inner": (), "middle": ()},
+    doc="1x1 conv (+ bias, activation) feeding a depthwise conv (+ optionally a 1x1 projection), "
+        "computed in bands of rows"))

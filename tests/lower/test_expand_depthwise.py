@@ -7,12 +7,13 @@ import pytest
 from onnx import helper
 
 import hobbit
+from hobbit.codegen.target import host_target
 from hobbit.compiler import lower_to_llvm
 from tests.helpers import make_model, rand, run_ort
 
 
 def _block(c_in: int, c_mid: int, h: int, w: int, stride: int, dilation: int, pads: list[int],
-           batch: int = 1, bias: bool = True, residual: bool = False):
+           batch: int = 1, bias: bool = True, residual: bool = False, project: bool = False):
     x = rand(batch, c_in, h, w)
     inits = {"w1": rand(c_mid, c_in, 1, 1, seed=1) * 0.3, "w2": rand(c_mid, 1, 3, 3, seed=2) * 0.3,
              "lo": np.array(0, np.float32), "hi": np.array(6, np.float32)}
@@ -26,13 +27,23 @@ def _block(c_in: int, c_mid: int, h: int, w: int, stride: int, dilation: int, pa
                               dilations=[dilation, dilation], pads=pads, name="depthwise"),
              helper.make_node("Clip", ["d", "lo", "hi"], ["y"])]
     outputs = ["y"]
-    if residual:
+    if project:
+        inits["w3"] = rand(c_in, c_mid, 1, 1, seed=5) * 0.2
+        nodes.append(helper.make_node("Conv", ["y", "w3"] + (["b3"] if bias else []), ["p"], kernel_shape=[1, 1],
+                                      name="project"))
+        if bias:
+            inits["b3"] = rand(c_in, seed=6)
+        outputs = ["p"]
+        if residual:
+            nodes.append(helper.make_node("Add", ["p", "x"], ["z"]))
+            outputs = ["z"]
+    elif residual:
         nodes.append(helper.make_node("Add", ["y", "y"], ["z"]))
         outputs = ["z"]
     return make_model(nodes, {"x": x}, outputs, inits), x
 
 
-CASES = [  # intermediates above twice the L2 size, which is when the pass fuses
+CASES = [  # expansions above the L2 size, which is when the pass fuses
     (16, 96, 80, 80, 1, 1, [1, 1, 1, 1]),
     (16, 96, 80, 80, 2, 1, [1, 1, 1, 1]),
     (8, 112, 77, 71, 2, 1, [0, 1, 1, 0]),    # odd sizes, asymmetric pads
@@ -60,4 +71,17 @@ def test_batch_and_missing_biases() -> None:
 def test_small_intermediate_stays_two_kernels() -> None:
     """A tensor that L3 serves quickly is not worth the recomputed rows."""
     model, _ = _block(8, 96, 40, 40, 1, 1, [1, 1, 1, 1])
+    assert 96 * 40 * 40 * 4 < host_target().l2_bytes
     assert [n.op for n in lower_to_llvm(model).graph.nodes] == ["Conv", "Conv"]
+
+
+@pytest.mark.parametrize("threads", [1, 2])
+@pytest.mark.parametrize("stride,residual", [(1, True), (2, False)])
+def test_whole_inverted_residual_block(stride: int, residual: bool, threads: int) -> None:
+    """Expansion, depthwise and projection (+ the residual Add) become one kernel."""
+    model, x = _block(16, 96, 80, 77, stride, 1, [1, 1, 1, 1], batch=2, residual=residual, project=True)
+    graph = lower_to_llvm(model, threads=threads).graph
+    assert [n.op for n in graph.nodes] == ["ExpandDepthwise"]
+    assert [s.op for s in graph.nodes[0].epilogue] == (["Add"] if residual else [])
+    got = hobbit.compile(model, threads=threads).run({"x": x})[0]
+    np.testing.assert_allclose(got, run_ort(model, {"x": x})[0], rtol=1e-4, atol=1e-4)
