@@ -69,6 +69,15 @@ def jit_engine(code: llvm.ModuleRef | bytes, target: Target,
     return engine
 
 
+def call_positionally(model, arrays: tuple) -> np.ndarray | list:
+    """model(x, ...): inputs in declaration order; one output comes back bare."""
+    if len(arrays) != len(model.inputs):
+        raise InputError(f"model takes {len(model.inputs)} input(s) "
+                         f"({', '.join(s.name for s in model.inputs)}), got {len(arrays)} positional")
+    outs = model.run({spec.name: a for spec, a in zip(model.inputs, arrays)})
+    return outs[0] if len(outs) == 1 else outs
+
+
 def check_feed_names(feeds: object, names: list[str]) -> None:
     """run() takes a dict whose keys are exactly the model's input names."""
     if not isinstance(feeds, dict):
@@ -114,11 +123,7 @@ class CompiledModel:
         return [name for name, _ in self.layout] if self.layout else [s.name for s in self.outputs]
 
     def __call__(self, *arrays: np.ndarray) -> np.ndarray | list[np.ndarray]:
-        if len(arrays) != len(self.inputs):
-            raise InputError(f"model takes {len(self.inputs)} input(s) "
-                             f"({', '.join(s.name for s in self.inputs)}), got {len(arrays)} positional")
-        outs = self.run({spec.name: a for spec, a in zip(self.inputs, arrays)})
-        return outs[0] if len(outs) == 1 else outs
+        return call_positionally(self, arrays)
 
     def run(self, feeds: dict[str, np.ndarray]) -> list[np.ndarray]:
         arrays = self._validate(feeds)

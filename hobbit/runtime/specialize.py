@@ -21,7 +21,7 @@ import numpy as np
 
 from hobbit.errors import InputError
 from hobbit.frontend.onnx import DeclaredInput, InputValuesNeeded
-from hobbit.runtime.jit import CompiledModel, check_feed_names
+from hobbit.runtime.jit import CompiledModel, call_positionally, check_feed_names
 
 # Shape-deciding inputs are small by nature (axes, shapes, scales); a large one would
 # mean recompiling for every new batch of data, so it is refused instead.
@@ -68,11 +68,7 @@ class SpecializingModel:
         return next(reversed(self._variants.values())).report if self._variants else None
 
     def __call__(self, *arrays: np.ndarray) -> np.ndarray | list[np.ndarray]:
-        if len(arrays) != len(self.inputs):
-            raise InputError(f"model takes {len(self.inputs)} input(s) "
-                             f"({', '.join(s.name for s in self.inputs)}), got {len(arrays)} positional")
-        outs = self.run({spec.name: a for spec, a in zip(self.inputs, arrays)})
-        return outs[0] if len(outs) == 1 else outs
+        return call_positionally(self, arrays)
 
     def run(self, feeds: dict[str, np.ndarray | list[np.ndarray]]) -> list:
         variant = self.variant(feeds)
