@@ -13,8 +13,8 @@ import onnx
 from hobbit.codegen.llvm import optimize
 from hobbit.codegen.module import build_module, pack_weights
 from hobbit.codegen.target import Target, host_target
-from hobbit.frontend.onnx import (InputValuesNeeded, SymbolicInputShape, declared_inputs, declared_output_types,
-                                  import_onnx, load_model)
+from hobbit.frontend.declared import declared_inputs, declared_output_types
+from hobbit.frontend.onnx import InputValuesNeeded, SymbolicInputShape, import_onnx, load_model
 from hobbit.graph.ir import Graph
 from hobbit.passes import DEFAULT_PIPELINE, run_pipeline
 from hobbit.passes.memory import MemoryPlan, plan_memory

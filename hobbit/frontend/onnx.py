@@ -24,7 +24,7 @@ from hobbit.frontend.converters import lookup
 from hobbit.graph.ir import Graph, Node, TensorType, Value
 from hobbit.graph.registry import get_op
 
-_ONNX_DTYPES = {
+ONNX_DTYPES = {
     onnx.TensorProto.FLOAT: np.float32, onnx.TensorProto.DOUBLE: np.float64,
     onnx.TensorProto.FLOAT16: np.float16, onnx.TensorProto.INT8: np.int8,
     onnx.TensorProto.UINT8: np.uint8, onnx.TensorProto.INT16: np.int16,
@@ -36,10 +36,10 @@ _ONNX_DTYPES = {
 
 
 def onnx_dtype(elem_type: int, where: str) -> np.dtype:
-    if elem_type not in _ONNX_DTYPES:
+    if elem_type not in ONNX_DTYPES:
         name = onnx.TensorProto.DataType.Name(elem_type) if elem_type in onnx.TensorProto.DataType.values() else elem_type
         raise UnsupportedModelError([UnsupportedItem("dtype", "", 0, where, f"element type {name} is not supported")])
-    return np.dtype(_ONNX_DTYPES[elem_type])
+    return np.dtype(ONNX_DTYPES[elem_type])
 
 
 @dataclass
@@ -223,62 +223,6 @@ def import_onnx(model: str | os.PathLike | bytes | onnx.ModelProto,
     return graph
 
 
-@dataclass(frozen=True)
-class DeclaredInput:
-    """A graph input as the model declares it: None for a symbolic dim, its name in `symbols`."""
-
-    name: str
-    shape: tuple[int | None, ...]
-    symbols: tuple[str | None, ...]
-    dtype: np.dtype
-    sequence: bool = False  # a sequence of tensors of `dtype`; `shape` is then ()
-
-
-def declared_inputs(proto: onnx.ModelProto, input_shapes: dict[str, tuple[int, ...]] | None = None
-                    ) -> list[DeclaredInput]:
-    """The graph inputs (initializers excluded) with their declared dims; `input_shapes` fixes dims."""
-    initializers = {t.name for t in proto.graph.initializer}
-    declared = []
-    for vi in proto.graph.input:
-        if vi.name in initializers:
-            continue
-        if vi.type.HasField("sequence_type") and vi.type.sequence_type.elem_type.HasField("tensor_type"):
-            dtype = onnx_dtype(vi.type.sequence_type.elem_type.tensor_type.elem_type, vi.name)
-            declared.append(DeclaredInput(vi.name, (), (), dtype, sequence=True))
-            continue
-        if (input_shapes or {}).get(vi.name) is not None or not vi.type.HasField("tensor_type"):
-            ty = _value_type(vi, (input_shapes or {}).get(vi.name))
-            declared.append(DeclaredInput(vi.name, ty.shape, (None,) * len(ty.shape), ty.dtype))
-            continue
-        tt = vi.type.tensor_type
-        dtype = onnx_dtype(tt.elem_type, vi.name)
-        if not tt.HasField("shape"):
-            raise ModelFormatError(f"input '{vi.name}' has no shape; pass input_shapes={{'{vi.name}': (...)}}")
-        shape, symbols = [], []
-        for axis, d in enumerate(tt.shape.dim):
-            if d.HasField("dim_value"):
-                if d.dim_value < 0:
-                    raise ModelFormatError(f"input '{vi.name}' has a negative dimension {d.dim_value}")
-                shape.append(int(d.dim_value))
-                symbols.append(None)
-            else:
-                shape.append(None)
-                symbols.append(d.dim_param or f"{vi.name}:{axis}")
-        declared.append(DeclaredInput(vi.name, tuple(shape), tuple(symbols), dtype))
-    return declared
-
-
-def declared_output_types(proto: onnx.ModelProto) -> list[tuple[str, tuple[int | None, ...], np.dtype | None]]:
-    """Graph outputs as declared (None where the model leaves a dim or the type open)."""
-    result = []
-    for vi in proto.graph.output:
-        tt = vi.type.tensor_type
-        dtype = np.dtype(_ONNX_DTYPES[tt.elem_type]) if tt.elem_type in _ONNX_DTYPES else None
-        dims = tuple(d.dim_value if d.HasField("dim_value") else None for d in tt.shape.dim)
-        result.append((vi.name, dims, dtype))
-    return result
-
-
 def model_opsets(proto: onnx.ModelProto) -> dict[str, int]:
     opsets = {(o.domain or ""): o.version for o in proto.opset_import}
     if "" not in opsets and "ai.onnx" in opsets:
@@ -309,7 +253,7 @@ def _graph_inputs(graph_proto: onnx.GraphProto, env: dict[str, Value], input_sha
             env[vi.name] = _sequence_input(vi, input_shapes.get(vi.name))
             inputs.extend(env[vi.name].items)
             continue
-        v = Value(vi.name, _value_type(vi, input_shapes.get(vi.name)))
+        v = Value(vi.name, input_type(vi, input_shapes.get(vi.name)))
         env[vi.name] = v
         inputs.append(v)
     return inputs
@@ -488,7 +432,7 @@ def _sequence_input(vi: onnx.ValueInfoProto, shapes: list[tuple[int, ...]] | Non
     return Sequence(items, dtype)
 
 
-def _value_type(vi: onnx.ValueInfoProto, override: tuple[int, ...] | None) -> TensorType:
+def input_type(vi: onnx.ValueInfoProto, override: tuple[int, ...] | None) -> TensorType:
     tt = vi.type.tensor_type
     if not vi.type.HasField("tensor_type"):
         raise UnsupportedModelError([UnsupportedItem("input", "", 0, vi.name, "only tensor inputs are supported")])

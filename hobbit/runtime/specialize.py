@@ -20,7 +20,8 @@ from dataclasses import dataclass
 import numpy as np
 
 from hobbit.errors import InputError
-from hobbit.frontend.onnx import DeclaredInput, InputValuesNeeded
+from hobbit.frontend.declared import DeclaredInput
+from hobbit.frontend.onnx import InputValuesNeeded
 from hobbit.runtime.jit import CompiledModel, call_positionally, check_feed_names
 
 # Shape-deciding inputs are small by nature (axes, shapes, scales); a large one would
