@@ -82,7 +82,11 @@ class Node:
 
     @property
     def fused_names(self) -> list[str]:
-        return [self.name] + [s.origin for s in self.epilogue]
+        """The graph node names this node implements: its own, those of steps a fused kernel
+        carries in its attributes (ExpandDepthwise's activations), and its epilogue's."""
+        inner = [step.origin for value in self.attrs.values() if isinstance(value, tuple)
+                 for step in value if isinstance(step, EpilogueStep)]
+        return [self.name] + inner + [s.origin for s in self.epilogue]
 
     def operands(self) -> list[Value]:
         """Every value the generated kernel reads: inputs, then epilogue operands."""
