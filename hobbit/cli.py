@@ -250,7 +250,7 @@ def cmd_conformance(args: argparse.Namespace) -> int:
 
     cases = [c for c in conformance.node_tests() if re.search(args.filter, c.name)]
     if args.markdown:
-        cases, results, ort_results, seconds = conformance.measure(cases, progress=print)
+        results, ort_results, seconds = conformance.measure(cases, progress=print)
         with open(args.markdown, "w") as f:
             f.write(conformance.markdown(cases, results, ort_results, seconds))
         s = conformance.summary(results, ort_results)

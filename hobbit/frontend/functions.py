@@ -15,7 +15,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import onnx
-from onnx import defs, helper
+from onnx import defs
 
 
 @dataclass
@@ -37,10 +37,11 @@ def has_function(op_type: str, domain: str, opset: int) -> bool:
 def expand(node: onnx.NodeProto, domain: str, opset: int,
            input_types: list[onnx.TypeProto | None]) -> Expansion | None:
     """The body of `node`'s function with the node's attribute values filled in, or None."""
-    function = _function_proto(node, domain, opset, input_types)
+    schema = _schema(node.op_type, domain, opset)
+    function = _function_proto(node, schema, opset, input_types) if schema is not None else None
     if function is None:
         return None
-    attrs = _attribute_values(node, function, _schema(node.op_type, domain, opset))
+    attrs = _attribute_values(node, function, schema)
     nodes = []
     for body_node in function.node:
         copy = onnx.NodeProto()
@@ -58,11 +59,8 @@ def _schema(op_type: str, domain: str, opset: int) -> defs.OpSchema | None:
         return None
 
 
-def _function_proto(node: onnx.NodeProto, domain: str, opset: int,
+def _function_proto(node: onnx.NodeProto, schema: defs.OpSchema, opset: int,
                     input_types: list[onnx.TypeProto | None]) -> onnx.FunctionProto | None:
-    schema = _schema(node.op_type, domain, opset)
-    if schema is None:
-        return None
     if schema.has_function:
         version = _body_version(schema.function_opset_versions, opset)
         data = schema.get_function_with_opset_version(version) if version else None
@@ -114,8 +112,3 @@ def _bind_attributes(node: onnx.NodeProto, attrs: dict[str, onnx.AttributeProto]
             kept.append(a)
     del node.attribute[:]
     node.attribute.extend(kept)
-
-
-def value_type(dtype_code: int, shape: tuple[int, ...]) -> onnx.TypeProto:
-    """A TypeProto for a context-dependent function builder (it needs the inputs' element types)."""
-    return helper.make_tensor_type_proto(dtype_code, shape)

@@ -395,7 +395,7 @@ def _type_proto(value: Value | Sequence) -> onnx.TypeProto:
     code = onnx.helper.np_dtype_to_tensor_dtype(np.dtype(value.dtype))
     if isinstance(value, Sequence):
         return onnx.helper.make_sequence_type_proto(onnx.helper.make_tensor_type_proto(code, None))
-    return functions.value_type(code, tuple(value.shape))
+    return onnx.helper.make_tensor_type_proto(code, tuple(value.shape))
 
 
 def _check_supported(graph_proto: onnx.GraphProto, opsets: dict[str, int]) -> None:

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import numpy as np
+
 from hobbit.errors import ShapeError
 
 
@@ -16,6 +18,11 @@ def broadcast(*shapes: tuple[int, ...]) -> tuple[int, ...]:
             raise ShapeError(f"shapes {', '.join(str(tuple(s)) for s in shapes)} do not broadcast")
         out.append(dims.pop() if dims else 1)
     return tuple(out)
+
+
+def contiguous_strides(shape: tuple[int, ...]) -> list[int]:
+    """Row-major element strides of a contiguous tensor."""
+    return [int(np.prod(shape[d + 1:], dtype=np.int64)) for d in range(len(shape))]
 
 
 def normalize_axis(axis: int, rank: int, what: str = "axis") -> int:

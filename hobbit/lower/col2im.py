@@ -15,10 +15,11 @@ from dataclasses import dataclass
 import numpy as np
 from llvmlite import ir
 
+from hobbit.graph.shapes import contiguous_strides
 from hobbit.lower.builder import KernelBuilder
 from hobbit.lower.copy import emit_fill
 from hobbit.lower.half import compute_dtype, narrow, widen
-from hobbit.lower.index import loop_nest, share, strides_of
+from hobbit.lower.index import loop_nest, share
 from hobbit.lower.parallel import Threads
 from hobbit.lower.scalar import Emit
 
@@ -53,7 +54,7 @@ def emit_col2im(kb: KernelBuilder, x: ir.Value, dst: ir.Value, dtype: np.dtype, 
         return
     e = Emit(kb, compute_dtype(dtype), 1)
     b = kb.b
-    image_strides, block_strides = strides_of(g.image), strides_of(g.blocks)
+    image_strides, block_strides = contiguous_strides(g.image), contiguous_strides(g.blocks)
     lo, hi = share(threads, planes, planes * count * length)
     with kb.loop(lo, hi, name="plane") as p:
         out_base = kb.mul(p, image_size)

@@ -12,14 +12,11 @@ from __future__ import annotations
 import numpy as np
 from llvmlite import ir
 
+from hobbit.graph.shapes import contiguous_strides
 from hobbit.lower.builder import KernelBuilder, llvm_type
 from hobbit.lower.kernel import KernelArgs
 from hobbit.lower.half import compute_dtype, narrow, widen
 from hobbit.lower.scalar import Emit
-
-
-def _strides(shape: tuple[int, ...]) -> list[int]:
-    return [int(np.prod(shape[d + 1:], dtype=np.int64)) for d in range(len(shape))]
 
 
 def _input_position(kb: KernelBuilder, a: dict, d: int, o: ir.Value, tap: ir.Value,
@@ -53,7 +50,7 @@ def lower_convnd(k: KernelArgs) -> None:
     g = a["group"]
     cg, ocg = c // g, oc // g
     in_plane, out_plane, ksize = (int(np.prod(s, dtype=np.int64)) for s in (in_sizes, out_sizes, kernel))
-    x_str, y_str, w_str = _strides(in_sizes), _strides(out_sizes), _strides(kernel)
+    x_str, y_str, w_str = contiguous_strides(in_sizes), contiguous_strides(out_sizes), contiguous_strides(kernel)
     # Elements between consecutive input channels in W, for a fixed output channel.
     w_ic_stride = ocg * ksize if a["transposed"] else ksize
     acc = kb.alloca(llvm_type(cd))

@@ -8,6 +8,7 @@ from __future__ import annotations
 import numpy as np
 from llvmlite import ir
 
+from hobbit.graph.shapes import contiguous_strides
 from hobbit.lower.builder import KernelBuilder
 from hobbit.lower.parallel import Threads
 
@@ -21,7 +22,7 @@ def emit_strided_copy(kb: KernelBuilder, src: ir.Value, dst: ir.Value, dtype: np
                       threads: Threads | None = None) -> None:
     """With `threads`, copies of at least PARALLEL_MIN elements share their outermost loop."""
     if dst_strides is None:
-        dst_strides = [int(np.prod(shape[d + 1:], dtype=np.int64)) for d in range(len(shape))]
+        dst_strides = contiguous_strides(tuple(shape))
     if any(s == 0 for s in shape):
         return
     loop_shape, (s_strides, d_strides) = collapse(tuple(shape), [list(src_strides), list(dst_strides)])
@@ -52,13 +53,12 @@ def emit_fill(kb: KernelBuilder, dst: ir.Value, dtype: np.dtype, start: int | ir
 
 def emit_plane_copy(kb: KernelBuilder, src: ir.Value, src_base: int | ir.Value, src_width: int,
                     dst: ir.Value, dst_width: int, top: int, left: int, rows: int, cols: int,
-                    dtype: np.dtype) -> None:
+                    dtype: np.dtype, lanes: int) -> None:
     """Copy a rows x cols plane (row stride src_width) into a wider padded plane (row
     stride dst_width) with its corner at (top, left); the padding is left as it is."""
     with kb.loop(0, rows, name="ih") as ih:
         out = kb.add(kb.mul(kb.add(ih, top), dst_width), left)
-        emit_row_copy(kb, src, kb.add(src_base, kb.mul(ih, src_width)), dst, out, cols, dtype,
-                      64 // np.dtype(dtype).itemsize)
+        emit_row_copy(kb, src, kb.add(src_base, kb.mul(ih, src_width)), dst, out, cols, dtype, lanes)
 
 
 def emit_row_copy(kb: KernelBuilder, src: ir.Value, src_base: int | ir.Value, dst: ir.Value,

@@ -13,6 +13,7 @@ from typing import Sequence
 import numpy as np
 from llvmlite import ir
 
+from hobbit.graph.shapes import contiguous_strides
 from hobbit.lower.builder import I64, KernelBuilder
 from hobbit.lower.copy import emit_strided_copy
 from hobbit.lower.index import checked_index, load_index
@@ -53,7 +54,7 @@ def emit_table_copy(kb: KernelBuilder, src: ir.Value, dst: ir.Value, dtype: np.d
     if all(a is not None for a in affine):
         emit_strided_copy(kb, src, dst, dtype, shape, [a[1] for a in affine], sum(a[0] for a in affine))
         return
-    dst_strides = [int(np.prod(shape[d + 1:], dtype=np.int64)) for d in range(len(shape))]
+    dst_strides = contiguous_strides(tuple(shape))
     tables = [None if a is not None else _constant_table(kb, o) for a, o in zip(affine, offsets)]
     base = sum(a[0] for a in affine if a is not None)
 

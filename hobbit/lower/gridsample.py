@@ -15,6 +15,7 @@ import itertools
 import numpy as np
 from llvmlite import ir
 
+from hobbit.graph.shapes import contiguous_strides
 from hobbit.lower.builder import KernelBuilder
 from hobbit.lower.kernel import KernelArgs
 from hobbit.lower.half import compute_dtype, narrow, widen
@@ -124,7 +125,7 @@ def lower_gridsample(k: KernelArgs) -> None:
     rank = len(sizes)
     positions = int(np.prod(gv.shape[1:-1], dtype=np.int64))
     plane = int(np.prod(sizes, dtype=np.int64))
-    strides = [int(np.prod(sizes[d + 1:], dtype=np.int64)) for d in range(rank)]
+    strides = contiguous_strides(tuple(sizes))
 
     lo, hi = k.threads.split(n * positions)
     with kb.loop(lo, hi, name="point") as point:

@@ -14,17 +14,13 @@ from collections.abc import Callable
 import numpy as np
 from llvmlite import ir
 
+from hobbit.graph.shapes import contiguous_strides
 from hobbit.lower.builder import I64, KernelBuilder
 from hobbit.lower.copy import PARALLEL_MIN, emit_strided_copy
 from hobbit.lower.half import compute_dtype, narrow, widen
 from hobbit.lower.parallel import Threads
 from hobbit.lower.reduce import combine
 from hobbit.lower.scalar import Emit
-
-
-def strides_of(shape: tuple[int, ...]) -> list[int]:
-    """Row-major element strides of a contiguous tensor."""
-    return [int(np.prod(shape[d + 1:], dtype=np.int64)) for d in range(len(shape))]
 
 
 def load_index(kb: KernelBuilder, ptr: ir.Value, dtype: np.dtype, at: int | ir.Value) -> ir.Value:
@@ -101,7 +97,7 @@ def emit_gather_elements(kb: KernelBuilder, data: ir.Value, indices: ir.Value, d
                          dtype: np.dtype, index_dtype: np.dtype, data_shape: tuple[int, ...],
                          index_shape: tuple[int, ...], axis: int, threads: Threads | None = None) -> None:
     """dst[i] = data[i with i[axis] replaced by indices[i]]; dst has the indices' shape."""
-    data_strides, index_strides = strides_of(data_shape), strides_of(index_shape)
+    data_strides, index_strides = contiguous_strides(data_shape), contiguous_strides(index_shape)
 
     def element(index: list[ir.Value]) -> None:
         at, src = _element_positions(kb, index, indices, index_dtype, index_strides, data_shape, data_strides, axis)
@@ -117,7 +113,7 @@ def emit_scatter_elements(kb: KernelBuilder, data: ir.Value, indices: ir.Value, 
     """dst = data, then dst[i with i[axis] = indices[i]] (reduction)= updates[i], in index order."""
     size = int(np.prod(data_shape, dtype=np.int64))
     emit_strided_copy(kb, data, dst, dtype, (size,), [1], 0)
-    data_strides, index_strides = strides_of(data_shape), strides_of(index_shape)
+    data_strides, index_strides = contiguous_strides(data_shape), contiguous_strides(index_shape)
 
     def element(index: list[ir.Value]) -> None:
         at, target = _element_positions(kb, index, indices, index_dtype, index_strides, data_shape, data_strides,
@@ -142,7 +138,7 @@ def emit_gather_nd(kb: KernelBuilder, data: ir.Value, indices: ir.Value, dst: ir
                    threads: Threads | None = None) -> None:
     """data viewed as [batch, *dims, inner], indices as [batch, count, len(dims)]:
     dst[b, n, :] = data[b, indices[b, n, :], :], one loop over the rows (b, n)."""
-    strides = [s * inner for s in strides_of(dims)]
+    strides = [s * inner for s in contiguous_strides(dims)]
     block = int(np.prod(dims, dtype=np.int64)) * inner
     rows = batch * count
     if rows * inner == 0:
@@ -163,7 +159,7 @@ def emit_scatter_nd(kb: KernelBuilder, data: ir.Value, indices: ir.Value, update
     dst[indices[n, :], :] (reduction)= updates[n, :]."""
     size = int(np.prod(dims, dtype=np.int64)) * inner
     emit_strided_copy(kb, data, dst, dtype, (size,), [1], 0)
-    strides = [s * inner for s in strides_of(dims)]
+    strides = [s * inner for s in contiguous_strides(dims)]
     if count * inner == 0 or size == 0:
         return
     with kb.loop(0, count, name="n") as n:
@@ -206,7 +202,7 @@ def emit_reverse_sequence(kb: KernelBuilder, x: ir.Value, lengths: ir.Value, dst
                           threads: Threads | None = None) -> None:
     """dst[.., t, .., b, ..] = x[.., len[b] - 1 - t, .., b, ..] for t < len[b], else x itself;
     len[b] is clamped to [0, time dim]."""
-    strides = strides_of(shape)
+    strides = contiguous_strides(shape)
     steps = shape[time_axis]
     b = kb.b
 

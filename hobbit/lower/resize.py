@@ -13,6 +13,7 @@ from typing import Sequence
 import numpy as np
 from llvmlite import ir
 
+from hobbit.graph.shapes import contiguous_strides
 from hobbit.lower.builder import KernelBuilder, llvm_type
 from hobbit.lower.gather import emit_table_copy
 from hobbit.lower.half import compute_dtype, narrow, widen
@@ -36,7 +37,7 @@ def constant_array(kb: KernelBuilder, values: Sequence[float | int], dtype: np.d
 
 def lower_resize_nearest(k: KernelArgs) -> None:
     x = k.node.inputs[0]
-    strides = [int(np.prod(x.shape[d + 1:], dtype=np.int64)) for d in range(len(x.shape))]
+    strides = contiguous_strides(tuple(x.shape))
     offsets = [[i * s for i in table] for table, s in zip(k.node.attrs["sources"], strides)]
     emit_table_copy(k.kb, k.inputs[0], k.outputs[0], x.dtype, offsets)
 

@@ -180,7 +180,7 @@ def _input_transform(kb: KernelBuilder, k: KernelArgs, s: ConvShape, var: Varian
     with kb.loop(c_lo, c_hi, name="c") as c:
         src = kb.mul(kb.add(kb.mul(n, s.c), c), s.h * s.w)
         emit_plane_copy(kb, k.inputs[0], src, s.w, pad, pw, s.pad[0], s.pad[1],
-                        min(s.h, ph - s.pad[0]), min(s.w, pw - s.pad[1]), dtype)
+                        min(s.h, ph - s.pad[0]), min(s.w, pw - s.pad[1]), dtype, k.width(dtype))
         _tiles_in(kb, e, var, pad, pw, th, tw, k.scratch, kb.add(v_off, kb.mul(c, t)), s.c * t, dtype)
 
 

@@ -13,7 +13,7 @@ from llvmlite import ir
 from hobbit.errors import ShapeError
 from hobbit.graph.ir import Node, TensorType
 from hobbit.graph.registry import OpDef, register_op
-from hobbit.graph.shapes import broadcast
+from hobbit.graph.shapes import broadcast, contiguous_strides
 from hobbit.lower.builder import llvm_type
 from hobbit.lower.copy import emit_fill, emit_strided_copy
 from hobbit.graph.shapes import broadcast_strides
@@ -78,7 +78,7 @@ def _transpose_reference(ins: list[np.ndarray], a: dict) -> list[np.ndarray]:
 def _lower_transpose(k: KernelArgs) -> None:
     x = k.node.inputs[0]
     perm = tuple(k.node.attrs["perm"]) or tuple(reversed(range(len(x.shape))))
-    in_strides = [int(np.prod(x.shape[d + 1:], dtype=np.int64)) for d in range(len(x.shape))]
+    in_strides = contiguous_strides(tuple(x.shape))
     emit_strided_copy(k.kb, k.inputs[0], k.outputs[0], x.dtype, tuple(k.node.outputs[0].shape),
                       [in_strides[p] for p in perm], 0, threads=k.threads)
 
@@ -86,11 +86,6 @@ def _lower_transpose(k: KernelArgs) -> None:
 register_op(OpDef(
     "Transpose", infer=_transpose_infer, reference=_transpose_reference, lower=_lower_transpose,
     attrs={"perm": ()}, doc="permute dims (empty perm reverses them)"))
-
-
-def _strides(shape: tuple[int, ...]) -> list[int]:
-    """Row-major element strides of a contiguous tensor."""
-    return [int(np.prod(shape[d + 1:], dtype=np.int64)) for d in range(len(shape))]
 
 
 # -- Concat and Split: each piece is one strided copy -------------------------------
@@ -113,11 +108,11 @@ def _concat_infer(node: Node) -> list[TensorType]:
 def _lower_concat(k: KernelArgs) -> None:
     out = k.node.outputs[0]
     axis = k.node.attrs["axis"]
-    out_strides = _strides(tuple(out.shape))
+    out_strides = contiguous_strides(tuple(out.shape))
     start = 0
     for v, ptr in zip(k.node.inputs, k.inputs):
-        emit_strided_copy(k.kb, ptr, k.outputs[0], out.dtype, tuple(v.shape), _strides(tuple(v.shape)), 0,
-                          out_strides, start * out_strides[axis], threads=k.threads)
+        emit_strided_copy(k.kb, ptr, k.outputs[0], out.dtype, tuple(v.shape), contiguous_strides(tuple(v.shape)),
+                          0, out_strides, start * out_strides[axis], threads=k.threads)
         start += v.shape[axis]
 
 
@@ -143,7 +138,7 @@ def _split_reference(ins: list[np.ndarray], a: dict) -> list[np.ndarray]:
 def _lower_split(k: KernelArgs) -> None:
     x = k.node.inputs[0]
     axis = k.node.attrs["axis"]
-    in_strides = _strides(tuple(x.shape))
+    in_strides = contiguous_strides(tuple(x.shape))
     start = 0
     for out, ptr in zip(k.node.outputs, k.outputs):
         emit_strided_copy(k.kb, k.inputs[0], ptr, x.dtype, tuple(out.shape), in_strides,
@@ -180,7 +175,7 @@ def _slice_reference(ins: list[np.ndarray], a: dict) -> list[np.ndarray]:
 def _lower_slice(k: KernelArgs) -> None:
     x = k.node.inputs[0]
     a = k.node.attrs
-    in_strides = _strides(tuple(x.shape))
+    in_strides = contiguous_strides(tuple(x.shape))
     offset = sum(s * st for s, st in zip(a["starts"], in_strides))
     emit_strided_copy(k.kb, k.inputs[0], k.outputs[0], x.dtype, tuple(a["sizes"]),
                       [step * st for step, st in zip(a["steps"], in_strides)], offset, threads=k.threads)
@@ -235,14 +230,14 @@ def _lower_pad(k: KernelArgs) -> None:
     x, out = k.node.inputs[0], k.node.outputs[0]
     a = k.node.attrs
     rank, pads = len(x.shape), a["pads"]
-    in_strides = _strides(tuple(x.shape))
+    in_strides = contiguous_strides(tuple(x.shape))
     if a["mode"] != "constant":
         offsets = [[pad_source_index(o - pads[d], x.shape[d], a["mode"]) * in_strides[d]
                     for o in range(out.shape[d])] for d in range(rank)]
         emit_table_copy(k.kb, k.inputs[0], k.outputs[0], x.dtype, offsets)
         return
     emit_fill(k.kb, k.outputs[0], x.dtype, 0, out.type.size, a["value"])
-    out_strides = _strides(tuple(out.shape))
+    out_strides = contiguous_strides(tuple(out.shape))
     begin = [max(0, -pads[d]) for d in range(rank)]
     shape = tuple(x.shape[d] - begin[d] - max(0, -pads[d + rank]) for d in range(rank))
     emit_strided_copy(k.kb, k.inputs[0], k.outputs[0], x.dtype, shape, in_strides,
@@ -328,7 +323,7 @@ def _tile_infer(node: Node) -> list[TensorType]:
 def _lower_tile(k: KernelArgs) -> None:
     """The output viewed as [r0, d0, r1, d1, ...] reads the input with stride 0 on each r."""
     x = k.node.inputs[0]
-    in_strides = _strides(tuple(x.shape))
+    in_strides = contiguous_strides(tuple(x.shape))
     shape, strides = [], []
     for d, r, s in zip(x.shape, k.node.attrs["repeats"], in_strides):
         shape += [r, d]
