@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import threading
 
+import ml_dtypes
 import numpy as np
 import onnx
 import onnxruntime as ort
@@ -95,3 +96,19 @@ def run_in_four_threads(compiled, model: onnx.ModelProto, feeds: list[np.ndarray
     for t in threads:
         t.join()
     assert not failures, failures
+
+
+# The dtypes data-movement ops (gather, scatter, pad, ...) are checked in: 16-bit floats, wide ints, bool.
+BF16 = np.dtype(ml_dtypes.bfloat16)
+DATA_DTYPES = [np.float16, BF16, np.float64, np.int8, np.uint16, np.int32, np.uint64, np.bool_]
+
+
+def i64(*values: int) -> np.ndarray:
+    return np.array(values, dtype=np.int64)
+
+
+def assert_ort_exact(nodes: list[onnx.NodeProto], inputs: dict[str, np.ndarray], outputs: list[str],
+                     initializers: dict[str, np.ndarray] | None = None, opset: int = 18, **tol) -> list[np.ndarray]:
+    """assert_matches_ort on the model of `nodes`, bit-exact unless a tolerance is given."""
+    return assert_matches_ort(make_model(nodes, inputs, outputs, initializers, opset=opset), inputs,
+                              **(tol or {"rtol": 0, "atol": 0}))
