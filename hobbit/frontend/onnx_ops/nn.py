@@ -8,7 +8,8 @@ import numpy as np
 from hobbit.errors import ShapeError
 from hobbit.frontend.converters import converter
 from hobbit.frontend.onnx import Unsupported
-from hobbit.frontend.onnx_ops.norm import batchnorm_from_statistics, batchnorm_training, narrow, widen_half
+from hobbit.frontend.onnx_ops.half import narrow, widen_half
+from hobbit.frontend.onnx_ops.norm import batchnorm_from_statistics, batchnorm_training
 
 
 def resolve_pads(auto_pad: str, pads: list[int] | None, in_hw: tuple[int, ...], kernel: tuple[int, ...],

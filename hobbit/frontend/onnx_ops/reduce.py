@@ -11,7 +11,7 @@ import numpy as np
 
 from hobbit.frontend.converters import converter
 from hobbit.frontend.onnx import Unsupported
-from hobbit.frontend.onnx_ops.norm import narrow, widen_half
+from hobbit.frontend.onnx_ops.half import narrow, widen_half
 from hobbit.graph.shapes import normalize_axis
 
 

@@ -17,7 +17,7 @@ import numpy as np
 
 from hobbit.frontend.converters import converter
 from hobbit.frontend.onnx import Unsupported, onnx_dtype
-from hobbit.frontend.onnx_ops.norm import narrow, widen
+from hobbit.frontend.onnx_ops.half import narrow, widen
 from hobbit.graph.shapes import normalize_axis
 
 # The dense matrix grows with the square of the length; past this many entries (128 MiB
