@@ -24,11 +24,17 @@ class GemmSchedule:
         return self.nv * self.vw
 
 
-def gemm_schedule(m: int, n: int, k: int, target: Target, itemsize: int = 4) -> GemmSchedule:
+def gemm_schedule(m: int, n: int, k: int, target: Target, itemsize: int = 4,
+                  mr: int | None = None) -> GemmSchedule:
+    """`mr` fixes the rows per microkernel (for an A packed in panels of that many rows at
+    compile time); the vectors per row then shrink until the block fits the registers."""
     vw = target.lanes(itemsize)
-    nv = max(1, min(4, -(-n // vw)))
     regs = target.vector_registers
-    mr = max(1, min(m, (regs - nv - 1) // nv, 8))
+    nv = max(1, min(4, -(-n // vw)))
+    if mr is None:
+        mr = max(1, min(m, (regs - nv - 1) // nv, 8))
+    else:
+        nv = max(1, min(nv, (regs - 1) // (mr + 1)))
     # B panel (kc x NR) plus A block (mr x kc) should sit well inside L2.
     kc_limit = max(64, target.l2_bytes // (4 * itemsize * nv * vw))
     kc = k if k <= kc_limit else _even_split(k, kc_limit)

@@ -12,7 +12,10 @@ microkernel as every other conv. Phases per image:
 3. the a*a GEMMs;
 4. Y = A^T m A per tile, bias and the fused epilogue, stored into NCHW.
 
-The weights U = G g G^T are transformed at compile time (passes/winograd.py).
+The weights U = G g G^T are transformed at compile time (passes/winograd.py) and
+stored in panels of `weight_rows` output channels, so the GEMMs stream each
+panel front to back: with few tiles (7x7, 14x14 images) U is several MB, read
+once per call, and row-major rows far apart defeated the prefetchers.
 F(4x4) needs fewer multiplies but has larger tiles, so small images (few
 tiles: poor vector use in the GEMMs) keep F(2x2); the pass decides."""
 
@@ -27,7 +30,7 @@ from hobbit.lower.builder import KernelBuilder
 from hobbit.lower.conv import ConvShape, conv_shape
 from hobbit.lower.copy import emit_fill, emit_plane_copy
 from hobbit.lower.elementwise import Epilogue
-from hobbit.lower.gemm import MatB, MatC, emit_gemm, pack_elems, row_major_a
+from hobbit.lower.gemm import MatA, MatB, MatC, emit_gemm, pack_elems
 from hobbit.lower.kernel import KernelArgs
 from hobbit.lower.parallel import Threads
 from hobbit.lower.scalar import Emit
@@ -69,6 +72,40 @@ def transform_weights(w: np.ndarray, m: int) -> np.ndarray:
     return np.ascontiguousarray(u.reshape(-1, w.shape[0], w.shape[1])).astype(w.dtype)
 
 
+def tiles_as_rows(s: ConvShape, m: int, target: Target) -> bool:
+    """Whether the GEMMs run transposed, M^T = V^T U^T: rows are tiles and vectors run
+    along output channels. With few tiles (7x7 and 14x14 images: 16 of them) a tile-wise
+    vector block is one vector wide and U, several MB, streams through scalar broadcasts
+    at one FMA each; transposed, U streams as vectors that each feed several FMAs."""
+    th, tw = tiles(s, m)
+    sched = gemm_schedule(th * tw, s.oc, s.c, target)
+    return th * tw <= 4 * target.lanes(4) and s.oc % sched.nr == 0 and s.c <= sched.kc
+
+
+def weight_panel(s: ConvShape, m: int, target: Target) -> int:
+    """Output channels per packed panel of U: the GEMM microkernel's NR when tiles are
+    rows, else its MR (as many rows as fit the registers beside a block three vectors wide)."""
+    if tiles_as_rows(s, m, target):
+        th, tw = tiles(s, m)
+        return gemm_schedule(th * tw, s.oc, s.c, target).nr
+    return max(1, min(8, (target.vector_registers - 4) // 3))
+
+
+def pack_weights(u: np.ndarray, rows: int) -> np.ndarray:
+    """U[a*a, OC, C] -> [a*a, ceil(OC/rows), C, rows], the last panel zero-padded."""
+    aa, oc, c = u.shape
+    panels = -(-oc // rows)
+    padded = np.zeros((aa, panels * rows, c), dtype=u.dtype)
+    padded[:, :oc] = u
+    return np.ascontiguousarray(padded.reshape(aa, panels, rows, c).transpose(0, 1, 3, 2))
+
+
+def unpack_weights(packed: np.ndarray, oc: int) -> np.ndarray:
+    """The inverse of pack_weights."""
+    aa, panels, c, rows = packed.shape
+    return packed.transpose(0, 1, 3, 2).reshape(aa, panels * rows, c)[:, :oc]
+
+
 def tiles(s: ConvShape, m: int) -> tuple[int, int]:
     return -(-s.oh // m), -(-s.ow // m)
 
@@ -94,11 +131,22 @@ def scratch_layout(s: ConvShape, m: int, target: Target, threads: int) -> tuple[
     v_off = threads * ph * pw  # one padded plane per thread, reused for every channel
     m_off = v_off + aa * s.c * t
     pack_off = m_off + aa * s.oc * t
-    return v_off, m_off, pack_off, pack_off + threads * _pack_size(s, t, target)
+    return v_off, m_off, pack_off, pack_off + threads * _pack_size(s, m, t, target)
 
 
-def _pack_size(s: ConvShape, t: int, target: Target) -> int:
-    return pack_elems(gemm_schedule(s.oc, t, s.c, target), s.oc)
+def _pack_size(s: ConvShape, m: int, t: int, target: Target) -> int:
+    if tiles_as_rows(s, m, target):
+        return 0
+    return pack_elems(_schedule(s, m, t, target), s.oc)
+
+
+def _schedule(s: ConvShape, m: int, t: int, target: Target):
+    return gemm_schedule(s.oc, t, s.c, target, mr=weight_panel(s, m, target))
+
+
+def _weights(kb: KernelBuilder, u, xi, s: ConvShape, rows: int) -> MatA:
+    """U[xi] as the GEMM's A, read from its packed panels."""
+    return MatA(u, kb.mul(xi, -(-s.oc // rows) * s.c * rows), panel=s.c * rows, k=rows, m=1)
 
 
 MAX_BANDED_WEIGHTS = 8 << 20  # U is re-read once per band: keep it L3-sized
@@ -114,7 +162,7 @@ def band_rows(s: ConvShape, m: int, target: Target, threads: int) -> int:
     of tiles; the transformed weights, read again for every band, must stay small."""
     th, tw = tiles(s, m)
     aa = (m + 2) ** 2
-    if threads == 1 or aa * (s.c + s.oc) * th * tw * 4 <= target.l2_bytes \
+    if threads == 1 or tiles_as_rows(s, m, target) or aa * (s.c + s.oc) * th * tw * 4 <= target.l2_bytes \
             or aa * s.oc * s.c * 4 > MAX_BANDED_WEIGHTS:
         return 0
     rows = max(1, (target.l2_bytes // 2) // (aa * (s.c + s.oc) * tw * 4), -(-MIN_BAND_VECTORS * target.lanes(4) // tw))
@@ -129,7 +177,7 @@ def band_layout(s: ConvShape, m: int, target: Target, threads: int) -> tuple[int
     tiles_per_band = rows * tiles(s, m)[1]
     aa = (m + 2) ** 2
     parts = ((rows * m + 2) * pw, aa * s.c * tiles_per_band, aa * s.oc * tiles_per_band,
-             _pack_size(s, tiles_per_band, target))
+             _pack_size(s, m, tiles_per_band, target))
     return (*parts, sum(parts))
 
 
@@ -150,18 +198,25 @@ def _whole_image(k: KernelArgs, s: ConvShape, var: Variant) -> None:
     th, tw = tiles(s, var.m)
     t = th * tw
     v_off, m_off, pack_off, _ = scratch_layout(s, var.m, k.target, k.threads.max_threads)
-    pack_size = _pack_size(s, t, k.target)
+    pack_size = _pack_size(s, var.m, t, k.target)
     pack = k.thread_scratch(pack_off, pack_size, dtype) if pack_size else None
-    sched = gemm_schedule(s.oc, t, s.c, k.target, np.dtype(dtype).itemsize)
+    by_tile = tiles_as_rows(s, var.m, k.target)
+    sched = gemm_schedule(t, s.oc, s.c, k.target) if by_tile else _schedule(s, var.m, t, k.target)
     epilogue = Epilogue(kb, node, k.epilogue, (s.n, s.oc, s.oh * s.ow))
     with kb.loop(0, s.n, name="n") as n:
         _input_transform(kb, k, s, var, n, v_off, dtype)
         k.threads.barrier()
         with kb.loop(0, var.alpha ** 2, name="xi") as xi:
-            a = row_major_a(u, kb.mul(xi, s.oc * s.c), s.c, sched.mr)
-            b = MatB(k.scratch, kb.add(v_off, kb.mul(xi, s.c * t)), k=t)
-            c = MatC(k.scratch, kb.add(m_off, kb.mul(xi, s.oc * t)), m=t)
-            emit_gemm(kb, sched, s.oc, t, s.c, a, b, c, dtype, None, k.threads, pack)
+            v_at, m_at = kb.add(v_off, kb.mul(xi, s.c * t)), kb.add(m_off, kb.mul(xi, s.oc * t))
+            if by_tile:  # M^T (T x OC) = V^T (T x C) @ U^T: B is U's panels, C is M read with strides
+                a = MatA(k.scratch, v_at, panel=sched.mr, k=t, m=1)
+                b = MatB(u, kb.mul(xi, s.c * s.oc), k=sched.nr, panel=s.c * sched.nr)
+                emit_gemm(kb, sched, t, s.oc, s.c, a, b, MatC(k.scratch, m_at, m=1, n=t), dtype, None,
+                          k.threads)
+            else:
+                b = MatB(k.scratch, v_at, k=t)
+                emit_gemm(kb, sched, s.oc, t, s.c, _weights(kb, u, xi, s, sched.mr), b,
+                          MatC(k.scratch, m_at, m=t), dtype, None, k.threads, pack)
         k.threads.barrier()
         _output_transform(kb, k, s, var, bias, n, k.scratch, m_off, t, 0, th, s.oh - (th - 1) * var.m,
                           k.threads.split(s.oc), dtype, epilogue)
@@ -271,9 +326,9 @@ def _banded(k: KernelArgs, s: ConvShape, var: Variant) -> None:
     def run_band(n, tr0, count: int, holds_last_row: bool) -> None:
         t_blk = count * tw
         _band_input(kb, k, s, var, n, tr0, count, plane, v_blk, t_blk, dtype)
-        sched = gemm_schedule(s.oc, t_blk, s.c, k.target, np.dtype(dtype).itemsize)
+        sched = _schedule(s, m, t_blk, k.target)
         with kb.loop(0, a * a, name="xi") as xi:
-            gemm_a = row_major_a(k.inputs[1], kb.mul(xi, s.oc * s.c), s.c, sched.mr)
+            gemm_a = _weights(kb, k.inputs[1], xi, s, sched.mr)
             gemm_b = MatB(v_blk, kb.mul(xi, s.c * t_blk), k=t_blk)
             gemm_c = MatC(m_blk, kb.mul(xi, s.oc * t_blk), m=t_blk)
             emit_gemm(kb, sched, s.oc, t_blk, s.c, gemm_a, gemm_b, gemm_c, dtype, None, alone, pack)

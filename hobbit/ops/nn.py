@@ -10,7 +10,7 @@ from hobbit.graph.ir import Node, TensorType
 from hobbit.graph.registry import OpDef, register_op
 from hobbit.graph.shapes import broadcast
 from hobbit.lower.conv import conv_scratch_bytes, conv_shape, lower_conv
-from hobbit.lower.winograd import VARIANTS, lower_winograd, scratch_elems
+from hobbit.lower.winograd import VARIANTS, lower_winograd, scratch_elems, unpack_weights
 from hobbit.lower.matmul import lower_matmul
 
 
@@ -139,10 +139,10 @@ register_op(OpDef(
 
 
 def winograd_reference(ins: list[np.ndarray], a: dict) -> list[np.ndarray]:
-    """F(m x m, 3x3) in numpy from the transformed weights U[(m+2)^2, OC, C]."""
+    """F(m x m, 3x3) in numpy from the transformed, packed weights (lower/winograd.py)."""
     var = VARIANTS[a["tile"]]
     m, al = var.m, var.alpha
-    x, u = ins[0].astype(np.float64), ins[1].astype(np.float64)
+    x, u = ins[0].astype(np.float64), unpack_weights(ins[1], a["weight_shape"][0]).astype(np.float64)
     bias = ins[2] if len(ins) > 2 and ins[2] is not None else None
     pt, pl, pb, pr = a["pads"]
     n, c, h, w = x.shape
@@ -179,5 +179,5 @@ register_op(OpDef(
     attrs={"strides": (1, 1), "dilations": (1, 1), "pads": (0, 0, 0, 0), "group": 1, "weight_shape": (),
            "tile": 2},
     doc="3x3 stride-1 Conv by Winograd F(m x m, 3x3), m = attrs['tile'] (2 or 4); inputs X, "
-        "U[(m+2)^2, OC, C] (transformed weights)[, B]. "
+        "U (transformed weights, [(m+2)^2, OC/rows, C, rows] panels)[, B]. "
         "Flops are counted as for the direct conv so GFLOP/s compare."))

@@ -33,7 +33,7 @@ PASSES: dict[str, Pass] = {
     "dce": _graph_only(eliminate_dead_code),
     "fold": _graph_only(fold_constants),
     "fold-batchnorm": _graph_only(fold_batchnorm),
-    "winograd": _graph_only(use_winograd),
+    "winograd": use_winograd,
     "layout": choose_layouts,
     "fuse": _graph_only(fuse_epilogues),
     "fuse-depthwise": fuse_expand_depthwise,

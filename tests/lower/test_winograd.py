@@ -8,8 +8,9 @@ import pytest
 from onnx import helper
 
 import hobbit
+from hobbit.codegen.target import Target
 from hobbit.graph.registry import get_op
-from hobbit.lower.winograd import transform_weights
+from hobbit.lower.winograd import pack_weights, transform_weights
 from tests.helpers import make_model, rand, run_ort
 
 CASES = [  # C, H, W, OC, pads, threads
@@ -19,7 +20,7 @@ CASES = [  # C, H, W, OC, pads, threads
     (24, 5, 6, 40, (0, 0, 0, 0), 2),      # no padding, two threads
     (64, 14, 14, 64, (1, 1, 1, 1), 2),
     (16, 1, 1, 16, (1, 1, 1, 1), 1),      # 1x1 input
-    (32, 16, 16, 32, (1, 1, 1, 1), 1),    # F(4x4): 16 tiles
+    (32, 20, 20, 32, (1, 1, 1, 1), 1),    # F(4x4): 25 tiles
     (24, 19, 17, 40, (1, 0, 1, 2), 2),    # F(4x4), ragged tiles, asymmetric pads, two threads
     (32, 48, 48, 32, (1, 1, 1, 1), 2),    # bands of tile rows, the last band full
     (32, 50, 50, 40, (0, 1, 2, 1), 2),    # bands, ragged last tile row and column, two threads
@@ -78,6 +79,27 @@ def test_numpy_reference_agrees_with_direct_convolution():
     attrs = {"strides": (1, 1), "dilations": (1, 1), "pads": (1, 0, 1, 2), "group": 1}
     direct = get_op("Conv").reference([x, w, b], attrs)[0]
     for m in (2, 4):
-        wino = get_op("ConvWinograd").reference([x, transform_weights(w, m), b],
+        wino = get_op("ConvWinograd").reference([x, pack_weights(transform_weights(w, m), 3), b],
                                                 {**attrs, "weight_shape": w.shape, "tile": m})[0]
         np.testing.assert_allclose(wino, direct, rtol=1e-5, atol=1e-5)
+
+
+AVX512 = Target("x86_64-unknown-linux-gnu", "znver4", "", 512, 32, 32 << 10, 1 << 20, 2)
+
+
+@pytest.mark.parametrize("c,hw,oc,tile,by_tile", [
+    (64, 56, 64, 4, False),    # 196 tiles: vectors along tiles
+    (128, 28, 128, 4, True),   # 49 tiles: rows are tiles, vectors along output channels
+    (256, 14, 256, 2, True),   # 16 4x4 tiles would reuse each transformed weight too little
+    (512, 7, 512, 2, True),
+    (32, 7, 20, 2, False),     # 20 output channels do not fill the 32-wide panels
+])
+def test_variant_and_gemm_orientation_follow_the_shape(c, hw, oc, tile, by_tile):
+    from hobbit.lower.conv import conv_shape
+    from hobbit.lower.winograd import tiles_as_rows
+    from hobbit.passes.winograd import use_winograd
+    model, _ = _model(c, hw, hw, oc, (1, 1, 1, 1))
+    graph = hobbit.compile(model, passes=[]).report.graph
+    node = use_winograd(graph, AVX512).nodes[0]
+    assert node.attrs["tile"] == tile
+    assert tiles_as_rows(conv_shape(node), tile, AVX512) == by_tile
