@@ -74,3 +74,41 @@ def emit_row_copy(kb: KernelBuilder, src: ir.Value, src_base: int | ir.Value, ds
         mask = kb.prefix_mask(width, count % width)
         v = kb.vload(src, dtype, kb.add(src_base, full), width, mask)
         kb.vstore(v, dst, dtype, kb.add(dst_base, full), mask)
+
+
+def emit_deinterleaved_row_copy(kb: KernelBuilder, src: ir.Value, src_base: int | ir.Value, count: int,
+                                dst: ir.Value, dst_base: int | ir.Value, left: int, phases: int,
+                                phase_stride: int, dtype: np.dtype, lanes: int) -> None:
+    """Copy `count` contiguous elements into a padded row stored by phase: source element
+    iw is padded column x = left + iw and goes to dst[dst_base + (x % phases)*phase_stride
+    + x // phases]. A stride-`phases` consumer then reads consecutive outputs' taps as one
+    contiguous vector. Chunks of phases*lanes elements are loaded as one wide vector and
+    each phase is taken out with one shuffle."""
+    chunk = phases * lanes
+    vty_index = ir.VectorType(ir.IntType(32), lanes)
+
+    def piece(iw0, valid: int | None) -> None:
+        mask = None if valid is None else kb.prefix_mask(chunk, valid)
+        wide = kb.vload(src, dtype, kb.add(src_base, iw0), chunk, mask)
+        for p in range(phases):
+            first = (p - left) % phases  # the first source offset in the chunk with phase p
+            n_out = lanes if valid is None else max(0, -(-(valid - first) // phases))
+            if n_out == 0:
+                continue
+            taken = kb.b.shuffle_vector(wide, wide, ir.Constant(vty_index, [first + phases * i for i in range(lanes)]))
+            at = kb.add(kb.add(dst_base, p * phase_stride + (left + first) // phases), _div(kb, iw0, phases))
+            kb.vstore(taken, dst, dtype, at, None if n_out == lanes else kb.prefix_mask(lanes, n_out))
+
+    full = count - count % chunk
+    if full:
+        with kb.loop(0, full, chunk, name="iw") as iw0:
+            piece(iw0, None)
+    if count % chunk:
+        piece(full, count % chunk)
+
+
+def _div(kb: KernelBuilder, value: int | ir.Value, divisor: int) -> int | ir.Value:
+    """value // divisor for a multiple of `divisor` (a power of two when value is dynamic)."""
+    if isinstance(value, int):
+        return value // divisor
+    return kb.b.lshr(kb.idx(value), kb.i64(divisor.bit_length() - 1))

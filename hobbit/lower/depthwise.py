@@ -18,7 +18,7 @@ from llvmlite import ir
 
 from hobbit.lower.builder import I32, KernelBuilder
 from hobbit.lower.conv import ConvShape
-from hobbit.lower.copy import emit_fill, emit_row_copy
+from hobbit.lower.copy import emit_deinterleaved_row_copy, emit_fill, emit_row_copy
 from hobbit.lower.elementwise import Epilogue
 from hobbit.lower.kernel import KernelArgs
 from hobbit.lower.scalar import Emit
@@ -122,40 +122,7 @@ def copy_row(kb: KernelBuilder, s: ConvShape, src: ir.Value, src_base, plane: ir
     if s.stride[1] != 2:
         emit_row_copy(kb, src, src_base, plane, kb.add(row, s.pad[1]), s.w, dtype, lanes)
         return
-    half = (wp + 1) // 2
-    left = s.pad[1]
-    # Source element iw lands in padded column left + iw: even columns go to [0, half), odd to [half, wp).
-    first_even, first_odd = (0, 1) if left % 2 == 0 else (1, 0)
-    even_dst = kb.add(row, (left + first_even) // 2)
-    odd_dst = kb.add(row, half + (left + first_odd) // 2)
-    take_even = ir.Constant(ir.VectorType(I32, lanes), [2 * i + first_even for i in range(lanes)])
-    take_odd = ir.Constant(ir.VectorType(I32, lanes), [2 * i + first_odd for i in range(lanes)])
-
-    def pair(iw0, count: int | None) -> None:
-        lo_mask = None if count is None else kb.prefix_mask(lanes, min(count, lanes))
-        hi_mask = None if count is None else kb.prefix_mask(lanes, max(count - lanes, 0))
-        lo = kb.vload(src, dtype, kb.add(src_base, iw0), lanes, lo_mask)
-        hi = kb.vload(src, dtype, kb.add(src_base, kb.add(iw0, lanes)), lanes, hi_mask) \
-            if count is None or count > lanes else lo
-        n_even = None if count is None else (count - first_even + 1) // 2
-        n_odd = None if count is None else (count - first_odd + 1) // 2
-        for take, dst, n_out in ((take_even, even_dst, n_even), (take_odd, odd_dst, n_odd)):
-            if n_out == 0:
-                continue
-            mask = None if n_out is None else kb.prefix_mask(lanes, n_out)
-            kb.vstore(kb.b.shuffle_vector(lo, hi, take), plane, dtype, kb.add(dst, _half_index(kb, iw0)), mask)
-
-    full = s.w - s.w % (2 * lanes)
-    if full:
-        with kb.loop(0, full, 2 * lanes, name="iw") as iw0:
-            pair(iw0, None)
-    if s.w % (2 * lanes):
-        pair(full, s.w % (2 * lanes))
-
-
-def _half_index(kb: KernelBuilder, iw0):
-    """Position in a deinterleaved half of source element iw0 (an even offset)."""
-    return kb.b.lshr(kb.idx(iw0), kb.i64(1)) if not isinstance(iw0, int) else iw0 // 2
+    emit_deinterleaved_row_copy(kb, src, src_base, s.w, plane, row, s.pad[1], 2, (wp + 1) // 2, dtype, lanes)
 
 
 def _tap_vload(kb: KernelBuilder, s: ConvShape, plane, dtype, row, ow0, offset: int, width: int, mask) -> ir.Value:

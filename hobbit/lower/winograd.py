@@ -24,11 +24,12 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import numpy as np
+from llvmlite import ir
 
 from hobbit.codegen.target import Target
-from hobbit.lower.builder import KernelBuilder
+from hobbit.lower.builder import I32, KernelBuilder
 from hobbit.lower.conv import ConvShape, conv_shape
-from hobbit.lower.copy import emit_fill, emit_plane_copy
+from hobbit.lower.copy import emit_deinterleaved_row_copy, emit_fill
 from hobbit.lower.elementwise import Epilogue
 from hobbit.lower.gemm import MatA, MatB, MatC, emit_gemm, pack_elems
 from hobbit.lower.kernel import KernelArgs
@@ -116,6 +117,21 @@ def plane_hw(s: ConvShape, m: int) -> tuple[int, int]:
     return m * th + 2, m * tw + 2
 
 
+def plane_row(s: ConvShape, m: int) -> int:
+    """Elements per padded plane row stored by phase (lower/copy.emit_deinterleaved_row_copy):
+    m runs of tw + 1, so column m*j + p of consecutive tiles j is one contiguous load."""
+    return m * (tiles(s, m)[1] + 1)
+
+
+def tile_lanes(s: ConvShape, m: int, target: Target) -> int:
+    """Tiles per vector in the transforms: the target's lanes, or the power of two that
+    covers a narrow tile row."""
+    width = target.lanes(4)
+    while width // 2 >= max(tiles(s, m)[1], 2):
+        width //= 2
+    return width
+
+
 def scratch_elems(s: ConvShape, m: int, target: Target, threads: int) -> int:
     if band_rows(s, m, target, threads):
         return threads * band_layout(s, m, target, threads)[4]
@@ -126,9 +142,9 @@ def scratch_layout(s: ConvShape, m: int, target: Target, threads: int) -> tuple[
     """Element offsets in scratch of V, M and the per-thread GEMM packing buffers (after
     the padded planes at 0), and the total."""
     th, tw = tiles(s, m)
-    ph, pw = plane_hw(s, m)
+    ph, _ = plane_hw(s, m)
     t, aa = th * tw, (m + 2) ** 2
-    v_off = threads * ph * pw  # one padded plane per thread, reused for every channel
+    v_off = threads * ph * plane_row(s, m)  # one padded plane per thread, reused for every channel
     m_off = v_off + aa * s.c * t
     pack_off = m_off + aa * s.oc * t
     return v_off, m_off, pack_off, pack_off + threads * _pack_size(s, m, t, target)
@@ -173,10 +189,9 @@ def band_rows(s: ConvShape, m: int, target: Target, threads: int) -> int:
 def band_layout(s: ConvShape, m: int, target: Target, threads: int) -> tuple[int, int, int, int, int]:
     """Per-thread elements of (band plane, V, M, pack) and their total, for banded convs."""
     rows = band_rows(s, m, target, threads)
-    _, pw = plane_hw(s, m)
     tiles_per_band = rows * tiles(s, m)[1]
     aa = (m + 2) ** 2
-    parts = ((rows * m + 2) * pw, aa * s.c * tiles_per_band, aa * s.oc * tiles_per_band,
+    parts = ((rows * m + 2) * plane_row(s, m), aa * s.c * tiles_per_band, aa * s.oc * tiles_per_band,
              _pack_size(s, m, tiles_per_band, target))
     return (*parts, sum(parts))
 
@@ -227,67 +242,114 @@ def _input_transform(kb: KernelBuilder, k: KernelArgs, s: ConvShape, var: Varian
                      dtype) -> None:
     th, tw = tiles(s, var.m)
     ph, pw = plane_hw(s, var.m)
+    row = plane_row(s, var.m)
     t = th * tw
-    pad = k.thread_scratch(0, ph * pw, dtype)
-    e = Emit(kb, dtype, 1)
-    emit_fill(kb, pad, dtype, 0, ph * pw, kb.const(dtype, 0))  # the border stays zero for every channel
+    pad = k.thread_scratch(0, ph * row, dtype)
+    emit_fill(kb, pad, dtype, 0, ph * row, kb.const(dtype, 0))  # the border stays zero for every channel
     c_lo, c_hi = k.threads.split(s.c)
     with kb.loop(c_lo, c_hi, name="c") as c:
         src = kb.mul(kb.add(kb.mul(n, s.c), c), s.h * s.w)
-        emit_plane_copy(kb, k.inputs[0], src, s.w, pad, pw, s.pad[0], s.pad[1],
-                        min(s.h, ph - s.pad[0]), min(s.w, pw - s.pad[1]), dtype, k.width(dtype))
-        _tiles_in(kb, e, var, pad, pw, th, tw, k.scratch, kb.add(v_off, kb.mul(c, t)), s.c * t, dtype)
+        with kb.loop(0, min(s.h, ph - s.pad[0]), name="ih") as ih:
+            _copy_row(kb, k, s, var, kb.add(src, kb.mul(ih, s.w)), pad, kb.mul(kb.add(ih, s.pad[0]), row))
+        _tiles_in(kb, k, s, var, pad, th, k.scratch, kb.add(v_off, kb.mul(c, t)), s.c * t)
 
 
-def _tiles_in(kb: KernelBuilder, e: Emit, var: Variant, plane, pw: int, rows: int, tw: int,
-              v, v_base, v_stride: int, dtype) -> None:
-    """V = B^T d B for `rows` x tw tiles of a padded plane; element xi of tile j goes to
-    v[v_base + xi*v_stride + j]."""
-    a = var.alpha
-    with kb.loop(0, rows, name="th") as ti, kb.loop(0, tw, name="tw") as tj:
-        base = kb.add(kb.mul(ti, var.m * pw), kb.mul(tj, var.m))
-        d = [[kb.load(plane, dtype, kb.add(base, i * pw + j)) for j in range(a)] for i in range(a)]
-        rows_t = [[_combine(e, var.BT[r], [d[i][j] for i in range(a)]) for j in range(a)] for r in range(a)]
-        at = kb.add(v_base, kb.add(kb.mul(ti, tw), tj))
+def _copy_row(kb: KernelBuilder, k: KernelArgs, s: ConvShape, var: Variant, src_at, plane, plane_at) -> None:
+    """One input row into a padded plane row stored by phase."""
+    dtype = k.node.inputs[0].dtype
+    cols = min(s.w, plane_hw(s, var.m)[1] - s.pad[1])
+    emit_deinterleaved_row_copy(kb, k.inputs[0], src_at, cols, plane, plane_at, s.pad[1], var.m,
+                                tiles(s, var.m)[1] + 1, dtype, k.width(dtype))
+
+
+def _tile_groups(kb: KernelBuilder, tw: int, lanes: int, body) -> None:
+    """body(tj0, valid) for groups of `lanes` consecutive tiles of a tile row: a loop over
+    the groups before the last (valid None), then the last, which holds the row's last
+    (perhaps ragged) tile, with its number of tiles."""
+    groups = -(-tw // lanes)
+    if groups > 1:
+        with kb.loop(0, (groups - 1) * lanes, lanes, name="tw") as tj0:
+            body(tj0, None)
+    body((groups - 1) * lanes, tw - (groups - 1) * lanes)
+
+
+def _tiles_in(kb: KernelBuilder, k: KernelArgs, s: ConvShape, var: Variant, plane, rows: int,
+              v, v_base, v_stride: int) -> None:
+    """V = B^T d B for `rows` x tw tiles of a padded plane stored by phase; element xi of
+    tile j goes to v[v_base + xi*v_stride + j]. Vectors run along tiles: tap (i, jj) of
+    consecutive tiles is one contiguous load from phase jj % m of plane row m*ti + i."""
+    dtype = k.node.inputs[0].dtype
+    a, m = var.alpha, var.m
+    tw = tiles(s, m)[1]
+    row, lanes = plane_row(s, m), tile_lanes(s, m, k.target)
+    e = Emit(kb, dtype, lanes)
+
+    def group(ti, tj0, valid: int | None) -> None:
+        mask = None if valid in (None, lanes) else kb.prefix_mask(lanes, valid)
+        base = kb.add(kb.mul(ti, m * row), tj0)
+        d = [[kb.vload(plane, dtype, kb.add(base, i * row + (jj % m) * (tw + 1) + jj // m), lanes, mask)
+              for jj in range(a)] for i in range(a)]
+        rows_t = [[_combine(e, var.BT[r], [d[i][jj] for i in range(a)]) for jj in range(a)] for r in range(a)]
+        at = kb.add(v_base, kb.add(kb.mul(ti, tw), tj0))
         for r in range(a):
             for col in range(a):
-                kb.store(_combine(e, var.BT[col], rows_t[r]), v, dtype, kb.add(at, (r * a + col) * v_stride))
+                kb.vstore(_combine(e, var.BT[col], rows_t[r]), v, dtype, kb.add(at, (r * a + col) * v_stride), mask)
+
+    with kb.loop(0, rows, name="th") as ti:
+        _tile_groups(kb, tw, lanes, lambda tj0, valid: group(ti, tj0, valid))
 
 
 def _output_transform(kb: KernelBuilder, k: KernelArgs, s: ConvShape, var: Variant, bias, n, mm_ptr, mm_base,
                       t: int, tr0, count: int, last_height: int, oc_range, dtype, epilogue: Epilogue) -> None:
     """Y = A^T m A (+ bias, epilogue) for tile rows tr0 .. tr0+count, read from M at
-    mm_ptr[mm_base + (xi*OC + oc)*t + tile]; the last tile row has `last_height` rows."""
-    _, tw = tiles(s, var.m)
+    mm_ptr[mm_base + (xi*OC + oc)*t + tile]; the last tile row has `last_height` rows.
+
+    Vectors run along tiles; the m vectors of an output row (one per column within the
+    tile) are interleaved by shuffles into contiguous output, where the epilogue runs."""
+    tw = tiles(s, var.m)[1]
     a, m = var.alpha, var.m
-    e = Emit(kb, dtype, 1)
+    lanes = tile_lanes(s, m, k.target)
+    e = Emit(kb, dtype, lanes)
+    interleave = [ir.Constant(ir.VectorType(I32, lanes), [(q * lanes + i) % m * lanes + (q * lanes + i) // m
+                                                        for i in range(lanes)]) for q in range(m)]
     with kb.loop(*oc_range, name="oc") as oc:
-        b0 = kb.load(bias, dtype, oc) if bias is not None else kb.const(dtype, 0)
+        b0 = kb.splat(kb.load(bias, dtype, oc), lanes) if bias is not None else e.c(0.0)
         out_base = kb.mul(kb.add(kb.mul(n, s.oc), oc), s.oh * s.ow)
 
-        def tile(ti, tj, out_rows: int, out_cols: int) -> None:
-            index = kb.add(kb.add(mm_base, kb.mul(oc, t)), kb.add(kb.mul(ti, tw), tj))
-            mm = [[kb.load(mm_ptr, dtype, kb.add(index, (i * a + j) * s.oc * t)) for j in range(a)]
+        def group(ti, tj0, valid: int | None, out_rows: int) -> None:
+            mask = None if valid in (None, lanes) else kb.prefix_mask(lanes, valid)
+            index = kb.add(kb.add(mm_base, kb.mul(oc, t)), kb.add(kb.mul(ti, tw), tj0))
+            mm = [[kb.vload(mm_ptr, dtype, kb.add(index, (i * a + j) * s.oc * t), lanes, mask) for j in range(a)]
                   for i in range(a)]
-            rows = [[_combine(e, var.AT[r], [mm[i][j] for i in range(a)]) for j in range(a)]
-                    for r in range(out_rows)]
             oh0 = kb.mul(kb.add(tr0, ti), m)
+            cols = None if valid is None else s.ow - tj0 * m  # the last group's real outputs
             for r in range(out_rows):
-                for col in range(out_cols):
-                    y = e.add(_combine(e, var.AT[col], rows[r]), b0)
-                    p = kb.add(kb.mul(kb.add(oh0, r), s.ow), kb.add(kb.mul(tj, m), col))
-                    y = epilogue.apply(e, y, [n, oc, p])
-                    kb.store(y, k.outputs[0], dtype, kb.add(out_base, p))
+                row_r = [_combine(e, var.AT[r], [mm[i][j] for i in range(a)]) for j in range(a)]
+                y = _concat(kb, [e.add(_combine(e, var.AT[col], row_r), b0) for col in range(m)])
+                for q in range(m):
+                    live = lanes if cols is None else min(lanes, cols - q * lanes)
+                    if live <= 0:
+                        continue
+                    out_mask = None if live == lanes else kb.prefix_mask(lanes, live)
+                    p = kb.add(kb.mul(kb.add(oh0, r), s.ow), kb.add(kb.mul(tj0, m), q * lanes))
+                    v = epilogue.apply(e, kb.b.shuffle_vector(y, y, interleave[q]), [n, oc, p], out_mask)
+                    kb.vstore(v, k.outputs[0], dtype, kb.add(out_base, p), out_mask)
 
         def tile_row(ti, out_rows: int) -> None:
-            with kb.loop(0, s.ow // m, name="tw") as tj:
-                tile(ti, tj, out_rows, m)
-            if s.ow % m:
-                tile(ti, s.ow // m, out_rows, s.ow % m)
+            _tile_groups(kb, tw, lanes, lambda tj0, valid: group(ti, tj0, valid, out_rows))
 
         with kb.loop(0, count - 1, name="th") as ti:
             tile_row(ti, m)
         tile_row(count - 1, last_height)
+
+
+def _concat(kb: KernelBuilder, vectors: list) -> ir.Value:
+    """One vector of all lanes of `vectors` (equal widths, a power-of-two count), in order."""
+    while len(vectors) > 1:
+        width = vectors[0].type.count
+        both = ir.Constant(ir.VectorType(I32, 2 * width), list(range(2 * width)))
+        vectors = [kb.b.shuffle_vector(x, y, both) for x, y in zip(vectors[::2], vectors[1::2])]
+    return vectors[0]
 
 
 def _combine(e: Emit, coefs, values):
@@ -357,22 +419,17 @@ def _band_input(kb: KernelBuilder, k: KernelArgs, s: ConvShape, var: Variant, n,
                 plane, v_blk, t_blk: int, dtype) -> None:
     """V for tile rows tr0 .. tr0+count of every channel, via a padded band of input rows."""
     m = var.m
-    _, tw = tiles(s, m)
-    _, pw = plane_hw(s, m)
+    row = plane_row(s, m)
     b = kb.b
-    e = Emit(kb, dtype, 1)
-    cols = min(s.w, pw - s.pad[1])
     with kb.loop(0, s.c, name="c") as c:
         src = kb.mul(kb.add(kb.mul(n, s.c), c), s.h * s.w)
         with kb.loop(0, count * m + 2, name="br") as r:
             ih = b.sub(kb.idx(kb.add(kb.mul(tr0, m), r)), kb.i64(s.pad[0]))
-            dst = kb.mul(r, pw)
+            dst = kb.mul(r, row)
             inside = b.and_(b.icmp_signed(">=", ih, kb.i64(0)), b.icmp_signed("<", ih, kb.i64(s.h)))
             with b.if_else(inside) as (copy, zero):
                 with copy:
-                    with kb.loop(0, cols, name="iw") as iw:
-                        v = kb.load(k.inputs[0], dtype, kb.add(src, kb.add(kb.mul(ih, s.w), iw)))
-                        kb.store(v, plane, dtype, kb.add(dst, kb.add(iw, s.pad[1])))
+                    _copy_row(kb, k, s, var, kb.add(src, kb.mul(ih, s.w)), plane, dst)
                 with zero:
-                    emit_fill(kb, plane, dtype, 0, pw, kb.const(dtype, 0), base=dst)
-        _tiles_in(kb, e, var, plane, pw, count, tw, v_blk, kb.mul(c, t_blk), s.c * t_blk, dtype)
+                    emit_fill(kb, plane, dtype, 0, row, kb.const(dtype, 0), base=dst)
+        _tiles_in(kb, k, s, var, plane, count, v_blk, kb.mul(c, t_blk), s.c * t_blk)

@@ -25,6 +25,10 @@ CASES = [  # C, H, W, OC, pads, threads
     (32, 48, 48, 32, (1, 1, 1, 1), 2),    # bands of tile rows, the last band full
     (32, 50, 50, 40, (0, 1, 2, 1), 2),    # bands, ragged last tile row and column, two threads
     (24, 61, 57, 32, (1, 1, 1, 1), 2),    # bands with a short last band
+    (16, 70, 67, 16, (1, 1, 1, 1), 2),    # 17 tiles a row: a second vector of tiles holding one
+    (16, 70, 67, 16, (1, 1, 1, 1), 1),
+    (16, 62, 63, 24, (1, 1, 1, 1), 1),    # 16 tiles a row, the last one ragged
+    (16, 5, 70, 16, (1, 1, 1, 1), 1),     # F(2x2), 35 tiles a row: three vectors of tiles
 ]
 
 
