@@ -6,18 +6,19 @@ m = 2, 4x fewer for m = 4. They run as a*a independent GEMMs
 M[xi] (OC x T) = U[xi] (OC x C) @ V[xi] (C x T) over the T tiles, on the same
 microkernel as every other conv. Phases per image:
 
-1. copy each channel into the middle of a zero-padded plane (one per thread, reused
-   for every channel so it stays in cache; no bounds checks after);
-2. V = B^T d B for every channel and tile (channels shared among threads);
+1. copy each channel into the middle of a zero-padded plane stored by phase
+   (one per thread, reused for every channel so it stays in cache);
+2. V = B^T d B for every channel, in vectors of consecutive tiles (channels
+   shared among threads);
 3. the a*a GEMMs;
-4. Y = A^T m A per tile, bias and the fused epilogue, stored into NCHW.
+4. Y = A^T m A, in vectors of tiles interleaved into rows, bias and the fused
+   epilogue, stored into NCHW.
 
 The weights U = G g G^T are transformed at compile time (passes/winograd.py) and
-stored in panels of `weight_rows` output channels, so the GEMMs stream each
-panel front to back: with few tiles (7x7, 14x14 images) U is several MB, read
-once per call, and row-major rows far apart defeated the prefetchers.
-F(4x4) needs fewer multiplies but has larger tiles, so small images (few
-tiles: poor vector use in the GEMMs) keep F(2x2); the pass decides."""
+stored in panels of output channels, so the GEMMs stream U front to back. With
+few tiles (7x7, 14x14, 28x28 images) the GEMMs run transposed (tiles_as_rows):
+there U is several MB read once per call, and a GEMM one vector of tiles wide
+would spend one broadcast of U per multiply-add."""
 
 from __future__ import annotations
 
