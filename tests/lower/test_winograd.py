@@ -56,10 +56,11 @@ def test_large_images_run_in_bands():
     from hobbit.codegen.target import host_target
     from hobbit.lower.conv import conv_shape
     from hobbit.lower.winograd import band_rows
-    model, _ = _model(32, 48, 48, 32, (1, 1, 1, 1))
-    node = hobbit.compile(model).report.graph.nodes[0]
-    assert band_rows(conv_shape(node), node.attrs["tile"], host_target(), 2) > 0
-    assert band_rows(conv_shape(node), node.attrs["tile"], host_target(), 1) == 0
+    for hw, banded in ((48, True), (12, False)):
+        model, _ = _model(32, hw, hw, 32, (1, 1, 1, 1))
+        node = hobbit.compile(model).report.graph.nodes[0]
+        for threads in (1, 2):
+            assert (band_rows(conv_shape(node), node.attrs["tile"], host_target(), threads) > 0) == banded
 
 
 def test_winograd_with_fused_residual_epilogue():
