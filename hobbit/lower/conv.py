@@ -23,7 +23,7 @@ from hobbit.lower.copy import emit_fill
 from hobbit.lower.elementwise import Epilogue
 from hobbit.lower.gemm import MatA, MatB, MatC, emit_gemm, pack_elems, row_major_a
 from hobbit.lower.kernel import KernelArgs
-from hobbit.lower.parallel import Threads
+from hobbit.lower.parallel import Threads, band_heights
 from hobbit.lower.scalar import Emit
 from hobbit.lower.schedule import gemm_schedule
 
@@ -81,12 +81,10 @@ def _col_elems(s: ConvShape) -> int:
     return 0 if s.pointwise else s.cg * s.kh * s.kw * s.oh * s.ow
 
 
-def block_rows(s: ConvShape, target: Target, threads: int) -> int:
-    """Output rows per im2col block: the block's columns fit in half of L2, and there are
-    at least two blocks per thread to share."""
+def block_rows(s: ConvShape, target: Target) -> int:
+    """Most output rows per im2col block: the block's columns fit in half of L2."""
     k = s.cg * s.kh * s.kw
-    rows = max(1, (target.l2_bytes // 2) // (k * s.ow * 4))
-    return max(1, min(rows, -(-s.oh // (2 * threads))))
+    return max(1, min(s.oh, (target.l2_bytes // 2) // (k * s.ow * 4)))
 
 
 def conv_scratch_bytes(node: Node, target: Target, threads: int) -> int:
@@ -109,9 +107,10 @@ def _pointwise_pack(s: ConvShape, target: Target) -> int:
 
 def _block_slices(s: ConvShape, target: Target, threads: int) -> tuple[int, int]:
     """Per-thread elements of the im2col block and of the B packing buffer."""
-    rows = block_rows(s, target, threads)
+    rows = block_rows(s, target)
     k = s.cg * s.kh * s.kw
-    pack = max(pack_elems(gemm_schedule(s.ocg, r * s.ow, k, target), s.ocg) for r in {rows, s.oh % rows or rows})
+    pack = max(pack_elems(gemm_schedule(s.ocg, r * s.ow, k, target), s.ocg)
+               for r in band_heights(s.oh, rows, threads))
     return k * rows * s.ow, pack
 
 
@@ -188,13 +187,12 @@ def _blocked_im2col_conv(k: KernelArgs, s: ConvShape) -> None:
     dtype = node.inputs[0].dtype
     x, w, bias = k.inputs[0], k.inputs[1], k.inputs[2] if len(k.inputs) > 2 else None
     K, P = s.cg * s.kh * s.kw, s.oh * s.ow
-    rows = block_rows(s, k.target, k.threads.max_threads)
+    rows = block_rows(s, k.target)
     col_elems, pack_size = _block_slices(s, k.target, k.threads.max_threads)
     col = k.thread_scratch(0, col_elems, dtype)
     pack = k.thread_scratch(col_elems * k.threads.max_threads, pack_size, dtype) if pack_size else None
     epilogue = Epilogue(kb, node, k.epilogue, (s.n, s.oc, P))
     alone = Threads(kb, kb.i64(0), kb.i64(1), 1)
-    full_blocks, last_rows = divmod(s.oh, rows)
     with kb.loop(0, s.n, name="n") as n, kb.loop(0, s.group, name="g") as g:
         x_off = kb.mul(kb.add(kb.mul(n, s.c), kb.mul(g, s.cg)), s.h * s.w)
         oc0 = kb.mul(g, s.ocg)
@@ -215,13 +213,7 @@ def _blocked_im2col_conv(k: KernelArgs, s: ConvShape) -> None:
 
             emit_gemm(kb, sched, s.ocg, count * s.ow, K, a, b, c, dtype, epi, alone, pack)
 
-        lo, hi = k.threads.split(full_blocks + (last_rows > 0))
-        with kb.loop(lo, kb.imin(hi, full_blocks), name="rb") as rb:
-            block(kb.mul(rb, rows), rows)
-        if last_rows:
-            with kb.when_greater(hi, full_blocks) as live:
-                if live:
-                    block(full_blocks * rows, last_rows)
+        k.threads.bands(s.oh, rows, block)
 
 
 def _im2col(kb: KernelBuilder, s: ConvShape, x, x_off, col, dtype, threads: Threads,

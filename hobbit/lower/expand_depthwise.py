@@ -28,7 +28,7 @@ from hobbit.lower.depthwise import SLACK, DepthwiseRows, copy_row, emit_depthwis
 from hobbit.lower.elementwise import Epilogue
 from hobbit.lower.gemm import MatB, MatC, emit_gemm, pack_elems, row_major_a
 from hobbit.lower.kernel import KernelArgs
-from hobbit.lower.parallel import Threads
+from hobbit.lower.parallel import Threads, band_heights
 from hobbit.lower.scalar import Emit
 from hobbit.lower.schedule import gemm_schedule
 
@@ -57,28 +57,28 @@ def input_rows(d: ConvShape, out_rows: int) -> int:
     return (out_rows - 1) * d.stride[0] + (d.kh - 1) * d.dilation[0] + 1
 
 
-def band_rows(d: ConvShape, target: Target, threads: int) -> int:
-    """Output rows per band: the expanded rows of a band fill at most half of L2, and
-    every thread gets at least two bands when the image allows."""
+def band_rows(d: ConvShape, target: Target) -> int:
+    """Most output rows per band: the expanded rows of a band fill at most half of L2."""
     row_bytes = d.c * d.w * 4
     rows = 1
     while rows < d.oh and input_rows(d, rows + 1) * row_bytes <= target.l2_bytes // 2:
         rows += 1
-    return max(1, min(rows, -(-d.oh // (2 * threads))))
+    return rows
 
 
 def _regions(node: Node, target: Target, threads: int) -> tuple[int, dict[str, int]]:
     """Band rows, and per-thread elements of each scratch region: expanded rows, padded
     plane, expansion GEMM packing, then (with a projection) depthwise rows and their packing."""
     e, d = shapes(node)
-    band = band_rows(d, target, threads)
+    band = band_rows(d, target)
     rows = min(input_rows(d, band), d.h)
     sizes = {"mid": e.oc * rows * e.w, "plane": input_rows(d, band) * d.padded_hw[1] + SLACK,
              "pack": pack_elems(gemm_schedule(e.oc, rows * e.w, e.c, target), e.oc)}
     if projects(node):
         c_out = node.inputs[5].shape[0]
         sizes["dw"] = d.c * band * d.ow
-        sizes["pack_out"] = pack_elems(gemm_schedule(c_out, band * d.ow, d.c, target), c_out)
+        sizes["pack_out"] = max(pack_elems(gemm_schedule(c_out, r * d.ow, d.c, target), c_out)
+                                for r in band_heights(d.oh, band, threads))
     return band, sizes
 
 
@@ -119,7 +119,6 @@ def lower_expand_depthwise(k: KernelArgs) -> None:
     sched = gemm_schedule(e.oc, rows * e.w, e.c, k.target, np.dtype(dtype).itemsize)
     expand_steps = _Steps(node.attrs["inner"])
     alone = Threads(kb, kb.i64(0), kb.i64(1), 1)
-    full_bands, last = divmod(d.oh, band)
 
     def process(n, oh0, count: int) -> None:
         ih0 = kb.add(kb.mul(oh0, d.stride[0]), -d.pad[0])
@@ -157,13 +156,7 @@ def lower_expand_depthwise(k: KernelArgs) -> None:
             _project(k, d, regions, n, oh0, count, alone)
 
     with kb.loop(0, d.n, name="n") as n:
-        lo, hi = k.threads.split(full_bands + (last > 0))
-        with kb.loop(lo, kb.imin(hi, full_bands), name="band") as b:
-            process(n, kb.mul(b, band), band)
-        if last:
-            with kb.when_greater(hi, full_bands) as live:
-                if live:
-                    process(n, full_bands * band, last)
+        k.threads.bands(d.oh, band, lambda oh0, count: process(n, oh0, count))
 
 
 def _project(k: KernelArgs, d: ConvShape, regions: dict, n, oh0, count: int, alone: Threads) -> None:

@@ -34,7 +34,7 @@ from hobbit.lower.copy import emit_deinterleaved_row_copy, emit_fill
 from hobbit.lower.elementwise import Epilogue
 from hobbit.lower.gemm import MatA, MatB, MatC, emit_gemm, pack_elems
 from hobbit.lower.kernel import KernelArgs
-from hobbit.lower.parallel import Threads
+from hobbit.lower.parallel import Threads, band_heights
 from hobbit.lower.scalar import Emit
 from hobbit.lower.schedule import gemm_schedule
 
@@ -183,17 +183,17 @@ def band_rows(s: ConvShape, m: int, target: Target, threads: int) -> int:
             or aa * s.oc * s.c * 4 > MAX_BANDED_WEIGHTS:
         return 0
     rows = max(1, (target.l2_bytes // 2) // (aa * (s.c + s.oc) * tw * 4), -(-MIN_BAND_VECTORS * target.lanes(4) // tw))
-    rows = min(rows, max(1, th // threads))
+    rows = min(rows, -(-th // threads))  # several threads share bands, not one whole image
     return rows if rows < th else 0
 
 
 def band_layout(s: ConvShape, m: int, target: Target, threads: int) -> tuple[int, int, int, int, int]:
     """Per-thread elements of (band plane, V, M, pack) and their total, for banded convs."""
     rows = band_rows(s, m, target, threads)
-    tiles_per_band = rows * tiles(s, m)[1]
+    th, tw = tiles(s, m)
     aa = (m + 2) ** 2
-    parts = ((rows * m + 2) * plane_row(s, m), aa * s.c * tiles_per_band, aa * s.oc * tiles_per_band,
-             _pack_size(s, m, tiles_per_band, target))
+    parts = ((rows * m + 2) * plane_row(s, m), aa * s.c * rows * tw, aa * s.oc * rows * tw,
+             max(_pack_size(s, m, r * tw, target) for r in band_heights(th, rows, threads)))
     return (*parts, sum(parts))
 
 
@@ -384,7 +384,6 @@ def _banded(k: KernelArgs, s: ConvShape, var: Variant) -> None:
     epilogue = Epilogue(kb, node, k.epilogue, (s.n, s.oc, s.oh * s.ow))
     alone = Threads(kb, kb.i64(0), kb.i64(1), 1)
     bias = k.inputs[2] if len(k.inputs) > 2 else None
-    full_bands, last_rows = divmod(th, rows)
 
     def run_band(n, tr0, count: int, holds_last_row: bool) -> None:
         t_blk = count * tw
@@ -399,21 +398,18 @@ def _banded(k: KernelArgs, s: ConvShape, var: Variant) -> None:
         _output_transform(kb, k, s, var, bias, n, m_blk, 0, t_blk, tr0, count, last_height, (0, s.oc),
                           dtype, epilogue)
 
+    def band(n, tr0, count: int) -> None:
+        if not s.oh % m:
+            run_band(n, tr0, count, False)
+            return
+        with kb.b.if_else(kb.b.icmp_signed("<", kb.idx(kb.add(tr0, count)), kb.i64(th))) as (inner, final):
+            with inner:
+                run_band(n, tr0, count, False)
+            with final:  # this band holds the ragged last tile row
+                run_band(n, tr0, count, True)
+
     with kb.loop(0, s.n, name="n") as n:
-        lo, hi = k.threads.split(full_bands + (last_rows > 0))
-        with kb.loop(lo, kb.imin(hi, full_bands), name="band") as bi:
-            if last_rows or not s.oh % m:
-                run_band(n, kb.mul(bi, rows), rows, False)
-            else:  # the last full band holds the ragged last tile row
-                with kb.b.if_else(kb.b.icmp_signed("<", bi, kb.i64(full_bands - 1))) as (inner, final):
-                    with inner:
-                        run_band(n, kb.mul(bi, rows), rows, False)
-                    with final:
-                        run_band(n, kb.mul(bi, rows), rows, True)
-        if last_rows:
-            with kb.when_greater(hi, full_bands) as live:
-                if live:
-                    run_band(n, full_bands * rows, last_rows, True)
+        k.threads.bands(th, rows, lambda tr0, count: band(n, tr0, count))
 
 
 def _band_input(kb: KernelBuilder, k: KernelArgs, s: ConvShape, var: Variant, n, tr0, count: int,
