@@ -102,14 +102,21 @@ def emit_gemm(kb: KernelBuilder, s: GemmSchedule, M: int, N: int, K: int,
         (n_lo, n_hi), (m_lo, m_hi) = (0, units_n), threads.split(units_m)
     acc_type = ir.VectorType(_elem(kb, dtype), s.vw)
     accs = [[kb.alloca(acc_type) for _ in range(s.nv)] for _ in range(s.mr)]
+    # B packed at compile time (weights) comes from memory: while the MR-row blocks work
+    # on one panel, fetch the next one, a slice per k step, so its first block does not
+    # stall on it (ResNet-50's 7x7 convs, cold: 1.24 ms against 1.0 warm).
+    ahead_of = b.panel is not None and b.panel > 0 and pack is None \
+        and isinstance(m_lo, int) and isinstance(m_hi, int)
 
     def nest(k0: Index, k1: Index, first: bool, last: bool) -> None:
         def panel(p: Index, nv: int, tail_lanes: int) -> None:
             panel_b = _pack_panel(kb, s, b, p, nv, tail_lanes, k0, k1, pack, dtype) if pack else b
+            ahead = _Ahead.of_next_panel(kb, s, b, p, k0, k1, m_hi - m_lo, np.dtype(dtype).itemsize) \
+                if ahead_of else None
 
             def rows(mb: Index, mr: int) -> None:
                 _micro(kb, s, accs, mb, mr, p, nv, tail_lanes, k0, k1, first, last, a, panel_b, c, dtype,
-                       epilogue if last else None)
+                       epilogue if last else None, ahead)
 
             with kb.loop(m_lo, kb.imin(m_hi, m_blocks), name="mb") as mb:
                 rows(mb, s.mr)
@@ -152,9 +159,47 @@ def _pack_panel(kb: KernelBuilder, s: GemmSchedule, b: MatB, p: Index, nv: int, 
     return MatB(pack, kb.mul(k0, -s.nr), k=s.nr, panel=0)
 
 
+@dataclass
+class _Ahead:
+    """Prefetches of the next B panel spread over this panel's micro blocks: block mb at
+    step k fetches the `lines` cache lines from element base + (mb*(k1 - k0) + k - k0)*step.
+
+    Steps are whole lines or a power-of-two fraction of one: a stride that wanders across
+    line boundaries (22 floats for 3 blocks of 64 columns) made a Winograd layer slower."""
+    ptr: ir.Value
+    base: Index
+    step: int
+    lines: int
+    line: int
+    k0: Index
+    k_len: Index
+
+    @staticmethod
+    def of_next_panel(kb: KernelBuilder, s: GemmSchedule, b: MatB, p: Index, k0: Index, k1: Index,
+                      blocks: int, itemsize: int) -> "_Ahead":
+        line = max(1, 64 // itemsize)
+        per_step = -(-s.nr // max(blocks, 1))  # elements of the next panel to fetch per k step
+        lines = -(-per_step // line)
+        step = lines * line if per_step > line else 1 << (per_step - 1).bit_length()
+        base = kb.add(kb.add(b.offset, kb.mul(kb.add(p, 1), b.panel)), kb.mul(k0, s.nr))
+        return _Ahead(b.ptr, base, step, lines, line, k0, kb.add(k1, kb.mul(k0, -1)))
+
+    def fetch(self, kb: KernelBuilder, mb: Index, k: ir.Value, dtype: np.dtype) -> None:
+        """A hint only, into L2: past the last panel it reads nothing, so the address is
+        not inbounds."""
+        step_index = kb.add(kb.mul(mb, self.k_len), kb.add(k, kb.mul(self.k0, -1)))
+        first = kb.add(self.base, kb.mul(step_index, self.step))
+        i32 = ir.IntType(32)
+        for j in range(self.lines):
+            at = kb.b.gep(self.ptr, [kb.idx(kb.add(first, j * self.line))], source_etype=_elem(kb, dtype))
+            kb.call_intrinsic("llvm.prefetch.p0", ir.VoidType(),
+                              [at, ir.Constant(i32, 0), ir.Constant(i32, 2), ir.Constant(i32, 1)])
+
+
 def _micro(kb: KernelBuilder, s: GemmSchedule, accs, mb: Index, mr: int, p: Index, nv: int,
            tail_lanes: int, k0: Index, k1: Index, first: bool, last: bool,
-           a: MatA, b: MatB, c: MatC, dtype: np.dtype, epilogue: EpilogueFn | None) -> None:
+           a: MatA, b: MatB, c: MatC, dtype: np.dtype, epilogue: EpilogueFn | None,
+           ahead: _Ahead | None = None) -> None:
     """One MR x (nv vectors) block of C, rows from block mb, columns from panel p, over k in [k0, k1)."""
     e = Emit(kb, dtype, s.vw)
     n0 = kb.mul(p, s.nr)
@@ -175,6 +220,8 @@ def _micro(kb: KernelBuilder, s: GemmSchedule, accs, mb: Index, mr: int, p: Inde
     a_base = kb.add(a.offset, kb.mul(mb, a.panel))
     b_base = kb.add(b.offset, kb.mul(p, s.nr if b.panel is None else b.panel))
     with kb.loop(k0, k1, name="k") as k:
+        if ahead is not None:
+            ahead.fetch(kb, mb, k, dtype)
         b_row = kb.add(b_base, kb.mul(k, b.k))
         bv = [kb.vload(b.ptr, dtype, kb.add(b_row, j * s.vw), s.vw, masks[j]) for j in range(nv)]
         a_row = kb.add(a_base, kb.mul(k, a.k))
