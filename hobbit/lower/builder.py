@@ -202,6 +202,14 @@ class KernelBuilder:
                              [vty, PTR, I32, ir.VectorType(I1, width)])
         self.b.call(fn, [value, addr, ir.Constant(I32, align), mask])
 
+    def prefetch(self, ptr: ir.Value, dtype: np.dtype, index: int | ir.Value) -> None:
+        """Hint that ptr[index] will be read soon: fetch its line into L2 (not L1, which
+        the GEMM's B stream would flush first). A hint never faults, so the address may
+        lie past the buffer and is not marked inbounds."""
+        at = self.b.gep(ptr, [self.idx(index)], source_etype=llvm_type(dtype))
+        self.call_intrinsic("llvm.prefetch.p0", ir.VoidType(),
+                            [at, ir.Constant(I32, 0), ir.Constant(I32, 2), ir.Constant(I32, 1)])
+
     def splat(self, scalar: ir.Value, width: int) -> ir.Value:
         if width == 1:
             return scalar

@@ -171,10 +171,14 @@ def _gemm_conv(k: KernelArgs, s: ConvShape) -> None:
                 v = e.add(v, kb.splat(kb.load(bias, dtype, oc), e.width))
             return epilogue.apply(e, v, [n, oc, p], mask)
 
+        def touch(m, col, n=n, oc0=oc0):
+            epilogue.prefetch([n, kb.add(oc0, m), col])
+
         pack = None
         if s.pointwise and not by_channel and _pointwise_pack(s, k.target):
             pack = k.thread_scratch(0, _pointwise_pack(s, k.target), dtype)
-        emit_gemm(kb, sched, rows, cols, K, a, b, c, dtype, epi, k.threads, pack)
+        emit_gemm(kb, sched, rows, cols, K, a, b, c, dtype, epi, k.threads, pack,
+                  None if by_channel else touch)
         if not s.pointwise and s.n * s.group > 1:
             k.threads.barrier()  # the next im2col overwrites the scratch others may still read
 
@@ -211,7 +215,10 @@ def _blocked_im2col_conv(k: KernelArgs, s: ConvShape) -> None:
                     v = e.add(v, kb.splat(kb.load(bias, dtype, oc), e.width))
                 return epilogue.apply(e, v, [n, oc, kb.add(kb.mul(oh0, s.ow), col_index)], mask)
 
-            emit_gemm(kb, sched, s.ocg, count * s.ow, K, a, b, c, dtype, epi, alone, pack)
+            def touch(m, col_index):
+                epilogue.prefetch([n, kb.add(oc0, m), kb.add(kb.mul(oh0, s.ow), col_index)])
+
+            emit_gemm(kb, sched, s.ocg, count * s.ow, K, a, b, c, dtype, epi, alone, pack, touch)
 
         k.threads.bands(s.oh, rows, block)
 

@@ -49,6 +49,14 @@ class Epilogue:
         return x
 
 
+    def prefetch(self, index: list[int | ir.Value], axis: int = -1) -> None:
+        """Start fetching the operand vectors `apply` will read at `index` (a residual
+        produced kernels ago is rarely still in cache)."""
+        for step, ptr, strides in self.steps:
+            if ptr is not None and strides[axis] == 1:
+                self.kb.prefetch(ptr, step.operand.dtype, self.kb.affine(list(zip(index, strides))))
+
+
 def load_broadcast(e: Emit, ptr: ir.Value, strides: list[int], index: list[int | ir.Value],
                    mask: ir.Value | None, axis: int = -1, stored=None) -> ir.Value:
     """Load e.width elements along view dim `axis`: a vector if contiguous, a splat if

@@ -177,7 +177,8 @@ def _project(k: KernelArgs, d: ConvShape, regions: dict, n, oh0, count: int, alo
 
     out = MatC(k.outputs[0], kb.add(kb.mul(n, c_out * plane), first), m=plane)
     emit_gemm(kb, sched, c_out, count * d.ow, d.c, row_major_a(w3, 0, d.c, sched.mr),
-              MatB(regions["dw"], 0, k=count * d.ow), out, dtype, project_epilogue, alone, regions.get("pack_out"))
+              MatB(regions["dw"], 0, k=count * d.ow), out, dtype, project_epilogue, alone, regions.get("pack_out"),
+              lambda m, col: epilogue.prefetch([n, m, kb.add(first, col)]))
 
 
 def _clamp(kb: KernelBuilder, v: ir.Value | int, lo: int, hi: int) -> ir.Value | int:

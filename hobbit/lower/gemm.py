@@ -26,6 +26,8 @@ from hobbit.lower.scalar import Emit
 Index = int | ir.Value
 # epilogue(e, value, m, n, mask) -> value to store at C[m, n : n + width]
 EpilogueFn = Callable[[Emit, ir.Value, Index, Index, ir.Value | None], ir.Value]
+# touch(m, n): prefetch what the epilogue will read for C[m, n : n + width]
+TouchFn = Callable[[Index, Index], None]
 
 
 @dataclass
@@ -81,7 +83,7 @@ def pack_elems(s: GemmSchedule, M: int) -> int:
 
 def emit_gemm(kb: KernelBuilder, s: GemmSchedule, M: int, N: int, K: int,
               a: MatA, b: MatB, c: MatC, dtype: np.dtype, epilogue: EpilogueFn | None,
-              threads: Threads, pack: ir.Value | None = None) -> None:
+              threads: Threads, pack: ir.Value | None = None, touch: TouchFn | None = None) -> None:
     """C = A @ B (+ epilogue). Threads share whichever of N panels / M blocks splits more evenly;
     each thread keeps the same slice of C across K chunks, so no barrier is needed.
 
@@ -116,7 +118,7 @@ def emit_gemm(kb: KernelBuilder, s: GemmSchedule, M: int, N: int, K: int,
 
             def rows(mb: Index, mr: int) -> None:
                 _micro(kb, s, accs, mb, mr, p, nv, tail_lanes, k0, k1, first, last, a, panel_b, c, dtype,
-                       epilogue if last else None, ahead)
+                       epilogue if last else None, ahead, touch if last else None)
 
             with kb.loop(m_lo, kb.imin(m_hi, m_blocks), name="mb") as mb:
                 rows(mb, s.mr)
@@ -185,21 +187,16 @@ class _Ahead:
         return _Ahead(b.ptr, base, step, lines, line, k0, kb.add(k1, kb.mul(k0, -1)))
 
     def fetch(self, kb: KernelBuilder, mb: Index, k: ir.Value, dtype: np.dtype) -> None:
-        """A hint only, into L2: past the last panel it reads nothing, so the address is
-        not inbounds."""
         step_index = kb.add(kb.mul(mb, self.k_len), kb.add(k, kb.mul(self.k0, -1)))
         first = kb.add(self.base, kb.mul(step_index, self.step))
-        i32 = ir.IntType(32)
         for j in range(self.lines):
-            at = kb.b.gep(self.ptr, [kb.idx(kb.add(first, j * self.line))], source_etype=_elem(kb, dtype))
-            kb.call_intrinsic("llvm.prefetch.p0", ir.VoidType(),
-                              [at, ir.Constant(i32, 0), ir.Constant(i32, 2), ir.Constant(i32, 1)])
+            kb.prefetch(self.ptr, dtype, kb.add(first, j * self.line))
 
 
 def _micro(kb: KernelBuilder, s: GemmSchedule, accs, mb: Index, mr: int, p: Index, nv: int,
            tail_lanes: int, k0: Index, k1: Index, first: bool, last: bool,
            a: MatA, b: MatB, c: MatC, dtype: np.dtype, epilogue: EpilogueFn | None,
-           ahead: _Ahead | None = None) -> None:
+           ahead: _Ahead | None = None, touch: TouchFn | None = None) -> None:
     """One MR x (nv vectors) block of C, rows from block mb, columns from panel p, over k in [k0, k1)."""
     e = Emit(kb, dtype, s.vw)
     n0 = kb.mul(p, s.nr)
@@ -217,6 +214,10 @@ def _micro(kb: KernelBuilder, s: GemmSchedule, accs, mb: Index, mr: int, p: Inde
                                                            masks[j])
             kb.b.store(init, accs[i][j])
 
+    if touch is not None:
+        for i in range(mr):
+            for j in range(nv):
+                touch(kb.add(m0, i), kb.add(n0, j * s.vw))
     a_base = kb.add(a.offset, kb.mul(mb, a.panel))
     b_base = kb.add(b.offset, kb.mul(p, s.nr if b.panel is None else b.panel))
     with kb.loop(k0, k1, name="k") as k:
