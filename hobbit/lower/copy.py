@@ -51,16 +51,6 @@ def emit_fill(kb: KernelBuilder, dst: ir.Value, dtype: np.dtype, start: int | ir
         kb.store(c, dst, dtype, kb.add(base, i))
 
 
-def emit_plane_copy(kb: KernelBuilder, src: ir.Value, src_base: int | ir.Value, src_width: int,
-                    dst: ir.Value, dst_width: int, top: int, left: int, rows: int, cols: int,
-                    dtype: np.dtype, lanes: int) -> None:
-    """Copy a rows x cols plane (row stride src_width) into a wider padded plane (row
-    stride dst_width) with its corner at (top, left); the padding is left as it is."""
-    with kb.loop(0, rows, name="ih") as ih:
-        out = kb.add(kb.mul(kb.add(ih, top), dst_width), left)
-        emit_row_copy(kb, src, kb.add(src_base, kb.mul(ih, src_width)), dst, out, cols, dtype, lanes)
-
-
 def emit_row_copy(kb: KernelBuilder, src: ir.Value, src_base: int | ir.Value, dst: ir.Value,
                   dst_base: int | ir.Value, count: int, dtype: np.dtype, width: int) -> None:
     """Copy `count` contiguous elements in vectors of `width` (a masked one for the tail):

@@ -245,7 +245,7 @@ def _whole_image(k: KernelArgs, s: ConvShape, var: Variant) -> None:
 def _input_transform(kb: KernelBuilder, k: KernelArgs, s: ConvShape, var: Variant, n, v_off: int,
                      dtype) -> None:
     th, tw = tiles(s, var.m)
-    ph, pw = plane_hw(s, var.m)
+    ph, _ = plane_hw(s, var.m)
     row = plane_row(s, var.m)
     t = th * tw
     pad = k.thread_scratch(0, ph * row, dtype)
