@@ -20,11 +20,23 @@ BandBody = Callable[[int | ir.Value, int], None]
 def band_heights(total: int, max_band: int, threads: int) -> list[int]:
     """The band heights Threads.bands hands out (all static), for sizing scratch and packing."""
     heights = set()
-    for share in {total // threads, -(-total // threads)} - {0}:
-        count = -(-share // max_band)
-        small, big = divmod(share, count)
+    for share in _share_sizes(total, threads):
+        count, small, big = _cut(share, max_band)
         heights |= ({small + 1} if big else set()) | ({small} if count > big else set())
     return sorted(heights)
+
+
+def _share_sizes(total: int, threads: int) -> list[int]:
+    """The sizes of split's shares of `total` among `threads` (two at most, none empty)."""
+    return sorted({total // threads, -(-total // threads)} - {0})
+
+
+def _cut(share: int, max_band: int) -> tuple[int, int, int]:
+    """(bands, height, taller): a share in bands of at most max_band rows, the first
+    `taller` of them one row taller than `height`."""
+    count = -(-share // max_band)
+    small, big = divmod(share, count)
+    return count, small, big
 
 
 class Threads:
@@ -61,7 +73,7 @@ class Threads:
         self.used = True
         kb, b = self.kb, self.kb.b
         most = self.max_threads
-        shares = sorted({total // most, -(-total // most)} - {0})
+        shares = _share_sizes(total, most)
         with kb.loop(0, most, name="share") as v:
             with kb.if_then(b.icmp_unsigned("==", b.urem(v, self.count), self.tid)):
                 lo = b.udiv(b.mul(v, kb.i64(total)), kb.i64(most))
@@ -83,8 +95,7 @@ class Threads:
 def _share_in_bands(kb: KernelBuilder, first: int | ir.Value, share: int, max_band: int, body: BandBody) -> None:
     """body over rows first .. first + share in ceil(share / max_band) bands whose heights
     differ by at most one (the taller ones first)."""
-    count = -(-share // max_band)
-    small, big = divmod(share, count)
+    count, small, big = _cut(share, max_band)
     if big:
         with kb.loop(0, big, name="band") as i:
             body(kb.add(first, kb.mul(i, small + 1)), small + 1)
