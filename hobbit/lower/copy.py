@@ -77,7 +77,8 @@ def emit_deinterleaved_row_copy(kb: KernelBuilder, src: ir.Value, src_base: int 
     chunk = phases * lanes
     vty_index = ir.VectorType(ir.IntType(32), lanes)
 
-    def piece(iw0, valid: int | None) -> None:
+    def piece(iw0, out0, valid: int | None) -> None:
+        """Source elements iw0 .. iw0 + chunk; out0 = iw0 // phases."""
         mask = None if valid is None else kb.prefix_mask(chunk, valid)
         wide = kb.vload(src, dtype, kb.add(src_base, iw0), chunk, mask)
         for p in range(phases):
@@ -86,19 +87,12 @@ def emit_deinterleaved_row_copy(kb: KernelBuilder, src: ir.Value, src_base: int 
             if n_out == 0:
                 continue
             taken = kb.b.shuffle_vector(wide, wide, ir.Constant(vty_index, [first + phases * i for i in range(lanes)]))
-            at = kb.add(kb.add(dst_base, p * phase_stride + (left + first) // phases), _div(kb, iw0, phases))
+            at = kb.add(kb.add(dst_base, p * phase_stride + (left + first) // phases), out0)
             kb.vstore(taken, dst, dtype, at, None if n_out == lanes else kb.prefix_mask(lanes, n_out))
 
-    full = count - count % chunk
-    if full:
-        with kb.loop(0, full, chunk, name="iw") as iw0:
-            piece(iw0, None)
-    if count % chunk:
-        piece(full, count % chunk)
-
-
-def _div(kb: KernelBuilder, value: int | ir.Value, divisor: int) -> int | ir.Value:
-    """value // divisor for a multiple of `divisor` (a power of two when value is dynamic)."""
-    if isinstance(value, int):
-        return value // divisor
-    return kb.b.lshr(kb.idx(value), kb.i64(divisor.bit_length() - 1))
+    chunks, tail = divmod(count, chunk)
+    if chunks:
+        with kb.loop(0, chunks, name="chunk") as ci:
+            piece(kb.mul(ci, chunk), kb.mul(ci, lanes), None)
+    if tail:
+        piece(chunks * chunk, chunks * lanes, tail)
