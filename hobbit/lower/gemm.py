@@ -63,6 +63,22 @@ class MatC:
         return self.partial or self
 
 
+def pack_panels(matrix: np.ndarray, nr: int) -> np.ndarray:
+    """[K, N] -> [ceil(N/NR), K, NR], the last panel zero-padded: the compile-time layout a
+    MatB with panel = K*NR reads."""
+    k, n = matrix.shape
+    panels = -(-n // nr)
+    padded = np.zeros((k, panels * nr), dtype=matrix.dtype)
+    padded[:, :n] = matrix
+    return np.ascontiguousarray(padded.reshape(k, panels, nr).transpose(1, 0, 2))
+
+
+def unpack_panels(packed: np.ndarray, n: int) -> np.ndarray:
+    """[P, K, NR] panels back to the [K, N] matrix they were cut from."""
+    panels, k, nr = packed.shape
+    return packed.transpose(1, 0, 2).reshape(k, panels * nr)[:, :n]
+
+
 def row_major_a(ptr: ir.Value, offset: Index, lda: int, mr: int) -> MatA:
     return MatA(ptr, offset, panel=mr * lda, k=1, m=lda)
 

@@ -32,7 +32,7 @@ from hobbit.lower.builder import I32, KernelBuilder
 from hobbit.lower.conv import ConvShape, conv_shape
 from hobbit.lower.copy import emit_deinterleaved_row_copy, emit_fill
 from hobbit.lower.elementwise import Epilogue
-from hobbit.lower.gemm import MatA, MatB, MatC, emit_gemm, pack_elems
+from hobbit.lower.gemm import MatA, MatB, MatC, emit_gemm, pack_elems, pack_panels, unpack_panels
 from hobbit.lower.kernel import KernelArgs
 from hobbit.lower.parallel import Threads, band_heights
 from hobbit.lower.scalar import Emit
@@ -97,18 +97,15 @@ def weight_panel(s: ConvShape, m: int, target: Target) -> int:
 
 
 def pack_weights(u: np.ndarray, rows: int) -> np.ndarray:
-    """U[a*a, OC, C] -> [a*a, ceil(OC/rows), C, rows], the last panel zero-padded."""
-    aa, oc, c = u.shape
-    panels = -(-oc // rows)
-    padded = np.zeros((aa, panels * rows, c), dtype=u.dtype)
-    padded[:, :oc] = u
-    return np.ascontiguousarray(padded.reshape(aa, panels, rows, c).transpose(0, 1, 3, 2))
+    """U[a*a, OC, C] -> [a*a, ceil(OC/rows), C, rows]: each U[xi]^T cut into panels of
+    `rows` output channels, so one layout serves as a packed A (panels of MR rows) and
+    as a packed B (tiles as rows: panels of NR columns)."""
+    return np.stack([pack_panels(ux.T, rows) for ux in u])
 
 
 def unpack_weights(packed: np.ndarray, oc: int) -> np.ndarray:
     """The inverse of pack_weights."""
-    aa, panels, c, rows = packed.shape
-    return packed.transpose(0, 1, 3, 2).reshape(aa, panels * rows, c)[:, :oc]
+    return np.stack([unpack_panels(px, oc).T for px in packed])
 
 
 def tiles(s: ConvShape, m: int) -> tuple[int, int]:

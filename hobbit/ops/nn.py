@@ -10,6 +10,7 @@ from hobbit.graph.ir import Node, TensorType
 from hobbit.graph.registry import OpDef, register_op
 from hobbit.graph.shapes import broadcast
 from hobbit.lower.conv import conv_scratch_bytes, conv_shape, lower_conv
+from hobbit.lower.gemm import unpack_panels
 from hobbit.lower.winograd import VARIANTS, lower_winograd, scratch_elems, unpack_weights
 from hobbit.lower.matmul import lower_matmul
 
@@ -95,12 +96,6 @@ def matmul_b_shape(node: Node) -> tuple[int, ...]:
     if node.attrs.get("b_layout") == "panels":
         return (b.shape[1], node.attrs["n"])
     return tuple(b.shape)
-
-
-def unpack_panels(packed: np.ndarray, n: int) -> np.ndarray:
-    """[P, K, NR] panels back to the [K, N] matrix they were cut from."""
-    panels, k, nr = packed.shape
-    return packed.transpose(1, 0, 2).reshape(k, panels * nr)[:, :n]
 
 
 def matmul_infer(node: Node) -> list[TensorType]:

@@ -16,6 +16,7 @@ import numpy as np
 
 from hobbit.codegen.target import Target
 from hobbit.graph.ir import Graph, Node, Value
+from hobbit.lower.gemm import pack_panels
 from hobbit.lower.schedule import gemm_schedule
 
 IDLE_LANES_LIMIT = 0.10
@@ -57,15 +58,6 @@ def _transpose_weights(node: Node, target: Target) -> None:
 def _constant_matrix_b(node: Node) -> bool:
     b = node.inputs[1]
     return b.const is not None and len(b.shape) == 2 and node.attrs.get("b_layout", "KN") == "KN"
-
-
-def pack_panels(matrix: np.ndarray, nr: int) -> np.ndarray:
-    """[K, N] -> [ceil(N/NR), K, NR], the last panel zero-padded."""
-    k, n = matrix.shape
-    panels = -(-n // nr)
-    padded = np.zeros((k, panels * nr), dtype=matrix.dtype)
-    padded[:, :n] = matrix
-    return np.ascontiguousarray(padded.reshape(k, panels, nr).transpose(1, 0, 2))
 
 
 def _pack_panels(node: Node, target: Target) -> None:
