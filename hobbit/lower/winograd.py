@@ -118,10 +118,16 @@ def plane_hw(s: ConvShape, m: int) -> tuple[int, int]:
     return m * th + 2, m * tw + 2
 
 
+def phase_len(s: ConvShape, m: int) -> int:
+    """Elements per phase of a padded plane row stored by phase: columns m*j + p for
+    j = 0 .. tw (tile tw - 1 reads two columns past its own m)."""
+    return tiles(s, m)[1] + 1
+
+
 def plane_row(s: ConvShape, m: int) -> int:
     """Elements per padded plane row stored by phase (lower/copy.emit_deinterleaved_row_copy):
-    m runs of tw + 1, so column m*j + p of consecutive tiles j is one contiguous load."""
-    return m * (tiles(s, m)[1] + 1)
+    m phases, so column m*j + p of consecutive tiles j is one contiguous load."""
+    return m * phase_len(s, m)
 
 
 def tile_lanes(s: ConvShape, m: int, target: Target) -> int:
@@ -260,7 +266,7 @@ def _copy_row(kb: KernelBuilder, k: KernelArgs, s: ConvShape, var: Variant, src_
     dtype = k.node.inputs[0].dtype
     cols = min(s.w, plane_hw(s, var.m)[1] - s.pad[1])
     emit_deinterleaved_row_copy(kb, k.inputs[0], src_at, cols, plane, plane_at, s.pad[1], var.m,
-                                tiles(s, var.m)[1] + 1, dtype, k.width(dtype))
+                                phase_len(s, var.m), dtype, k.width(dtype))
 
 
 def _tile_groups(kb: KernelBuilder, tw: int, lanes: int, body) -> None:
@@ -282,13 +288,13 @@ def _tiles_in(kb: KernelBuilder, k: KernelArgs, s: ConvShape, var: Variant, plan
     dtype = k.node.inputs[0].dtype
     a, m = var.alpha, var.m
     tw = tiles(s, m)[1]
-    row, lanes = plane_row(s, m), tile_lanes(s, m, k.target)
+    row, phase, lanes = plane_row(s, m), phase_len(s, m), tile_lanes(s, m, k.target)
     e = Emit(kb, dtype, lanes)
 
     def group(ti, tj0, valid: int | None) -> None:
         mask = None if valid in (None, lanes) else kb.prefix_mask(lanes, valid)
         base = kb.add(kb.mul(ti, m * row), tj0)
-        d = [[kb.vload(plane, dtype, kb.add(base, i * row + (jj % m) * (tw + 1) + jj // m), lanes, mask)
+        d = [[kb.vload(plane, dtype, kb.add(base, i * row + (jj % m) * phase + jj // m), lanes, mask)
               for jj in range(a)] for i in range(a)]
         rows_t = [[_combine(e, var.BT[r], [d[i][jj] for i in range(a)]) for jj in range(a)] for r in range(a)]
         at = kb.add(v_base, kb.add(kb.mul(ti, tw), tj0))
