@@ -84,7 +84,7 @@ register_op(OpDef(
     doc="out[i] = data[i with i[axis] = indices[i]]; run-time indices out of range are clamped"))
 
 
-REDUCTIONS = ("none", "add", "mul", "max", "min")
+REDUCTIONS = ("none", "add", "mul", "max", "min")  # what _reduce_at implements; the importer checks against it
 
 
 def _reduce_at(out: np.ndarray, where: tuple, value: np.ndarray, reduction: str) -> None:

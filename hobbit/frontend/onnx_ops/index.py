@@ -17,9 +17,7 @@ from hobbit.frontend.converters import converter
 from hobbit.frontend.onnx import Unsupported, onnx_dtype
 from hobbit.graph.ir import Value
 from hobbit.graph.shapes import normalize_axis
-
-_REDUCTIONS = ("none", "add", "mul", "max", "min")
-
+from hobbit.ops.scatter import REDUCTIONS
 
 def _is_number(dtype: np.dtype) -> bool:
     """Integers and floats, bfloat16 (a numpy 'V' kind through ml_dtypes) included."""
@@ -37,7 +35,7 @@ def _check_range(indices: Value, dims: np.ndarray | int, what: str) -> None:
 
 def _reduction(ctx, node, dtype: np.dtype) -> str:
     reduction = ctx.attrs(node).get("reduction", "none")
-    if reduction not in _REDUCTIONS:
+    if reduction not in REDUCTIONS:
         raise Unsupported(f"reduction {reduction!r}")
     if reduction != "none" and not _is_number(dtype):
         raise Unsupported(f"reduction {reduction!r} on {np.dtype(dtype).name} data")
