@@ -25,6 +25,11 @@ def contiguous_strides(shape: tuple[int, ...]) -> list[int]:
     return [int(np.prod(shape[d + 1:], dtype=np.int64)) for d in range(len(shape))]
 
 
+def conv_out_size(size: int, k: int, stride: int, dilation: int, pad_total: int) -> int:
+    """Output length of a convolution window sliding over `size` padded by `pad_total`."""
+    return (size + pad_total - dilation * (k - 1) - 1) // stride + 1
+
+
 def normalize_axis(axis: int, rank: int, what: str = "axis") -> int:
     if not -rank <= axis < max(rank, 1):
         raise ShapeError(f"{what} {axis} is out of range for rank {rank}")

@@ -21,6 +21,7 @@ from llvmlite import ir
 from hobbit.codegen.target import Target
 from hobbit.graph.ir import Node
 from hobbit.graph.registry import get_op
+from hobbit.graph.shapes import conv_out_size
 from hobbit.lower.builder import KernelBuilder
 from hobbit.lower.conv import ConvShape
 from hobbit.lower.copy import emit_fill
@@ -39,8 +40,8 @@ def shapes(node: Node) -> tuple[ConvShape, ConvShape]:
     c_mid = node.inputs[1].shape[0]
     _, _, kh, kw = node.inputs[3].shape
     a = node.attrs
-    oh = (h + a["pads"][0] + a["pads"][2] - a["dilations"][0] * (kh - 1) - 1) // a["strides"][0] + 1
-    ow = (w + a["pads"][1] + a["pads"][3] - a["dilations"][1] * (kw - 1) - 1) // a["strides"][1] + 1
+    oh = conv_out_size(h, kh, a["strides"][0], a["dilations"][0], a["pads"][0] + a["pads"][2])
+    ow = conv_out_size(w, kw, a["strides"][1], a["dilations"][1], a["pads"][1] + a["pads"][3])
     expand = ConvShape(n, c_in, h, w, c_mid, 1, 1, h, w, 1, (1, 1), (1, 1), (0, 0, 0, 0))
     depthwise = ConvShape(n, c_mid, h, w, c_mid, kh, kw, oh, ow, c_mid, tuple(a["strides"]),
                           tuple(a["dilations"]), tuple(a["pads"]))

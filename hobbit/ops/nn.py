@@ -8,15 +8,11 @@ from hobbit.codegen.target import Target
 from hobbit.errors import ShapeError
 from hobbit.graph.ir import Node, TensorType
 from hobbit.graph.registry import OpDef, register_op
-from hobbit.graph.shapes import broadcast
+from hobbit.graph.shapes import broadcast, conv_out_size
 from hobbit.lower.conv import conv_scratch_bytes, conv_shape, lower_conv
 from hobbit.lower.gemm import unpack_panels
 from hobbit.lower.winograd import VARIANTS, lower_winograd, scratch_elems, unpack_weights
 from hobbit.lower.matmul import lower_matmul
-
-
-def _conv_out(size: int, k: int, stride: int, dilation: int, pad_total: int) -> int:
-    return (size + pad_total - dilation * (k - 1) - 1) // stride + 1
 
 
 def weight_shape(node: Node) -> tuple[int, ...]:
@@ -34,8 +30,8 @@ def conv_infer(node: Node) -> list[TensorType]:
     if c != cg * a["group"] or oc % a["group"]:
         raise ShapeError(f"Conv channels {c} do not match weight {w.shape} with group {a['group']}")
     pt, pl, pb, pr = a["pads"]
-    oh = _conv_out(h, kh, a["strides"][0], a["dilations"][0], pt + pb)
-    ow = _conv_out(wd, kw, a["strides"][1], a["dilations"][1], pl + pr)
+    oh = conv_out_size(h, kh, a["strides"][0], a["dilations"][0], pt + pb)
+    ow = conv_out_size(wd, kw, a["strides"][1], a["dilations"][1], pl + pr)
     if oh <= 0 or ow <= 0:
         raise ShapeError(f"Conv output would be empty ({oh}x{ow}) for input {x.type}")
     return [TensorType(x.dtype, (n, oc, oh, ow))]
@@ -50,8 +46,8 @@ def conv_reference(ins: list[np.ndarray], a: dict) -> list[np.ndarray]:
     oc, cg, kh, kw = w.shape
     (sh, sw), (dh, dw), (pt, pl, pb, pr), g = a["strides"], a["dilations"], a["pads"], a["group"]
     xp = np.pad(x, ((0, 0), (0, 0), (pt, pb), (pl, pr)))
-    oh = _conv_out(h, kh, sh, dh, pt + pb)
-    ow = _conv_out(wd, kw, sw, dw, pl + pr)
+    oh = conv_out_size(h, kh, sh, dh, pt + pb)
+    ow = conv_out_size(wd, kw, sw, dw, pl + pr)
     out = np.zeros((n, oc, oh, ow), dtype=np.float64)
     ocg = oc // g
     for gi in range(g):
