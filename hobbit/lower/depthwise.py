@@ -122,7 +122,12 @@ def copy_row(kb: KernelBuilder, s: ConvShape, src: ir.Value, src_base, plane: ir
     if s.stride[1] != 2:
         emit_row_copy(kb, src, src_base, plane, kb.add(row, s.pad[1]), s.w, dtype, lanes)
         return
-    emit_deinterleaved_row_copy(kb, src, src_base, s.w, plane, row, s.pad[1], 2, (wp + 1) // 2, dtype, lanes)
+    emit_deinterleaved_row_copy(kb, src, src_base, s.w, plane, row, s.pad[1], 2, _half(s), dtype, lanes)
+
+
+def _half(s: ConvShape) -> int:
+    """Elements of the even half of a plane row stored deinterleaved (stride 2)."""
+    return (s.padded_hw[1] + 1) // 2
 
 
 def _tap_vload(kb: KernelBuilder, s: ConvShape, plane, dtype, row, ow0, offset: int, width: int, mask) -> ir.Value:
@@ -131,8 +136,7 @@ def _tap_vload(kb: KernelBuilder, s: ConvShape, plane, dtype, row, ow0, offset: 
     if stride == 1:
         return kb.vload(plane, dtype, kb.add(row, kb.add(ow0, offset)), width, mask)
     if stride == 2:
-        half = (s.padded_hw[1] + 1) // 2
-        return kb.vload(plane, dtype, kb.add(row, kb.add(ow0, (offset % 2) * half + offset // 2)), width, mask)
+        return kb.vload(plane, dtype, kb.add(row, kb.add(ow0, (offset % 2) * _half(s) + offset // 2)), width, mask)
     vec = ir.Constant(ir.VectorType(kb.const(dtype, 0).type, width), None)
     start = kb.add(row, kb.add(kb.mul(ow0, stride), offset))
     for i in range(width):
