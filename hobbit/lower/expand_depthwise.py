@@ -71,7 +71,7 @@ def _regions(node: Node, target: Target, threads: int) -> tuple[int, dict[str, i
     """Band rows, and per-thread elements of each scratch region: expanded rows, padded
     plane, expansion GEMM packing, then (with a projection) depthwise rows and their packing."""
     e, d = shapes(node)
-    band = band_rows(d, target)
+    band = min(band_rows(d, target), -(-d.oh // threads))  # each thread's share, at most
     rows = min(input_rows(d, band), d.h)
     sizes = {"mid": e.oc * rows * e.w, "plane": input_rows(d, band) * d.padded_hw[1] + SLACK,
              "pack": pack_elems(gemm_schedule(e.oc, rows * e.w, e.c, target), e.oc)}
