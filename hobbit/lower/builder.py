@@ -104,6 +104,11 @@ class KernelBuilder:
             return 0
         return self.b.mul(self.idx(a), self.idx(b))
 
+    def udiv(self, a: int | ir.Value, b: int) -> int | ir.Value:
+        if isinstance(a, int):
+            return a // b
+        return a if b == 1 else self.b.udiv(a, self.i64(b))
+
     def imin(self, a: int | ir.Value, b: int | ir.Value) -> int | ir.Value:
         if isinstance(a, int) and isinstance(b, int):
             return min(a, b)

@@ -3,6 +3,8 @@
 * depthwise (groups == channels): a direct loop over a zero-padded copy of each
   plane, so the inner loop has no bounds checks and LLVM vectorises it;
 * 1x1, stride 1, no padding: a GEMM straight on the input ([C, H*W] is B);
+* at most four input channels (RGB stems): the same GEMM reading B straight from
+  padded input rows (lower/direct_conv.py);
 * everything else: im2col into scratch ([C*KH*KW, OH*OW], with padding decided
   statically per kernel tap), then the same GEMM.
 
@@ -89,6 +91,7 @@ def block_rows(s: ConvShape, target: Target) -> int:
 
 def conv_scratch_bytes(node: Node, target: Target, threads: int) -> int:
     from hobbit.lower.depthwise import depthwise_scratch_elems
+    from hobbit.lower.direct_conv import direct_scratch_elems, is_direct
     s = conv_shape(node)
     itemsize = np.dtype(node.inputs[0].dtype).itemsize
     if s.depthwise:
@@ -97,6 +100,8 @@ def conv_scratch_bytes(node: Node, target: Target, threads: int) -> int:
         return (_col_elems(s) + s.oh * s.ow * s.ocg) * itemsize
     if s.pointwise:
         return threads * _pointwise_pack(s, target) * itemsize
+    if is_direct(s):
+        return direct_scratch_elems(s, target, threads) * itemsize
     col, pack = _block_slices(s, target, threads)
     return threads * (col + pack) * itemsize
 
@@ -125,12 +130,15 @@ def _block_slices(s: ConvShape, target: Target, threads: int) -> tuple[int, int]
 
 
 def lower_conv(k: KernelArgs) -> None:
-    from hobbit.lower.depthwise import lower_depthwise  # depthwise builds on this module
+    from hobbit.lower.depthwise import lower_depthwise  # these build on this module
+    from hobbit.lower.direct_conv import is_direct, lower_direct_conv
     s = conv_shape(k.node)
     if s.depthwise:
         lower_depthwise(k, s)
     elif s.pointwise or k.node.attrs.get("weight_layout") == "KO":
         _gemm_conv(k, s)
+    elif is_direct(s):
+        lower_direct_conv(k, s)
     else:
         _blocked_im2col_conv(k, s)
 

@@ -130,13 +130,16 @@ def _half(s: ConvShape) -> int:
     return (s.padded_hw[1] + 1) // 2
 
 
+def tap_column(s: ConvShape, offset: int) -> int:
+    """Where, in a plane row written by copy_row, the inputs of a tap at padded column
+    `offset` start: output column o reads element tap_column + o (stride 1 or 2)."""
+    return offset if s.stride[1] == 1 else (offset % 2) * _half(s) + offset // 2
+
+
 def _tap_vload(kb: KernelBuilder, s: ConvShape, plane, dtype, row, ow0, offset: int, width: int, mask) -> ir.Value:
     """Inputs of one tap for outputs ow0 .. ow0 + width: padded columns ow*stride + offset."""
-    stride = s.stride[1]
-    if stride == 1:
-        return kb.vload(plane, dtype, kb.add(row, kb.add(ow0, offset)), width, mask)
-    if stride == 2:
-        return kb.vload(plane, dtype, kb.add(row, kb.add(ow0, (offset % 2) * _half(s) + offset // 2)), width, mask)
+    if s.stride[1] in (1, 2):
+        return kb.vload(plane, dtype, kb.add(row, kb.add(ow0, tap_column(s, offset))), width, mask)
     vec = ir.Constant(ir.VectorType(kb.const(dtype, 0).type, width), None)
     start = kb.add(row, kb.add(kb.mul(ow0, stride), offset))
     for i in range(width):

@@ -8,7 +8,8 @@ every loop bound, ragged edge and mask is decided here at compile time.
 Operands are described by strides so one kernel serves row-major and packed
 layouts: A[m, k] is at  a.offset + (m // MR)*a.panel + k*a.k + (m % MR)*a.m,
 B[k, n] at b.offset + (n // NR)*b.panel + k*b.k + n % NR, C[m, n] at
-c.offset + m*c.m + n*c.n."""
+c.offset + m*c.m + n*c.n. A B with `taps` is read in place from a padded input plane
+(a direct convolution): k = g*T + t is at g*b.k + taps[t], T = len(taps)."""
 
 from __future__ import annotations
 
@@ -18,6 +19,7 @@ from typing import Callable
 import numpy as np
 from llvmlite import ir
 
+from hobbit.errors import CodegenError
 from hobbit.lower.builder import KernelBuilder
 from hobbit.lower.parallel import Threads
 from hobbit.lower.schedule import GemmSchedule
@@ -47,6 +49,10 @@ class MatB:
     # Elements between consecutive NR-column panels: NR for row-major B; K*NR for B
     # packed panel by panel at compile time (contiguous streams, e.g. FC weights).
     panel: int | None = None
+    # Offsets of the rows of each group of len(taps) consecutive k (the kernel taps of a
+    # direct conv: k = (c, kh, kw) reads channel c's plane at taps[kh*KW + kw]); the k
+    # loop then runs over groups, the taps unrolled. K chunks must be whole groups.
+    taps: tuple[int, ...] | None = None
 
 
 @dataclass
@@ -160,6 +166,8 @@ def emit_gemm(kb: KernelBuilder, s: GemmSchedule, M: int, N: int, K: int,
                 if live:
                     panel(n_panels, -(-n_rem // s.vw), n_rem % s.vw)
 
+    if b.taps is not None and s.kc % len(b.taps):
+        raise CodegenError(f"GEMM K chunks of {s.kc} split groups of {len(b.taps)} taps")
     # K in chunks: the first starts from zero, the last applies the epilogue, the
     # ones between share one loop, so code size does not grow with K.
     n_chunks = -(-K // s.kc)
@@ -246,17 +254,26 @@ def _micro(kb: KernelBuilder, s: GemmSchedule, accs, mb: Index, mr: int, p: Inde
                 touch(kb.add(m0, i), kb.add(n0, j * s.vw))
     a_base = kb.add(a.offset, kb.mul(mb, a.panel))
     b_base = kb.add(b.offset, kb.mul(p, s.nr if b.panel is None else b.panel))
-    with kb.loop(k0, k1, name="k") as k:
-        if ahead is not None:
-            ahead.fetch(kb, mb, k, dtype)
-        b_row = kb.add(b_base, kb.mul(k, b.k))
+
+    def step(a_row: Index, b_row: Index) -> None:
         bv = [kb.vload(b.ptr, dtype, kb.add(b_row, j * s.vw), s.vw, masks[j]) for j in range(nv)]
-        a_row = kb.add(a_base, kb.mul(k, a.k))
         for i in range(mr):
             av = kb.splat(kb.load(a.ptr, dtype, kb.add(a_row, i * a.m)), s.vw)
             for j in range(nv):
                 acc = kb.b.load(accs[i][j], typ=bv[j].type)
                 kb.b.store(e.fma(av, bv[j], acc), accs[i][j])
+
+    if b.taps is None:
+        with kb.loop(k0, k1, name="k") as k:
+            if ahead is not None:
+                ahead.fetch(kb, mb, k, dtype)
+            step(kb.add(a_base, kb.mul(k, a.k)), kb.add(b_base, kb.mul(k, b.k)))
+    else:
+        group = len(b.taps)
+        with kb.loop(kb.udiv(k0, group), kb.udiv(k1, group), name="kg") as g:
+            for t, tap in enumerate(b.taps):
+                step(kb.add(a_base, kb.mul(kb.add(kb.mul(g, group), t), a.k)),
+                     kb.add(b_base, kb.add(kb.mul(g, b.k), tap)))
 
     dst = c if last else c.between_chunks()
     for i in range(mr):

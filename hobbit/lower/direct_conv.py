@@ -1,0 +1,114 @@
+"""Direct convolution for inputs with few channels (the RGB stems of image models).
+
+im2col copies every input pixel KH*KW times into a column buffer that the GEMM
+then reads: with three input channels there are so few multiply-adds per column
+that writing the buffer costs about as much as the arithmetic. Here each thread
+copies the input rows of a band of output rows into a zero-padded plane per
+channel (stored by phase for stride 2, as the depthwise conv does), and the GEMM
+microkernel reads its B operand straight from the plane: row k = (c, kh, kw) of B
+for output row r is channel c's plane at row r*stride + kh*dilation, shifted by
+tap kw (MatB.taps). Rows outside the image are zero rows of the plane, so the
+inner loops have no bounds checks."""
+
+from __future__ import annotations
+
+import dataclasses
+
+import numpy as np
+
+from hobbit.codegen.target import Target
+from hobbit.lower.conv import ConvShape
+from hobbit.lower.copy import emit_fill
+from hobbit.lower.depthwise import SLACK, copy_row, tap_column
+from hobbit.lower.elementwise import Epilogue
+from hobbit.lower.gemm import MatB, MatC, emit_gemm, row_major_a
+from hobbit.lower.kernel import KernelArgs
+from hobbit.lower.parallel import Threads
+from hobbit.lower.scalar import Emit
+from hobbit.lower.schedule import gemm_schedule
+
+MAX_CHANNELS = 4  # wider inputs have enough multiply-adds per column to amortise im2col
+
+
+def is_direct(s: ConvShape) -> bool:
+    return s.group == 1 and s.c <= MAX_CHANNELS and s.stride[1] in (1, 2) and not s.pointwise
+
+
+def _in_rows(s: ConvShape, out_rows: int) -> int:
+    return (out_rows - 1) * s.stride[0] + (s.kh - 1) * s.dilation[0] + 1
+
+
+def band_rows(s: ConvShape, target: Target, threads: int) -> int:
+    """Output rows per band: the band's planes take at most a quarter of L2, and every
+    thread gets at least one band."""
+    wp = s.padded_hw[1]
+    rows = 1
+    while rows < -(-s.oh // threads) and s.c * _in_rows(s, rows + 1) * wp * 4 <= target.l2_bytes // 4:
+        rows += 1
+    return rows
+
+
+def _plane_elems(s: ConvShape, target: Target, threads: int) -> int:
+    return s.c * _in_rows(s, band_rows(s, target, threads)) * s.padded_hw[1] + SLACK
+
+
+def direct_scratch_elems(s: ConvShape, target: Target, threads: int) -> int:
+    return threads * _plane_elems(s, target, threads)
+
+
+def lower_direct_conv(k: KernelArgs, s: ConvShape) -> None:
+    kb, node = k.kb, k.node
+    dtype = node.inputs[0].dtype
+    x, w, bias = k.inputs[0], k.inputs[1], k.inputs[2] if len(k.inputs) > 2 else None
+    K, P = s.c * s.kh * s.kw, s.oh * s.ow
+    _, wp = s.padded_hw
+    band = band_rows(s, k.target, k.threads.max_threads)
+    rows_held = _in_rows(s, band)
+    plane_size = _plane_elems(s, k.target, k.threads.max_threads)
+    plane = k.thread_scratch(0, plane_size, dtype)
+    zero = kb.const(dtype, 0)
+    emit_fill(kb, plane, dtype, 0, plane_size, zero)  # the padding columns stay zero
+    lanes = k.width(dtype)
+    sched = gemm_schedule(s.oc, s.ow, K, k.target, np.dtype(dtype).itemsize)
+    sched = dataclasses.replace(sched, kc=K)  # one K chunk: the taps of a channel stay together
+    taps = tuple(kh * s.dilation[0] * wp + tap_column(s, kw * s.dilation[1])
+                 for kh in range(s.kh) for kw in range(s.kw))
+    epilogue = Epilogue(kb, node, k.epilogue, (s.n, s.oc, P))
+    alone = Threads(kb, kb.i64(0), kb.i64(1), 1)
+    b = kb.b
+
+    def load_rows(n, oh0, count: int) -> None:
+        """Plane rows j = input rows oh0*stride - pad_top + j of every channel (zero outside)."""
+        for c in range(s.c):
+            src = kb.mul(kb.add(kb.mul(n, s.c), c), s.h * s.w)
+            with kb.loop(0, _in_rows(s, count), name="j") as j:
+                ih = b.sub(kb.idx(kb.add(kb.mul(oh0, s.stride[0]), j)), kb.i64(s.pad[0]))
+                plane_row = kb.add(c * rows_held, j)
+                inside = b.and_(b.icmp_signed(">=", ih, kb.i64(0)), b.icmp_signed("<", ih, kb.i64(s.h)))
+                with b.if_else(inside) as (copy, pad):
+                    with copy:
+                        copy_row(kb, s, x, kb.add(src, kb.mul(ih, s.w)), plane, plane_row, dtype, lanes)
+                    with pad:
+                        emit_fill(kb, plane, dtype, 0, wp, zero, base=kb.mul(plane_row, wp))
+
+    def process(n, oh0, count: int) -> None:
+        load_rows(n, oh0, count)
+        with kb.loop(0, count, name="r") as r:
+            oh = kb.add(oh0, r)
+            first = kb.mul(oh, s.ow)
+
+            def epi(e: Emit, v, m, col, mask):
+                if bias is not None:
+                    v = e.add(v, kb.splat(kb.load(bias, dtype, m), e.width))
+                return epilogue.apply(e, v, [n, m, kb.add(first, col)], mask)
+
+            def touch(m, col):
+                epilogue.prefetch([n, m, kb.add(first, col)])
+
+            a = row_major_a(w, 0, K, sched.mr)
+            rows = MatB(plane, kb.mul(r, s.stride[0] * wp), k=rows_held * wp, taps=taps)
+            out = MatC(k.outputs[0], kb.add(kb.mul(n, s.oc * P), first), m=P)
+            emit_gemm(kb, sched, s.oc, s.ow, K, a, rows, out, dtype, epi, alone, None, touch)
+
+    with kb.loop(0, s.n, name="n") as n:
+        k.threads.bands(s.oh, band, lambda oh0, count: process(n, oh0, count))
