@@ -138,7 +138,8 @@ def tap_column(s: ConvShape, offset: int) -> int:
 
 def _tap_vload(kb: KernelBuilder, s: ConvShape, plane, dtype, row, ow0, offset: int, width: int, mask) -> ir.Value:
     """Inputs of one tap for outputs ow0 .. ow0 + width: padded columns ow*stride + offset."""
-    if s.stride[1] in (1, 2):
+    stride = s.stride[1]
+    if stride in (1, 2):
         return kb.vload(plane, dtype, kb.add(row, kb.add(ow0, tap_column(s, offset))), width, mask)
     vec = ir.Constant(ir.VectorType(kb.const(dtype, 0).type, width), None)
     start = kb.add(row, kb.add(kb.mul(ow0, stride), offset))

@@ -21,6 +21,7 @@ CASES = [
     ((1, 16, 14, 14), (16, 3, 3), (1, 1), (1, 1, 1, 1), (1, 1), 16, True),  # depthwise
     ((1, 24, 15, 15), (24, 3, 3), (2, 2), (1, 1, 1, 1), (1, 1), 24, False),  # depthwise s2
     ((1, 8, 9, 9), (16, 5, 5), (2, 2), (2, 2, 2, 2), (1, 1), 8, True),  # depthwise x2 multiplier
+    ((1, 8, 17, 20), (8, 3, 3), (3, 3), (1, 1, 1, 1), (1, 1), 8, True),  # depthwise s3: gathered taps
     ((1, 3, 23, 23), (8, 7, 7), (2, 2), (3, 3, 3, 3), (1, 1), 1, True),  # stem-like
     ((1, 64, 1, 1), (10, 1, 1), (1, 1), (0, 0, 0, 0), (1, 1), 1, True),  # 1x1 spatial
     ((1, 5, 8, 8), (7, 1, 1), (2, 2), (0, 0, 0, 0), (1, 1), 1, True),  # strided pointwise
@@ -35,7 +36,7 @@ def test_conv_matches_onnxruntime(xshape, wshape, strides, pads, dilations, grou
     _check_conv(xshape, wshape, strides, pads, dilations, group, bias, threads=1)
 
 
-@pytest.mark.parametrize("case", [0, 2, 5, 7, 12, 13, 14])
+@pytest.mark.parametrize("case", [0, 2, 5, 7, 13, 14, 15])
 def test_conv_with_two_threads_matches_onnxruntime(case):
     _check_conv(*CASES[case], threads=2)
 
