@@ -78,6 +78,11 @@ def conv_shape(node: Node) -> ConvShape:
                      tuple(a["dilations"]), tuple(a["pads"]))
 
 
+def input_rows(s: ConvShape, out_rows: int) -> int:
+    """Input rows that `out_rows` consecutive output rows read (padding rows included)."""
+    return (out_rows - 1) * s.stride[0] + (s.kh - 1) * s.dilation[0] + 1
+
+
 def _col_elems(s: ConvShape) -> int:
     """im2col buffer size (none for pointwise convs, which read the input directly)."""
     return 0 if s.pointwise else s.cg * s.kh * s.kw * s.oh * s.ow
@@ -106,15 +111,9 @@ def conv_scratch_bytes(node: Node, target: Target, threads: int) -> int:
     return threads * (col + pack) * itemsize
 
 
-# Below this K a B panel is copied for too little work: the k loop of each block is short,
-# and MobileNetV2's stem (K = 27) and first projection (K = 32) ran 13% and 40% faster
-# reading B in place.
-MIN_PACKED_K = 64
-
-
 def _b_pack(rows: int, cols: int, k: int, target: Target) -> int:
     """Elements of a thread's B packing buffer for a conv GEMM, or 0 to read B in place."""
-    return pack_elems(gemm_schedule(rows, cols, k, target), rows) if k >= MIN_PACKED_K else 0
+    return pack_elems(gemm_schedule(rows, cols, k, target), rows)
 
 
 def _pointwise_pack(s: ConvShape, target: Target) -> int:

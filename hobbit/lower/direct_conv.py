@@ -17,7 +17,7 @@ import dataclasses
 import numpy as np
 
 from hobbit.codegen.target import Target
-from hobbit.lower.conv import ConvShape
+from hobbit.lower.conv import ConvShape, input_rows
 from hobbit.lower.copy import emit_fill
 from hobbit.lower.depthwise import SLACK, copy_row, tap_column
 from hobbit.lower.elementwise import Epilogue
@@ -34,22 +34,18 @@ def is_direct(s: ConvShape) -> bool:
     return s.group == 1 and s.c <= MAX_CHANNELS and s.stride[1] in (1, 2) and not s.pointwise
 
 
-def _in_rows(s: ConvShape, out_rows: int) -> int:
-    return (out_rows - 1) * s.stride[0] + (s.kh - 1) * s.dilation[0] + 1
-
-
 def band_rows(s: ConvShape, target: Target, threads: int) -> int:
     """Output rows per band: the band's planes take at most a quarter of L2, and every
     thread gets at least one band."""
     wp = s.padded_hw[1]
     rows = 1
-    while rows < -(-s.oh // threads) and s.c * _in_rows(s, rows + 1) * wp * 4 <= target.l2_bytes // 4:
+    while rows < -(-s.oh // threads) and s.c * input_rows(s, rows + 1) * wp * 4 <= target.l2_bytes // 4:
         rows += 1
     return rows
 
 
 def _plane_elems(s: ConvShape, target: Target, threads: int) -> int:
-    return s.c * _in_rows(s, band_rows(s, target, threads)) * s.padded_hw[1] + SLACK
+    return s.c * input_rows(s, band_rows(s, target, threads)) * s.padded_hw[1] + SLACK
 
 
 def direct_scratch_elems(s: ConvShape, target: Target, threads: int) -> int:
@@ -63,7 +59,7 @@ def lower_direct_conv(k: KernelArgs, s: ConvShape) -> None:
     K, P = s.c * s.kh * s.kw, s.oh * s.ow
     _, wp = s.padded_hw
     band = band_rows(s, k.target, k.threads.max_threads)
-    rows_held = _in_rows(s, band)
+    rows_held = input_rows(s, band)
     plane_size = _plane_elems(s, k.target, k.threads.max_threads)
     plane = k.thread_scratch(0, plane_size, dtype)
     zero = kb.const(dtype, 0)
@@ -81,7 +77,7 @@ def lower_direct_conv(k: KernelArgs, s: ConvShape) -> None:
         """Plane rows j = input rows oh0*stride - pad_top + j of every channel (zero outside)."""
         for c in range(s.c):
             src = kb.mul(kb.add(kb.mul(n, s.c), c), s.h * s.w)
-            with kb.loop(0, _in_rows(s, count), name="j") as j:
+            with kb.loop(0, input_rows(s, count), name="j") as j:
                 ih = b.sub(kb.idx(kb.add(kb.mul(oh0, s.stride[0]), j)), kb.i64(s.pad[0]))
                 plane_row = kb.add(c * rows_held, j)
                 inside = b.and_(b.icmp_signed(">=", ih, kb.i64(0)), b.icmp_signed("<", ih, kb.i64(s.h)))

@@ -23,7 +23,7 @@ from hobbit.graph.ir import Node
 from hobbit.graph.registry import get_op
 from hobbit.graph.shapes import conv_out_size
 from hobbit.lower.builder import KernelBuilder
-from hobbit.lower.conv import ConvShape
+from hobbit.lower.conv import ConvShape, input_rows
 from hobbit.lower.copy import emit_fill
 from hobbit.lower.depthwise import SLACK, DepthwiseRows, copy_row, emit_depthwise_rows, row_width
 from hobbit.lower.elementwise import Epilogue
@@ -51,11 +51,6 @@ def shapes(node: Node) -> tuple[ConvShape, ConvShape]:
 def projects(node: Node) -> bool:
     """Whether the node also runs the 1x1 projection conv that reads the depthwise output."""
     return len(node.inputs) > 5
-
-
-def input_rows(d: ConvShape, out_rows: int) -> int:
-    """Input rows that `out_rows` consecutive depthwise output rows read."""
-    return (out_rows - 1) * d.stride[0] + (d.kh - 1) * d.dilation[0] + 1
 
 
 def band_rows(d: ConvShape, target: Target) -> int:
