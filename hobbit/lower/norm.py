@@ -42,7 +42,7 @@ def _softmax_rows(k: KernelArgs, dtype: np.dtype, outer: int, length: int, log: 
     lanes = k.width(dtype)
     width = row_width(lanes, length)
     acc = kb.alloca(vector_type(dtype, width))
-    with kb.loop(0, outer, name="row") as row:
+    with kb.loop(*k.threads.split(outer), name="row") as row:
         base = kb.mul(row, length)
         peak = reduce_row(kb, dtype, lanes, x, base, length, "max")
         kb.b.store(kb.const(dtype, 0, width), acc)
@@ -76,7 +76,9 @@ def _softmax_rows(k: KernelArgs, dtype: np.dtype, outer: int, length: int, log: 
 def _softmax_columns(k: KernelArgs, dtype: np.dtype, outer: int, length: int, inner: int, log: bool) -> None:
     kb, x, y = k.kb, k.inputs[0], k.outputs[0]
     width = row_width(k.width(dtype), inner)
-    with kb.loop(0, outer, name="o") as o:
+    # Threads share the outer slices when there are enough, else each slice's columns.
+    by_outer = outer >= 2 * k.threads.max_threads
+    with kb.loop(*(k.threads.split(outer) if by_outer else (0, outer)), name="o") as o:
         base = kb.mul(o, length * inner)
 
         def columns(index, w, mask):
@@ -101,7 +103,7 @@ def _softmax_columns(k: KernelArgs, dtype: np.dtype, outer: int, length: int, in
                     v = e.mul(kb.vload(y, dtype, at, w, mask), factor)
                 kb.vstore(v, y, dtype, at, mask)
 
-        emit_loop_nest(kb, (inner,), width, columns)
+        emit_loop_nest(kb, (inner,), width, columns, None if by_outer else k.threads)
 
 
 def _column_fold(kb: KernelBuilder, e: Emit, src: ir.Value, col: int | ir.Value, length: int, stride: int,
@@ -128,7 +130,7 @@ def lower_layernorm(k: KernelArgs) -> None:
     lanes = k.width(dtype)
     width = row_width(lanes, length)
     e1 = Emit(kb, dtype, 1)
-    with kb.loop(0, outer, name="row") as row:
+    with kb.loop(*k.threads.split(outer), name="row") as row:
         base = kb.mul(row, length)
         mean = e1.mul(reduce_row(kb, dtype, lanes, x, base, length, "add"), e1.c(1.0 / length))
 

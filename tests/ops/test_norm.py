@@ -6,8 +6,9 @@ import numpy as np
 import pytest
 from onnx import helper
 
+import hobbit
 from hobbit.compiler import lower_to_llvm
-from tests.helpers import assert_matches_ort, make_model, rand
+from tests.helpers import assert_matches_ort, make_model, rand, run_ort
 
 
 @pytest.mark.parametrize("opset", [11, 13, 18])
@@ -20,6 +21,18 @@ def test_softmax_family(opset, shape, axis):
     nodes = [helper.make_node("Softmax", ["x"], ["sm"], **extra),
              helper.make_node("LogSoftmax", ["x"], ["lsm"], **extra)]
     assert_matches_ort(make_model(nodes, feeds, ["sm", "lsm"], opset=opset), feeds, rtol=1e-4, atol=1e-5)
+
+
+@pytest.mark.parametrize("shape,axis", [((1, 16, 40, 40), 1), ((3, 7, 40), 1), ((1, 5, 3), 1), ((64, 100), 1)])
+def test_softmax_threads_share_rows_or_columns(shape, axis):
+    """Two threads split the rows, the outer slices, or one slice's columns (with a ragged tail)."""
+    x = rand(*shape) * 4
+    nodes = [helper.make_node("Softmax", ["x"], ["sm"], axis=axis), helper.make_node("LogSoftmax", ["x"], ["lsm"], axis=axis)]
+    model = make_model(nodes, {"x": x}, ["sm", "lsm"], opset=13)
+    expected = run_ort(model, {"x": x})
+    got = hobbit.compile(model, threads=2, cache=False).run({"x": x})
+    for g, e in zip(got, expected):
+        np.testing.assert_allclose(g, e, rtol=1e-4, atol=1e-5)
 
 
 def test_softmax_large_logits_are_stable():
