@@ -162,10 +162,10 @@ class KernelBuilder:
             yield
 
     # -- memory ----------------------------------------------------------------
-    def gep(self, ptr: ir.Value, dtype: np.dtype, index: int | ir.Value) -> ir.Value:
+    def gep(self, ptr: ir.Value, dtype: np.dtype, index: int | ir.Value, inbounds: bool = True) -> ir.Value:
         if isinstance(index, int) and index == 0:
             return ptr
-        return self.b.gep(ptr, [self.idx(index)], source_etype=llvm_type(dtype), inbounds=True)
+        return self.b.gep(ptr, [self.idx(index)], source_etype=llvm_type(dtype), inbounds=inbounds)
 
     def load(self, ptr: ir.Value, dtype: np.dtype, index: int | ir.Value = 0) -> ir.Value:
         return self.b.load(self.gep(ptr, dtype, index), typ=llvm_type(dtype))
@@ -174,12 +174,13 @@ class KernelBuilder:
         self.b.store(value, self.gep(ptr, dtype, index))
 
     def vload(self, ptr: ir.Value, dtype: np.dtype, index: int | ir.Value, width: int,
-              mask: ir.Value | None = None) -> ir.Value:
-        """Load `width` contiguous elements; lanes where `mask` is false read as zero."""
+              mask: ir.Value | None = None, inbounds: bool = True) -> ir.Value:
+        """Load `width` contiguous elements; lanes where `mask` is false read as zero (and are
+        never touched: with inbounds=False the vector may start outside the buffer)."""
         if width == 1 and mask is None:
             return self.load(ptr, dtype, index)
         vty = ir.VectorType(llvm_type(dtype), width)
-        addr = self.gep(ptr, dtype, index)
+        addr = self.gep(ptr, dtype, index, inbounds)
         align = np.dtype(dtype).itemsize
         if mask is None:
             inst = self.b.load(addr, typ=vty)

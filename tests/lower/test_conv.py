@@ -22,6 +22,9 @@ CASES = [
     ((1, 24, 15, 15), (24, 3, 3), (2, 2), (1, 1, 1, 1), (1, 1), 24, False),  # depthwise s2
     ((1, 8, 9, 9), (16, 5, 5), (2, 2), (2, 2, 2, 2), (1, 1), 8, True),  # depthwise x2 multiplier
     ((1, 8, 17, 20), (8, 3, 3), (3, 3), (1, 1, 1, 1), (1, 1), 8, True),  # depthwise s3: gathered taps
+    ((1, 6, 9, 40), (12, 5, 5), (1, 1), (2, 0, 1, 3), (2, 2), 6, True),  # depthwise from the input: masked edges
+    ((1, 8, 2, 2), (8, 3, 3), (1, 1), (1, 1, 1, 1), (1, 1), 8, False),  # depthwise: no interior rows
+    ((1, 4, 9, 50), (4, 3, 3), (2, 1), (1, 1, 1, 1), (1, 1), 4, True),  # depthwise: vertical stride 2
     ((1, 3, 23, 23), (8, 7, 7), (2, 2), (3, 3, 3, 3), (1, 1), 1, True),  # stem-like
     ((1, 64, 1, 1), (10, 1, 1), (1, 1), (0, 0, 0, 0), (1, 1), 1, True),  # 1x1 spatial
     ((1, 5, 8, 8), (7, 1, 1), (2, 2), (0, 0, 0, 0), (1, 1), 1, True),  # strided pointwise
@@ -36,7 +39,7 @@ def test_conv_matches_onnxruntime(xshape, wshape, strides, pads, dilations, grou
     _check_conv(xshape, wshape, strides, pads, dilations, group, bias, threads=1)
 
 
-@pytest.mark.parametrize("case", [0, 2, 5, 7, 13, 14, 15])
+@pytest.mark.parametrize("case", [0, 2, 5, 7, 10, 16, 17, 18])
 def test_conv_with_two_threads_matches_onnxruntime(case):
     _check_conv(*CASES[case], threads=2)
 
