@@ -1,13 +1,16 @@
 """Depthwise convolution (groups == channels), vectorised along output rows.
 
-Per channel: the input plane is copied into the middle of a zero-padded plane
-(one per thread, reused by every channel so it stays in cache; its border is
-zeroed once per call), so every tap of every output vector is an in-bounds
-load with no branches. An output row is computed in vectors along `ow`: each
-tap is one vector load (stride 1), two loads and an even-lane shuffle
-(stride 2), or a gather, times a broadcast weight. The vector width shrinks for
-narrow late-stage rows (7 or 14 wide) so fewer lanes are wasted. Channels are
-shared among threads; bias and the fused epilogue are applied before the store."""
+Channels are shared among threads. An output row is computed in vectors along
+`ow`, each tap a vector of inputs times a broadcast weight, with bias and the
+fused epilogue applied before the store. The vector width shrinks for narrow
+late-stage rows (7 or 14 wide) so fewer lanes are wasted.
+
+Strides 1 and 2 read the input directly: a tap is one masked vector load (stride
+1), or two and an even-lane shuffle (stride 2), where the mask zeroes the lanes
+in the padding; taps of border rows that fall in the padding are left out.
+Larger strides (and the fused expand-depthwise kernel, whose rows come from a
+buffer) go through a zero-padded copy of the plane (stored by phase for stride
+2), so every tap is an in-bounds load, or a gather for stride 3 and up."""
 
 from __future__ import annotations
 
@@ -38,10 +41,12 @@ def depthwise_scratch_elems(s: ConvShape, threads: int) -> int:
 
 
 def _reads_input(s: ConvShape) -> bool:
-    """Stride-1 taps load straight from the input, masked at the borders: copying each
-    plane first cost two thirds of the time of a 7x7 depthwise conv (the taps reloaded
-    rows just stored, at other offsets, which stalls on store forwarding)."""
-    return s.stride[1] == 1
+    """Taps of stride-1 and stride-2 convs load straight from the input, masked at the
+    borders (stride 2: two vectors, even lanes kept). Copying each plane into a padded one
+    first cost two thirds of the time of a 7x7 depthwise conv: the taps reloaded rows just
+    stored, at other offsets, which stalls on store forwarding. For stride 2 it was also
+    slower at every size measured (MobileNetV2's 14x14x576: 0.021 -> 0.015 ms)."""
+    return s.stride[1] in (1, 2)
 
 
 def row_width(s: ConvShape, lanes: int) -> int:
@@ -86,9 +91,9 @@ ROWS_PER_STEP = 4  # interior output rows computed side by side: independent FMA
 
 
 def _rows_from_input(kb: KernelBuilder, s: ConvShape, d: DepthwiseRows, x: ir.Value, x_base, n, oc) -> None:
-    """All output rows of channel `oc` (stride-1 columns) with every tap a masked load from
-    input plane x[x_base:]: lanes whose input column lies in the padding read zero, and
-    taps whose input row does so are left out (the few border rows are unrolled)."""
+    """All output rows of channel `oc` with every tap a masked load from input plane
+    x[x_base:]: lanes whose input column lies in the padding read zero, and taps whose
+    input row does so are left out (the few border rows are unrolled)."""
     width, dtype = d.width, d.dtype
     e = Emit(kb, dtype, width)
     taps = [kb.splat(kb.load(d.w, dtype, kb.add(kb.mul(oc, s.kh * s.kw), t)), width) for t in range(s.kh * s.kw)]
@@ -97,13 +102,25 @@ def _rows_from_input(kb: KernelBuilder, s: ConvShape, d: DepthwiseRows, x: ir.Va
     (sh, dh), dw = (s.stride[0], s.dilation[0]), s.dilation[1]
     offsets = [kw * dw - s.pad[1] for kw in range(s.kw)]
 
+    sw = s.stride[1]
+    evens = ir.Constant(ir.VectorType(I32, width), [2 * i for i in range(width)])
+
     def column_masks(ow0: int) -> list:
-        """Per kw: the lanes of the vector at ow0 that are outputs and read inside the row (None: all)."""
+        """Per kw and per loaded vector (stride 2 loads two and keeps the even lanes): the
+        lanes that feed an output and lie inside the row (None: all of them)."""
         masks = []
         for off in offsets:
-            lanes = [ow0 + i < s.ow and 0 <= ow0 + i + off < s.w for i in range(width)]
-            masks.append(None if all(lanes) else ir.Constant(ir.VectorType(I1, width), [int(v) for v in lanes]))
+            for half in range(sw):
+                cols = [sw * ow0 + half * width + i + off for i in range(width)]
+                lanes = [(half * width + i) // sw < s.ow - ow0 and 0 <= col < s.w for i, col in enumerate(cols)]
+                masks.append(None if all(lanes) else ir.Constant(ir.VectorType(I1, width), [int(v) for v in lanes]))
         return masks
+
+    def tap(row_at, ow0, kw: int, masks: list):
+        at = kb.add(row_at, kb.add(kb.mul(ow0, sw), offsets[kw]))
+        halves = [kb.vload(x, dtype, kb.add(at, half * width), width, masks[kw * sw + half], inbounds=False)
+                  for half in range(sw)]
+        return halves[0] if sw == 1 else kb.b.shuffle_vector(halves[0], halves[1], evens)
 
     def rows(oh, step: int, kh_valid) -> None:
         def vector(ow0, masks, out_mask):
@@ -114,8 +131,7 @@ def _rows_from_input(kb: KernelBuilder, s: ConvShape, d: DepthwiseRows, x: ir.Va
                         if not kh_valid(i, kh):
                             continue
                         ih = kb.add(kb.mul(kb.add(oh, i), sh), kh * dh - s.pad[0])
-                        at = kb.add(x_base, kb.add(kb.mul(ih, s.w), kb.add(ow0, offsets[kw])))
-                        v = kb.vload(x, dtype, at, width, masks[kw], inbounds=False)
+                        v = tap(kb.add(x_base, kb.mul(ih, s.w)), ow0, kw, masks)
                         accs[i] = e.fma(taps[kh * s.kw + kw], v, accs[i])
             for i in range(step):
                 p = kb.add(kb.mul(kb.add(oh, i), s.ow), ow0)
@@ -129,7 +145,7 @@ def _rows_from_input(kb: KernelBuilder, s: ConvShape, d: DepthwiseRows, x: ir.Va
             vector(*vectors[v], kb.prefix_mask(width, s.ow - v * width) if (v + 1) * width > s.ow else None)
         if hi > lo:
             with kb.loop(lo * width, hi * width, width, name="ow") as ow0:
-                vector(ow0, [None] * s.kw, None)
+                vector(ow0, [None] * (s.kw * sw), None)
         for v in range(hi, len(vectors)):
             vector(*vectors[v], kb.prefix_mask(width, s.ow - v * width) if (v + 1) * width > s.ow else None)
 

@@ -25,6 +25,8 @@ CASES = [
     ((1, 6, 9, 40), (12, 5, 5), (1, 1), (2, 0, 1, 3), (2, 2), 6, True),  # depthwise from the input: masked edges
     ((1, 8, 2, 2), (8, 3, 3), (1, 1), (1, 1, 1, 1), (1, 1), 8, False),  # depthwise: no interior rows
     ((1, 4, 9, 50), (4, 3, 3), (2, 1), (1, 1, 1, 1), (1, 1), 4, True),  # depthwise: vertical stride 2
+    ((1, 4, 20, 33), (4, 3, 3), (2, 2), (2, 2, 2, 2), (2, 2), 4, True),  # depthwise s2 from the input, dilated
+    ((1, 4, 9, 51), (4, 4, 4), (2, 2), (1, 2, 0, 1), (1, 1), 4, False),  # depthwise s2: even kernel, odd width
     ((1, 3, 23, 23), (8, 7, 7), (2, 2), (3, 3, 3, 3), (1, 1), 1, True),  # stem-like
     ((1, 64, 1, 1), (10, 1, 1), (1, 1), (0, 0, 0, 0), (1, 1), 1, True),  # 1x1 spatial
     ((1, 5, 8, 8), (7, 1, 1), (2, 2), (0, 0, 0, 0), (1, 1), 1, True),  # strided pointwise
@@ -39,7 +41,7 @@ def test_conv_matches_onnxruntime(xshape, wshape, strides, pads, dilations, grou
     _check_conv(xshape, wshape, strides, pads, dilations, group, bias, threads=1)
 
 
-@pytest.mark.parametrize("case", [0, 2, 5, 7, 10, 16, 17, 18])
+@pytest.mark.parametrize("case", [0, 2, 5, 7, 10, 13, 18, 19, 20])
 def test_conv_with_two_threads_matches_onnxruntime(case):
     _check_conv(*CASES[case], threads=2)
 
