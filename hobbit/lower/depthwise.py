@@ -37,10 +37,10 @@ def plane_elems(s: ConvShape) -> int:
 def depthwise_scratch_elems(s: ConvShape, threads: int) -> int:
     """One padded plane per thread, reused for every channel so it stays in cache (none
     when the taps read the input directly)."""
-    return 0 if _reads_input(s) else threads * plane_elems(s)
+    return 0 if reads_input(s) else threads * plane_elems(s)
 
 
-def _reads_input(s: ConvShape) -> bool:
+def reads_input(s: ConvShape) -> bool:
     """Taps of stride-1 and stride-2 convs load straight from the input, masked at the
     borders (stride 2: two vectors, even lanes kept). Copying each plane into a padded one
     first cost two thirds of the time of a 7x7 depthwise conv: the taps reloaded rows just
@@ -64,14 +64,14 @@ def lower_depthwise(k: KernelArgs, s: ConvShape) -> None:
     mult = s.oc // s.c
     epilogue = Epilogue(kb, node, k.epilogue, (s.n, s.oc, s.oh * s.ow))
     width = row_width(s, k.width(dtype))
-    if _reads_input(s):
+    if reads_input(s):
         c_lo, c_hi = k.threads.split(s.c)
         with kb.loop(0, s.n, name="n") as n, kb.loop(c_lo, c_hi, name="c") as c:
             plane_base = kb.mul(kb.add(kb.mul(n, s.c), c), s.h * s.w)
             with kb.loop(0, mult, name="mult") as j:
                 oc = kb.add(kb.mul(c, mult), j)
-                _rows_from_input(kb, s, DepthwiseRows(w, bias, k.outputs[0], epilogue, dtype, width), x,
-                                 plane_base, n, oc)
+                emit_rows_direct(kb, s, DepthwiseRows(w, bias, k.outputs[0], epilogue, dtype, width), x,
+                                 lambda ih, base=plane_base: kb.add(base, kb.mul(ih, s.w)), n, oc)
         return
     pad = k.thread_scratch(0, plane_elems(s), dtype)
     emit_fill(kb, pad, dtype, 0, plane_elems(s), kb.const(dtype, 0))  # channels only overwrite the inside
@@ -90,20 +90,24 @@ def lower_depthwise(k: KernelArgs, s: ConvShape) -> None:
 ROWS_PER_STEP = 4  # interior output rows computed side by side: independent FMA chains
 
 
-def _rows_from_input(kb: KernelBuilder, s: ConvShape, d: DepthwiseRows, x: ir.Value, x_base, n, oc) -> None:
-    """All output rows of channel `oc` with every tap a masked load from input plane
-    x[x_base:]: lanes whose input column lies in the padding read zero, and taps whose
-    input row does so are left out (the few border rows are unrolled)."""
+def emit_rows_direct(kb: KernelBuilder, s: ConvShape, d: DepthwiseRows, src: ir.Value, row_at, n, oc,
+                     oh0: int | ir.Value = 0, count: int | None = None, store_row0: int | ir.Value | None = None) -> None:
+    """Output rows oh0 .. oh0 + count (default: all) of channel `oc`, every tap a masked load
+    from src at row_at(ih) (the offset of input row ih): lanes whose input column lies in
+    the padding read zero, taps whose input row does are left out. Row oh is stored at row
+    oh - oh0 + store_row0 of d.out (default: row oh). With a static oh0 the border rows are
+    unrolled; otherwise a band that touches a border checks its rows at run time."""
+    count = s.oh - oh0 if count is None else count
+    store_row0 = oh0 if store_row0 is None else store_row0
     width, dtype = d.width, d.dtype
     e = Emit(kb, dtype, width)
     taps = [kb.splat(kb.load(d.w, dtype, kb.add(kb.mul(oc, s.kh * s.kw), t)), width) for t in range(s.kh * s.kw)]
     b0 = kb.splat(kb.load(d.bias, dtype, oc), width) if d.bias is not None else e.c(0.0)
-    out_base = kb.mul(kb.add(kb.mul(n, s.oc), oc), s.oh * s.ow)
-    (sh, dh), dw = (s.stride[0], s.dilation[0]), s.dilation[1]
+    out_base = kb.mul(kb.add(kb.mul(n, s.oc), oc), d.out_plane or s.oh * s.ow)
+    (sh, dh), (sw, dw) = (s.stride[0], s.dilation[0]), (s.stride[1], s.dilation[1])
     offsets = [kw * dw - s.pad[1] for kw in range(s.kw)]
-
-    sw = s.stride[1]
     evens = ir.Constant(ir.VectorType(I32, width), [2 * i for i in range(width)])
+    b = kb.b
 
     def column_masks(ow0: int) -> list:
         """Per kw and per loaded vector (stride 2 loads two and keeps the even lanes): the
@@ -116,55 +120,80 @@ def _rows_from_input(kb: KernelBuilder, s: ConvShape, d: DepthwiseRows, x: ir.Va
                 masks.append(None if all(lanes) else ir.Constant(ir.VectorType(I1, width), [int(v) for v in lanes]))
         return masks
 
-    def tap(row_at, ow0, kw: int, masks: list):
-        at = kb.add(row_at, kb.add(kb.mul(ow0, sw), offsets[kw]))
-        halves = [kb.vload(x, dtype, kb.add(at, half * width), width, masks[kw * sw + half], inbounds=False)
-                  for half in range(sw)]
-        return halves[0] if sw == 1 else kb.b.shuffle_vector(halves[0], halves[1], evens)
+    def tap(at, ow0, kw: int, masks: list, row_ok):
+        at = kb.add(at, kb.add(kb.mul(ow0, sw), offsets[kw]))
+        halves = []
+        for half in range(sw):
+            mask = masks[kw * sw + half]
+            if row_ok is not True:  # a run-time row check: the whole vector on or off
+                ok = kb.splat(row_ok, width)
+                mask = ok if mask is None else b.and_(mask, ok)
+            halves.append(kb.vload(src, dtype, kb.add(at, half * width), width, mask, inbounds=False))
+        return halves[0] if sw == 1 else b.shuffle_vector(halves[0], halves[1], evens)
 
-    def rows(oh, step: int, kh_valid) -> None:
+    def rows(oh, step: int, row_ok) -> None:
+        """Rows oh .. oh + step; row_ok(i, kh) says whether kernel row kh of row oh + i is
+        inside the input: True, False (left out) or an i1 checked at run time."""
         def vector(ow0, masks, out_mask):
             accs = [b0] * step
             for kh in range(s.kh):
                 for kw in range(s.kw):
                     for i in range(step):
-                        if not kh_valid(i, kh):
+                        ok = row_ok(i, kh)
+                        if ok is False:
                             continue
                         ih = kb.add(kb.mul(kb.add(oh, i), sh), kh * dh - s.pad[0])
-                        v = tap(kb.add(x_base, kb.mul(ih, s.w)), ow0, kw, masks)
-                        accs[i] = e.fma(taps[kh * s.kw + kw], v, accs[i])
+                        accs[i] = e.fma(taps[kh * s.kw + kw], tap(row_at(ih), ow0, kw, masks, ok), accs[i])
             for i in range(step):
-                p = kb.add(kb.mul(kb.add(oh, i), s.ow), ow0)
+                row = kb.add(kb.add(oh, i), kb.add(store_row0, kb.mul(oh0, -1)))
+                p = kb.add(kb.mul(row, s.ow), ow0)
                 kb.vstore(d.epilogue.apply(e, accs[i], [n, oc, p], out_mask), d.out, dtype, kb.add(out_base, p),
                           out_mask)
 
         vectors = [(v * width, column_masks(v * width)) for v in range(-(-s.ow // width))]
         plain = [v for v, (_, masks) in enumerate(vectors) if all(m is None for m in masks)]
         lo, hi = (plain[0], plain[-1] + 1) if plain else (0, 0)
-        for v in range(lo):
+        for v in list(range(lo)) + ["loop"] + list(range(hi, len(vectors))):
+            if v == "loop":
+                if hi > lo:
+                    with kb.loop(lo * width, hi * width, width, name="ow") as ow0:
+                        vector(ow0, [None] * (s.kw * sw), None)
+                continue
             vector(*vectors[v], kb.prefix_mask(width, s.ow - v * width) if (v + 1) * width > s.ow else None)
-        if hi > lo:
-            with kb.loop(lo * width, hi * width, width, name="ow") as ow0:
-                vector(ow0, [None] * (s.kw * sw), None)
-        for v in range(hi, len(vectors)):
-            vector(*vectors[v], kb.prefix_mask(width, s.ow - v * width) if (v + 1) * width > s.ow else None)
+
+    def grouped(first, total: int, row_ok) -> None:
+        """Rows first .. first + total, ROWS_PER_STEP at a time."""
+        step = min(ROWS_PER_STEP, max(1, total))
+        steps, rest = divmod(total, step)
+        if steps:
+            with kb.loop(0, steps, name="r") as g:
+                rows(kb.add(first, kb.mul(g, step)), step, row_ok)
+        if rest:
+            rows(kb.add(first, steps * step), rest, row_ok)
 
     def inside(oh: int, kh: int) -> bool:
         return 0 <= oh * sh + kh * dh - s.pad[0] < s.h
 
     top = min(s.oh, -(-s.pad[0] // sh))  # rows from here on have every kernel row inside...
     bottom = max(top, min(s.oh, (s.h - 1 - (s.kh - 1) * dh + s.pad[0]) // sh + 1))  # ...up to here
-    for oh in range(top):
-        rows(oh, 1, lambda i, kh, oh=oh: inside(oh, kh))
-    step = min(ROWS_PER_STEP, max(1, bottom - top))
-    steps, rest = divmod(bottom - top, step)
-    if steps:
-        with kb.loop(0, steps, name="r") as g:
-            rows(kb.add(top, kb.mul(g, step)), step, lambda i, kh: True)
-    if rest:
-        rows(top + steps * step, rest, lambda i, kh: True)
-    for oh in range(bottom, s.oh):
-        rows(oh, 1, lambda i, kh, oh=oh: inside(oh, kh))
+    if isinstance(oh0, int):
+        first, last = max(oh0, min(top, oh0 + count)), min(oh0 + count, max(bottom, oh0))
+        for oh in [*range(oh0, first), *range(last, oh0 + count)]:
+            rows(oh, 1, lambda i, kh, oh=oh: inside(oh, kh))
+        grouped(first, last - first, lambda i, kh: True)
+        return
+
+    interior = b.and_(b.icmp_signed(">=", kb.idx(oh0), kb.i64(top)),
+                      b.icmp_signed("<=", kb.idx(kb.add(oh0, count)), kb.i64(bottom)))
+    with b.if_else(interior) as (inner, border):
+        with inner:
+            grouped(oh0, count, lambda i, kh: True)
+        with border:
+            with kb.loop(0, count, name="r") as r:
+                def ok(i: int, kh: int, r=r):
+                    ih = kb.idx(kb.add(kb.mul(kb.add(oh0, r), sh), kh * dh - s.pad[0]))
+                    return b.and_(b.icmp_signed(">=", ih, kb.i64(0)), b.icmp_signed("<", ih, kb.i64(s.h)))
+                rows(kb.add(oh0, r), 1, ok)
 
 
 @dataclass

@@ -25,7 +25,8 @@ from hobbit.graph.shapes import conv_out_size
 from hobbit.lower.builder import KernelBuilder
 from hobbit.lower.conv import ConvShape, input_rows
 from hobbit.lower.copy import emit_fill
-from hobbit.lower.depthwise import SLACK, DepthwiseRows, copy_row, emit_depthwise_rows, row_width
+from hobbit.lower.depthwise import (SLACK, DepthwiseRows, copy_row, emit_depthwise_rows, emit_rows_direct,
+                                    reads_input, row_width)
 from hobbit.lower.elementwise import Epilogue
 from hobbit.lower.gemm import MatB, MatC, emit_gemm, pack_elems, row_major_a
 from hobbit.lower.kernel import KernelArgs
@@ -68,7 +69,8 @@ def _regions(node: Node, target: Target, threads: int) -> tuple[int, dict[str, i
     e, d = shapes(node)
     band = min(band_rows(d, target), -(-d.oh // threads))  # each thread's share, at most
     rows = min(input_rows(d, band), d.h)
-    sizes = {"mid": e.oc * rows * e.w, "plane": input_rows(d, band) * d.padded_hw[1] + SLACK,
+    plane = 0 if reads_input(d) else input_rows(d, band) * d.padded_hw[1] + SLACK
+    sizes = {"mid": e.oc * rows * e.w, "plane": plane,
              "pack": pack_elems(gemm_schedule(e.oc, rows * e.w, e.c, target), e.oc)}
     if projects(node):
         c_out = node.inputs[5].shape[0]
@@ -108,10 +110,10 @@ def lower_expand_depthwise(k: KernelArgs) -> None:
         offset += threads * size
     mid, plane = regions["mid"], regions["plane"]
     rows = sizes["mid"] // (e.oc * e.w)  # expanded rows held per band (<= H)
-    _, wp = d.padded_hw
     lanes = k.width(dtype)
     zero = kb.const(dtype, 0)
-    emit_fill(kb, plane, dtype, 0, sizes["plane"], zero)  # the side columns stay zero for every band
+    if plane is not None:
+        emit_fill(kb, plane, dtype, 0, sizes["plane"], zero)  # the side columns stay zero for every band
     sched = gemm_schedule(e.oc, rows * e.w, e.c, k.target, np.dtype(dtype).itemsize)
     expand_steps = _Steps(node.attrs["inner"])
     alone = Threads(kb, kb.i64(0), kb.i64(1), 1)
@@ -126,33 +128,52 @@ def lower_expand_depthwise(k: KernelArgs) -> None:
         b = MatB(x, kb.add(kb.mul(n, e.c * e.h * e.w), kb.mul(start, e.w)), k=e.h * e.w)
         emit_gemm(kb, sched, e.oc, rows * e.w, e.c, row_major_a(w1, 0, e.c, sched.mr), b,
                   MatC(mid, 0, m=rows * e.w), dtype, expand_epilogue, alone, regions["pack"])
-        used = input_rows(d, count)
-        # Plane rows j hold input row ih0 + j: those outside the image are zero.
-        j_lo = _clamp(kb, kb.mul(ih0, -1), 0, used)
-        j_hi = _clamp(kb, kb.add(e.h, kb.mul(ih0, -1)), 0, used)
-        with kb.loop(0, j_lo, name="top") as j:
-            emit_fill(kb, plane, dtype, 0, wp, zero, base=kb.mul(j, wp))
-        with kb.loop(j_hi, used, name="bottom") as j:
-            emit_fill(kb, plane, dtype, 0, wp, zero, base=kb.mul(j, wp))
         width = row_width(d, lanes)
         if projects(node):
             target = DepthwiseRows(w2, b2, regions["dw"], _Steps(node.attrs["middle"]), dtype, width, count * d.ow)
         else:
             target = DepthwiseRows(w2, b2, k.outputs[0], Epilogue(kb, node, k.epilogue, (d.n, d.oc, d.oh * d.ow)),
                                    dtype, width)
-        with kb.loop(0, d.c, name="c") as c:
-            with kb.loop(j_lo, j_hi, name="j") as j:
-                src = kb.add(kb.mul(c, rows * e.w), kb.mul(kb.add(kb.add(ih0, j), kb.mul(start, -1)), e.w))
-                copy_row(kb, d, mid, src, plane, j, dtype, lanes)
-            if projects(node):
-                emit_depthwise_rows(kb, d, target, plane, 0, c, 0, count)
-            else:
-                emit_depthwise_rows(kb, d, target, plane, n, c, oh0, count)
+        if plane is None:  # the taps read the expanded rows in place
+            with kb.loop(0, d.c, name="c") as c:
+                def row_at(ih, c=c):
+                    return kb.add(kb.mul(c, rows * e.w), kb.mul(kb.add(ih, kb.mul(start, -1)), e.w))
+                if projects(node):
+                    emit_rows_direct(kb, d, target, mid, row_at, 0, c, oh0, count, store_row0=0)
+                else:
+                    emit_rows_direct(kb, d, target, mid, row_at, n, c, oh0, count)
+        else:
+            _rows_through_plane(kb, d, target, mid, plane, n, oh0, ih0, start, rows, count, projects(node), lanes)
         if projects(node):
             _project(k, d, regions, n, oh0, count, alone)
 
     with kb.loop(0, d.n, name="n") as n:
         k.threads.bands(d.oh, band, lambda oh0, count: process(n, oh0, count))
+
+
+def _rows_through_plane(kb: KernelBuilder, d: ConvShape, target: DepthwiseRows, mid, plane, n, oh0, ih0, start,
+                        rows: int, count: int, projects: bool, lanes: int) -> None:
+    """The band's depthwise rows via a zero-padded plane, one channel at a time (strides
+    the taps cannot read in place)."""
+    dtype = target.dtype
+    zero = kb.const(dtype, 0)
+    _, wp = d.padded_hw
+    used = input_rows(d, count)
+    # Plane rows j hold input row ih0 + j: those outside the image are zero.
+    j_lo = _clamp(kb, kb.mul(ih0, -1), 0, used)
+    j_hi = _clamp(kb, kb.add(d.h, kb.mul(ih0, -1)), 0, used)
+    with kb.loop(0, j_lo, name="top") as j:
+        emit_fill(kb, plane, dtype, 0, wp, zero, base=kb.mul(j, wp))
+    with kb.loop(j_hi, used, name="bottom") as j:
+        emit_fill(kb, plane, dtype, 0, wp, zero, base=kb.mul(j, wp))
+    with kb.loop(0, d.c, name="c") as c:
+        with kb.loop(j_lo, j_hi, name="j") as j:
+            src = kb.add(kb.mul(c, rows * d.w), kb.mul(kb.add(kb.add(ih0, j), kb.mul(start, -1)), d.w))
+            copy_row(kb, d, mid, src, plane, j, dtype, lanes)
+        if projects:
+            emit_depthwise_rows(kb, d, target, plane, 0, c, 0, count)
+        else:
+            emit_depthwise_rows(kb, d, target, plane, n, c, oh0, count)
 
 
 def _project(k: KernelArgs, d: ConvShape, regions: dict, n, oh0, count: int, alone: Threads) -> None:

@@ -49,6 +49,7 @@ CASES = [  # expansions above the L2 size, which is when the pass fuses
     (8, 112, 77, 71, 2, 1, [0, 1, 1, 0]),    # odd sizes, asymmetric pads
     (8, 120, 75, 69, 1, 2, [2, 2, 2, 2]),    # dilation 2
     (8, 128, 72, 72, 1, 1, [0, 0, 0, 0]),    # no padding
+    (8, 96, 80, 80, 3, 1, [1, 1, 1, 1]),     # stride 3: taps through a padded plane
 ]
 
 
