@@ -35,9 +35,12 @@ def gemm_schedule(m: int, n: int, k: int, target: Target, itemsize: int = 4,
         mr = max(1, min(m, (regs - nv - 1) // nv, 8))
     else:
         nv = max(1, min(nv, (regs - 1) // (mr + 1)))
-    # B panel (kc x NR) plus A block (mr x kc) should sit well inside L2.
+    # B panel (kc x NR) plus A block (mr x kc) should sit well inside L2, for the next
+    # block to reuse. With a single block of rows (a GEMV: fully-connected layers at batch 1)
+    # nothing reuses the panel, and one K chunk streams it front to back (VGG-16's first FC
+    # layer: 13.6 -> 13.2 ms at one thread).
     kc_limit = max(64, target.l2_bytes // (4 * itemsize * nv * vw))
-    kc = k if k <= kc_limit else _even_split(k, kc_limit)
+    kc = k if k <= kc_limit or m <= mr else _even_split(k, kc_limit)
     return GemmSchedule(mr=mr, nv=nv, vw=vw, kc=kc)
 
 
