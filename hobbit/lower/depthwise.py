@@ -5,12 +5,12 @@ Channels are shared among threads. An output row is computed in vectors along
 fused epilogue applied before the store. The vector width shrinks for narrow
 late-stage rows (7 or 14 wide) so fewer lanes are wasted.
 
-Strides 1 and 2 read the input directly: a tap is one masked vector load (stride
-1), or two and an even-lane shuffle (stride 2), where the mask zeroes the lanes
-in the padding; taps of border rows that fall in the padding are left out.
-Larger strides (and the fused expand-depthwise kernel, whose rows come from a
-buffer) go through a zero-padded copy of the plane (stored by phase for stride
-2), so every tap is an in-bounds load, or a gather for stride 3 and up."""
+Strides 1 and 2 read the input (or, in the fused expand-depthwise kernel, the
+expanded rows) in place: a tap is one masked vector load (stride 1), or two and
+an even-lane shuffle (stride 2), where the mask zeroes the lanes in the padding;
+taps of border rows that fall in the padding are left out. Larger strides go
+through a zero-padded copy of the plane (one per thread, reused by every
+channel), each tap gathered from it."""
 
 from __future__ import annotations
 
@@ -150,16 +150,20 @@ def emit_rows_direct(kb: KernelBuilder, s: ConvShape, d: DepthwiseRows, src: ir.
                 kb.vstore(d.epilogue.apply(e, accs[i], [n, oc, p], out_mask), d.out, dtype, kb.add(out_base, p),
                           out_mask)
 
-        vectors = [(v * width, column_masks(v * width)) for v in range(-(-s.ow // width))]
-        plain = [v for v, (_, masks) in enumerate(vectors) if all(m is None for m in masks)]
+        def edge(v: int) -> None:  # a vector with masked lanes, emitted on its own
+            vector(v * width, column_masks(v * width),
+                   kb.prefix_mask(width, s.ow - v * width) if (v + 1) * width > s.ow else None)
+
+        count_v = -(-s.ow // width)
+        plain = [v for v in range(count_v) if all(m is None for m in column_masks(v * width))]
         lo, hi = (plain[0], plain[-1] + 1) if plain else (0, 0)
-        for v in list(range(lo)) + ["loop"] + list(range(hi, len(vectors))):
-            if v == "loop":
-                if hi > lo:
-                    with kb.loop(lo * width, hi * width, width, name="ow") as ow0:
-                        vector(ow0, [None] * (s.kw * sw), None)
-                continue
-            vector(*vectors[v], kb.prefix_mask(width, s.ow - v * width) if (v + 1) * width > s.ow else None)
+        for v in range(lo):
+            edge(v)
+        if hi > lo:
+            with kb.loop(lo * width, hi * width, width, name="ow") as ow0:
+                vector(ow0, [None] * (s.kw * sw), None)
+        for v in range(hi, count_v):
+            edge(v)
 
     def grouped(first, total: int, row_ok) -> None:
         """Rows first .. first + total, ROWS_PER_STEP at a time."""
@@ -212,7 +216,8 @@ class DepthwiseRows:
 def emit_depthwise_rows(kb: KernelBuilder, s: ConvShape, d: DepthwiseRows, plane: ir.Value, n, oc,
                         oh0: int | ir.Value, count: int) -> None:
     """Output rows oh0 .. oh0 + count of channel `oc` from a padded plane whose first row is
-    where output row oh0 starts reading (the whole plane for oh0 = 0 and count = OH)."""
+    where output row oh0 starts reading (the whole plane for oh0 = 0 and count = OH), for
+    strides of 3 and more."""
     _, wp = s.padded_hw
     width, dtype = d.width, d.dtype
     e = Emit(kb, dtype, width)
@@ -228,7 +233,7 @@ def emit_depthwise_rows(kb: KernelBuilder, s: ConvShape, d: DepthwiseRows, plane
             for kh in range(s.kh):
                 for kw in range(s.kw):
                     v = _tap_vload(kb, s, plane, dtype, kb.add(row, kh * s.dilation[0] * wp), ow0,
-                                   kw * s.dilation[1], width, mask)
+                                   kw * s.dilation[1], width)
                     acc = e.fma(taps[kh * s.kw + kw], v, acc)
             p = kb.add(kb.mul(oh, s.ow), ow0)
             acc = d.epilogue.apply(e, acc, [n, oc, p], mask)
@@ -266,11 +271,10 @@ def tap_column(s: ConvShape, offset: int) -> int:
     return offset if s.stride[1] == 1 else (offset % 2) * _half(s) + offset // 2
 
 
-def _tap_vload(kb: KernelBuilder, s: ConvShape, plane, dtype, row, ow0, offset: int, width: int, mask) -> ir.Value:
-    """Inputs of one tap for outputs ow0 .. ow0 + width: padded columns ow*stride + offset."""
+def _tap_vload(kb: KernelBuilder, s: ConvShape, plane, dtype, row, ow0, offset: int, width: int) -> ir.Value:
+    """Inputs of one tap for outputs ow0 .. ow0 + width: padded columns ow*stride + offset,
+    gathered (the plane path serves strides of 3 and more)."""
     stride = s.stride[1]
-    if stride in (1, 2):
-        return kb.vload(plane, dtype, kb.add(row, kb.add(ow0, tap_column(s, offset))), width, mask)
     vec = ir.Constant(ir.VectorType(kb.const(dtype, 0).type, width), None)
     start = kb.add(row, kb.add(kb.mul(ow0, stride), offset))
     for i in range(width):
