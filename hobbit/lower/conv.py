@@ -74,6 +74,8 @@ def conv_shape(node: Node) -> ConvShape:
     oc, _, kh, kw = node.attrs.get("weight_shape") or node.inputs[1].shape
     _, _, oh, ow = node.outputs[0].shape
     a = node.attrs
+    pool = a.get("pool", 1)  # a Winograd conv with a fused pool stores pooled outputs
+    oh, ow = oh * pool, ow * pool
     return ConvShape(n, c, h, wd, oc, kh, kw, oh, ow, a["group"], tuple(a["strides"]),
                      tuple(a["dilations"]), tuple(a["pads"]))
 

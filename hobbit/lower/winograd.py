@@ -35,6 +35,7 @@ from hobbit.lower.elementwise import Epilogue
 from hobbit.lower.gemm import MatA, MatB, MatC, emit_gemm, pack_elems, pack_panels, unpack_panels
 from hobbit.lower.kernel import KernelArgs
 from hobbit.lower.parallel import Threads, band_heights
+from hobbit.lower.reduce import combine
 from hobbit.lower.scalar import Emit
 from hobbit.lower.schedule import gemm_schedule
 
@@ -224,7 +225,7 @@ def _whole_image(k: KernelArgs, s: ConvShape, var: Variant) -> None:
     pack = k.thread_scratch(pack_off, pack_size, dtype) if pack_size else None
     by_tile = tiles_as_rows(s, var.m, k.target)
     sched = gemm_schedule(t, s.oc, s.c, k.target) if by_tile else _schedule(s, var.m, t, k.target)
-    epilogue = Epilogue(kb, node, k.epilogue, (s.n, s.oc, s.oh * s.ow))
+    epilogue = _epilogue(k, s)
     with kb.loop(0, s.n, name="n") as n:
         _input_transform(kb, k, s, var, n, v_off, dtype)
         k.threads.barrier()
@@ -317,28 +318,42 @@ def _output_transform(kb: KernelBuilder, k: KernelArgs, s: ConvShape, var: Varia
     a, m = var.alpha, var.m
     lanes = tile_lanes(s, m, k.target)
     e = Emit(kb, dtype, lanes)
-    interleave = [ir.Constant(ir.VectorType(I32, lanes), [(q * lanes + i) % m * lanes + (q * lanes + i) // m
-                                                        for i in range(lanes)]) for q in range(m)]
+    pool = k.node.attrs.get("pool", 1)
+    per_tile = m // pool  # output columns (and rows) per tile, after the fused pool
+    out_h, out_w = s.oh // pool, s.ow // pool
+    interleave = [ir.Constant(ir.VectorType(I32, lanes), [(q * lanes + i) % per_tile * lanes + (q * lanes + i) // per_tile
+                                                        for i in range(lanes)]) for q in range(per_tile)]
     with kb.loop(*oc_range, name="oc") as oc:
         b0 = kb.splat(kb.load(bias, dtype, oc), lanes) if bias is not None else e.c(0.0)
-        out_base = kb.mul(kb.add(kb.mul(n, s.oc), oc), s.oh * s.ow)
+        out_base = kb.mul(kb.add(kb.mul(n, s.oc), oc), out_h * out_w)
 
         def group(ti, tj0, valid: int | None, out_rows: int) -> None:
             mask = None if valid in (None, lanes) else kb.prefix_mask(lanes, valid)
             index = kb.add(kb.add(mm_base, kb.mul(oc, t)), kb.add(kb.mul(ti, tw), tj0))
             mm = [[kb.vload(mm_ptr, dtype, kb.add(index, (i * a + j) * s.oc * t), lanes, mask) for j in range(a)]
                   for i in range(a)]
-            oh0 = kb.mul(kb.add(tr0, ti), m)
-            cols = None if valid is None else s.ow - tj0 * m  # the last group's real outputs
-            for r in range(out_rows):
+            oh0 = kb.mul(kb.add(tr0, ti), per_tile)
+            cols = None if valid is None else (s.ow - tj0 * m) // pool  # the last group's real outputs
+
+            def tile_row(r: int) -> list:
+                """Row r of the tiles' outputs: one vector per column of the tile."""
                 row_r = [_combine(e, var.AT[r], [mm[i][j] for i in range(a)]) for j in range(a)]
-                y = _concat(kb, [e.add(_combine(e, var.AT[col], row_r), b0) for col in range(m)])
-                for q in range(m):
+                return [_combine(e, var.AT[col], row_r) for col in range(m)]
+
+            for r in range(out_rows // pool):
+                if pool == 1:
+                    y = tile_row(r)
+                else:  # the max of each 2x2 window, which lies inside one tile (m is even)
+                    top, bottom = tile_row(2 * r), tile_row(2 * r + 1)
+                    y = [combine(e, "max", combine(e, "max", top[2 * c], top[2 * c + 1]),
+                                 combine(e, "max", bottom[2 * c], bottom[2 * c + 1])) for c in range(per_tile)]
+                y = _concat(kb, [e.add(v, b0) for v in y])
+                for q in range(per_tile):
                     live = lanes if cols is None else min(lanes, cols - q * lanes)
                     if live <= 0:
                         continue
                     out_mask = None if live == lanes else kb.prefix_mask(lanes, live)
-                    p = kb.add(kb.mul(kb.add(oh0, r), s.ow), kb.add(kb.mul(tj0, m), q * lanes))
+                    p = kb.add(kb.mul(kb.add(oh0, r), out_w), kb.add(kb.mul(tj0, per_tile), q * lanes))
                     v = epilogue.apply(e, kb.b.shuffle_vector(y, y, interleave[q]), [n, oc, p], out_mask)
                     kb.vstore(v, k.outputs[0], dtype, kb.add(out_base, p), out_mask)
 
@@ -348,6 +363,12 @@ def _output_transform(kb: KernelBuilder, k: KernelArgs, s: ConvShape, var: Varia
         with kb.loop(0, count - 1, name="th") as ti:
             tile_row(ti, m)
         tile_row(count - 1, last_height)
+
+
+def _epilogue(k: KernelArgs, s: ConvShape) -> Epilogue:
+    """The node's fused steps, on its (pooled, with a fused pool) outputs."""
+    pool = k.node.attrs.get("pool", 1)
+    return Epilogue(k.kb, k.node, k.epilogue, (s.n, s.oc, (s.oh // pool) * (s.ow // pool)))
 
 
 def _concat(kb: KernelBuilder, vectors: list) -> ir.Value:
@@ -387,7 +408,7 @@ def _banded(k: KernelArgs, s: ConvShape, var: Variant) -> None:
     m_blk = k.thread_scratch(band + v_size, per_thread, dtype)
     pack = k.thread_scratch(band + v_size + m_size, per_thread, dtype) if pack_size else None
     emit_fill(kb, plane, dtype, 0, band, kb.const(dtype, 0))  # column padding stays zero
-    epilogue = Epilogue(kb, node, k.epilogue, (s.n, s.oc, s.oh * s.ow))
+    epilogue = _epilogue(k, s)
     alone = Threads(kb, kb.i64(0), kb.i64(1), 1)
     bias = k.inputs[2] if len(k.inputs) > 2 else None
 

@@ -69,7 +69,8 @@ def _conv_view(node: Node) -> tuple[int, ...]:
 
 
 def conv_flops(node: Node) -> int:
-    return 2 * node.outputs[0].type.size * int(np.prod(weight_shape(node)[1:]))
+    pool = node.attrs.get("pool", 1)  # outputs of a fused pool each stand for pool*pool conv outputs
+    return 2 * node.outputs[0].type.size * pool * pool * int(np.prod(weight_shape(node)[1:]))
 
 
 def matmul_flops(node: Node) -> int:
@@ -149,6 +150,8 @@ def winograd_reference(ins: list[np.ndarray], a: dict) -> list[np.ndarray]:
     y = np.einsum("ri,ijnotu,sj->notrus", var.AT, prod, var.AT).reshape(n, -1, m * th, m * tw)[:, :, :oh, :ow]
     if bias is not None:
         y = y + bias.reshape(1, -1, 1, 1)
+    if a.get("pool", 1) > 1:  # a fused 2x2 stride-2 max pool (passes/pool.py)
+        y = y.reshape(n, y.shape[1], oh // 2, 2, ow // 2, 2).max(axis=(3, 5))
     return [y.astype(ins[0].dtype)]
 
 
@@ -156,7 +159,9 @@ def winograd_infer(node: Node) -> list[TensorType]:
     x = node.inputs[0]
     n, _, h, w = x.shape
     pt, pl, pb, pr = node.attrs["pads"]
-    return [TensorType(x.dtype, (n, node.attrs["weight_shape"][0], h + pt + pb - 2, w + pl + pr - 2))]
+    pool = node.attrs.get("pool", 1)
+    return [TensorType(x.dtype, (n, node.attrs["weight_shape"][0], (h + pt + pb - 2) // pool,
+                                 (w + pl + pr - 2) // pool))]
 
 
 def winograd_scratch_bytes(node: Node, target: Target, threads: int) -> int:
@@ -168,7 +173,8 @@ register_op(OpDef(
     flops=conv_flops,
     epilogue_view=_conv_view, scratch_bytes=winograd_scratch_bytes,
     attrs={"strides": (1, 1), "dilations": (1, 1), "pads": (0, 0, 0, 0), "group": 1, "weight_shape": (),
-           "tile": 2},
+           "tile": 2, "pool": 1},
     doc="3x3 stride-1 Conv by Winograd F(m x m, 3x3), m = attrs['tile'] (2 or 4); inputs X, "
-        "U (transformed weights, [(m+2)^2, OC/rows, C, rows] panels)[, B]. "
+        "U (transformed weights, [(m+2)^2, OC/rows, C, rows] panels)[, B]; pool = 2: a fused 2x2 "
+        "stride-2 max pool follows (before the epilogue's monotone steps). "
         "Flops are counted as for the direct conv so GFLOP/s compare."))

@@ -19,6 +19,7 @@ from hobbit.passes.fold import fold_constants
 from hobbit.passes.fuse import fuse_epilogues
 from hobbit.passes.layout import choose_layouts
 from hobbit.passes.legalize import legalize
+from hobbit.passes.pool import fuse_pool
 from hobbit.passes.winograd import use_winograd
 
 Pass = Callable[[Graph, Target], Graph]
@@ -36,12 +37,13 @@ PASSES: dict[str, Pass] = {
     "winograd": use_winograd,
     "layout": choose_layouts,
     "fuse": _graph_only(fuse_epilogues),
+    "fuse-pool": _graph_only(fuse_pool),
     "fuse-depthwise": fuse_expand_depthwise,
     "concat-in-place": _graph_only(concat_in_place),
 }
 
-DEFAULT_PIPELINE: list[str] = ["dce", "fold", "fold-batchnorm", "winograd", "layout", "fuse", "fuse-depthwise",
-                               "dce", "concat-in-place"]
+DEFAULT_PIPELINE: list[str] = ["dce", "fold", "fold-batchnorm", "winograd", "layout", "fuse", "fuse-pool",
+                               "fuse-depthwise", "dce", "concat-in-place"]
 
 
 def run_pipeline(graph: Graph, pipeline: list[str] | None = None, target: Target | None = None) -> Graph:
