@@ -64,6 +64,7 @@ def build_module(graph: Graph, plan: MemoryPlan, target: Target, threads: int = 
         tables = tuple(tb.load(tb.gep(ctx, [ir.Constant(I64, i)], source_etype=PTR), typ=PTR) for i in range(4))
         _emit_calls(module, tb, tables, _team_ids(module, tb), graph, plan, target, threads, profile, on_kernel)
         tb.ret_void()
+        _zero_claims(module, builder, entry.args[3], plan)
         ctx_table = builder.alloca(PTR, size=4)
         for i, arg in enumerate(entry.args):
             builder.store(arg, builder.gep(ctx_table, [ir.Constant(I64, i)], source_etype=PTR))
@@ -72,6 +73,15 @@ def build_module(graph: Graph, plan: MemoryPlan, target: Target, threads: int = 
         builder.call(gomp, [team, ctx_table, ir.Constant(i32, threads), ir.Constant(i32, 0)])
     builder.ret_void()
     return module
+
+
+def _zero_claims(module: ir.Module, b: ir.IRBuilder, arena: ir.Value, plan: MemoryPlan) -> None:
+    """The kernels' work-claim counters start every inference at zero (before the team starts)."""
+    if not plan.claims_bytes:
+        return
+    memset = _declare(module, "llvm.memset.p0.i64", ir.VoidType(), [PTR, ir.IntType(8), I64, ir.IntType(1)])
+    at = b.gep(arena, [ir.Constant(I64, plan.claims_offset)], source_etype=ir.IntType(8), inbounds=True)
+    b.call(memset, [at, ir.Constant(ir.IntType(8), 0), ir.Constant(I64, plan.claims_bytes), ir.Constant(ir.IntType(1), 0)])
 
 
 def _team_ids(module: ir.Module, b: ir.IRBuilder) -> tuple[ir.Value, ir.Value]:
@@ -101,6 +111,8 @@ def _emit_calls(module: ir.Module, b: ir.IRBuilder, tables: tuple, team: tuple[i
         args = [_pointer(b, tables, plan.place(v)) for v in _kernel_values(node)]
         if id(node) in plan.scratch:
             args.append(_pointer(b, tables, plan.scratch[id(node)]))
+        if threads > 1:
+            args.append(_pointer(b, tables, plan.claims[id(node)]))
         if team is None:
             b.call(fn, args + [zero, one])
         elif parallel:
@@ -188,7 +200,7 @@ def _emit_kernel(module: ir.Module, node: Node, target: Target, plan: MemoryPlan
     if opdef.lower is None:
         raise CodegenError(f"op {node.op} at node '{node.name}' has no lowering and was not folded")
     values = _kernel_values(node)
-    n_params = len(values) + (1 if id(node) in plan.scratch else 0)
+    n_params = len(values) + (1 if id(node) in plan.scratch else 0) + (1 if threads > 1 else 0)
     fn = ir.Function(module, ir.FunctionType(ir.VoidType(), [PTR] * n_params + [I64, I64]),
                      name=_unique(module, kernel_name(node)))
     fn.linkage = "internal"
@@ -198,6 +210,7 @@ def _emit_kernel(module: ir.Module, node: Node, target: Target, plan: MemoryPlan
     epilogue = [next(params) if s.operand is not None else None for s in node.epilogue]
     outputs = [next(params) for _ in node.outputs]
     scratch = next(params) if id(node) in plan.scratch else None
+    claims = next(params) if threads > 1 else None
     tid, count = next(params), next(params)
     tid.name, count.name = "thread", "threads"
     for p in fn.args[:n_params]:
@@ -206,8 +219,10 @@ def _emit_kernel(module: ir.Module, node: Node, target: Target, plan: MemoryPlan
         p.name = _param_name(v.name)
     if scratch is not None:
         scratch.name = "scratch"
+    if claims is not None:
+        claims.name = "claims"
     kb = KernelBuilder(fn)
-    team = Threads(kb, tid, count, threads)
+    team = Threads(kb, tid, count, threads, claims)
     try:
         opdef.lower(KernelArgs(kb, node, target, inputs, outputs, epilogue, scratch, team))
     except Exception as exc:  # a lowering that cannot handle this variant: name the node, never a bare trace

@@ -216,30 +216,31 @@ def _blocked_im2col_conv(k: KernelArgs, s: ConvShape) -> None:
     pack = k.thread_scratch(col_elems * k.threads.max_threads, pack_size, dtype) if pack_size else None
     epilogue = Epilogue(kb, node, k.epilogue, (s.n, s.oc, P))
     alone = Threads(kb, kb.i64(0), kb.i64(1), 1)
-    with kb.loop(0, s.n, name="n") as n, kb.loop(0, s.group, name="g") as g:
+
+    def block(image, oh0, count: int) -> None:
+        """Rows oh0 .. oh0 + count of image `image` = (batch item, group)."""
+        n, g = kb.b.udiv(image, kb.i64(s.group)), kb.b.urem(image, kb.i64(s.group))
         x_off = kb.mul(kb.add(kb.mul(n, s.c), kb.mul(g, s.cg)), s.h * s.w)
         oc0 = kb.mul(g, s.ocg)
         y_off = kb.mul(kb.add(kb.mul(n, s.oc), oc0), P)
+        _im2col(kb, s, x, x_off, col, dtype, alone, oh0, count)
+        sched = gemm_schedule(s.ocg, count * s.ow, K, k.target, np.dtype(dtype).itemsize)
+        a = row_major_a(w, kb.mul(oc0, K), K, sched.mr)
+        b = MatB(col, 0, k=count * s.ow)
+        c = MatC(k.outputs[0], kb.add(y_off, kb.mul(oh0, s.ow)), m=P)
 
-        def block(oh0, count: int) -> None:
-            _im2col(kb, s, x, x_off, col, dtype, alone, oh0, count)
-            sched = gemm_schedule(s.ocg, count * s.ow, K, k.target, np.dtype(dtype).itemsize)
-            a = row_major_a(w, kb.mul(oc0, K), K, sched.mr)
-            b = MatB(col, 0, k=count * s.ow)
-            c = MatC(k.outputs[0], kb.add(y_off, kb.mul(oh0, s.ow)), m=P)
+        def epi(e: Emit, v, m, col_index, mask):
+            oc = kb.add(oc0, m)
+            if bias is not None:
+                v = e.add(v, kb.splat(kb.load(bias, dtype, oc), e.width))
+            return epilogue.apply(e, v, [n, oc, kb.add(kb.mul(oh0, s.ow), col_index)], mask)
 
-            def epi(e: Emit, v, m, col_index, mask):
-                oc = kb.add(oc0, m)
-                if bias is not None:
-                    v = e.add(v, kb.splat(kb.load(bias, dtype, oc), e.width))
-                return epilogue.apply(e, v, [n, oc, kb.add(kb.mul(oh0, s.ow), col_index)], mask)
+        def touch(m, col_index):
+            epilogue.prefetch([n, kb.add(oc0, m), kb.add(kb.mul(oh0, s.ow), col_index)])
 
-            def touch(m, col_index):
-                epilogue.prefetch([n, kb.add(oc0, m), kb.add(kb.mul(oh0, s.ow), col_index)])
+        emit_gemm(kb, sched, s.ocg, count * s.ow, K, a, b, c, dtype, epi, alone, pack, touch)
 
-            emit_gemm(kb, sched, s.ocg, count * s.ow, K, a, b, c, dtype, epi, alone, pack, touch)
-
-        k.threads.bands(s.oh, rows, block)
+    k.threads.bands(s.oh, rows, block, images=s.n * s.group)
 
 
 def _im2col(kb: KernelBuilder, s: ConvShape, x, x_off, col, dtype, threads: Threads,

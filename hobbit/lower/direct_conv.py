@@ -106,5 +106,4 @@ def lower_direct_conv(k: KernelArgs, s: ConvShape) -> None:
             out = MatC(k.outputs[0], kb.add(kb.mul(n, s.oc * P), first), m=P)
             emit_gemm(kb, sched, s.oc, s.ow, K, a, rows, out, dtype, epi, alone, None, touch)
 
-    with kb.loop(0, s.n, name="n") as n:
-        k.threads.bands(s.oh, band, lambda oh0, count: process(n, oh0, count))
+    k.threads.bands(s.oh, band, process, images=s.n)

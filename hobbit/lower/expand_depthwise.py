@@ -147,8 +147,7 @@ def lower_expand_depthwise(k: KernelArgs) -> None:
         if projects(node):
             _project(k, d, regions, n, oh0, count, alone)
 
-    with kb.loop(0, d.n, name="n") as n:
-        k.threads.bands(d.oh, band, lambda oh0, count: process(n, oh0, count))
+    k.threads.bands(d.oh, band, process, images=d.n)
 
 
 def _rows_through_plane(kb: KernelBuilder, d: ConvShape, target: DepthwiseRows, mid, plane, n, oh0, ih0, start,

@@ -4,7 +4,11 @@ A kernel that wants threads asks `Threads.split(units)` for this thread's share
 [lo, hi) of a loop; codegen then runs it inside one OpenMP parallel region
 (libgomp's GOMP_parallel, a standard runtime) with the thread id and count as
 the kernel's last two parameters. Kernels that never split run on the calling
-thread. With one thread everything folds to plain constant bounds."""
+thread. With one thread everything folds to plain constant bounds.
+
+`Threads.bands` shares bands of rows through atomic claim counters (a few zeroed
+cache lines per kernel in the arena, `claim_bytes`), so a thread whose own share
+is done takes the remaining bands of a thread the host has slowed down."""
 
 from __future__ import annotations
 
@@ -12,9 +16,10 @@ from typing import Callable
 
 from llvmlite import ir
 
+from hobbit.errors import CodegenError
 from hobbit.lower.builder import I64, KernelBuilder
 
-BandBody = Callable[[int | ir.Value, int], None]
+BandBody = Callable[[int | ir.Value, int | ir.Value, int], None]  # (image, first row, rows)
 
 
 def band_heights(total: int, max_band: int, threads: int) -> list[int]:
@@ -39,12 +44,23 @@ def _cut(share: int, max_band: int) -> tuple[int, int, int]:
     return count, small, big
 
 
+CLAIM_STRIDE = 64  # bytes between the claim counters of a kernel's shares: one cache line each
+
+
+def claim_bytes(threads: int) -> int:
+    """Bytes of zeroed counters a kernel's Threads.bands needs (one line per share)."""
+    return CLAIM_STRIDE * threads if threads > 1 else 0
+
+
 class Threads:
-    def __init__(self, kb: KernelBuilder, tid: ir.Value, count: ir.Value, max_threads: int):
+    def __init__(self, kb: KernelBuilder, tid: ir.Value, count: ir.Value, max_threads: int,
+                 claims: ir.Value | None = None):
+        """`claims`: this kernel's claim_bytes(max_threads) of counters, zero at entry."""
         self.kb = kb
         self.tid = tid
         self.count = count
         self.max_threads = max_threads
+        self.claims = claims
         self.used = False
 
     def split(self, units: int) -> tuple[int | ir.Value, int | ir.Value]:
@@ -58,29 +74,60 @@ class Threads:
         hi = b.udiv(b.mul(b.add(self.tid, ir.Constant(I64, 1)), total), self.count)
         return lo, hi
 
-    def bands(self, total: int, max_band: int, body: BandBody) -> None:
-        """Share `total` rows as split does, and hand each thread's share to
-        body(first_row, rows) in near-equal bands of at most `max_band` rows.
+    def bands(self, total: int, max_band: int, body: BandBody, images: int = 1) -> None:
+        """body(image, first_row, rows) over `total` rows of each of `images` images: the rows
+        are cut into one share per thread (balanced to within one row), each share into
+        near-equal bands of at most `max_band` rows, whose heights are static (kernels
+        specialise on shapes and size their scratch by band_heights).
 
-        Heights are static (kernels specialise on shapes) and every thread's work differs
-        by at most one row: cutting the whole range into equal bands first and dealing
-        them out left one thread a band more, or a short last band less, than the other
-        (14 tile rows in bands of 4: 8 rows against 6). Should the runtime start fewer
-        threads than max_threads, thread t also takes shares t + count, t + 2*count..."""
-        if self.max_threads == 1:
-            _share_in_bands(self.kb, 0, total, max_band, body)
-            return
-        self.used = True
+        Each thread claims the bands of its own share, in order, from that share's counter,
+        then helps with the others' (work stealing): on a quiet machine every thread does
+        its own share, but when the host slows one core the other takes over its remaining
+        bands instead of waiting at the barrier (and if the runtime starts fewer threads
+        than max_threads, the present ones do all the shares)."""
         kb, b = self.kb, self.kb.b
+        if self.max_threads == 1:
+            with kb.loop(0, images, name="image") as image:
+                _share_in_bands(kb, 0, total, max_band, lambda first, rows: body(image, first, rows))
+            return
+        if self.claims is None:
+            raise CodegenError("Threads.bands needs the kernel's claim counters")
+        self.used = True
         most = self.max_threads
-        shares = _share_sizes(total, most)
-        with kb.loop(0, most, name="share") as v:
-            with kb.if_then(b.icmp_unsigned("==", b.urem(v, self.count), self.tid)):
-                lo = b.udiv(b.mul(v, kb.i64(total)), kb.i64(most))
-                hi = b.udiv(b.mul(b.add(v, kb.i64(1)), kb.i64(total)), kb.i64(most))
-                for share in shares:
-                    with kb.if_then(b.icmp_unsigned("==", b.sub(hi, lo), kb.i64(share))):
-                        _share_in_bands(kb, lo, share, max_band, body)
+        with kb.loop(0, most, name="share") as j:
+            v = b.urem(b.add(self.tid, kb.idx(j)), kb.i64(most))  # own share first, then the others
+            lo = b.udiv(b.mul(v, kb.i64(total)), kb.i64(most))
+            hi = b.udiv(b.mul(b.add(v, kb.i64(1)), kb.i64(total)), kb.i64(most))
+            counter = b.gep(self.claims, [b.mul(v, kb.i64(CLAIM_STRIDE))], source_etype=ir.IntType(8))
+            for share in _share_sizes(total, most):
+                with kb.if_then(b.icmp_unsigned("==", b.sub(hi, lo), kb.i64(share))):
+                    self._claim_bands(counter, lo, share, max_band, images, body)
+
+    def _claim_bands(self, counter: ir.Value, lo: ir.Value, share: int, max_band: int, images: int,
+                     body: BandBody) -> None:
+        """Claim band after band of one share (in every image) until the counter runs past them."""
+        kb, b = self.kb, self.kb.b
+        count, small, big = _cut(share, max_band)
+        head = kb.fn.append_basic_block("claim.head")
+        work = kb.fn.append_basic_block("claim.body")
+        done = kb.fn.append_basic_block("claim.end")
+        b.branch(head)
+        b.position_at_end(head)
+        unit = b.atomic_rmw("add", counter, kb.i64(1), "monotonic")
+        b.cbranch(b.icmp_unsigned("<", unit, kb.i64(images * count)), work, done)
+        b.position_at_end(work)
+        image, band = b.udiv(unit, kb.i64(count)), b.urem(unit, kb.i64(count))
+        taller = b.icmp_unsigned("<", band, kb.i64(big))
+        with b.if_else(taller) as (tall, short):
+            with tall:
+                if big:
+                    body(image, b.add(lo, b.mul(band, kb.i64(small + 1))), small + 1)
+            with short:
+                if count > big:
+                    first = b.add(lo, b.add(kb.i64(big * (small + 1)), b.mul(b.sub(band, kb.i64(big)), kb.i64(small))))
+                    body(image, first, small)
+        b.branch(head)
+        b.position_at_end(done)
 
     def is_last(self) -> ir.Value:
         return self.kb.b.icmp_unsigned("==", self.kb.b.add(self.tid, ir.Constant(I64, 1)), self.count)

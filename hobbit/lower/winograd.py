@@ -435,8 +435,7 @@ def _banded(k: KernelArgs, s: ConvShape, var: Variant) -> None:
             with final:  # this band holds the ragged last tile row
                 run_band(n, tr0, count, True)
 
-    with kb.loop(0, s.n, name="n") as n:
-        k.threads.bands(th, rows, lambda tr0, count: band(n, tr0, count))
+    k.threads.bands(th, rows, band, images=s.n)
 
 
 def _band_input(kb: KernelBuilder, k: KernelArgs, s: ConvShape, var: Variant, n, tr0, count: int,

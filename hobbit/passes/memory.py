@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 from hobbit.codegen.target import Target, host_target
 from hobbit.graph.ir import Graph, Node, Value
 from hobbit.graph.registry import get_op
+from hobbit.lower.parallel import claim_bytes
 
 ALIGN = 64
 
@@ -30,6 +31,9 @@ class Place:
 class MemoryPlan:
     places: dict[int, Place] = field(default_factory=dict)  # id(value) -> place
     scratch: dict[int, Place] = field(default_factory=dict)  # id(node) -> arena place
+    claims: dict[int, Place] = field(default_factory=dict)  # id(node) -> its work-claim counters
+    claims_offset: int = 0  # the counters of all kernels: arena bytes [offset, offset + bytes), zeroed per call
+    claims_bytes: int = 0
     arena_bytes: int = 0
     weights_bytes: int = 0
 
@@ -117,6 +121,15 @@ def plan_memory(graph: Graph, target: Target | None = None, threads: int = 1) ->
         kind, ident = key
         table = plan.places if kind == "value" else plan.scratch
         table[ident] = Place("arena", offset)
+
+    per_kernel = claim_bytes(threads)
+    plan.claims_offset = offset = _align(plan.arena_bytes)
+    for node in graph.nodes:
+        if per_kernel and needs_code(node):
+            plan.claims[id(node)] = Place("arena", offset)
+            offset += per_kernel
+    plan.claims_bytes = offset - plan.claims_offset
+    plan.arena_bytes = max(plan.arena_bytes, offset)
 
     for node in graph.nodes:
         for out in node.outputs:
