@@ -111,7 +111,7 @@ def _emit_calls(module: ir.Module, b: ir.IRBuilder, tables: tuple, team: tuple[i
         args = [_pointer(b, tables, plan.place(v)) for v in _kernel_values(node)]
         if id(node) in plan.scratch:
             args.append(_pointer(b, tables, plan.scratch[id(node)]))
-        if threads > 1:
+        if id(node) in plan.claims:
             args.append(_pointer(b, tables, plan.claims[id(node)]))
         if team is None:
             b.call(fn, args + [zero, one])
@@ -200,7 +200,7 @@ def _emit_kernel(module: ir.Module, node: Node, target: Target, plan: MemoryPlan
     if opdef.lower is None:
         raise CodegenError(f"op {node.op} at node '{node.name}' has no lowering and was not folded")
     values = _kernel_values(node)
-    n_params = len(values) + (1 if id(node) in plan.scratch else 0) + (1 if threads > 1 else 0)
+    n_params = len(values) + (id(node) in plan.scratch) + (id(node) in plan.claims)
     fn = ir.Function(module, ir.FunctionType(ir.VoidType(), [PTR] * n_params + [I64, I64]),
                      name=_unique(module, kernel_name(node)))
     fn.linkage = "internal"
@@ -210,7 +210,7 @@ def _emit_kernel(module: ir.Module, node: Node, target: Target, plan: MemoryPlan
     epilogue = [next(params) if s.operand is not None else None for s in node.epilogue]
     outputs = [next(params) for _ in node.outputs]
     scratch = next(params) if id(node) in plan.scratch else None
-    claims = next(params) if threads > 1 else None
+    claims = next(params) if id(node) in plan.claims else None
     tid, count = next(params), next(params)
     tid.name, count.name = "thread", "threads"
     for p in fn.args[:n_params]:

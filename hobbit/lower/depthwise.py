@@ -131,32 +131,33 @@ def emit_rows_direct(kb: KernelBuilder, s: ConvShape, d: DepthwiseRows, src: ir.
             halves.append(kb.vload(src, dtype, kb.add(at, half * width), width, mask, inbounds=False))
         return halves[0] if sw == 1 else b.shuffle_vector(halves[0], halves[1], evens)
 
+    # Vectors along the row: those with masked lanes are emitted on their own, the plain
+    # ones between them as one loop.
+    count_v = -(-s.ow // width)
+    edge_masks = [column_masks(v * width) for v in range(count_v)]
+    plain = [v for v in range(count_v) if all(m is None for m in edge_masks[v])]
+    lo, hi = (plain[0], plain[-1] + 1) if plain else (0, 0)
+
     def rows(oh, step: int, row_ok) -> None:
         """Rows oh .. oh + step; row_ok(i, kh) says whether kernel row kh of row oh + i is
         inside the input: True, False (left out) or an i1 checked at run time."""
         def vector(ow0, masks, out_mask):
             accs = [b0] * step
             for kh in range(s.kh):
+                live = [(i, ok) for i, ok in ((i, row_ok(i, kh)) for i in range(step)) if ok is not False]
+                starts = {i: row_at(kb.add(kb.mul(kb.add(oh, i), sh), kh * dh - s.pad[0])) for i, _ in live}
                 for kw in range(s.kw):
-                    for i in range(step):
-                        ok = row_ok(i, kh)
-                        if ok is False:
-                            continue
-                        ih = kb.add(kb.mul(kb.add(oh, i), sh), kh * dh - s.pad[0])
-                        accs[i] = e.fma(taps[kh * s.kw + kw], tap(row_at(ih), ow0, kw, masks, ok), accs[i])
+                    for i, ok in live:  # the rows side by side for each tap: independent chains
+                        accs[i] = e.fma(taps[kh * s.kw + kw], tap(starts[i], ow0, kw, masks, ok), accs[i])
             for i in range(step):
                 row = kb.add(kb.add(oh, i), kb.add(store_row0, kb.mul(oh0, -1)))
                 p = kb.add(kb.mul(row, s.ow), ow0)
                 kb.vstore(d.epilogue.apply(e, accs[i], [n, oc, p], out_mask), d.out, dtype, kb.add(out_base, p),
                           out_mask)
 
-        def edge(v: int) -> None:  # a vector with masked lanes, emitted on its own
-            vector(v * width, column_masks(v * width),
-                   kb.prefix_mask(width, s.ow - v * width) if (v + 1) * width > s.ow else None)
+        def edge(v: int) -> None:
+            vector(v * width, edge_masks[v], kb.prefix_mask(width, s.ow - v * width) if (v + 1) * width > s.ow else None)
 
-        count_v = -(-s.ow // width)
-        plain = [v for v in range(count_v) if all(m is None for m in column_masks(v * width))]
-        lo, hi = (plain[0], plain[-1] + 1) if plain else (0, 0)
         for v in range(lo):
             edge(v)
         if hi > lo:

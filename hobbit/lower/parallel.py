@@ -117,13 +117,13 @@ class Threads:
         b.cbranch(b.icmp_unsigned("<", unit, kb.i64(images * count)), work, done)
         b.position_at_end(work)
         image, band = b.udiv(unit, kb.i64(count)), b.urem(unit, kb.i64(count))
-        taller = b.icmp_unsigned("<", band, kb.i64(big))
-        with b.if_else(taller) as (tall, short):
-            with tall:
-                if big:
+        if not big:  # all bands of one height
+            body(image, b.add(lo, b.mul(band, kb.i64(small))), small)
+        else:
+            with b.if_else(b.icmp_unsigned("<", band, kb.i64(big))) as (tall, short):
+                with tall:
                     body(image, b.add(lo, b.mul(band, kb.i64(small + 1))), small + 1)
-            with short:
-                if count > big:
+                with short:
                     first = b.add(lo, b.add(kb.i64(big * (small + 1)), b.mul(b.sub(band, kb.i64(big)), kb.i64(small))))
                     body(image, first, small)
         b.branch(head)
