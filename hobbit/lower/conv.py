@@ -1,7 +1,6 @@
 """2-D convolution, lowered by shape:
 
-* depthwise (groups == channels): a direct loop over a zero-padded copy of each
-  plane, so the inner loop has no bounds checks and LLVM vectorises it;
+* depthwise (groups == channels): vectorised rows (lower/depthwise.py);
 * 1x1, stride 1, no padding: a GEMM straight on the input ([C, H*W] is B);
 * at most four input channels (RGB stems): the same GEMM reading B straight from
   padded input rows (lower/direct_conv.py);

@@ -4,7 +4,7 @@ im2col copies every input pixel KH*KW times into a column buffer that the GEMM
 then reads: with three input channels there are so few multiply-adds per column
 that writing the buffer costs about as much as the arithmetic. Here each thread
 copies the input rows of a band of output rows into a zero-padded plane per
-channel (stored by phase for stride 2, as the depthwise conv does), and the GEMM
+channel (stored by phase for stride 2: lower/depthwise.copy_row), and the GEMM
 microkernel reads its B operand straight from the plane: row k = (c, kh, kw) of B
 for output row r is channel c's plane at row r*stride + kh*dilation, shifted by
 tap kw (MatB.taps). Rows outside the image are zero rows of the plane, so the
