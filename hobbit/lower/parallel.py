@@ -6,9 +6,10 @@ A kernel that wants threads asks `Threads.split(units)` for this thread's share
 the kernel's last two parameters. Kernels that never split run on the calling
 thread. With one thread everything folds to plain constant bounds.
 
-`Threads.bands` shares bands of rows through atomic claim counters (a few zeroed
-cache lines per kernel in the arena, `claim_bytes`), so a thread whose own share
-is done takes the remaining bands of a thread the host has slowed down."""
+`Threads.bands` shares bands of rows, and `Threads.each` a few large jobs,
+through atomic claim counters (a few zeroed cache lines per kernel in the arena,
+`claim_bytes`), so a thread done with its own work takes the remaining work of a
+thread the host has slowed down."""
 
 from __future__ import annotations
 
@@ -20,6 +21,8 @@ from hobbit.errors import CodegenError
 from hobbit.lower.builder import I64, KernelBuilder
 
 BandBody = Callable[[int | ir.Value, int | ir.Value, int], None]  # (image, first row, rows)
+JobBody = Callable[[ir.Value], None]  # (job)
+RunBody = Callable[[int | ir.Value, int | ir.Value], None]  # (first, end)
 
 
 def band_heights(total: int, max_band: int, threads: int) -> list[int]:
@@ -44,12 +47,15 @@ def _cut(share: int, max_band: int) -> tuple[int, int, int]:
     return count, small, big
 
 
-CLAIM_STRIDE = 64  # bytes between the claim counters of a kernel's shares: one cache line each
+CLAIM_STRIDE = 64  # bytes between a kernel's claim counters: one cache line each
+EACH_LOOPS = 3  # Threads.each loops a kernel may hold (a Winograd conv's three phases)
+RUNS_PER_THREAD = 8  # Threads.runs: a slowed thread's last run is small, claims stay few
 
 
 def claim_bytes(threads: int) -> int:
-    """Bytes of zeroed counters a kernel's Threads.bands needs (one line per share)."""
-    return CLAIM_STRIDE * threads if threads > 1 else 0
+    """Bytes of zeroed counters a kernel may use: one line per share of Threads.bands
+    and one per Threads.each loop."""
+    return CLAIM_STRIDE * (threads + EACH_LOOPS) if threads > 1 else 0
 
 
 class Threads:
@@ -62,6 +68,19 @@ class Threads:
         self.max_threads = max_threads
         self.claims = claims
         self.used = False
+        self._lines = 0  # claim counter lines handed out so far
+
+    def alone(self) -> "Threads":
+        """A team of this thread only: for work inside a job it has claimed."""
+        return Threads(self.kb, self.kb.i64(0), self.kb.i64(1), 1)
+
+    def _counters(self, lines: int) -> ir.Value:
+        """The next `lines` claim counters of this kernel (one cache line each)."""
+        if self.claims is None or self._lines + lines > self.max_threads + EACH_LOOPS:
+            raise CodegenError("a kernel asked Threads for more claim counters than claim_bytes gives")
+        at = self.kb.b.gep(self.claims, [self.kb.i64(self._lines * CLAIM_STRIDE)], source_etype=ir.IntType(8))
+        self._lines += lines
+        return at
 
     def split(self, units: int) -> tuple[int | ir.Value, int | ir.Value]:
         """This thread's contiguous share of `units` iterations (balanced to within one)."""
@@ -90,15 +109,14 @@ class Threads:
             with kb.loop(0, images, name="image") as image:
                 _share_in_bands(kb, 0, total, max_band, lambda first, rows: body(image, first, rows))
             return
-        if self.claims is None:
-            raise CodegenError("Threads.bands needs the kernel's claim counters")
         self.used = True
         most = self.max_threads
+        claims = self._counters(most)
         with kb.loop(0, most, name="share") as j:
             v = b.urem(b.add(self.tid, kb.idx(j)), kb.i64(most))  # own share first, then the others
             lo = b.udiv(b.mul(v, kb.i64(total)), kb.i64(most))
             hi = b.udiv(b.mul(b.add(v, kb.i64(1)), kb.i64(total)), kb.i64(most))
-            counter = b.gep(self.claims, [b.mul(v, kb.i64(CLAIM_STRIDE))], source_etype=ir.IntType(8))
+            counter = b.gep(claims, [b.mul(v, kb.i64(CLAIM_STRIDE))], source_etype=ir.IntType(8))
             for share in _share_sizes(total, most):
                 with kb.if_then(b.icmp_unsigned("==", b.sub(hi, lo), kb.i64(share))):
                     self._claim_bands(counter, lo, share, max_band, images, body)
@@ -128,6 +146,52 @@ class Threads:
                     body(image, first, small)
         b.branch(head)
         b.position_at_end(done)
+
+    def each(self, jobs: int, body: JobBody) -> None:
+        """body(job) for each of `jobs` independent jobs, claimed one at a time by whichever
+        thread is free; then a barrier. For a few large jobs (a Winograd conv's a*a GEMMs)
+        where a static split would leave the team waiting on a thread the host has slowed.
+
+        After the barrier the first thread resets the counter for the next pass of an
+        enclosing loop. Claims stay exact however the reset and the next pass's claims
+        interleave (a thread that reads the spent counter finds no job and leaves the
+        rest to the others); another barrier in between makes the next pass balanced."""
+        kb, b = self.kb, self.kb.b
+        if self.max_threads == 1:
+            with kb.loop(0, jobs, name="job") as job:
+                body(job)
+            return
+        self.used = True
+        counter = self._counters(1)
+        head = kb.fn.append_basic_block("job.claim")
+        work = kb.fn.append_basic_block("job.body")
+        done = kb.fn.append_basic_block("job.end")
+        b.branch(head)
+        b.position_at_end(head)
+        job = b.atomic_rmw("add", counter, kb.i64(1), "monotonic")
+        b.cbranch(b.icmp_unsigned("<", job, kb.i64(jobs)), work, done)
+        b.position_at_end(work)
+        body(job)
+        b.branch(head)
+        b.position_at_end(done)
+        self.barrier()
+        with kb.if_then(b.icmp_unsigned("==", self.tid, kb.i64(0))):
+            b.atomic_rmw("xchg", counter, kb.i64(0), "monotonic")
+
+    def runs(self, units: int, body: RunBody) -> None:
+        """body(first, end) over `units` iterations cut into runs (about RUNS_PER_THREAD per
+        thread) that threads claim with each()."""
+        if self.max_threads == 1:
+            body(0, units)
+            return
+        kb = self.kb
+        size = -(-units // (RUNS_PER_THREAD * self.max_threads))
+
+        def run(job: ir.Value) -> None:
+            first = kb.mul(job, size)
+            body(first, kb.imin(kb.add(first, size), units))
+
+        self.each(-(-units // size), run)
 
     def is_last(self) -> ir.Value:
         return self.kb.b.icmp_unsigned("==", self.kb.b.add(self.tid, ir.Constant(I64, 1)), self.count)

@@ -214,7 +214,9 @@ def lower_winograd(k: KernelArgs) -> None:
 
 
 def _whole_image(k: KernelArgs, s: ConvShape, var: Variant) -> None:
-    """All tiles at once: transforms split over channels, the GEMMs over their blocks."""
+    """All tiles at once, in three phases each shared out by job claims (Threads.each):
+    the input transform in runs of channels, then whole GEMMs (one per xi: a thread reads
+    only its own GEMMs' V and U), then the output transform in runs of output channels."""
     kb, node = k.kb, k.node
     dtype = node.inputs[0].dtype
     u, bias = k.inputs[1], k.inputs[2] if len(k.inputs) > 2 else None
@@ -226,24 +228,24 @@ def _whole_image(k: KernelArgs, s: ConvShape, var: Variant) -> None:
     by_tile = tiles_as_rows(s, var.m, k.target)
     sched = gemm_schedule(t, s.oc, s.c, k.target) if by_tile else _schedule(s, var.m, t, k.target)
     epilogue = _epilogue(k, s)
+    alone = k.threads.alone()
+
+    def gemm(xi) -> None:
+        v_at, m_at = kb.add(v_off, kb.mul(xi, s.c * t)), kb.add(m_off, kb.mul(xi, s.oc * t))
+        if by_tile:  # M^T (T x OC) = V^T (T x C) @ U^T: B is U's panels, C is M read with strides
+            a = MatA(k.scratch, v_at, panel=sched.mr, k=t, m=1)
+            b = MatB(u, kb.mul(xi, s.c * s.oc), k=sched.nr, panel=s.c * sched.nr)
+            emit_gemm(kb, sched, t, s.oc, s.c, a, b, MatC(k.scratch, m_at, m=1, n=t), dtype, None, alone)
+        else:
+            b = MatB(k.scratch, v_at, k=t)
+            emit_gemm(kb, sched, s.oc, t, s.c, _weights(kb, u, xi, s, sched.mr), b,
+                      MatC(k.scratch, m_at, m=t), dtype, None, alone, pack)
+
     with kb.loop(0, s.n, name="n") as n:
         _input_transform(kb, k, s, var, n, v_off, dtype)
-        k.threads.barrier()
-        with kb.loop(0, var.alpha ** 2, name="xi") as xi:
-            v_at, m_at = kb.add(v_off, kb.mul(xi, s.c * t)), kb.add(m_off, kb.mul(xi, s.oc * t))
-            if by_tile:  # M^T (T x OC) = V^T (T x C) @ U^T: B is U's panels, C is M read with strides
-                a = MatA(k.scratch, v_at, panel=sched.mr, k=t, m=1)
-                b = MatB(u, kb.mul(xi, s.c * s.oc), k=sched.nr, panel=s.c * sched.nr)
-                emit_gemm(kb, sched, t, s.oc, s.c, a, b, MatC(k.scratch, m_at, m=1, n=t), dtype, None,
-                          k.threads)
-            else:
-                b = MatB(k.scratch, v_at, k=t)
-                emit_gemm(kb, sched, s.oc, t, s.c, _weights(kb, u, xi, s, sched.mr), b,
-                          MatC(k.scratch, m_at, m=t), dtype, None, k.threads, pack)
-        k.threads.barrier()
-        _output_transform(kb, k, s, var, bias, n, k.scratch, m_off, t, 0, th, s.oh - (th - 1) * var.m,
-                          k.threads.split(s.oc), dtype, epilogue)
-        k.threads.barrier()
+        k.threads.each(var.alpha ** 2, gemm)
+        k.threads.runs(s.oc, lambda lo, hi: _output_transform(
+            kb, k, s, var, bias, n, k.scratch, m_off, t, 0, th, s.oh - (th - 1) * var.m, (lo, hi), dtype, epilogue))
 
 
 def _input_transform(kb: KernelBuilder, k: KernelArgs, s: ConvShape, var: Variant, n, v_off: int,
@@ -254,12 +256,15 @@ def _input_transform(kb: KernelBuilder, k: KernelArgs, s: ConvShape, var: Varian
     t = th * tw
     pad = k.thread_scratch(0, ph * row, dtype)
     emit_fill(kb, pad, dtype, 0, ph * row, kb.const(dtype, 0))  # the border stays zero for every channel
-    c_lo, c_hi = k.threads.split(s.c)
-    with kb.loop(c_lo, c_hi, name="c") as c:
-        src = kb.mul(kb.add(kb.mul(n, s.c), c), s.h * s.w)
-        with kb.loop(0, min(s.h, ph - s.pad[0]), name="ih") as ih:
-            _copy_row(kb, k, s, var, kb.add(src, kb.mul(ih, s.w)), pad, kb.mul(kb.add(ih, s.pad[0]), row))
-        _tiles_in(kb, k, s, var, pad, th, k.scratch, kb.add(v_off, kb.mul(c, t)), s.c * t)
+
+    def channels(c_lo, c_hi) -> None:
+        with kb.loop(c_lo, c_hi, name="c") as c:
+            src = kb.mul(kb.add(kb.mul(n, s.c), c), s.h * s.w)
+            with kb.loop(0, min(s.h, ph - s.pad[0]), name="ih") as ih:
+                _copy_row(kb, k, s, var, kb.add(src, kb.mul(ih, s.w)), pad, kb.mul(kb.add(ih, s.pad[0]), row))
+            _tiles_in(kb, k, s, var, pad, th, k.scratch, kb.add(v_off, kb.mul(c, t)), s.c * t)
+
+    k.threads.runs(s.c, channels)
 
 
 def _copy_row(kb: KernelBuilder, k: KernelArgs, s: ConvShape, var: Variant, src_at, plane, plane_at) -> None:

@@ -47,6 +47,13 @@ m = hobbit.compile(model, threads=2)
 ops = [n.op for n in m.report.graph.nodes]
 assert "ConvWinograd" in ops and "ExpandDepthwise" in ops, ops
 np.testing.assert_allclose(m.run({"x": x})[0], run_ort(model, {"x": x})[0], rtol=1e-4, atol=1e-3)
+
+x = rand(2, 64, 14, 14)  # a whole-image Winograd conv: phases of claimed jobs
+model = make_model([helper.make_node("Conv", ["x", "W"], ["y"], pads=[1, 1, 1, 1])], {"x": x}, ["y"],
+                   {"W": rand(64, 64, 3, 3, seed=5) * 0.1})
+m = hobbit.compile(model, threads=2)
+assert [n.op for n in m.report.graph.nodes] == ["ConvWinograd"]
+np.testing.assert_allclose(m.run({"x": x})[0], run_ort(model, {"x": x})[0], rtol=1e-4, atol=1e-3)
 print("ok")
 """
 

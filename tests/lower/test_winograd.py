@@ -32,8 +32,8 @@ CASES = [  # C, H, W, OC, pads, threads
 ]
 
 
-def _model(c, h, w, oc, pads, residual=False):
-    x = rand(1, c, h, w)
+def _model(c, h, w, oc, pads, residual=False, batch=1):
+    x = rand(batch, c, h, w)
     nodes = [helper.make_node("Conv", ["x", "W", "B"], ["c"], pads=pads, name="conv")]
     out = "c"
     if residual:
@@ -50,6 +50,15 @@ def test_winograd_conv_matches_onnxruntime(c, h, w, oc, pads, threads):
     m = hobbit.compile(model, threads=threads)
     assert [n.op for n in m.report.graph.nodes] == ["ConvWinograd"]
     np.testing.assert_allclose(m.run({"x": x})[0], run_ort(model, {"x": x})[0], rtol=1e-4, atol=1e-4)
+
+
+@pytest.mark.parametrize("c,hw,oc", [(64, 14, 64), (128, 28, 128), (256, 14, 256)])
+def test_batched_whole_image_convs_on_two_threads(c, hw, oc):
+    """Whole-image convs share each phase by job claims whose counters are reset for the
+    next image: every image of the batch must come out whole, in both GEMM orientations."""
+    model, x = _model(c, hw, hw, oc, (1, 1, 1, 1), batch=3)
+    m = hobbit.compile(model, threads=2, cache=False)
+    np.testing.assert_allclose(m.run({"x": x})[0], run_ort(model, {"x": x})[0], rtol=1e-4, atol=1e-3)
 
 
 def test_large_images_run_in_bands():
