@@ -60,6 +60,12 @@ class KernelBuilder:
     def alloca(self, ty: ir.Type) -> ir.Value:
         return self._allocas.alloca(ty)
 
+    def local(self, value: ir.Constant) -> ir.Value:
+        """A variable set to `value` when the function starts (not where this is called)."""
+        ptr = self._allocas.alloca(value.type)
+        self._allocas.store(value, ptr)
+        return ptr
+
     def finish(self) -> None:
         """Close the function: return from the body, enter the body from the alloca block."""
         self.b.ret_void()

@@ -115,12 +115,21 @@ def pack_elems(s: GemmSchedule, M: int) -> int:
     return s.kc * s.nr if M > 2 * s.mr and s.kc >= MIN_PACKED_K else 0
 
 
+# A GEMM of at least this many multiply-adds, in one K chunk and split by N, is shared by
+# claimed runs of panels (Threads.runs) rather than a static split: a run packs its own
+# panels. Split by M, every run would pack all of B again (ResNet-50's 1x1 convs at 14x14
+# ran 20% slower at 2 threads), so M blocks stay statically split.
+MIN_CLAIMED_MACS = 1 << 23
+
+
 def emit_gemm(kb: KernelBuilder, s: GemmSchedule, M: int, N: int, K: int,
               a: MatA, b: MatB, c: MatC, dtype: np.dtype, epilogue: EpilogueFn | None,
               threads: Threads, pack: ir.Value | None = None, touch: TouchFn | None = None) -> None:
     """C = A @ B (+ epilogue). Threads share whichever of N panels / M blocks splits more evenly
-    (N favoured for a packed B: see PACKED_B_SLACK); each thread keeps the same slice of C
-    across K chunks, so no barrier is needed.
+    (N favoured for a packed B: see PACKED_B_SLACK). A large GEMM split by N in one K chunk
+    is shared by claimed runs of panels, so a thread the host slows does not hold up the
+    others; otherwise each thread keeps the same static slice of C across K chunks, so no
+    barrier is needed.
 
     With `pack` (this thread's buffer of pack_elems(s)), each K chunk of a B panel is
     first copied into one contiguous [kc, NR] block that every MR-row block then
@@ -132,23 +141,59 @@ def emit_gemm(kb: KernelBuilder, s: GemmSchedule, M: int, N: int, K: int,
     m_work = [s.mr] * m_blocks + ([m_rem] if m_rem else [])
     slack = PACKED_B_SLACK if b.panel is not None and b.panel > 0 else 1.0
     split_n = _imbalance(n_work, threads.max_threads) <= slack * _imbalance(m_work, threads.max_threads)
-    if M * N * K < 1 << 18 and not threads.used:  # too little work to open a parallel region for
-        n_lo, n_hi, m_lo, m_hi = 0, units_n, 0, units_m
+    if b.taps is not None and s.kc % len(b.taps):
+        raise CodegenError(f"GEMM K chunks of {s.kc} split groups of {len(b.taps)} taps")
+    gemm = _Gemm(kb, s, M, N, K, a, b, c, dtype, epilogue, pack, touch)
+    n_chunks = -(-K // s.kc)
+    if threads.max_threads == 1 or (M * N * K < 1 << 18 and not threads.used):  # too little work to share
+        gemm.chunks((0, units_n), (0, units_m))
+    elif split_n and n_chunks == 1 and M * N * K >= MIN_CLAIMED_MACS:
+        threads.runs(units_n, lambda lo, hi: gemm.chunks((lo, hi), (0, units_m)))
     elif split_n:
-        (n_lo, n_hi), (m_lo, m_hi) = threads.split(units_n), (0, units_m)
+        gemm.chunks(threads.split(units_n), (0, units_m))
     else:
-        (n_lo, n_hi), (m_lo, m_hi) = (0, units_n), threads.split(units_m)
-    acc_type = ir.VectorType(_elem(kb, dtype), s.vw)
-    accs = [[kb.alloca(acc_type) for _ in range(s.nv)] for _ in range(s.mr)]
-    # B packed at compile time (weights) comes from memory: while the MR-row blocks work
-    # on one panel, fetch the next one, a slice per k step, so its first block does not
-    # stall on it (ResNet-50's 7x7 convs, cold: 1.24 ms against 1.0 warm). A panel read
-    # by one block only (a GEMV) is a plain stream the hardware prefetcher keeps up with;
-    # prefetching it too gained nothing (VGG-16's first FC layer: 15.3 ms, 14.2-15.2 without).
-    ahead_of = b.panel is not None and b.panel > 0 and pack is None \
-        and isinstance(m_lo, int) and isinstance(m_hi, int) and m_hi - m_lo > 1
+        gemm.chunks((0, units_n), threads.split(units_m))
 
-    def nest(k0: Index, k1: Index, first: bool, last: bool) -> None:
+
+class _Gemm:
+    """One GEMM's code for a given range of N panels and M blocks."""
+
+    def __init__(self, kb: KernelBuilder, s: GemmSchedule, M: int, N: int, K: int, a: MatA, b: MatB, c: MatC,
+                 dtype: np.dtype, epilogue: EpilogueFn | None, pack: ir.Value | None, touch: TouchFn | None):
+        self.kb, self.s, self.M, self.N, self.K = kb, s, M, N, K
+        self.a, self.b, self.c, self.dtype, self.epilogue, self.pack, self.touch = a, b, c, dtype, epilogue, pack, touch
+
+    def chunks(self, n_range: tuple[Index, Index], m_range: tuple[Index, Index]) -> None:
+        """K in chunks: the first starts from zero, the last applies the epilogue, the
+        ones between share one loop, so code size does not grow with K."""
+        kb, s, K = self.kb, self.s, self.K
+        acc_type = ir.VectorType(_elem(kb, self.dtype), s.vw)
+        accs = [[kb.alloca(acc_type) for _ in range(s.nv)] for _ in range(s.mr)]
+        n_chunks = -(-K // s.kc)
+        if n_chunks == 1:
+            self._nest(accs, n_range, m_range, 0, K, True, True)
+            return
+        self._nest(accs, n_range, m_range, 0, s.kc, True, False)
+        if n_chunks > 2:
+            with kb.loop(1, n_chunks - 1, name="kc") as ci:
+                k0 = kb.mul(ci, s.kc)
+                self._nest(accs, n_range, m_range, k0, kb.add(k0, s.kc), False, False)
+        self._nest(accs, n_range, m_range, (n_chunks - 1) * s.kc, K, False, True)
+
+    def _nest(self, accs, n_range: tuple[Index, Index], m_range: tuple[Index, Index], k0: Index, k1: Index,
+              first: bool, last: bool) -> None:
+        kb, s, a, b, c, pack, dtype = self.kb, self.s, self.a, self.b, self.c, self.pack, self.dtype
+        (n_lo, n_hi), (m_lo, m_hi) = n_range, m_range
+        n_panels, n_rem = divmod(self.N, s.nr)
+        m_blocks, m_rem = divmod(self.M, s.mr)
+        # B packed at compile time (weights) comes from memory: while the MR-row blocks work
+        # on one panel, fetch the next one, a slice per k step, so its first block does not
+        # stall on it (ResNet-50's 7x7 convs, cold: 1.24 ms against 1.0 warm). A panel read
+        # by one block only (a GEMV) is a plain stream the hardware prefetcher keeps up with;
+        # prefetching it too gained nothing (VGG-16's first FC layer: 15.3 ms, 14.2-15.2 without).
+        ahead_of = b.panel is not None and b.panel > 0 and pack is None \
+            and isinstance(m_lo, int) and isinstance(m_hi, int) and m_hi - m_lo > 1
+
         def panel(p: Index, nv: int, tail_lanes: int) -> None:
             panel_b = _pack_panel(kb, s, b, p, nv, tail_lanes, k0, k1, pack, dtype) if pack else b
             ahead = _Ahead.of_next_panel(kb, s, b, p, k0, k1, m_hi - m_lo, np.dtype(dtype).itemsize) \
@@ -156,7 +201,7 @@ def emit_gemm(kb: KernelBuilder, s: GemmSchedule, M: int, N: int, K: int,
 
             def rows(mb: Index, mr: int) -> None:
                 _micro(kb, s, accs, mb, mr, p, nv, tail_lanes, k0, k1, first, last, a, panel_b, c, dtype,
-                       epilogue if last else None, ahead, touch if last else None)
+                       self.epilogue if last else None, ahead, self.touch if last else None)
 
             with kb.loop(m_lo, kb.imin(m_hi, m_blocks), name="mb") as mb:
                 rows(mb, s.mr)
@@ -171,21 +216,6 @@ def emit_gemm(kb: KernelBuilder, s: GemmSchedule, M: int, N: int, K: int,
             with kb.when_greater(n_hi, n_panels) as live:
                 if live:
                     panel(n_panels, -(-n_rem // s.vw), n_rem % s.vw)
-
-    if b.taps is not None and s.kc % len(b.taps):
-        raise CodegenError(f"GEMM K chunks of {s.kc} split groups of {len(b.taps)} taps")
-    # K in chunks: the first starts from zero, the last applies the epilogue, the
-    # ones between share one loop, so code size does not grow with K.
-    n_chunks = -(-K // s.kc)
-    if n_chunks == 1:
-        nest(0, K, True, True)
-        return
-    nest(0, s.kc, True, False)
-    if n_chunks > 2:
-        with kb.loop(1, n_chunks - 1, name="kc") as ci:
-            k0 = kb.mul(ci, s.kc)
-            nest(k0, kb.add(k0, s.kc), False, False)
-    nest((n_chunks - 1) * s.kc, K, False, True)
 
 
 def _pack_panel(kb: KernelBuilder, s: GemmSchedule, b: MatB, p: Index, nv: int, tail_lanes: int,

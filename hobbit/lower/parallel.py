@@ -6,10 +6,13 @@ A kernel that wants threads asks `Threads.split(units)` for this thread's share
 the kernel's last two parameters. Kernels that never split run on the calling
 thread. With one thread everything folds to plain constant bounds.
 
-`Threads.bands` shares bands of rows, and `Threads.each` a few large jobs,
-through atomic claim counters (a few zeroed cache lines per kernel in the arena,
-`claim_bytes`), so a thread done with its own work takes the remaining work of a
-thread the host has slowed down."""
+`Threads.bands` (bands of rows of static heights) and `Threads.runs` (runs of a
+loop) share work through atomic claim counters, a few zeroed cache lines per
+kernel in the arena (`claim_bytes`): each thread first claims the pieces of its
+own static share, in order, then the rest of the others', so on a quiet machine
+every thread works on the same data as in the kernel before (it is in its own
+cache) and when the host slows one core the other takes over its remaining work
+instead of waiting at the barrier."""
 
 from __future__ import annotations
 
@@ -21,7 +24,6 @@ from hobbit.errors import CodegenError
 from hobbit.lower.builder import I64, KernelBuilder
 
 BandBody = Callable[[int | ir.Value, int | ir.Value, int], None]  # (image, first row, rows)
-JobBody = Callable[[ir.Value], None]  # (job)
 RunBody = Callable[[int | ir.Value, int | ir.Value], None]  # (first, end)
 
 
@@ -48,14 +50,13 @@ def _cut(share: int, max_band: int) -> tuple[int, int, int]:
 
 
 CLAIM_STRIDE = 64  # bytes between a kernel's claim counters: one cache line each
-EACH_LOOPS = 3  # Threads.each loops a kernel may hold (a Winograd conv's three phases)
+CLAIMED_LOOPS = 3  # claimed loops (bands or runs) a kernel may hold: a Winograd conv's three phases
 RUNS_PER_THREAD = 8  # Threads.runs: a slowed thread's last run is small, claims stay few
 
 
 def claim_bytes(threads: int) -> int:
-    """Bytes of zeroed counters a kernel may use: one line per share of Threads.bands
-    and one per Threads.each loop."""
-    return CLAIM_STRIDE * (threads + EACH_LOOPS) if threads > 1 else 0
+    """Bytes of zeroed counters a kernel may use: one line per share of each claimed loop."""
+    return CLAIM_STRIDE * threads * CLAIMED_LOOPS if threads > 1 else 0
 
 
 class Threads:
@@ -76,7 +77,7 @@ class Threads:
 
     def _counters(self, lines: int) -> ir.Value:
         """The next `lines` claim counters of this kernel (one cache line each)."""
-        if self.claims is None or self._lines + lines > self.max_threads + EACH_LOOPS:
+        if self.claims is None or self._lines + lines > self.max_threads * CLAIMED_LOOPS:
             raise CodegenError("a kernel asked Threads for more claim counters than claim_bytes gives")
         at = self.kb.b.gep(self.claims, [self.kb.i64(self._lines * CLAIM_STRIDE)], source_etype=ir.IntType(8))
         self._lines += lines
@@ -147,51 +148,51 @@ class Threads:
         b.branch(head)
         b.position_at_end(done)
 
-    def each(self, jobs: int, body: JobBody) -> None:
-        """body(job) for each of `jobs` independent jobs, claimed one at a time by whichever
-        thread is free; then a barrier. For a few large jobs (a Winograd conv's a*a GEMMs)
-        where a static split would leave the team waiting on a thread the host has slowed.
+    def runs(self, units: int, body: RunBody, per_thread: int = RUNS_PER_THREAD) -> None:
+        """body(first, end) over `units` iterations: one share per thread (as split), each
+        cut into `per_thread` runs (fewer for small shares) that are claimed as in bands.
+        No barrier at the end: callers add one where the next step reads the results.
 
-        After the barrier the first thread resets the counter for the next pass of an
-        enclosing loop. Claims stay exact however the reset and the next pass's claims
-        interleave (a thread that reads the spent counter finds no job and leaves the
-        rest to the others); another barrier in between makes the next pass balanced."""
+        The counters are never reset, so a call inside a loop needs no barrier between
+        passes: every thread counts its own passes (all run the same ones), pass p's runs of
+        a share are tickets p*R .. (p+1)*R - 1 of its counter, and a claim is a
+        compare-and-swap that never moves a counter past the end of the claiming thread's
+        pass. A thread leaves pass p only once all its tickets are taken, so threads in
+        neighbouring passes never take each other's runs."""
         kb, b = self.kb, self.kb.b
-        if self.max_threads == 1:
-            with kb.loop(0, jobs, name="job") as job:
-                body(job)
-            return
-        self.used = True
-        counter = self._counters(1)
-        head = kb.fn.append_basic_block("job.claim")
-        work = kb.fn.append_basic_block("job.body")
-        done = kb.fn.append_basic_block("job.end")
-        b.branch(head)
-        b.position_at_end(head)
-        job = b.atomic_rmw("add", counter, kb.i64(1), "monotonic")
-        b.cbranch(b.icmp_unsigned("<", job, kb.i64(jobs)), work, done)
-        b.position_at_end(work)
-        body(job)
-        b.branch(head)
-        b.position_at_end(done)
-        self.barrier()
-        with kb.if_then(b.icmp_unsigned("==", self.tid, kb.i64(0))):
-            b.atomic_rmw("xchg", counter, kb.i64(0), "monotonic")
-
-    def runs(self, units: int, body: RunBody) -> None:
-        """body(first, end) over `units` iterations cut into runs (about RUNS_PER_THREAD per
-        thread) that threads claim with each()."""
         if self.max_threads == 1:
             body(0, units)
             return
-        kb = self.kb
-        size = -(-units // (RUNS_PER_THREAD * self.max_threads))
-
-        def run(job: ir.Value) -> None:
-            first = kb.mul(job, size)
-            body(first, kb.imin(kb.add(first, size), units))
-
-        self.each(-(-units // size), run)
+        self.used = True
+        most = self.max_threads
+        count = max(1, min(per_thread, units // most))
+        claims = self._counters(most)
+        passes = kb.local(kb.i64(0))
+        first = b.load(passes, typ=I64)
+        end = b.add(first, kb.i64(count))
+        b.store(end, passes)
+        with kb.loop(0, most, name="share") as j:
+            v = b.urem(b.add(self.tid, kb.idx(j)), kb.i64(most))  # own share first, then the others
+            lo = b.udiv(b.mul(v, kb.i64(units)), kb.i64(most))
+            size = b.sub(b.udiv(b.mul(b.add(v, kb.i64(1)), kb.i64(units)), kb.i64(most)), lo)
+            counter = b.gep(claims, [b.mul(v, kb.i64(CLAIM_STRIDE))], source_etype=ir.IntType(8))
+            head = kb.fn.append_basic_block("run.next")
+            claim = kb.fn.append_basic_block("run.claim")
+            work = kb.fn.append_basic_block("run.body")
+            done = kb.fn.append_basic_block("run.end")
+            b.branch(head)
+            b.position_at_end(head)
+            ticket = b.load_atomic(counter, "monotonic", 8, typ=I64)
+            b.cbranch(b.icmp_unsigned("<", ticket, end), claim, done)
+            b.position_at_end(claim)
+            taken = b.extract_value(b.cmpxchg(counter, ticket, b.add(ticket, kb.i64(1)), "monotonic", "monotonic"), 1)
+            b.cbranch(taken, work, head)
+            b.position_at_end(work)
+            run = b.sub(ticket, first)
+            body(b.add(lo, b.udiv(b.mul(run, size), kb.i64(count))),
+                 b.add(lo, b.udiv(b.mul(b.add(run, kb.i64(1)), size), kb.i64(count))))
+            b.branch(head)
+            b.position_at_end(done)
 
     def is_last(self) -> ir.Value:
         return self.kb.b.icmp_unsigned("==", self.kb.b.add(self.tid, ir.Constant(I64, 1)), self.count)

@@ -214,9 +214,9 @@ def lower_winograd(k: KernelArgs) -> None:
 
 
 def _whole_image(k: KernelArgs, s: ConvShape, var: Variant) -> None:
-    """All tiles at once, in three phases each shared out by job claims (Threads.each):
-    the input transform in runs of channels, then whole GEMMs (one per xi: a thread reads
-    only its own GEMMs' V and U), then the output transform in runs of output channels."""
+    """All tiles at once, in three phases shared out in claimed runs (Threads.runs): the
+    input transform by channels, then whole GEMMs (one per xi, claimed one at a time: a
+    thread reads only its own GEMMs' V and U), then the output transform by output channels."""
     kb, node = k.kb, k.node
     dtype = node.inputs[0].dtype
     u, bias = k.inputs[1], k.inputs[2] if len(k.inputs) > 2 else None
@@ -241,9 +241,15 @@ def _whole_image(k: KernelArgs, s: ConvShape, var: Variant) -> None:
             emit_gemm(kb, sched, s.oc, t, s.c, _weights(kb, u, xi, s, sched.mr), b,
                       MatC(k.scratch, m_at, m=t), dtype, None, alone, pack)
 
-    with kb.loop(0, s.n, name="n") as n:
+    def gemm_range(lo, hi) -> None:
+        with kb.loop(lo, hi, name="xi") as xi:
+            gemm(xi)
+
+    with kb.loop(0, s.n, name="n") as n:  # the next image's GEMMs overwrite M after its first barrier
         _input_transform(kb, k, s, var, n, v_off, dtype)
-        k.threads.each(var.alpha ** 2, gemm)
+        k.threads.barrier()
+        k.threads.runs(var.alpha ** 2, gemm_range, per_thread=var.alpha ** 2)
+        k.threads.barrier()
         k.threads.runs(s.oc, lambda lo, hi: _output_transform(
             kb, k, s, var, bias, n, k.scratch, m_off, t, 0, th, s.oh - (th - 1) * var.m, (lo, hi), dtype, epilogue))
 

@@ -48,11 +48,12 @@ ops = [n.op for n in m.report.graph.nodes]
 assert "ConvWinograd" in ops and "ExpandDepthwise" in ops, ops
 np.testing.assert_allclose(m.run({"x": x})[0], run_ort(model, {"x": x})[0], rtol=1e-4, atol=1e-3)
 
-x = rand(2, 64, 14, 14)  # a whole-image Winograd conv: phases of claimed jobs
-model = make_model([helper.make_node("Conv", ["x", "W"], ["y"], pads=[1, 1, 1, 1])], {"x": x}, ["y"],
-                   {"W": rand(64, 64, 3, 3, seed=5) * 0.1})
+x = rand(2, 64, 14, 14)  # a whole-image Winograd conv: phases of claimed jobs, then a claimed GEMM
+nodes = [helper.make_node("Conv", ["x", "W"], ["a"], pads=[1, 1, 1, 1]),
+         helper.make_node("Conv", ["a", "P"], ["y"])]
+model = make_model(nodes, {"x": x}, ["y"], {"W": rand(64, 64, 3, 3, seed=5) * 0.1, "P": rand(512, 64, 1, 1, seed=6)})
 m = hobbit.compile(model, threads=2)
-assert [n.op for n in m.report.graph.nodes] == ["ConvWinograd"]
+assert [n.op for n in m.report.graph.nodes] == ["ConvWinograd", "Conv"]
 np.testing.assert_allclose(m.run({"x": x})[0], run_ort(model, {"x": x})[0], rtol=1e-4, atol=1e-3)
 print("ok")
 """
@@ -83,3 +84,29 @@ def test_claimed_bands_cover_every_image_on_every_call():
     for call in range(3):  # new data each call: rows a call failed to claim would keep stale values
         x = rand(3, 8, 40, 40, seed=10 + call)
         np.testing.assert_allclose(compiled.run({"x": x})[0], run_ort(model, {"x": x})[0], rtol=1e-4, atol=1e-4)
+
+
+@pytest.mark.parametrize("case", ["pointwise", "matmul"])
+def test_claimed_gemm_runs_cover_every_pass(case):
+    """A large GEMM inside a loop (images of a batch, matrices of a batched MatMul) is shared
+    by runs claimed from one counter that is never reset: every pass, on every call, must
+    be computed whole."""
+    import numpy as np
+    from onnx import helper
+
+    import hobbit
+    from hobbit.lower.gemm import MIN_CLAIMED_MACS
+    from tests.helpers import make_model, rand, run_ort
+
+    if case == "pointwise":
+        shape, init = (3, 128, 28, 28), {"W": rand(256, 128, 1, 1, seed=1)}
+        node, macs = helper.make_node("Conv", ["x", "W"], ["y"]), 256 * 128 * 28 * 28
+    else:
+        shape, init = (4, 256, 192), {"W": rand(4, 192, 320, seed=1)}
+        node, macs = helper.make_node("MatMul", ["x", "W"], ["y"]), 256 * 192 * 320
+    assert macs >= MIN_CLAIMED_MACS
+    model = make_model([node], {"x": rand(*shape)}, ["y"], init)
+    compiled = hobbit.compile(model, threads=2, cache=False)
+    for call in range(3):
+        x = rand(*shape, seed=10 + call)
+        np.testing.assert_allclose(compiled.run({"x": x})[0], run_ort(model, {"x": x})[0], rtol=1e-4, atol=1e-3)
