@@ -323,6 +323,22 @@ def markdown_table(results: list[BenchResult]) -> str:
     return "\n".join(lines) + "\n"
 
 
+def scaling_table(results: list[BenchResult]) -> str:
+    """Per model and thread count N > 1: how many times faster each engine ran at N threads
+    than at one (median over median), for models measured at both with agreeing outputs.
+    Empty when there is nothing to compare."""
+    one = {r.model: r for r in results if r.threads == 1 and r.mismatch is None}
+    rows = [(one[r.model], r) for r in results if r.threads > 1 and r.mismatch is None and r.model in one]
+    if not rows:
+        return ""
+    lines = ["| model | threads | hobbit speed-up over 1 thread | onnxruntime speed-up over 1 thread |",
+             "| --- | --- | --- | --- |"]
+    for base, r in rows:
+        lines.append(f"| {r.model} | {r.threads} | {base.hobbit.median / r.hobbit.median:.2f}x "
+                     f"| {base.onnxruntime.median / r.onnxruntime.median:.2f}x |")
+    return "\n".join(lines) + "\n"
+
+
 def markdown_report(results: list[BenchResult], machine: dict[str, Any], command: str,
                     warmup: int = 3) -> str:
     """BENCHMARKS.md: how the table was made, on what machine, then the table."""
@@ -347,7 +363,7 @@ def markdown_report(results: list[BenchResult], machine: dict[str, Any], command
         "Ratio is hobbit's median over onnxruntime's; below 1 means hobbit is faster. GFLOP/s is "
         "hobbit's compiled graph (2 per multiply-add in convolutions and matrix products, Winograd ones "
         "counted as direct so they can pass 100% of the peak, 1 per element elsewhere) over its median latency.\n\n"
-        + markdown_table(results))
+        + markdown_table(results) + (f"\n{scaling}" if (scaling := scaling_table(results)) else ""))
 
 
 def write_json(results: list[BenchResult], machine: dict[str, Any], path: str | os.PathLike) -> None:

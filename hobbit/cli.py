@@ -212,6 +212,8 @@ def cmd_bench(args: argparse.Namespace) -> int:
     results = bench.run_suite(models, threads, runs=args.runs, warmup=args.warmup, passes=pipeline(args),
                               report=show)
     print(bench.markdown_table(results), end="")
+    if scaling := bench.scaling_table(results):
+        print("\n" + scaling, end="")
     warning = bench.contention_warning(threads)
     if warning:
         print(f"warning: {warning}", file=sys.stderr)

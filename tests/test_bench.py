@@ -70,7 +70,8 @@ def test_threads_list_json_and_markdown(tiny_path, tmp_path, capsys):
     assert md.startswith("# Benchmarks") and "Machine: " in md and "cores" in md and "onnxruntime 1." in md
     assert "--threads 1,2 --runs 3" in md and "100 GFLOP/s at 1 thread, 200 GFLOP/s at 2 threads" in md
     rows = [line for line in md.splitlines() if line.startswith(f"| {tiny_path} |")]
-    assert [row.split(" | ")[1] for row in rows] == ["1", "2"]
+    assert [row.split(" | ")[1] for row in rows] == ["1", "2", "2"]  # the latency table, then the speed-up
+    assert "| hobbit speed-up over 1 thread |" in md and rows[-1].endswith("x |")
 
 
 def test_model_all_runs_every_zoo_model(monkeypatch, capsys):
@@ -115,6 +116,17 @@ def test_markdown_table_rows():
     table = bench.markdown_table([ok, bad]).splitlines()
     assert table[2] == "| m | 1 | 40.35 (39.28–142.7) | 0.500 (0.400–0.600) | 80.70 | 24.8 | 25% | 2.3 |"
     assert table[3] == "| m | 2 | — | — | outputs disagree | — | — | 1.0 |"
+
+
+def test_scaling_table_compares_each_engine_with_its_own_one_thread_run():
+    def result(model, threads, ours, theirs, mismatch=None):
+        return bench.BenchResult(model, 30, threads, 1.0, 0.0, mismatch, bench.Timing(ours, ours, ours),
+                                 bench.Timing(theirs, theirs, theirs))
+    rows = [result("a", 1, 90.0, 300.0), result("a", 2, 50.0, 160.0), result("b", 2, 5.0, 6.0),
+            result("c", 1, 10.0, 10.0), result("c", 2, 1.0, 1.0, mismatch="differs")]
+    table = bench.scaling_table(rows).splitlines()
+    assert table[2:] == ["| a | 2 | 1.80x | 1.88x |"]  # b has no 1-thread run, c's outputs disagree
+    assert bench.scaling_table(rows[:1]) == ""
 
 
 def test_thread_and_model_arguments(capsys):
