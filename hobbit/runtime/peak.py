@@ -27,6 +27,9 @@ _FUNC_TYPE = ctypes.CFUNCTYPE(None, ctypes.c_int64, ctypes.c_void_p)
 # Wall time one timed call aims for, and how many timed rounds to keep the best of.
 _CALL_SECONDS = 0.04
 _ROUNDS = 5
+# Pause between rounds: the host can take a core for a few hundred ms, and five rounds back
+# to back (0.2 s) could all fall in one such burst (a 2-thread "peak" of one core's).
+_PAUSE_SECONDS = 0.1
 
 
 def _chains(target: Target) -> int:
@@ -135,10 +138,16 @@ def _round(kernel: _Kernel, iters: int, threads: int) -> float:
 
 @cache
 def fma_peak_gflops(threads: int = 1) -> float:
-    """Measured float32 FMA throughput of `threads` threads together, in GFLOP/s (best of a few rounds)."""
+    """Measured float32 FMA throughput of `threads` threads together, in GFLOP/s (best of a
+    few rounds spread over about half a second)."""
     if threads < 1:
         raise HobbitError(f"threads must be at least 1, got {threads}")
     kernel = _kernel()
     iters = _calibrate(kernel)
-    best = min(_round(kernel, iters, threads) for _ in range(_ROUNDS))
+    rounds = []
+    for i in range(_ROUNDS):
+        if i:
+            time.sleep(_PAUSE_SECONDS)
+        rounds.append(_round(kernel, iters, threads))
+    best = min(rounds)
     return threads * iters * kernel.flops_per_iter / best / 1e9
