@@ -125,6 +125,19 @@ def test_constant_input_is_folded():
     assert_matches_ort(model, {"x": x})
 
 
+@pytest.mark.parametrize("op", ["AveragePool", "MaxPool"])
+def test_one_by_one_window_at_stride_one_needs_no_kernel(op):
+    """VGG's adaptive average pool of a 7x7 map to 7x7: the output is the input."""
+    x = rand(1, 8, 7, 7)
+    nodes = [helper.make_node(op, ["x"], ["p"], kernel_shape=[1, 1], strides=[1, 1], pads=[0, 0, 0, 0]),
+             helper.make_node("Relu", ["p"], ["y"])]
+    model = make_model(nodes, {"x": x}, ["y"], opset=13)
+    assert [n.op for n in lower_to_llvm(model).graph.nodes] == ["Relu"]
+    assert_matches_ort(model, {"x": x}, rtol=0, atol=0)
+    strided = make_model([helper.make_node(op, ["x"], ["y"], kernel_shape=[1, 1], strides=[2, 2])], {"x": x}, ["y"])
+    assert [n.op for n in lower_to_llvm(strided).graph.nodes] == [op]
+
+
 def test_maxpool_indices_output_is_unsupported():
     x = rand(1, 1, 4, 4)
     node = helper.make_node("MaxPool", ["x"], ["y", "i"], kernel_shape=[2, 2])

@@ -24,6 +24,8 @@ def _pool(ctx, node, ins, op: str) -> list:
     if op == "MaxPool" and len(node.output) > 1 and node.output[1]:
         raise Unsupported("the Indices output of MaxPool")
     kernel, strides, dilations, pads = window_attrs(a, x, op)
+    if all(k == 1 for k in kernel) and all(st == 1 for st in strides) and not any(pads):
+        return [ins[0]]  # a 1x1 window at stride 1 (VGG's adaptive pool at 7x7) copies its input
     y = emit_pool(ctx, x, op, kernel, strides, dilations, pads, int(a.get("ceil_mode", 0)),
                   int(a.get("count_include_pad", 0)))
     return [narrow(ctx, y, model_dtype)]
