@@ -23,6 +23,11 @@ WINDOWS = [
     (5, 1, (0, 2, 0, 2), 0, (1, 7, 6, 21)),
     (7, 2, (3, 3, 3, 3), 1, (1, 2, 13, 11)),
     (7, 1, (3, 2, 1, 3), 0, (1, 1, 8, 8)),
+    # CNN-sized rows
+    (3, 2, (0, 0, 0, 0), 1, (1, 2, 9, 111)),  # SqueezeNet's pools
+    (3, 2, (1, 1, 1, 1), 0, (1, 2, 7, 112)),  # ResNet's pool after the stem
+    (2, 2, (0, 0, 0, 0), 0, (1, 2, 4, 70)),
+    (3, 2, (1, 0, 2, 1), 1, (1, 2, 5, 97)),
 ]
 
 
@@ -50,10 +55,11 @@ def test_rectangular_windows(kernel, strides, pads):
     assert_matches_ort(make_model(nodes, {"x": x}, ["max", "avg"], opset=11), {"x": x})
 
 
-@pytest.mark.parametrize("dilation,ceil", [(2, 0), (2, 1), (3, 0)])
-def test_dilated_pools(dilation, ceil):
-    x = rand(1, 3, 13, 11)
-    common = dict(kernel_shape=[3, 3], strides=[2, 1], pads=[2, 1, 1, 2], dilations=[dilation, dilation],
+@pytest.mark.parametrize("dilation,ceil,width,col_stride", [(2, 0, 11, 1), (2, 1, 11, 1), (3, 0, 11, 1),
+                                                            (2, 1, 83, 2)])
+def test_dilated_pools(dilation, ceil, width, col_stride):
+    x = rand(1, 3, 13, width)
+    common = dict(kernel_shape=[3, 3], strides=[2, col_stride], pads=[2, 1, 1, 2], dilations=[dilation, dilation],
                   ceil_mode=ceil)
     nodes = [helper.make_node("MaxPool", ["x"], ["max"], **common),
              helper.make_node("AveragePool", ["x"], ["avg"], count_include_pad=0, **common),
