@@ -214,7 +214,7 @@ def _blocked_im2col_conv(k: KernelArgs, s: ConvShape) -> None:
     col = k.thread_scratch(0, col_elems, dtype)
     pack = k.thread_scratch(col_elems * k.threads.max_threads, pack_size, dtype) if pack_size else None
     epilogue = Epilogue(kb, node, k.epilogue, (s.n, s.oc, P))
-    alone = Threads(kb, kb.i64(0), kb.i64(1), 1)
+    alone = k.threads.alone()
 
     def block(image, oh0, count: int) -> None:
         """Rows oh0 .. oh0 + count of image `image` = (batch item, group)."""

@@ -23,7 +23,6 @@ from hobbit.lower.depthwise import SLACK, copy_row, tap_column
 from hobbit.lower.elementwise import Epilogue
 from hobbit.lower.gemm import MatB, MatC, emit_gemm, row_major_a
 from hobbit.lower.kernel import KernelArgs
-from hobbit.lower.parallel import Threads
 from hobbit.lower.scalar import Emit
 from hobbit.lower.schedule import gemm_schedule
 
@@ -70,7 +69,7 @@ def lower_direct_conv(k: KernelArgs, s: ConvShape) -> None:
     taps = tuple(kh * s.dilation[0] * wp + tap_column(s, kw * s.dilation[1])
                  for kh in range(s.kh) for kw in range(s.kw))
     epilogue = Epilogue(kb, node, k.epilogue, (s.n, s.oc, P))
-    alone = Threads(kb, kb.i64(0), kb.i64(1), 1)
+    alone = k.threads.alone()
     b = kb.b
 
     def load_rows(n, oh0, count: int) -> None:

@@ -116,7 +116,7 @@ def lower_expand_depthwise(k: KernelArgs) -> None:
         emit_fill(kb, plane, dtype, 0, sizes["plane"], zero)  # the side columns stay zero for every band
     sched = gemm_schedule(e.oc, rows * e.w, e.c, k.target, np.dtype(dtype).itemsize)
     expand_steps = _Steps(node.attrs["inner"])
-    alone = Threads(kb, kb.i64(0), kb.i64(1), 1)
+    alone = k.threads.alone()
 
     def process(n, oh0, count: int) -> None:
         ih0 = kb.add(kb.mul(oh0, d.stride[0]), -d.pad[0])

@@ -34,7 +34,7 @@ from hobbit.lower.copy import emit_deinterleaved_row_copy, emit_fill
 from hobbit.lower.elementwise import Epilogue
 from hobbit.lower.gemm import MatA, MatB, MatC, emit_gemm, pack_elems, pack_panels, unpack_panels
 from hobbit.lower.kernel import KernelArgs
-from hobbit.lower.parallel import Threads, band_heights
+from hobbit.lower.parallel import band_heights
 from hobbit.lower.reduce import combine
 from hobbit.lower.scalar import Emit
 from hobbit.lower.schedule import gemm_schedule
@@ -420,7 +420,7 @@ def _banded(k: KernelArgs, s: ConvShape, var: Variant) -> None:
     pack = k.thread_scratch(band + v_size + m_size, per_thread, dtype) if pack_size else None
     emit_fill(kb, plane, dtype, 0, band, kb.const(dtype, 0))  # column padding stays zero
     epilogue = _epilogue(k, s)
-    alone = Threads(kb, kb.i64(0), kb.i64(1), 1)
+    alone = k.threads.alone()
     bias = k.inputs[2] if len(k.inputs) > 2 else None
 
     def run_band(n, tr0, count: int, holds_last_row: bool) -> None:
