@@ -111,42 +111,31 @@ class Threads:
                 _share_in_bands(kb, 0, total, max_band, lambda first, rows: body(image, first, rows))
             return
         self.used = True
-        most = self.max_threads
-        claims = self._counters(most)
-        with kb.loop(0, most, name="share") as j:
-            v = b.urem(b.add(self.tid, kb.idx(j)), kb.i64(most))  # own share first, then the others
-            lo = b.udiv(b.mul(v, kb.i64(total)), kb.i64(most))
-            hi = b.udiv(b.mul(b.add(v, kb.i64(1)), kb.i64(total)), kb.i64(most))
-            counter = b.gep(claims, [b.mul(v, kb.i64(CLAIM_STRIDE))], source_etype=ir.IntType(8))
-            for share in _share_sizes(total, most):
-                with kb.if_then(b.icmp_unsigned("==", b.sub(hi, lo), kb.i64(share))):
-                    self._claim_bands(counter, lo, share, max_band, images, body)
 
-    def _claim_bands(self, counter: ir.Value, lo: ir.Value, share: int, max_band: int, images: int,
-                     body: BandBody) -> None:
-        """Claim band after band of one share (in every image) until the counter runs past them."""
+        def share(lo: ir.Value, hi: ir.Value, counter: ir.Value) -> None:
+            for size in _share_sizes(total, self.max_threads):
+                with kb.if_then(b.icmp_unsigned("==", b.sub(hi, lo), kb.i64(size))):
+                    count, small, big = _cut(size, max_band)
+                    self._claim(counter, kb.i64(images * count),
+                                lambda unit, count=count, small=small, big=big:
+                                self._band(unit, lo, count, small, big, body))
+
+        self._each_share(total, share)
+
+    def _band(self, unit: ir.Value, lo: ir.Value, count: int, small: int, big: int, body: BandBody) -> None:
+        """Band unit % count of the share starting at row lo, in image unit // count: the
+        first `big` bands of a share are one row taller than `small`."""
         kb, b = self.kb, self.kb.b
-        count, small, big = _cut(share, max_band)
-        head = kb.fn.append_basic_block("claim.head")
-        work = kb.fn.append_basic_block("claim.body")
-        done = kb.fn.append_basic_block("claim.end")
-        b.branch(head)
-        b.position_at_end(head)
-        unit = b.atomic_rmw("add", counter, kb.i64(1), "monotonic")
-        b.cbranch(b.icmp_unsigned("<", unit, kb.i64(images * count)), work, done)
-        b.position_at_end(work)
         image, band = b.udiv(unit, kb.i64(count)), b.urem(unit, kb.i64(count))
         if not big:  # all bands of one height
             body(image, b.add(lo, b.mul(band, kb.i64(small))), small)
-        else:
-            with b.if_else(b.icmp_unsigned("<", band, kb.i64(big))) as (tall, short):
-                with tall:
-                    body(image, b.add(lo, b.mul(band, kb.i64(small + 1))), small + 1)
-                with short:
-                    first = b.add(lo, b.add(kb.i64(big * (small + 1)), b.mul(b.sub(band, kb.i64(big)), kb.i64(small))))
-                    body(image, first, small)
-        b.branch(head)
-        b.position_at_end(done)
+            return
+        with b.if_else(b.icmp_unsigned("<", band, kb.i64(big))) as (tall, short):
+            with tall:
+                body(image, b.add(lo, b.mul(band, kb.i64(small + 1))), small + 1)
+            with short:
+                first = b.add(lo, b.add(kb.i64(big * (small + 1)), b.mul(b.sub(band, kb.i64(big)), kb.i64(small))))
+                body(image, first, small)
 
     def runs(self, units: int, body: RunBody, per_thread: int = RUNS_PER_THREAD) -> None:
         """body(first, end) over `units` iterations: one share per thread (as split), each
@@ -155,44 +144,65 @@ class Threads:
 
         The counters are never reset, so a call inside a loop needs no barrier between
         passes: every thread counts its own passes (all run the same ones), pass p's runs of
-        a share are tickets p*R .. (p+1)*R - 1 of its counter, and a claim is a
-        compare-and-swap that never moves a counter past the end of the claiming thread's
-        pass. A thread leaves pass p only once all its tickets are taken, so threads in
-        neighbouring passes never take each other's runs."""
+        a share are tickets p*R .. (p+1)*R - 1 of its counter, and a claim (_claim) never
+        moves a counter past the end of the claiming thread's pass. A thread leaves pass p
+        only once all its tickets are taken, so threads in neighbouring passes never take
+        each other's runs."""
         kb, b = self.kb, self.kb.b
         if self.max_threads == 1:
             body(0, units)
             return
         self.used = True
-        most = self.max_threads
-        count = max(1, min(per_thread, units // most))
-        claims = self._counters(most)
+        count = max(1, min(per_thread, units // self.max_threads))
         passes = kb.local(kb.i64(0))
         first = b.load(passes, typ=I64)
         end = b.add(first, kb.i64(count))
         b.store(end, passes)
+
+        def share(lo: ir.Value, hi: ir.Value, counter: ir.Value) -> None:
+            size = b.sub(hi, lo)
+
+            def run(ticket: ir.Value) -> None:
+                r = b.sub(ticket, first)
+                body(b.add(lo, b.udiv(b.mul(r, size), kb.i64(count))),
+                     b.add(lo, b.udiv(b.mul(b.add(r, kb.i64(1)), size), kb.i64(count))))
+
+            self._claim(counter, end, run)
+
+        self._each_share(units, share)
+
+    def _each_share(self, total: int, body: Callable[[ir.Value, ir.Value, ir.Value], None]) -> None:
+        """body(lo, hi, counter) for every thread's share [lo, hi) of `total` (as split) and
+        its claim counter (the next claimed loop's lines): this thread's own share first,
+        then the others'."""
+        kb, b = self.kb, self.kb.b
+        most = self.max_threads
+        claims = self._counters(most)
         with kb.loop(0, most, name="share") as j:
-            v = b.urem(b.add(self.tid, kb.idx(j)), kb.i64(most))  # own share first, then the others
-            lo = b.udiv(b.mul(v, kb.i64(units)), kb.i64(most))
-            size = b.sub(b.udiv(b.mul(b.add(v, kb.i64(1)), kb.i64(units)), kb.i64(most)), lo)
-            counter = b.gep(claims, [b.mul(v, kb.i64(CLAIM_STRIDE))], source_etype=ir.IntType(8))
-            head = kb.fn.append_basic_block("run.next")
-            claim = kb.fn.append_basic_block("run.claim")
-            work = kb.fn.append_basic_block("run.body")
-            done = kb.fn.append_basic_block("run.end")
-            b.branch(head)
-            b.position_at_end(head)
-            ticket = b.load_atomic(counter, "monotonic", 8, typ=I64)
-            b.cbranch(b.icmp_unsigned("<", ticket, end), claim, done)
-            b.position_at_end(claim)
-            taken = b.extract_value(b.cmpxchg(counter, ticket, b.add(ticket, kb.i64(1)), "monotonic", "monotonic"), 1)
-            b.cbranch(taken, work, head)
-            b.position_at_end(work)
-            run = b.sub(ticket, first)
-            body(b.add(lo, b.udiv(b.mul(run, size), kb.i64(count))),
-                 b.add(lo, b.udiv(b.mul(b.add(run, kb.i64(1)), size), kb.i64(count))))
-            b.branch(head)
-            b.position_at_end(done)
+            v = b.urem(b.add(self.tid, kb.idx(j)), kb.i64(most))
+            lo = b.udiv(b.mul(v, kb.i64(total)), kb.i64(most))
+            hi = b.udiv(b.mul(b.add(v, kb.i64(1)), kb.i64(total)), kb.i64(most))
+            body(lo, hi, b.gep(claims, [b.mul(v, kb.i64(CLAIM_STRIDE))], source_etype=ir.IntType(8)))
+
+    def _claim(self, counter: ir.Value, end: ir.Value, body: Callable[[ir.Value], None]) -> None:
+        """body(ticket) for every ticket this thread takes from `counter` while it is below
+        `end`. A claim is a compare-and-swap, so the counter never moves past `end`."""
+        kb, b = self.kb, self.kb.b
+        head = kb.fn.append_basic_block("claim.next")
+        claim = kb.fn.append_basic_block("claim.take")
+        work = kb.fn.append_basic_block("claim.body")
+        done = kb.fn.append_basic_block("claim.end")
+        b.branch(head)
+        b.position_at_end(head)
+        ticket = b.load_atomic(counter, "monotonic", 8, typ=I64)
+        b.cbranch(b.icmp_unsigned("<", ticket, end), claim, done)
+        b.position_at_end(claim)
+        taken = b.extract_value(b.cmpxchg(counter, ticket, b.add(ticket, kb.i64(1)), "monotonic", "monotonic"), 1)
+        b.cbranch(taken, work, head)
+        b.position_at_end(work)
+        body(ticket)
+        b.branch(head)
+        b.position_at_end(done)
 
     def is_last(self) -> ir.Value:
         return self.kb.b.icmp_unsigned("==", self.kb.b.add(self.tid, ir.Constant(I64, 1)), self.count)
