@@ -5,8 +5,9 @@
 Each fused group becomes an internal function named after its graph nodes
 (e.g. `Conv+Add+Relu[layer1.0/conv2]`), taking one pointer per tensor it
 touches; the entry point computes those pointers from the plan and calls the
-kernels in order (inside one OpenMP parallel region when threads > 1). Internal
-linkage lets LLVM inline and optimise across them."""
+kernels in order (with threads > 1, through the team walk of hobbit.codegen.team,
+started once per inference by the thread runtime). Internal linkage lets LLVM
+inline and optimise across them."""
 
 from __future__ import annotations
 
@@ -16,14 +17,15 @@ from collections.abc import Callable
 import numpy as np
 from llvmlite import ir
 
+from hobbit.codegen.profile import KernelTimer
 from hobbit.codegen.target import Target
+from hobbit.codegen.team import KernelCall, Step, emit_team, team_steps
 from hobbit.errors import CodegenError
 from hobbit.graph.ir import Graph, Node
 from hobbit.graph.registry import get_op
-from hobbit.codegen.profile import KernelTimer
 from hobbit.lower.builder import I64, PTR, KernelBuilder
 from hobbit.lower.kernel import KernelArgs
-from hobbit.lower.parallel import Threads
+from hobbit.lower.parallel import Threads, runtime_function, step_bytes
 from hobbit.passes.memory import MemoryPlan, Place, needs_code
 
 ENTRY = "hobbit_main"
@@ -43,10 +45,10 @@ def build_module(graph: Graph, plan: MemoryPlan, target: Target, threads: int = 
                  profile: bool = False, on_kernel: Callable[[int, int], None] | None = None) -> ir.Module:
     """`on_kernel(done, total)` is called after each kernel, for a progress display.
 
-    With several threads the entry point opens ONE OpenMP parallel region for the
-    whole inference: every thread walks the kernel list, kernels that split their
-    work run on all threads, the others on thread 0, with a barrier after each.
-    A barrier costs far less than starting a team per kernel."""
+    With one thread the entry point calls the kernels in order. With several it hands
+    the team walk (hobbit.codegen.team) to the thread runtime once per inference: one
+    start of the team, not one per kernel, and between kernels waits for work to be done
+    rather than barriers."""
     module = ir.Module(name=graph.name)
     module.triple = target.triple
     entry = ir.Function(module, ir.FunctionType(ir.VoidType(), [PTR] * 4), name=ENTRY)
@@ -54,29 +56,31 @@ def build_module(graph: Graph, plan: MemoryPlan, target: Target, threads: int = 
         arg.name = name
         arg.add_attribute("noalias")
     builder = ir.IRBuilder(entry.append_basic_block("entry"))
+    calls = _kernel_calls(module, graph, plan, target, threads, on_kernel)
     if threads == 1:
-        _emit_calls(module, builder, tuple(entry.args), None, graph, plan, target, 1, profile, on_kernel)
+        timer = KernelTimer(module, builder, len(calls)) if profile else None
+        one, zero = ir.Constant(I64, 1), ir.Constant(I64, 0)
+        for index, call in enumerate(calls):
+            start = timer.now() if timer else None
+            builder.call(call.fn, call.args(builder, tuple(entry.args)) + [zero, one])
+            if timer:
+                timer.add(index, start)
     else:
-        team = ir.Function(module, ir.FunctionType(ir.VoidType(), [PTR]), name="hobbit_team")
-        team.linkage = "internal"
-        tb = ir.IRBuilder(team.append_basic_block("entry"))
-        ctx = team.args[0]
-        tables = tuple(tb.load(tb.gep(ctx, [ir.Constant(I64, i)], source_etype=PTR), typ=PTR) for i in range(4))
-        _emit_calls(module, tb, tables, _team_ids(module, tb), graph, plan, target, threads, profile, on_kernel)
-        tb.ret_void()
+        steps = team_steps(calls, merge_serial=not profile)
+        team = emit_team(module, steps, threads, lambda b, tables, step: _step_state(b, tables, plan, step),
+                         len(calls) if profile else None)
         _zero_claims(module, builder, entry.args[3], plan)
         ctx_table = builder.alloca(PTR, size=4)
         for i, arg in enumerate(entry.args):
             builder.store(arg, builder.gep(ctx_table, [ir.Constant(I64, i)], source_etype=PTR))
-        i32 = ir.IntType(32)
-        gomp = _declare(module, "GOMP_parallel", ir.VoidType(), [PTR, PTR, i32, i32])
-        builder.call(gomp, [team, ctx_table, ir.Constant(i32, threads), ir.Constant(i32, 0)])
+        builder.call(runtime_function(module, "hobbit_team_run"), [team, ctx_table, ir.Constant(I64, threads)])
     builder.ret_void()
     return module
 
 
 def _zero_claims(module: ir.Module, b: ir.IRBuilder, arena: ir.Value, plan: MemoryPlan) -> None:
-    """The kernels' work-claim counters start every inference at zero (before the team starts)."""
+    """The steps' and kernels' work-claim counters start every inference at zero (before the
+    team starts: no worker holds a reference to this arena then)."""
     if not plan.claims_bytes:
         return
     memset = _declare(module, "llvm.memset.p0.i64", ir.VoidType(), [PTR, ir.IntType(8), I64, ir.IntType(1)])
@@ -84,51 +88,39 @@ def _zero_claims(module: ir.Module, b: ir.IRBuilder, arena: ir.Value, plan: Memo
     b.call(memset, [at, ir.Constant(ir.IntType(8), 0), ir.Constant(I64, plan.claims_bytes), ir.Constant(ir.IntType(1), 0)])
 
 
-def _team_ids(module: ir.Module, b: ir.IRBuilder) -> tuple[ir.Value, ir.Value]:
-    i32 = ir.IntType(32)
-    tid = b.sext(b.call(_declare(module, "omp_get_thread_num", i32, []), []), I64)
-    count = b.sext(b.call(_declare(module, "omp_get_num_threads", i32, []), []), I64)
-    return tid, count
+def _step_state(b: ir.IRBuilder, tables: tuple, plan: MemoryPlan, step: Step) -> ir.Value:
+    """A step's state: the start of its first kernel's claim counters."""
+    return _pointer(b, tables, plan.claims[id(step.calls[0].node)])
 
 
-def _emit_calls(module: ir.Module, b: ir.IRBuilder, tables: tuple, team: tuple[ir.Value, ir.Value] | None,
-                graph: Graph, plan: MemoryPlan, target: Target, threads: int, profile: bool,
-                on_kernel: Callable[[int, int], None] | None) -> None:
-    """One call per kernel, in order; inside a team, serial kernels run on thread 0 and
-    every kernel is followed by a barrier (the next one may read what it wrote)."""
+def _kernel_calls(module: ir.Module, graph: Graph, plan: MemoryPlan, target: Target, threads: int,
+                  on_kernel: Callable[[int, int], None] | None) -> list[KernelCall]:
+    """Every kernel's function (bodies shared between equal signatures) and its pointers:
+    the values it touches, its scratch, and its claimed loops' counters (past its step's
+    state)."""
     bodies: dict[tuple, tuple[ir.Function, bool]] = {}
     kernels = kernel_nodes(graph)
-    timer = KernelTimer(module, b, len(kernels)) if profile else None
-    barrier = _declare(module, "GOMP_barrier", ir.VoidType(), [])
-    one, zero = ir.Constant(I64, 1), ir.Constant(I64, 0)
+    calls = []
     for index, node in enumerate(kernels):
-        start = timer.now() if timer else None
         key = _signature(node, id(node) in plan.scratch)
         if key in bodies:
             fn, parallel = _wrapper(module, node, bodies[key][0]), bodies[key][1]
         else:
             fn, parallel = bodies[key] = _emit_kernel(module, node, target, plan, threads)
-        args = [_pointer(b, tables, plan.place(v)) for v in _kernel_values(node)]
-        if id(node) in plan.scratch:
-            args.append(_pointer(b, tables, plan.scratch[id(node)]))
-        if id(node) in plan.claims:
-            args.append(_pointer(b, tables, plan.claims[id(node)]))
-        if team is None:
-            b.call(fn, args + [zero, one])
-        elif parallel:
-            b.call(fn, args + list(team))
-        else:
-            with b.if_then(b.icmp_unsigned("==", team[0], zero)):
-                b.call(fn, args + [zero, one])
-        if team is not None:
-            b.call(barrier, [])
-        if timer and team is None:
-            timer.add(index, start)
-        elif timer:
-            with b.if_then(b.icmp_unsigned("==", team[0], zero)):
-                timer.add(index, start)
+        calls.append(KernelCall(node, fn, parallel, lambda b, tables, node=node: _kernel_args(b, tables, plan, node, threads)))
         if on_kernel is not None:
             on_kernel(index + 1, len(kernels))
+    return calls
+
+
+def _kernel_args(b: ir.IRBuilder, tables: tuple, plan: MemoryPlan, node: Node, threads: int) -> list[ir.Value]:
+    args = [_pointer(b, tables, plan.place(v)) for v in _kernel_values(node)]
+    if id(node) in plan.scratch:
+        args.append(_pointer(b, tables, plan.scratch[id(node)]))
+    if id(node) in plan.claims:
+        claims = plan.claims[id(node)]
+        args.append(_pointer(b, tables, Place(claims.kind, claims.index + step_bytes(threads), claims.offset)))
+    return args
 
 
 def _signature(node: Node, has_scratch: bool) -> tuple:

@@ -69,6 +69,10 @@ class KernelBuilder:
     def finish(self) -> None:
         """Close the function: return from the body, enter the body from the alloca block."""
         self.b.ret_void()
+        self.seal()
+
+    def seal(self) -> None:
+        """Enter the body from the alloca block (for a function whose blocks all return)."""
         self._allocas.branch(self.fn.basic_blocks[1])
 
     # -- constants -------------------------------------------------------------

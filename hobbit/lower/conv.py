@@ -164,7 +164,7 @@ def _gemm_conv(k: KernelArgs, s: ConvShape) -> None:
             src, src_off = x, x_off
         else:
             _im2col(kb, s, x, x_off, k.scratch, dtype, k.threads)
-            k.threads.barrier()
+            k.threads.sync()
             src, src_off = k.scratch, 0
         oc0 = kb.mul(g, s.ocg)
         y_off = kb.mul(kb.add(kb.mul(n, s.oc), oc0), P)
@@ -198,7 +198,7 @@ def _gemm_conv(k: KernelArgs, s: ConvShape) -> None:
         emit_gemm(kb, sched, rows, cols, K, a, b, c, dtype, epi, k.threads, pack,
                   None if by_channel else touch)
         if not s.pointwise and s.n * s.group > 1:
-            k.threads.barrier()  # the next im2col overwrites the scratch others may still read
+            k.threads.sync()  # the next im2col overwrites the scratch others may still read
 
 
 def _blocked_im2col_conv(k: KernelArgs, s: ConvShape) -> None:
@@ -254,28 +254,30 @@ def _im2col(kb: KernelBuilder, s: ConvShape, x, x_off, col, dtype, threads: Thre
     zero = kb.const(dtype, 0)
     rows = s.oh if rows is None else rows
     width = rows * s.ow
-    c_lo, c_hi = threads.split(s.cg)
-    with kb.loop(c_lo, c_hi, name="c") as c, kb.loop(0, s.kh, name="kh") as kh:
-        x_c = kb.add(x_off, kb.mul(c, s.h * s.w))
-        dy = b.sub(kb.idx(kb.mul(kh, s.dilation[0])), kb.i64(s.pad[0]))
-        for kw in range(s.kw):
-            row = kb.mul(kb.add(kb.mul(kb.add(kb.mul(c, s.kh), kh), s.kw), kw), width)
-            dx = kw * s.dilation[1] - s.pad[1]
-            ow_lo, ow_hi = _valid_range(s.ow, s.w, s.stride[1], dx)
-            with kb.loop(0, rows, name="r") as r:
-                dst = kb.add(row, kb.mul(r, s.ow))
-                ih = b.add(b.mul(kb.idx(kb.add(oh0, r)), kb.i64(s.stride[0])), dy)
-                inside = b.and_(b.icmp_signed(">=", ih, kb.i64(0)), b.icmp_signed("<", ih, kb.i64(s.h)))
-                with b.if_else(inside) as (copy, pad):
-                    with copy:
-                        src = kb.add(x_c, kb.add(kb.mul(ih, s.w), dx))
-                        emit_fill(kb, col, dtype, 0, ow_lo, zero, base=dst)
-                        with kb.loop(ow_lo, ow_hi, name="ow") as ow:
-                            v = kb.load(x, dtype, kb.add(src, kb.mul(ow, s.stride[1])))
-                            kb.store(v, col, dtype, kb.add(dst, ow))
-                        emit_fill(kb, col, dtype, ow_hi, s.ow, zero, base=dst)
-                    with pad:
-                        emit_fill(kb, col, dtype, 0, s.ow, zero, base=dst)
+    def channels(c_lo, c_hi) -> None:
+        with kb.loop(c_lo, c_hi, name="c") as c, kb.loop(0, s.kh, name="kh") as kh:
+            x_c = kb.add(x_off, kb.mul(c, s.h * s.w))
+            dy = b.sub(kb.idx(kb.mul(kh, s.dilation[0])), kb.i64(s.pad[0]))
+            for kw in range(s.kw):
+                row = kb.mul(kb.add(kb.mul(kb.add(kb.mul(c, s.kh), kh), s.kw), kw), width)
+                dx = kw * s.dilation[1] - s.pad[1]
+                ow_lo, ow_hi = _valid_range(s.ow, s.w, s.stride[1], dx)
+                with kb.loop(0, rows, name="r") as r:
+                    dst = kb.add(row, kb.mul(r, s.ow))
+                    ih = b.add(b.mul(kb.idx(kb.add(oh0, r)), kb.i64(s.stride[0])), dy)
+                    inside = b.and_(b.icmp_signed(">=", ih, kb.i64(0)), b.icmp_signed("<", ih, kb.i64(s.h)))
+                    with b.if_else(inside) as (copy, pad):
+                        with copy:
+                            src = kb.add(x_c, kb.add(kb.mul(ih, s.w), dx))
+                            emit_fill(kb, col, dtype, 0, ow_lo, zero, base=dst)
+                            with kb.loop(ow_lo, ow_hi, name="ow") as ow:
+                                v = kb.load(x, dtype, kb.add(src, kb.mul(ow, s.stride[1])))
+                                kb.store(v, col, dtype, kb.add(dst, ow))
+                            emit_fill(kb, col, dtype, ow_hi, s.ow, zero, base=dst)
+                        with pad:
+                            emit_fill(kb, col, dtype, 0, s.ow, zero, base=dst)
+
+    threads.shares(s.cg, channels)
 
 
 def _valid_range(out_len: int, in_len: int, stride: int, offset: int) -> tuple[int, int]:

@@ -129,7 +129,7 @@ def emit_gemm(kb: KernelBuilder, s: GemmSchedule, M: int, N: int, K: int,
     (N favoured for a packed B: see PACKED_B_SLACK). A large GEMM split by N in one K chunk
     is shared by claimed runs of panels, so a thread the host slows does not hold up the
     others; otherwise each thread keeps the same static slice of C across K chunks, so no
-    barrier is needed.
+    sync is needed (shares are claimed whole, Threads.shares).
 
     With `pack` (this thread's buffer of pack_elems(s)), each K chunk of a B panel is
     first copied into one contiguous [kc, NR] block that every MR-row block then
@@ -150,9 +150,9 @@ def emit_gemm(kb: KernelBuilder, s: GemmSchedule, M: int, N: int, K: int,
     elif split_n and n_chunks == 1 and M * N * K >= MIN_CLAIMED_MACS:
         threads.runs(units_n, lambda lo, hi: gemm.chunks((lo, hi), (0, units_m)))
     elif split_n:
-        gemm.chunks(threads.split(units_n), (0, units_m))
+        threads.shares(units_n, lambda lo, hi: gemm.chunks((lo, hi), (0, units_m)))
     else:
-        gemm.chunks((0, units_n), threads.split(units_m))
+        threads.shares(units_m, lambda lo, hi: gemm.chunks((0, units_n), (lo, hi)))
 
 
 class _Gemm:

@@ -245,13 +245,15 @@ def _whole_image(k: KernelArgs, s: ConvShape, var: Variant) -> None:
         with kb.loop(lo, hi, name="xi") as xi:
             gemm(xi)
 
-    with kb.loop(0, s.n, name="n") as n:  # the next image's GEMMs overwrite M after its first barrier
+    with kb.loop(0, s.n, name="n") as n:
         _input_transform(kb, k, s, var, n, v_off, dtype)
-        k.threads.barrier()
+        k.threads.sync()
         k.threads.runs(var.alpha ** 2, gemm_range, per_thread=var.alpha ** 2)
-        k.threads.barrier()
+        k.threads.sync()
         k.threads.runs(s.oc, lambda lo, hi: _output_transform(
             kb, k, s, var, bias, n, k.scratch, m_off, t, 0, th, s.oh - (th - 1) * var.m, (lo, hi), dtype, epilogue))
+        if s.n > 1:
+            k.threads.sync()  # the next image's GEMMs overwrite the M this output transform reads
 
 
 def _input_transform(kb: KernelBuilder, k: KernelArgs, s: ConvShape, var: Variant, n, v_off: int,

@@ -20,23 +20,24 @@ from hobbit.codegen.module import ENTRY
 from hobbit.codegen.profile import PROFILE_GLOBAL
 from hobbit.codegen.target import Target, new_target_machine
 from hobbit.errors import HobbitError, InputError
+from hobbit.runtime.pool import load_runtime
 from hobbit.runtime.profile import KernelTime, kernel_times
 
 _ENTRY_TYPE = ctypes.CFUNCTYPE(None, ctypes.c_void_p, ctypes.c_void_p, ctypes.c_void_p, ctypes.c_void_p)
 
 
-def load_runtime_libraries() -> None:
-    """Make the symbols generated code calls visible to the JIT: libgomp's (GOMP_parallel,
-    omp_get_thread_num) and libgcc's helpers that LLVM calls for conversions the CPU has no
-    instruction for (__truncdfhf2: double -> half). An unresolved one would be a jump to 0."""
+def load_runtime_libraries(target: Target) -> None:
+    """Make the symbols generated code calls visible to the JIT: hobbit's thread runtime
+    (hobbit.runtime.pool) and libgcc's helpers that LLVM calls for conversions the CPU has
+    no instruction for (__truncdfhf2: double -> half). An unresolved one would be a jump to 0."""
     global _RUNTIME_LOADED
+    load_runtime(target)
     if _RUNTIME_LOADED:
         return
-    for name, package in (("gomp", "libgomp1"), ("gcc_s", "libgcc-s1")):
-        path = ctypes.util.find_library(name)
-        if path is None:
-            raise HobbitError(f"the runtime library lib{name} was not found; install it (e.g. the {package} package)")
-        llvm.load_library_permanently(path)
+    path = ctypes.util.find_library("gcc_s")
+    if path is None:
+        raise HobbitError("the runtime library libgcc_s was not found; install it (e.g. the libgcc-s1 package)")
+    llvm.load_library_permanently(path)
     _RUNTIME_LOADED = True
 
 
@@ -57,7 +58,7 @@ def jit_engine(code: llvm.ModuleRef | bytes, target: Target,
                on_object: Callable[[bytes], None] | None = None) -> llvm.ExecutionEngine:
     """An MCJIT engine for an optimised module, or for object code from the compile cache.
     `on_object` receives the machine code MCJIT generates for a module, for the cache to keep."""
-    load_runtime_libraries()
+    load_runtime_libraries(target)
     if isinstance(code, bytes):
         engine = llvm.create_mcjit_compiler(llvm.parse_assembly(""), new_target_machine(target))
         engine.add_object_file(llvm.ObjectFileRef.from_data(code))

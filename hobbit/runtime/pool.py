@@ -1,0 +1,432 @@
+"""The thread runtime generated code runs on: hobbit's own worker pool.
+
+Written in LLVM IR by hobbit and compiled once per process (for the JIT; an
+exported library carries the same code), so it needs nothing beyond libc:
+pthreads, the futex system call and clock_gettime. It implements RUNTIME_ABI
+(hobbit.lower.parallel) for the team walk (hobbit.codegen.team).
+
+Why not OpenMP (libgomp, which hobbit used before): libgomp's threads spin for
+milliseconds at every barrier before they sleep, so on a machine where another
+process holds a core, or where two processes share the cores, the spinning
+threads take the time the thread they wait for needs (SqueezeNet at 2 threads
+ran 47-154 ms instead of 1.3 ms); its barriers wait for every thread to
+arrive, even one that the host has descheduled and whose work was done by the
+others; and a child made with fork() after the parent used its pool hangs.
+
+What this pool does instead:
+- One pool per process, started on first use with as many workers as a model's
+  threads need (thread 0 is always the caller, which works too). The caller
+  publishes a job (the team function and its context) and wakes sleeping
+  workers; workers that join late are fine, they skip the steps already done.
+- Waits are for a condition on memory, in three phases: a check, a spin of at
+  most SPIN_NS with the CPU's pause hint, then sleeping on a futex-based event
+  count (`event`, bumped by every notify; `sleepers` lets a notify skip the
+  system call when nobody sleeps). So a waiter never spins away more than
+  SPIN_NS of a time slice that the thread it waits for might need.
+- Lifetime: workers hold a reference on the job (`job`: number, open bit,
+  count) only while inside a step; the caller closes the job after the last
+  step and waits for the count to drop to zero before it returns, so nothing
+  touches the inference's arena afterwards. Between steps workers wait on
+  `progress` (job number, steps done), which is the pool's own memory.
+- A second caller while the pool is busy (another Python thread, another
+  model) runs its inference alone on its own thread: correct at any number of
+  participants, since every id of every step is claimed.
+- fork(): a child has none of the parent's threads, so a pthread_atfork
+  handler resets the pool in the child; its first parallel run starts new
+  workers. Workers block all signals, so signals reach the threads that expect
+  them (Python's main thread)."""
+
+from __future__ import annotations
+
+import ctypes.util
+import threading
+from collections.abc import Callable
+
+import llvmlite.binding as llvm
+from llvmlite import ir
+
+from hobbit.codegen.llvm import optimize
+from hobbit.codegen.target import Target, new_target_machine
+from hobbit.errors import HobbitError
+from hobbit.lower.builder import I64, PTR, KernelBuilder
+from hobbit.lower.parallel import RUNTIME_ABI, runtime_function
+
+I32 = ir.IntType(32)
+I8 = ir.IntType(8)
+VOID = ir.VoidType()
+
+# Longest a waiting thread spins before it sleeps. On a quiet machine the waits between
+# kernels are a few microseconds of imbalance and the gap between back-to-back
+# inferences tens of microseconds (Python's side of run()); both stay below this, so the
+# team never pays a futex wake-up there. Under contention a waiter gives its core back
+# after at most this long.
+SPIN_NS = 100_000
+
+# The pool's fields: byte offsets into one global, the written-by-many ones on their own cache lines.
+OWNER, WORKERS, WANT, FN, CTX, GEN, AT_FORK = 0, 4, 8, 16, 24, 32, 40
+JOB, PROGRESS, EVENT, SLEEPERS = 64, 128, 192, 256
+POOL_BYTES = 320
+FIELD_TYPES = {OWNER: I32, WORKERS: I32, WANT: I64, FN: I64, CTX: I64, GEN: I64, AT_FORK: I32,
+               JOB: I64, PROGRESS: I64, EVENT: I32, SLEEPERS: I32}
+OPEN = 1 << 31  # in `job`: the job takes new references
+REFS = OPEN - 1
+
+FUTEX_WAIT_PRIVATE, FUTEX_WAKE_PRIVATE = 128, 129
+SYS_FUTEX = {"x86_64": 202, "aarch64": 98, "riscv64": 98}
+SIG_BLOCK, SIG_SETMASK = 0, 2
+SIGSET_BYTES = 128
+CLOCK_MONOTONIC = 1
+
+
+class _Runtime:
+    """Emits the runtime module: one method per function, all sharing the pool global."""
+
+    def __init__(self, target: Target):
+        arch = target.triple.split("-")[0]
+        if arch not in SYS_FUTEX:
+            raise HobbitError(f"hobbit's thread runtime does not support {target.triple} yet")
+        self.arch = arch
+        self.module = ir.Module(name="hobbit_runtime")
+        self.module.triple = target.triple
+        pool_type = ir.ArrayType(I8, POOL_BYTES)
+        self.pool = ir.GlobalVariable(self.module, pool_type, name="hobbit_pool")
+        self.pool.initializer = ir.Constant(pool_type, None)
+        self.pool.align = 64
+        self.pool.linkage = "internal"
+
+    def field(self, b: ir.IRBuilder, offset: int) -> ir.Value:
+        """A pointer to the pool field at `offset`, typed as the field (llvmlite checks it)."""
+        at = b.gep(b.bitcast(self.pool, ir.PointerType(I8)), [ir.Constant(I64, offset)], source_etype=I8)
+        return b.bitcast(at, ir.PointerType(FIELD_TYPES[offset]))
+
+    def load(self, b: ir.IRBuilder, offset: int) -> ir.Value:
+        """A sequentially consistent load of a field (pointers are kept as integers)."""
+        ty = FIELD_TYPES[offset]
+        return b.load_atomic(self.field(b, offset), "seq_cst", ty.width // 8, typ=ty)
+
+    def store(self, b: ir.IRBuilder, value: ir.Value, offset: int) -> None:
+        """A sequentially consistent store (an exchange) of a field."""
+        b.atomic_rmw("xchg", self.field(b, offset), value, "seq_cst")
+
+    def libc(self, name: str, ret: ir.Type, args: list[ir.Type], var_arg: bool = False) -> ir.Function:
+        existing = self.module.globals.get(name)
+        if existing is not None:
+            return existing
+        return ir.Function(self.module, ir.FunctionType(ret, args, var_arg=var_arg), name=name)
+
+    def function(self, name: str, ret: ir.Type, args: list[ir.Type], internal: bool = True) -> KernelBuilder:
+        if name in RUNTIME_ABI:
+            fn = runtime_function(self.module, name)
+        else:
+            fn = ir.Function(self.module, ir.FunctionType(ret, args), name=name)
+        if internal:
+            fn.linkage = "internal"
+        return KernelBuilder(fn)
+
+    # -- primitives ------------------------------------------------------------
+    def emit_now(self) -> None:
+        kb = self.function("now_ns", I64, [])
+        b = kb.b
+        ts = kb.alloca(ir.ArrayType(I64, 2))
+        b.call(self.libc("clock_gettime", I32, [I32, PTR]), [ir.Constant(I32, CLOCK_MONOTONIC), ts])
+        sec = b.load(b.gep(ts, [kb.i64(0), kb.i64(0)], source_etype=ts.allocated_type), typ=I64)
+        nsec = b.load(b.gep(ts, [kb.i64(0), kb.i64(1)], source_etype=ts.allocated_type), typ=I64)
+        b.ret(b.add(b.mul(sec, kb.i64(1_000_000_000)), nsec))
+        kb.seal()
+
+    def futex(self, b: ir.IRBuilder, op: int, value: ir.Value) -> None:
+        """syscall(SYS_futex, &event, op, value, NULL, NULL, 0); every variadic argument is
+        passed as a full register (syscall() reads each as a long)."""
+        syscall = self.libc("syscall", I64, [I64], var_arg=True)
+        event = b.ptrtoint(self.field(b, EVENT), I64)
+        zero = ir.Constant(I64, 0)
+        b.call(syscall, [ir.Constant(I64, SYS_FUTEX[self.arch]), event, ir.Constant(I64, op), value, zero, zero, zero])
+
+    def pause(self, b: ir.IRBuilder) -> None:
+        """The spin-wait hint: lets the sibling hyper-thread run and saves power."""
+        if self.arch == "x86_64":
+            fn = self.libc("llvm.x86.sse2.pause", VOID, [])
+            b.call(fn, [])
+        elif self.arch == "aarch64":
+            fn = self.libc("llvm.aarch64.hint", VOID, [I32])
+            b.call(fn, [ir.Constant(I32, 1)])  # YIELD
+
+    def emit_notify(self) -> None:
+        """Bump the event count; wake every sleeper if there is one (seq_cst on both sides:
+        either the notifier sees the sleeper's count or the sleeper's futex sees the bump)."""
+        kb = self.function("hobbit_notify", VOID, [], internal=False)
+        b = kb.b
+        b.atomic_rmw("add", self.field(b, EVENT), ir.Constant(I32, 1), "seq_cst")
+        sleepers = self.load(b, SLEEPERS)
+        with b.if_then(b.icmp_unsigned("!=", sleepers, ir.Constant(I32, 0))):
+            self.futex(b, FUTEX_WAKE_PRIVATE, ir.Constant(I64, 0x7FFFFFFF))
+        kb.finish()
+
+    def wait(self, kb: KernelBuilder, done: Callable[[], ir.Value], name: str) -> None:
+        """Emit: wait until done() (an i1 computed afresh at each check): check, spin up to
+        SPIN_NS, then sleep on the event count until a notify, and check again."""
+        b, fn = kb.b, kb.fn
+        spin = fn.append_basic_block(f"{name}.spin")
+        clock = fn.append_basic_block(f"{name}.clock")
+        sleep = fn.append_basic_block(f"{name}.sleep")
+        nap = fn.append_basic_block(f"{name}.nap")
+        out = fn.append_basic_block(f"{name}.done")
+        begin = fn.append_basic_block(f"{name}.begin")
+        every = fn.append_basic_block(f"{name}.every")
+        count = kb.alloca(I64)
+        start = kb.alloca(I64)
+        b.cbranch(done(), out, begin)
+        b.position_at_end(begin)
+        b.store(b.call(self.module.globals["now_ns"], []), start)
+        b.store(kb.i64(0), count)
+        b.branch(spin)
+        b.position_at_end(spin)
+        self.pause(b)
+        n = b.add(b.load(count, typ=I64), kb.i64(1))
+        b.store(n, count)
+        b.cbranch(done(), out, every)
+        b.position_at_end(every)
+        b.cbranch(b.icmp_unsigned("==", b.and_(n, kb.i64(63)), kb.i64(0)), clock, spin)
+        b.position_at_end(clock)
+        spent = b.sub(b.call(self.module.globals["now_ns"], []), b.load(start, typ=I64))
+        b.cbranch(b.icmp_signed(">", spent, kb.i64(SPIN_NS)), sleep, spin)
+        b.position_at_end(sleep)
+        seen = self.load(b, EVENT)
+        b.cbranch(done(), out, nap)
+        b.position_at_end(nap)
+        b.atomic_rmw("add", self.field(b, SLEEPERS), ir.Constant(I32, 1), "seq_cst")
+        self.futex(b, FUTEX_WAIT_PRIVATE, b.zext(seen, I64))
+        b.atomic_rmw("sub", self.field(b, SLEEPERS), ir.Constant(I32, 1), "seq_cst")
+        b.branch(sleep)
+        b.position_at_end(out)
+
+    # -- the job protocol ------------------------------------------------------
+    def emit_enter(self) -> None:
+        kb = self.function("hobbit_team_enter", ir.IntType(1), [I64], internal=False)
+        b, job = kb.b, kb.fn.args[0]
+        head = kb.fn.append_basic_block("enter.try")
+        take = kb.fn.append_basic_block("enter.take")
+        no = kb.fn.append_basic_block("enter.no")
+        yes = kb.fn.append_basic_block("enter.yes")
+        b.branch(head)
+        b.position_at_end(head)
+        word = self.load(b, JOB)
+        open_ = b.and_(b.icmp_unsigned("==", b.lshr(word, kb.i64(32)), job),
+                       b.icmp_unsigned("!=", b.and_(word, kb.i64(OPEN)), kb.i64(0)))
+        b.cbranch(open_, take, no)
+        b.position_at_end(take)
+        swapped = b.cmpxchg(self.field(b, JOB), word, b.add(word, kb.i64(1)), "seq_cst", "seq_cst")
+        b.cbranch(b.extract_value(swapped, 1), yes, head)
+        b.position_at_end(no)
+        b.ret(ir.Constant(ir.IntType(1), 0))
+        b.position_at_end(yes)
+        b.ret(ir.Constant(ir.IntType(1), 1))
+        kb.seal()
+
+    def emit_leave(self) -> None:
+        """Drop a reference; once the job is closed the caller may be waiting for the last one."""
+        kb = self.function("hobbit_team_leave", VOID, [], internal=False)
+        b = kb.b
+        after = b.sub(b.atomic_rmw("sub", self.field(b, JOB), kb.i64(1), "seq_cst"), kb.i64(1))
+        with b.if_then(b.icmp_unsigned("==", b.and_(after, kb.i64(OPEN)), kb.i64(0))):
+            b.call(self.module.globals["hobbit_notify"], [])
+        kb.finish()
+
+    def emit_step(self) -> None:
+        kb = self.function("hobbit_team_step", VOID, [I64, I64], internal=False)
+        b = kb.b
+        job, steps = kb.fn.args
+        self.store(b, b.or_(b.shl(job, kb.i64(32)), steps), PROGRESS)
+        b.call(self.module.globals["hobbit_notify"], [])
+        kb.finish()
+
+    def emit_team_wait(self) -> None:
+        """Wait until `steps` steps of job are done, or the job is no longer the pool's
+        (false: a late worker, whose job finished and maybe another began)."""
+        kb = self.function("hobbit_team_wait", ir.IntType(1), [I64, I64], internal=False)
+        b = kb.b
+        job, steps = kb.fn.args
+        target = b.or_(b.shl(job, kb.i64(32)), steps)
+
+        def reached() -> ir.Value:
+            p = self.load(b, PROGRESS)
+            return b.or_(b.icmp_unsigned("!=", b.lshr(p, kb.i64(32)), job), b.icmp_unsigned(">=", p, target))
+
+        self.wait(kb, reached, "step")
+        b.ret(b.icmp_unsigned("==", b.lshr(self.load(b, PROGRESS), kb.i64(32)), job))
+        kb.seal()
+
+    def emit_wait_at_least(self) -> None:
+        kb = self.function("hobbit_wait_at_least", VOID, [PTR, I64], internal=False)
+        b = kb.b
+        word, target = kb.fn.args
+        self.wait(kb, lambda: b.icmp_unsigned(">=", b.load_atomic(word, "acquire", 8, typ=I64), target), "count")
+        kb.finish()
+
+    # -- workers ---------------------------------------------------------------
+    def emit_worker(self) -> None:
+        """A worker's life: wait for a job number it has not seen, join the job (if the job
+        wants this many workers and is still open), run the team function, repeat."""
+        kb = self.function("hobbit_worker", PTR, [PTR])
+        b = kb.b
+        index = b.ptrtoint(kb.fn.args[0], I64)
+        seen = kb.alloca(I64)
+        b.store(kb.i64(0), seen)
+        top = kb.fn.append_basic_block("worker.idle")
+        b.branch(top)
+        b.position_at_end(top)
+        self.wait(kb, lambda: b.icmp_unsigned("!=", b.lshr(self.load(b, PROGRESS), kb.i64(32)),
+                                              b.load(seen, typ=I64)), "idle")
+        job = b.lshr(self.load(b, PROGRESS), kb.i64(32))
+        b.store(job, seen)
+        entered = b.call(self.module.globals["hobbit_team_enter"], [job])
+        with b.if_then(entered):
+            with b.if_else(b.icmp_unsigned(">", index, self.load(b, WANT))) as (extra, member):
+                with extra:
+                    b.call(self.module.globals["hobbit_team_leave"], [])
+                with member:
+                    team = _callee(b.inttoptr(self.load(b, FN), PTR))
+                    b.call(team, [b.inttoptr(self.load(b, CTX), PTR), index, job])
+        b.branch(top)
+        kb.seal()
+
+    def emit_spawn(self) -> None:
+        """Start worker `index` with every signal blocked (it inherits the mask)."""
+        kb = self.function("spawn_worker", ir.IntType(1), [I64])
+        b = kb.b
+        sigset = ir.ArrayType(I8, SIGSET_BYTES)
+        full, old, handle = kb.alloca(sigset), kb.alloca(sigset), kb.alloca(I64)
+        mask = self.libc("pthread_sigmask", I32, [I32, PTR, PTR])
+        b.call(self.libc("sigfillset", I32, [PTR]), [full])
+        b.call(mask, [ir.Constant(I32, SIG_BLOCK), full, old])
+        create = self.libc("pthread_create", I32, [PTR, PTR, PTR, PTR])
+        rc = b.call(create, [handle, ir.Constant(PTR, None), self.module.globals["hobbit_worker"],
+                             b.inttoptr(kb.fn.args[0], PTR)])
+        b.call(mask, [ir.Constant(I32, SIG_SETMASK), old, ir.Constant(PTR, None)])
+        started = b.icmp_signed("==", rc, ir.Constant(I32, 0))
+        with b.if_then(started):
+            b.call(self.libc("pthread_detach", I32, [I64]), [b.load(handle, typ=I64)])
+        b.ret(started)
+        kb.seal()
+
+    def emit_after_fork(self) -> None:
+        """In a fork()ed child: no worker exists, and no job (the parent's state was copied)."""
+        kb = self.function("hobbit_after_fork", VOID, [])
+        b = kb.b
+        for offset, ty in ((OWNER, I32), (WORKERS, I32), (WANT, I64), (JOB, I64), (PROGRESS, I64), (SLEEPERS, I32)):
+            self.store(b, ir.Constant(ty, 0), offset)
+        kb.finish()
+
+    def emit_team_run(self) -> None:
+        kb = self.function("hobbit_team_run", VOID, [PTR, PTR, I64], internal=False)
+        b = kb.b
+        team_pointer, ctx, threads = kb.fn.args
+        team = _callee(team_pointer)
+        alone = kb.fn.append_basic_block("run.alone")
+        pooled = kb.fn.append_basic_block("run.pooled")
+        many = b.icmp_signed(">", threads, kb.i64(1))
+        with b.if_then(many):
+            got = b.cmpxchg(self.field(b, OWNER), ir.Constant(I32, 0), ir.Constant(I32, 1), "seq_cst", "seq_cst")
+            b.cbranch(b.extract_value(got, 1), pooled, alone)
+        b.branch(alone)
+        b.position_at_end(alone)
+        b.call(team, [ctx, kb.i64(0), kb.i64(0)])
+        b.ret_void()
+
+        b.position_at_end(pooled)
+        with b.if_then(b.icmp_unsigned("==", self.load(b, AT_FORK), ir.Constant(I32, 0))):
+            # glibc's pthread_atfork is a static stub calling this (no DSO handle: never unregistered)
+            atfork = self.libc("__register_atfork", I32, [PTR, PTR, PTR, PTR])
+            null = ir.Constant(PTR, None)
+            b.call(atfork, [null, null, self.module.globals["hobbit_after_fork"], null])
+            self.store(b, ir.Constant(I32, 1), AT_FORK)
+        want = b.sub(threads, kb.i64(1))
+        grow = kb.fn.append_basic_block("run.grow")
+        spawn = kb.fn.append_basic_block("run.spawn")
+        grown = kb.fn.append_basic_block("run.grown")
+        b.branch(grow)
+        b.position_at_end(grow)
+        workers = b.zext(self.load(b, WORKERS), I64)
+        b.cbranch(b.icmp_signed("<", workers, want), spawn, grown)
+        b.position_at_end(spawn)
+        started = b.call(self.module.globals["spawn_worker"], [b.add(workers, kb.i64(1))])
+        with b.if_then(started):
+            self.store(b, b.trunc(b.add(workers, kb.i64(1)), I32), WORKERS)
+        b.cbranch(started, grow, grown)
+        b.position_at_end(grown)
+        have = b.zext(self.load(b, WORKERS), I64)
+        self.store(b, b.select(b.icmp_signed("<", have, want), have, want), WANT)
+        job = b.and_(b.add(self.load(b, GEN), kb.i64(1)), kb.i64(0xFFFFFFFF))
+        job = b.select(b.icmp_unsigned("==", job, kb.i64(0)), kb.i64(1), job)
+        self.store(b, job, GEN)
+        self.store(b, b.ptrtoint(team_pointer, I64), FN)
+        self.store(b, b.ptrtoint(ctx, I64), CTX)
+        self.store(b, b.or_(b.shl(job, kb.i64(32)), kb.i64(OPEN)), JOB)
+        self.store(b, b.shl(job, kb.i64(32)), PROGRESS)
+        b.call(self.module.globals["hobbit_notify"], [])
+        b.call(team, [ctx, kb.i64(0), job])
+        b.atomic_rmw("and", self.field(b, JOB), kb.i64(~OPEN & 0xFFFFFFFFFFFFFFFF), "seq_cst")
+        self.wait(kb, lambda: b.icmp_unsigned("==", b.and_(self.load(b, JOB), kb.i64(REFS)), kb.i64(0)), "close")
+        self.store(b, ir.Constant(I32, 0), OWNER)
+        b.ret_void()
+        kb.seal()
+
+    def build(self) -> ir.Module:
+        self.emit_now()
+        self.emit_notify()
+        self.emit_enter()
+        self.emit_leave()
+        self.emit_step()
+        self.emit_team_wait()
+        self.emit_wait_at_least()
+        self.emit_worker()
+        self.emit_spawn()
+        self.emit_after_fork()
+        self.emit_team_run()
+        return self.module
+
+
+TEAM_TYPE = ir.FunctionType(VOID, [PTR, I64, I64])  # team(ctx, thread, job)
+
+
+def _callee(pointer: ir.Value) -> ir.Value:
+    """An opaque pointer to a team function, made callable by IRBuilder.call (which reads
+    the function type from its callee)."""
+    return _Callee(pointer)
+
+
+class _Callee(ir.Value):
+    def __init__(self, pointer: ir.Value):
+        self.pointer = pointer
+        self.type = PTR
+        self.function_type = TEAM_TYPE
+
+    def get_reference(self) -> str:
+        return self.pointer.get_reference()
+
+
+def runtime_module(target: Target) -> ir.Module:
+    """The runtime's LLVM module for `target`."""
+    return _Runtime(target).build()
+
+
+_ENGINE: llvm.ExecutionEngine | None = None
+_LOCK = threading.Lock()
+
+
+def load_runtime(target: Target) -> None:
+    """JIT the runtime once per process and make its entry points visible to the modules
+    JITted after it (MCJIT resolves their undefined symbols through add_symbol)."""
+    global _ENGINE
+    with _LOCK:
+        if _ENGINE is not None:
+            return
+        libc = ctypes.util.find_library("c")
+        if libc is None:
+            raise HobbitError("the C library was not found: hobbit's thread runtime needs its pthreads and futex")
+        llvm.load_library_permanently(libc)
+        engine = llvm.create_mcjit_compiler(optimize(runtime_module(target), target, 2), new_target_machine(target))
+        engine.finalize_object()
+        for name in RUNTIME_ABI:
+            llvm.add_symbol(name, engine.get_function_address(name))
+        _ENGINE = engine
