@@ -1,12 +1,9 @@
 """Work sharing: Threads.bands deals out rows so every thread's share differs by at most
-one row, in bands of static heights, and still covers every row when the OpenMP
-runtime starts fewer threads than the model was compiled for."""
+one row, in bands of static heights; claimed work covers every row on every call, and
+a sync only follows claimed work. (tests/runtime/test_pool.py runs these kernels with
+fewer, late and descheduled threads.)"""
 
 from __future__ import annotations
-
-import os
-import subprocess
-import sys
 
 import pytest
 
@@ -26,47 +23,22 @@ def test_band_heights_are_near_equal_and_bounded(total, max_band, threads, heigh
     assert max(heights) <= max_band
 
 
-_FEWER_THREADS = r"""
-import numpy as np
-from onnx import helper
-import hobbit
-from tests.helpers import make_model, rand, run_ort
+def test_sync_refuses_to_follow_a_static_split():
+    """Ids are claimed: a sync after split() could wait for a share no thread has started."""
+    from llvmlite import ir
 
-x = rand(1, 3, 70, 67)
-nodes = [
-    helper.make_node("Conv", ["x", "W0"], ["a"], pads=[1, 1, 1, 1], name="stem"),        # im2col blocks
-    helper.make_node("Relu", ["a"], ["r"]),
-    helper.make_node("Conv", ["r", "W1"], ["b"], pads=[1, 1, 1, 1], name="winograd"),    # bands of tiles
-    helper.make_node("Conv", ["b", "E"], ["e"], name="expand"),
-    helper.make_node("Conv", ["e", "D"], ["y"], pads=[1, 1, 1, 1], group=96, name="dw"),  # fused bands
-]
-inits = {"W0": rand(16, 3, 3, 3, seed=1), "W1": rand(16, 16, 3, 3, seed=2) * 0.2,
-         "E": rand(96, 16, 1, 1, seed=3) * 0.2, "D": rand(96, 1, 3, 3, seed=4)}
-model = make_model(nodes, {"x": x}, ["y"], inits)
-m = hobbit.compile(model, threads=2)
-ops = [n.op for n in m.report.graph.nodes]
-assert "ConvWinograd" in ops and "ExpandDepthwise" in ops, ops
-np.testing.assert_allclose(m.run({"x": x})[0], run_ort(model, {"x": x})[0], rtol=1e-4, atol=1e-3)
+    from hobbit.errors import CodegenError
+    from hobbit.lower.builder import I64, PTR, KernelBuilder
+    from hobbit.lower.parallel import Threads
 
-x = rand(2, 64, 14, 14)  # a whole-image Winograd conv: phases of claimed jobs, then a claimed GEMM
-nodes = [helper.make_node("Conv", ["x", "W"], ["a"], pads=[1, 1, 1, 1]),
-         helper.make_node("Conv", ["a", "P"], ["y"])]
-model = make_model(nodes, {"x": x}, ["y"], {"W": rand(64, 64, 3, 3, seed=5) * 0.1, "P": rand(512, 64, 1, 1, seed=6)})
-m = hobbit.compile(model, threads=2)
-assert [n.op for n in m.report.graph.nodes] == ["ConvWinograd", "Conv"]
-np.testing.assert_allclose(m.run({"x": x})[0], run_ort(model, {"x": x})[0], rtol=1e-4, atol=1e-3)
-print("ok")
-"""
-
-
-def test_kernels_compiled_for_two_threads_cover_all_rows_on_one():
-    """OMP_THREAD_LIMIT=1 makes libgomp start one thread where two were asked for: that
-    thread must also run the second thread's share."""
-    env = {**os.environ, "OMP_THREAD_LIMIT": "1", "HOBBIT_CACHE": "0"}
-    root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-    done = subprocess.run([sys.executable, "-c", _FEWER_THREADS], env=env, cwd=root, capture_output=True,
-                          text=True, timeout=300)
-    assert done.returncode == 0 and done.stdout.strip().endswith("ok"), done.stderr[-3000:]
+    fn = ir.Function(ir.Module(), ir.FunctionType(ir.VoidType(), [PTR, I64, I64]), name="k")
+    kb = KernelBuilder(fn)
+    threads = Threads(kb, fn.args[1], fn.args[2], 2, fn.args[0])
+    threads.runs(64, lambda lo, hi: None)
+    threads.sync()  # claimed work: fine
+    threads.split(64)
+    with pytest.raises(CodegenError, match="static split"):
+        threads.sync()
 
 
 def test_claimed_bands_cover_every_image_on_every_call():
