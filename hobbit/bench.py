@@ -3,8 +3,10 @@
 Fair means: the same inputs, the same thread count (onnxruntime gets
 intra_op_num_threads = N, sequential execution, all graph optimisations on),
 warm-up runs for both, then the two engines timed alternately in short blocks
-so that clock boosts, other processes and cache state hit both alike. Outputs are compared
-first; a speed ratio is only meaningful when the answers agree, so
+so that clock boosts, other processes and cache state hit both alike; under a load
+condition (hobbit.bench_load: a busy core, two processes at once, several threads on
+one model) both engines are timed under the same load in the same run. Outputs are
+compared first; a speed ratio is only meaningful when the answers agree, so
 `run_benchmark` reports no timings when they do not. hobbit's GFLOP/s is set
 against this machine's measured FMA peak (hobbit.runtime.peak) to show how much
 of the hardware the generated code uses. Reports: a markdown table (BENCHMARKS.md),
@@ -16,17 +18,22 @@ import datetime
 import json
 import math
 import os
+import threading
 import time
-from collections.abc import Callable, Iterable
-from dataclasses import asdict, dataclass
+from collections.abc import Callable, Iterable, Sequence
+from contextlib import nullcontext
+from dataclasses import asdict, dataclass, replace
 from typing import Any
 
 import numpy as np
 import onnx
 
 import hobbit
+from hobbit import bench_load
+from hobbit.bench_load import BLOCK, COOLDOWN_S, LOADS, MODES, Measured, describe_mode
 from hobbit.codegen.target import host_target
-from hobbit.errors import HobbitError
+from hobbit.errors import HobbitError, ShapeError
+from hobbit.frontend.onnx import load_model
 from hobbit.graph.ir import Graph
 from hobbit.graph.registry import node_flops
 from hobbit.passes.memory import needs_code
@@ -70,6 +77,11 @@ class BenchResult:
     flops: int = 0  # work of one inference, counted on hobbit's compiled graph
     peak_gflops: float | None = None  # measured FMA peak at this thread count
     inputs: str = ""  # e.g. "input: float32[1x3x224x224]"
+    mode: str = "none"  # one of MODES: the load condition, or "streams"
+    batch: int = 1
+    streams: int = 1  # inferences in flight at once: 2 for two-procs, S for streams
+    hobbit_ips: float | None = None  # inferences per second (batch items, all streams together)
+    onnxruntime_ips: float | None = None
 
     @property
     def ratio(self) -> float | None:
@@ -77,6 +89,20 @@ class BenchResult:
         if self.hobbit is None or self.onnxruntime is None:
             return None
         return self.hobbit.median / self.onnxruntime.median
+
+    @property
+    def p90_ratio(self) -> float | None:
+        """hobbit p90 / onnxruntime p90: the slow tail, where a busy machine shows first."""
+        if self.hobbit is None or self.onnxruntime is None:
+            return None
+        return self.hobbit.p90 / self.onnxruntime.p90
+
+    @property
+    def ips_ratio(self) -> float | None:
+        """onnxruntime inferences/s / hobbit's: oriented like the latency ratios, < 1 means hobbit is faster."""
+        if self.hobbit_ips is None or self.onnxruntime_ips is None:
+            return None
+        return self.onnxruntime_ips / self.hobbit_ips
 
     @property
     def gflops(self) -> float | None:
@@ -93,16 +119,22 @@ class BenchResult:
         return 100.0 * self.gflops / self.peak_gflops
 
     def format(self) -> str:
-        lines = [f"model: {self.model}   threads: {self.threads}   timed runs: {self.runs} each",
+        lines = [f"model: {self.model}   threads: {self.threads}   timed runs: {self.runs} each"
+                 + (f"   batch: {self.batch}" if self.batch > 1 else ""),
                  f"compile: {self.compile_seconds:.2f} s",
                  f"max |hobbit - onnxruntime|: {self.max_abs_error:.3g}"]
+        if self.mode != "none":
+            lines.insert(1, f"load: {self.mode} ({describe_mode(self.mode, self.streams)})")
         if self.mismatch is not None:
             lines.append(f"OUTPUTS DISAGREE (rtol {RTOL}, atol {ATOL}): {self.mismatch}")
             lines.append("no speed ratio is reported for a model hobbit computes wrongly")
             return "\n".join(lines)
         lines += [f"hobbit:      {self.hobbit}", f"onnxruntime: {self.onnxruntime}",
-                  f"ratio hobbit/onnxruntime (median): {self.ratio:.3f}",
-                  f"hobbit: {self.flops / 1e9:.3f} GFLOP per run, {self.gflops:.1f} GFLOP/s"
+                  f"ratio hobbit/onnxruntime (median): {self.ratio:.3f}   (p90): {self.p90_ratio:.3f}"]
+        if self.ips_ratio is not None:
+            lines.append(f"inferences/s: hobbit {self.hobbit_ips:.1f}, onnxruntime {self.onnxruntime_ips:.1f}, "
+                         f"ratio onnxruntime/hobbit: {self.ips_ratio:.3f}")
+        lines += [f"hobbit: {self.flops / 1e9:.3f} GFLOP per run, {self.gflops:.1f} GFLOP/s"
                   + (f" = {self.peak_percent:.0f}% of the {self.peak_gflops:.0f} GFLOP/s FMA peak"
                      if self.peak_percent is not None else "")]
         return "\n".join(lines)
@@ -110,12 +142,15 @@ class BenchResult:
     def to_dict(self) -> dict[str, Any]:
         """Every number of the result, JSON-ready (None where no timing is reported)."""
         return {"model": self.model, "threads": self.threads, "runs": self.runs, "inputs": self.inputs,
+                "mode": self.mode, "batch": self.batch, "streams": self.streams,
                 "compile_seconds": self.compile_seconds,
                 "max_abs_error": self.max_abs_error if math.isfinite(self.max_abs_error) else None,
                 "outputs_agree": self.mismatch is None, "mismatch": self.mismatch,
                 "hobbit_ms": None if self.hobbit is None else asdict(self.hobbit),
                 "onnxruntime_ms": None if self.onnxruntime is None else asdict(self.onnxruntime),
-                "ratio": self.ratio, "flops": self.flops, "gflops": self.gflops,
+                "ratio": self.ratio, "p90_ratio": self.p90_ratio, "hobbit_ips": self.hobbit_ips,
+                "onnxruntime_ips": self.onnxruntime_ips, "ips_ratio": self.ips_ratio,
+                "flops": self.flops, "gflops": self.gflops,
                 "peak_gflops": self.peak_gflops, "peak_percent": self.peak_percent}
 
 
@@ -165,23 +200,6 @@ def ort_session(model: ModelSource, threads: int):
     return ort.InferenceSession(source, opts, providers=["CPUExecutionProvider"])
 
 
-# Engines alternate in short blocks with a pause between them: both keep their
-# worker threads spinning for a while after a run, and a spinning team steals a
-# core from the other engine if it starts at once (seen as 2x at 2 threads).
-BLOCK = 5
-COOLDOWN_S = 0.05
-
-
-def _timed(fn, count: int) -> list[float]:
-    time.sleep(COOLDOWN_S)
-    seconds = []
-    for _ in range(count):
-        t0 = time.perf_counter()
-        fn()
-        seconds.append(time.perf_counter() - t0)
-    return seconds
-
-
 def graph_flops(graph: Graph) -> int:
     """Flops of one inference of a compiled graph, from the op registry's per-node counts (views do no work)."""
     return sum(node_flops(node) for node in graph.nodes if needs_code(node))
@@ -191,38 +209,135 @@ def _describe_inputs(specs: list[TensorSpec]) -> str:
     return ", ".join(f"{s.name}: {np.dtype(s.dtype).name}[{'x'.join(map(str, s.shape))}]" for s in specs)
 
 
-def run_benchmark(model: ModelSource, name: str, runs: int = 30, threads: int = 1,
-                  warmup: int = 3, passes: list[str] | None = None, seed: int = 0) -> BenchResult:
-    """Compile, check against onnxruntime, then time both engines alternately."""
-    if runs < 1 or threads < 1 or warmup < 0:
-        raise HobbitError(f"runs and threads must be at least 1 and warmup at least 0 "
-                          f"(got runs={runs}, threads={threads}, warmup={warmup})")
+def with_batch(model: ModelSource, batch: int) -> onnx.ModelProto:
+    """The model with the first dim of every non-scalar input set to `batch`, the other shapes
+    re-inferred. Zoo models and most exported CNNs take any batch this way; a model with its
+    batch baked in (a Reshape to a fixed shape) does not: onnx's shape inference or hobbit's
+    compile then raises a ShapeError that names the batch."""
+    proto = onnx.ModelProto()
+    proto.CopyFrom(load_model(model))
+    weights = {t.name for t in proto.graph.initializer}
+    for value in proto.graph.input:
+        shape = value.type.tensor_type.shape
+        if value.name not in weights and shape.dim:
+            shape.dim[0].Clear()
+            shape.dim[0].dim_value = batch
+    for value in proto.graph.output:
+        if value.type.HasField("tensor_type"):
+            value.type.tensor_type.ClearField("shape")
+    del proto.graph.value_info[:]
+    try:
+        return onnx.shape_inference.infer_shapes(proto, strict_mode=True)
+    except onnx.shape_inference.InferenceError as exc:
+        raise ShapeError(f"the model does not run at batch {batch} (its first input dim set to {batch}): "
+                         f"{exc}") from exc
+
+
+@dataclass
+class _Setup:
+    """Both engines compiled for one model and thread count, their outputs compared, and the
+    result they will be timed into (no timings yet)."""
+
+    compiled: Any
+    session: Any
+    feeds: dict[str, np.ndarray]
+    names: list[str]
+    expected: list[np.ndarray]
+    result: BenchResult
+
+    def engines(self) -> dict[str, bench_load.Engine]:
+        return {"hobbit": lambda: self.compiled.run(self.feeds),
+                "onnxruntime": lambda: self.session.run(self.names, self.feeds)}
+
+
+def _check_counts(runs: int, threads: int, warmup: int, batch: int, streams: int = 1) -> None:
+    if runs < 1 or threads < 1 or warmup < 0 or batch < 1 or streams < 1:
+        raise HobbitError(f"runs, threads, batch and streams must be at least 1 and warmup at least 0 (got "
+                          f"runs={runs}, threads={threads}, warmup={warmup}, batch={batch}, streams={streams})")
+
+
+def _setup(model: ModelSource, name: str, runs: int, threads: int, passes: list[str] | None, seed: int,
+           batch: int) -> _Setup:
+    """Compile hobbit, open onnxruntime, and compare their outputs on seeded inputs, once per model
+    and thread count: every load condition then times the same two engines."""
     t0 = time.perf_counter()
-    # A real compile, not a compile-cache hit: the compile time is reported and the graph is needed.
-    compiled = hobbit.compile(model, threads=threads, passes=passes, cache=False)
+    try:
+        # A real compile, not a compile-cache hit: the compile time is reported and the graph is needed.
+        compiled = hobbit.compile(model, threads=threads, passes=passes, cache=False)
+    except ShapeError as exc:
+        if batch == 1:
+            raise
+        raise ShapeError(f"the model does not run at batch {batch}: {exc}") from exc
     compile_seconds = time.perf_counter() - t0
     session = ort_session(model, threads)
     feeds = random_inputs(compiled.inputs, seed)
     names = [s.name for s in compiled.outputs]
-    got = compiled.run(feeds)
     expected = session.run(names, feeds)
-    worst, mismatch = compare_outputs(got, expected, names)
+    worst, mismatch = compare_outputs(compiled.run(feeds), expected, names)
     result = BenchResult(name, runs, threads, compile_seconds, worst, mismatch,
                          flops=graph_flops(compiled.report.graph), peak_gflops=fma_peak_gflops(threads),
-                         inputs=_describe_inputs(compiled.inputs))
-    if mismatch is not None:
-        return result
-    for _ in range(warmup):
-        compiled.run(feeds)
-        session.run(names, feeds)
-    ours, theirs = [], []
-    while len(ours) < runs:
-        block = min(BLOCK, runs - len(ours))
-        ours += _timed(lambda: compiled.run(feeds), block)
-        theirs += _timed(lambda: session.run(names, feeds), block)
-    result.hobbit = Timing.of(ours)
-    result.onnxruntime = Timing.of(theirs)
-    return result
+                         inputs=_describe_inputs(compiled.inputs), batch=batch)
+    return _Setup(compiled, session, feeds, names, expected, result)
+
+
+def _timed_result(setup: _Setup, mode: str, measured: dict[str, Measured], streams: int = 1) -> BenchResult:
+    """The setup's result under `mode` with the measured timings, unless a hobbit run timed
+    concurrently with others ended with wrong outputs (then, like any mismatch, no timings)."""
+    result = replace(setup.result, mode=mode, streams=streams)
+    for outputs in measured["hobbit"].last:
+        worst, mismatch = compare_outputs(outputs, setup.expected, setup.names)
+        if mismatch is not None:
+            return replace(result, max_abs_error=worst, mismatch=f"under {mode}: {mismatch}")
+    ours, theirs = measured["hobbit"], measured["onnxruntime"]
+    return replace(result, hobbit=Timing.of(ours.seconds), onnxruntime=Timing.of(theirs.seconds),
+                   hobbit_ips=ours.per_second, onnxruntime_ips=theirs.per_second)
+
+
+def run_loads(model: ModelSource, name: str, loads: Sequence[str] = ("none",), runs: int = 30, threads: int = 1,
+              warmup: int = 3, passes: list[str] | None = None, seed: int = 0, batch: int = 1) -> list[BenchResult]:
+    """Compile and check once, then time both engines under each load condition (LOADS) in turn.
+
+    At batch > 1 the model first gets that batch (with_batch); inferences/s count batch items."""
+    unknown = [load for load in loads if load not in LOADS]
+    if unknown:
+        raise HobbitError(f"unknown load condition(s) {', '.join(unknown)}; known: {', '.join(LOADS)}")
+    _check_counts(runs, threads, warmup, batch)
+    if batch > 1:
+        model = with_batch(model, batch)
+    setup = _setup(model, name, runs, threads, passes, seed, batch)
+    if setup.result.mismatch is not None:
+        return [replace(setup.result, mode=load) for load in loads]
+    results = []
+    for load in loads:
+        if load == "two-procs":
+            measured = bench_load.run_two_procs(model, threads, passes, setup.feeds, setup.names, runs, warmup, batch)
+        else:
+            with bench_load.busy_core() if load == "busy-core" else nullcontext():
+                samples = bench_load.timed_rounds(setup.engines(), runs, warmup, threading.Barrier(1))
+            measured = bench_load.combine([samples], batch)
+        results.append(_timed_result(setup, load, measured, streams=2 if load == "two-procs" else 1))
+    return results
+
+
+def run_benchmark(model: ModelSource, name: str, runs: int = 30, threads: int = 1, warmup: int = 3,
+                  passes: list[str] | None = None, seed: int = 0, load: str = "none", batch: int = 1) -> BenchResult:
+    """Compile, check against onnxruntime, then time both engines alternately under one load condition."""
+    return run_loads(model, name, [load], runs, threads, warmup, passes, seed, batch)[0]
+
+
+def run_streams(model: ModelSource, name: str, streams: int, runs: int = 30, warmup: int = 3,
+                passes: list[str] | None = None, seed: int = 0, batch: int = 1) -> BenchResult:
+    """Throughput mode: `streams` Python threads at once on one hobbit model compiled with
+    threads=1, against one onnxruntime session with one intra-op thread shared the same way.
+    Each stream times `runs` runs per engine; inferences/s are summed over the streams."""
+    _check_counts(runs, 1, warmup, batch, streams)
+    if batch > 1:
+        model = with_batch(model, batch)
+    setup = _setup(model, name, runs, 1, passes, seed, batch)
+    if setup.result.mismatch is not None:
+        return replace(setup.result, mode="streams", streams=streams)
+    measured = bench_load.run_streams(setup.engines(), streams, runs, warmup, batch)
+    return _timed_result(setup, "streams", measured, streams)
 
 
 def profile_model(model: ModelSource, name: str, threads: int, runs: int = 30,
@@ -236,22 +351,31 @@ def profile_model(model: ModelSource, name: str, threads: int, runs: int = 30,
 
 def run_suite(models: Iterable[tuple[str, Callable[[], ModelSource]]], threads: list[int], runs: int = 30,
               warmup: int = 3, passes: list[str] | None = None,
-              report: Callable[[BenchResult], None] | None = None) -> list[BenchResult]:
-    """Benchmark every (model, thread count) pair; each model is loaded once, when its turn comes.
+              report: Callable[[BenchResult], None] | None = None, loads: Sequence[str] = ("none",),
+              batch: int = 1, streams: int | None = None) -> list[BenchResult]:
+    """Benchmark every (model, thread count, load condition), then, with `streams`, each
+    model in throughput mode; each model is loaded once, when its turn comes.
 
     The FMA peaks are measured first, while nothing else of ours is running.
-    Results come back ordered by thread count, then model, like the tables."""
+    Results come back ordered by mode, then thread count, then model, like the tables."""
     for n in threads:
         fma_peak_gflops(n)
-    results = []
-    for name, load in models:
-        model = load()
-        for n in threads:
-            result = run_benchmark(model, name, runs=runs, threads=n, warmup=warmup, passes=passes)
+    results: list[BenchResult] = []
+
+    def keep(found: list[BenchResult]) -> None:
+        for result in found:
             if report is not None:
                 report(result)
             results.append(result)
-    return sorted(results, key=lambda r: threads.index(r.threads))
+
+    for name, load in models:
+        model = load()
+        for n in threads:
+            keep(run_loads(model, name, loads, runs, n, warmup, passes, batch=batch))
+        if streams is not None:
+            keep([run_streams(model, name, streams, runs, warmup, passes, batch=batch)])
+    # Streams run at one thread per stream, which need not be one of `threads`.
+    return sorted(results, key=lambda r: (MODES.index(r.mode), threads.index(r.threads) if r.mode != "streams" else 0))
 
 
 def contention_warning(threads: list[int]) -> str | None:
@@ -309,7 +433,11 @@ def _span(t: Timing) -> str:
 
 
 def markdown_table(results: list[BenchResult]) -> str:
-    """One row per model and thread count; rows whose outputs disagree carry no timings."""
+    """One row per model and thread count of the plain condition (load none, no streams; empty
+    when there is none); rows whose outputs disagree carry no timings."""
+    results = [r for r in results if r.mode == "none"]
+    if not results:
+        return ""
     header = ("| model | threads | hobbit median (p10–p90) ms | onnxruntime median (p10–p90) ms | ratio "
               "| hobbit GFLOP/s | % of FMA peak | compile s |")
     lines = [header, "| --- | --- | --- | --- | --- | --- | --- | --- |"]
@@ -325,10 +453,11 @@ def markdown_table(results: list[BenchResult]) -> str:
 
 def scaling_table(results: list[BenchResult]) -> str:
     """Per model and thread count N > 1: how many times faster each engine ran at N threads
-    than at one (median over median), for models measured at both with agreeing outputs.
-    Empty when there is nothing to compare."""
-    one = {r.model: r for r in results if r.threads == 1 and r.mismatch is None}
-    rows = [(one[r.model], r) for r in results if r.threads > 1 and r.mismatch is None and r.model in one]
+    than at one (median over median), for models measured at both with agreeing outputs,
+    in the plain condition. Empty when there is nothing to compare."""
+    results = [r for r in results if r.mode == "none" and r.mismatch is None]
+    one = {r.model: r for r in results if r.threads == 1}
+    rows = [(one[r.model], r) for r in results if r.threads > 1 and r.model in one]
     if not rows:
         return ""
     lines = ["| model | threads | hobbit speed-up over 1 thread | onnxruntime speed-up over 1 thread |",
@@ -337,6 +466,45 @@ def scaling_table(results: list[BenchResult]) -> str:
         lines.append(f"| {r.model} | {r.threads} | {base.hobbit.median / r.hobbit.median:.2f}x "
                      f"| {base.onnxruntime.median / r.onnxruntime.median:.2f}x |")
     return "\n".join(lines) + "\n"
+
+
+def _median_p90(t: Timing) -> str:
+    return f"{_ms(t.median)} ({_ms(t.p90)})"
+
+
+def _rate(per_second: float | None) -> str:
+    if per_second is None:
+        return "—"
+    return f"{per_second:.0f}" if per_second >= 100 else f"{per_second:.1f}"
+
+
+def _load_row(r: BenchResult) -> str:
+    cells = [r.model, str(r.threads), str(r.batch), str(r.streams)]
+    if r.mismatch is not None:
+        cells += ["—", "—", "outputs disagree", "—", "—", "—", "—"]
+    else:
+        cells += [_median_p90(r.hobbit), _median_p90(r.onnxruntime), f"{r.ratio:.2f}", f"{r.p90_ratio:.2f}",
+                  _rate(r.hobbit_ips), _rate(r.onnxruntime_ips), "—" if r.ips_ratio is None else f"{r.ips_ratio:.2f}"]
+    return "| " + " | ".join(cells) + " |"
+
+
+def load_tables(results: list[BenchResult]) -> str:
+    """One table per load condition and for the streams mode, each under its description: median
+    and p90 latency, their ratios, and inferences/s. Every ratio is below 1 when hobbit is faster
+    (latency hobbit/onnxruntime, throughput onnxruntime/hobbit). Empty for a plain run (load none,
+    batch 1, no streams), which the first table shows in full."""
+    if all(r.mode == "none" and r.batch == 1 for r in results):
+        return ""
+    parts = []
+    for mode in MODES:
+        rows = [r for r in results if r.mode == mode]
+        if rows:
+            parts.append(
+                f"Load **{mode}**: {describe_mode(mode, rows[0].streams)}.\n\n"
+                "| model | threads | batch | streams | hobbit median (p90) ms | onnxruntime median (p90) ms "
+                "| ratio of medians | ratio of p90s | hobbit inf/s | onnxruntime inf/s | onnxruntime/hobbit inf/s |\n"
+                + "| --- " * 11 + "|\n" + "\n".join(_load_row(r) for r in rows) + "\n")
+    return "\n".join(parts)
 
 
 def markdown_report(results: list[BenchResult], machine: dict[str, Any], command: str,
@@ -363,7 +531,11 @@ def markdown_report(results: list[BenchResult], machine: dict[str, Any], command
         "Ratio is hobbit's median over onnxruntime's; below 1 means hobbit is faster. GFLOP/s is "
         "hobbit's compiled graph (2 per multiply-add in convolutions and matrix products, Winograd ones "
         "counted as direct so they can pass 100% of the peak, 1 per element elsewhere) over its median latency.\n\n"
-        + markdown_table(results) + (f"\n{scaling}" if (scaling := scaling_table(results)) else ""))
+        + (f"Load tables: streams is the number of inferences in flight at once; inferences/s count batch items "
+           f"over the wall time of the timed rounds (with one stream: batch / mean latency); every ratio is below 1 "
+           f"when hobbit is faster (latency hobbit/onnxruntime, throughput onnxruntime/hobbit).\n\n"
+           if (loaded := load_tables(results)) else "")
+        + "\n".join(part for part in (markdown_table(results), scaling_table(results), loaded) if part))
 
 
 def write_json(results: list[BenchResult], machine: dict[str, Any], path: str | os.PathLike) -> None:
@@ -371,6 +543,7 @@ def write_json(results: list[BenchResult], machine: dict[str, Any], path: str | 
     threads = sorted({r.threads for r in results})
     doc = {"machine": machine,
            "settings": {"rtol": RTOL, "atol": ATOL, "block": BLOCK, "cooldown_s": COOLDOWN_S},
+           "modes": {r.mode: describe_mode(r.mode, r.streams) for r in results},
            "fma_peak_gflops": {str(n): fma_peak_gflops(n) for n in threads},
            "results": [r.to_dict() for r in results]}
     with open(path, "w") as f:
@@ -390,18 +563,21 @@ def pyplot() -> Any:
 
 
 def plot_ratios(results: list[BenchResult], path: str | os.PathLike, title: str = "") -> None:
-    """Bar chart of hobbit/onnxruntime median ratios: models along x, one bar per thread count."""
+    """Bar chart of hobbit/onnxruntime median ratios: models along x, one bar per thread count
+    and load condition."""
     plt = pyplot()
     models = list(dict.fromkeys(r.model for r in results))
-    threads = sorted({r.threads for r in results})
-    width = 0.8 / len(threads)
+    series = sorted({(MODES.index(r.mode), r.threads) for r in results})
+    width = 0.8 / max(1, len(series))
     fig, ax = plt.subplots(figsize=(max(6.0, 1.3 * len(models) + 2), 4.5))
-    for i, n in enumerate(threads):
+    for i, (m, n) in enumerate(series):
+        mode = MODES[m]
+        label = f"{n} thread{'s' * (n > 1)}" + ("" if mode == "none" else f", {mode}")
         for j, model in enumerate(models):
-            r = next((r for r in results if r.model == model and r.threads == n), None)
+            r = next((r for r in results if r.model == model and r.threads == n and r.mode == mode), None)
             x = j - 0.4 + width * (i + 0.5)
             if r is not None and r.ratio is not None:
-                ax.bar(x, r.ratio, width, color=f"C{i}", label=f"{n} thread{'s' * (n > 1)}" if j == 0 else None)
+                ax.bar(x, r.ratio, width, color=f"C{i}", label=label if j == 0 else None)
                 ax.annotate(f"{r.ratio:.2f}", (x, r.ratio), ha="center", va="bottom", fontsize=8)
             elif r is not None:
                 ax.annotate("outputs\ndisagree", (x, 0), ha="center", va="bottom", fontsize=7, color="red")

@@ -36,6 +36,8 @@ _EPILOG = """examples:
   hobbit bench                              resnet18: hobbit vs onnxruntime, 1 thread
   hobbit bench --model all --threads 1,2 --plot ratios.png
                                             every zoo model at 1 and 2 threads, chart of ratios
+  hobbit bench --load none,busy-core,two-procs --streams 2
+                                            the same under load, and throughput of 2 threads on one model
   hobbit zoo                                list the built-in models"""
 
 
@@ -171,6 +173,18 @@ def cmd_inspect(args: argparse.Namespace) -> int:
     return 0
 
 
+def positive_int(text: str) -> int:
+    """--threads N: refused by argparse (a usage error) unless N >= 1, so 0 cannot slip
+    through as "the default"."""
+    try:
+        count = int(text)
+    except ValueError:
+        count = 0
+    if count < 1:
+        raise argparse.ArgumentTypeError(f"expected a whole number >= 1, got {text!r}")
+    return count
+
+
 def parse_threads(text: str) -> list[int]:
     """--threads 1,2 -> [1, 2] (each at least 1, duplicates dropped, order kept)."""
     try:
@@ -180,6 +194,16 @@ def parse_threads(text: str) -> list[int]:
     if not counts or min(counts) < 1:
         raise argparse.ArgumentTypeError(f"expected thread counts >= 1 separated by commas, got {text!r}")
     return list(dict.fromkeys(counts))
+
+
+def parse_loads(text: str) -> list[str]:
+    """--load none,busy-core -> ["none", "busy-core"] (known conditions only, duplicates dropped, order kept)."""
+    loads = list(dict.fromkeys(part.strip() for part in text.split(",") if part.strip()))
+    unknown = [load for load in loads if load not in bench.LOADS]
+    if not loads or unknown:
+        raise argparse.ArgumentTypeError(f"expected load conditions from {', '.join(bench.LOADS)} separated by "
+                                         f"commas, got {text!r}")
+    return loads
 
 
 def bench_models(spec: str) -> list[tuple[str, Callable[[], onnx.ModelProto | str]]]:
@@ -210,16 +234,17 @@ def cmd_bench(args: argparse.Namespace) -> int:
 
     machine = bench.machine_info()
     results = bench.run_suite(models, threads, runs=args.runs, warmup=args.warmup, passes=pipeline(args),
-                              report=show)
-    print(bench.markdown_table(results), end="")
-    if scaling := bench.scaling_table(results):
-        print("\n" + scaling, end="")
+                              report=show, loads=args.load, batch=args.batch, streams=args.streams)
+    tables = (bench.markdown_table(results), bench.scaling_table(results), bench.load_tables(results))
+    print("\n".join(table for table in tables if table), end="")
     warning = bench.contention_warning(threads)
     if warning:
         print(f"warning: {warning}", file=sys.stderr)
     if args.markdown or args.json:
         command = (f"hobbit bench --model {args.model} --threads {','.join(map(str, threads))} "
-                   f"--runs {args.runs}")
+                   f"--runs {args.runs}" + (f" --load {','.join(args.load)}" if args.load != ["none"] else "")
+                   + (f" --batch {args.batch}" if args.batch > 1 else "")
+                   + (f" --streams {args.streams}" if args.streams else ""))
         if args.markdown:
             _write(bench.markdown_report(results, machine, command, args.warmup), args.markdown)
         if args.json:
@@ -320,13 +345,25 @@ def build_parser() -> argparse.ArgumentParser:
                                    "then time both alternately with the same thread count and print median and "
                                    "p10-p90 latency, the ratio hobbit/onnxruntime, hobbit's GFLOP/s and its share "
                                    "of this machine's FMA peak (measured first), and the compile time; a summary "
-                                   "table follows. Exits with status 1 when any outputs disagree.")
+                                   "table follows. --load times both engines again under other load on this "
+                                   "machine, --batch runs a larger batch, --streams measures throughput with "
+                                   "several inferences at once; each adds a table whose ratios are all below 1 "
+                                   "when hobbit is faster. Exits with status 1 when any outputs disagree.")
     p.add_argument("--model", default="resnet18", metavar="NAME|PATH|all",
                    help="zoo model name, .onnx path, a comma list of those, or 'all' zoo models (default resnet18)")
     p.add_argument("--runs", type=int, default=30, help="timed runs per engine after warm-up (default 30)")
     p.add_argument("--warmup", type=int, default=3, help="untimed warm-up runs per engine (default 3)")
     p.add_argument("--threads", type=parse_threads, default=[1], metavar="N[,N...]",
                    help="thread counts for both engines (onnxruntime intra_op_num_threads), e.g. 1,2 (default 1)")
+    p.add_argument("--load", type=parse_loads, default=["none"], metavar="COND[,COND...]",
+                   help="load conditions to time both engines under, in the same run: none (nothing else), "
+                        "busy-core (a busy-loop process pinned to this process's last CPU), two-procs (two "
+                        "processes run the model at once; inferences/s summed); e.g. none,busy-core (default none)")
+    p.add_argument("--batch", type=positive_int, default=1, metavar="N",
+                   help="set the first dim of every model input to N (default 1); inferences/s count batch items")
+    p.add_argument("--streams", type=positive_int, default=None, metavar="S",
+                   help="also measure throughput: S Python threads at once on one model compiled with threads=1, "
+                        "against one onnxruntime session with 1 intra-op thread shared by S threads")
     p.add_argument("--passes", metavar="A,B,C", help="graph passes to run, in order (default: the standard pipeline)")
     p.add_argument("--disable", metavar="NAME", action="append", default=[], help="drop this pass (repeatable)")
     p.add_argument("--markdown", metavar="FILE", help="write the table with a header naming the machine (BENCHMARKS.md)")

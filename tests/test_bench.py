@@ -1,18 +1,23 @@
-"""`hobbit bench`: thread lists, --model all, FLOP counts, peak share, and the markdown/JSON/plot reports."""
+"""`hobbit bench`: thread lists, --model all, FLOP counts, peak share, the markdown/JSON/plot reports,
+and the load conditions, --batch and --streams (no timing thresholds: only that each runs, and stops)."""
 
 from __future__ import annotations
 
+import contextlib
 import json
+import multiprocessing
+import os
 import sys
+import threading
 
 import numpy as np
 import onnx
 import pytest
 from onnx import helper
 
-from hobbit import bench, zoo
-from hobbit.cli import main, parse_threads
-from hobbit.errors import HobbitError
+from hobbit import bench, bench_load, zoo
+from hobbit.cli import main, parse_loads, parse_threads
+from hobbit.errors import HobbitError, ShapeError
 from tests.helpers import make_model, rand
 
 # Reshape (a view: no work) -> MatMul 4x8 @ 8x16 (2*4*16*8 = 1024 flops) -> Relu fused (64 flops).
@@ -164,3 +169,159 @@ def test_bench_profile_lists_kernels_with_peak_share(tmp_path, capsys):
     assert main(["bench", "--model", str(path), "--runs", "3", "--profile"]) == 0
     out = capsys.readouterr().out
     assert "profile of" in out and "%peak" in out and "Conv+Relu[conv]" in out
+
+
+# -- load conditions, batch and streams ----------------------------------------------------
+def batchable_model() -> onnx.ModelProto:
+    """MatMul (B x 8 @ 8 x 16) -> Relu: takes any batch, unlike tiny_model's fixed Reshape."""
+    nodes = [helper.make_node("MatMul", ["x", "w"], ["m"]), helper.make_node("Relu", ["m"], ["y"])]
+    return make_model(nodes, {"x": rand(1, 8)}, ["y"], {"w": rand(8, 16, seed=1)})
+
+
+def _gone(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return True
+    return False
+
+
+def test_busy_core_is_pinned_to_the_last_cpu_and_always_reaped():
+    with bench_load.busy_core() as proc:
+        assert proc.poll() is None
+        assert os.sched_getaffinity(proc.pid) == {max(os.sched_getaffinity(0))}
+    assert proc.returncode is not None and _gone(proc.pid)
+    with pytest.raises(KeyboardInterrupt):
+        with bench_load.busy_core() as proc:
+            raise KeyboardInterrupt
+    assert proc.returncode is not None and _gone(proc.pid)
+
+
+def test_busy_core_runs_while_both_engines_are_timed(monkeypatch):
+    started, alive_while_timed = [], []
+    real_busy_core, real_rounds = bench_load.busy_core, bench_load.timed_rounds
+
+    @contextlib.contextmanager
+    def spy_busy_core():
+        with real_busy_core() as proc:
+            started.append(proc)
+            yield proc
+
+    def spy_rounds(engines, *args):
+        alive_while_timed.append([p.poll() is None for p in started])
+        return real_rounds(engines, *args)
+
+    monkeypatch.setattr(bench_load, "busy_core", spy_busy_core)
+    monkeypatch.setattr(bench_load, "timed_rounds", spy_rounds)
+    none, busy = bench.run_loads(tiny_model(), "tiny", ["none", "busy-core"], runs=3, warmup=0)
+    assert (none.mode, busy.mode) == ("none", "busy-core") and busy.hobbit is not None
+    assert alive_while_timed == [[], [True]]  # none ran without it, busy-core with it
+    assert started[0].returncode is not None and _gone(started[0].pid)
+    assert "load: busy-core (a busy-loop process pinned to CPU" in busy.format()
+
+
+def test_two_procs_pools_both_workers_runs():
+    feeds = {"x": rand(4, 2, 4)}
+    measured = bench_load.run_two_procs(tiny_model(), 1, None, feeds, ["y"], runs=3, warmup=0, batch=1)
+    expected = np.maximum(feeds["x"].reshape(4, 8) @ rand(8, 16, seed=1), 0)
+    for engine in ("hobbit", "onnxruntime"):
+        assert len(measured[engine].seconds) == 6 and measured[engine].per_second > 0
+        assert len(measured[engine].last) == 2
+        for (y,) in measured[engine].last:
+            np.testing.assert_allclose(y, expected, rtol=1e-4, atol=1e-5)
+    assert multiprocessing.active_children() == []
+
+
+def test_two_procs_result_and_worker_failure_cleanup(tmp_path):
+    (result,) = bench.run_loads(tiny_model(), "tiny", ["two-procs"], runs=3, warmup=0)
+    assert result.mode == "two-procs" and result.streams == 2 and result.mismatch is None
+    assert result.hobbit_ips > 0 and result.onnxruntime_ips > 0 and result.ips_ratio > 0
+    with pytest.raises(HobbitError, match="worker 0: ModelFormatError"):  # the cause, not the partner's abort
+        bench_load.run_two_procs(str(tmp_path / "missing.onnx"), 1, None, {}, ["y"], 3, 0, 1)
+    assert multiprocessing.active_children() == []
+
+
+def test_streams_share_one_model_across_threads():
+    seen = {"hobbit": set(), "onnxruntime": set()}
+
+    def engine(name):
+        def run():
+            seen[name].add(threading.get_ident())
+            return [np.zeros(1)]
+        return run
+
+    measured = bench_load.run_streams({n: engine(n) for n in seen}, streams=3, runs=4, warmup=0, batch=2)
+    assert all(len(idents) == 3 for idents in seen.values())
+    assert all(len(m.seconds) == 12 and len(m.last) == 3 and m.per_second > 0 for m in measured.values())
+    result = bench.run_streams(batchable_model(), "mm", streams=2, runs=3, warmup=1)
+    assert (result.mode, result.threads, result.streams) == ("streams", 1, 2) and result.mismatch is None
+    assert result.hobbit_ips > 0 and result.onnxruntime_ips > 0
+
+
+def test_a_failing_stream_stops_the_others():
+    def boom():
+        if threading.current_thread().name.endswith("-1"):
+            raise ValueError("stream 1 broke")
+        return []
+
+    with pytest.raises(HobbitError, match="stream 1 broke"):
+        bench_load.run_streams({"hobbit": boom}, streams=3, runs=20, warmup=0, batch=1)
+
+
+def test_wrong_outputs_under_concurrency_get_no_timings(monkeypatch):
+    wrong = bench_load.Measured([1e-3], 1000.0, [[np.full((1, 16), 99.0, np.float32)]])
+    monkeypatch.setattr(bench_load, "run_streams", lambda *args: {"hobbit": wrong, "onnxruntime": wrong})
+    result = bench.run_streams(batchable_model(), "mm", streams=2, runs=2, warmup=0)
+    assert result.mismatch.startswith("under streams: output 'y'") and result.hobbit is None
+
+
+def test_batch_sets_the_first_dim_and_counts_items():
+    result = bench.run_benchmark(batchable_model(), "mm", runs=3, warmup=0, batch=3)
+    assert result.batch == 3 and result.inputs == "x: float32[3x8]" and result.mismatch is None
+    assert result.hobbit_ips > 0 and "batch: 3" in result.format()
+    with pytest.raises(ShapeError, match="does not run at batch 3: node 'Reshape_0'"):
+        bench.run_benchmark(tiny_model(), "tiny", runs=1, warmup=0, batch=3)  # its Reshape fixes the batch
+    zoo_model = bench.with_batch(zoo.build("squeezenet1_1"), 2)
+    dims = [[d.dim_value for d in v.type.tensor_type.shape.dim] for v in (*zoo_model.graph.input,
+                                                                          *zoo_model.graph.output)]
+    assert dims == [[2, 3, 224, 224], [2, 1000]]
+
+
+def test_load_tables_rows_and_ratio_directions():
+    plain = bench.BenchResult("m", 30, 1, 1.0, 0.0, None, bench.Timing(1, 1, 1), bench.Timing(1, 1, 1))
+    assert bench.load_tables([plain]) == ""  # a plain run: the first table says it all
+    two = bench.BenchResult("m", 30, 2, 1.0, 0.0, None, bench.Timing(2.0, 1.0, 4.0), bench.Timing(4.0, 2.0, 5.0),
+                            mode="two-procs", streams=2, hobbit_ips=1000.0, onnxruntime_ips=500.0)
+    bad = bench.BenchResult("m", 30, 1, 1.0, 1.0, "differs", mode="streams", streams=4, batch=8)
+    lines = bench.load_tables([plain, two, bad]).splitlines()
+    assert lines[0] == "Load **none**: nothing else of ours runs."
+    assert "| m | 1 | 1 | 1 | 1.00 (1.00) | 1.00 (1.00) | 1.00 | 1.00 | — | — | — |" in lines  # no inf/s given
+    assert "| m | 2 | 1 | 2 | 2.00 (4.00) | 4.00 (5.00) | 0.50 | 0.80 | 1000 | 500 | 0.50 |" in lines
+    assert "| m | 1 | 8 | 4 | — | — | outputs disagree | — | — | — | — |" in lines
+    assert any(line.startswith("Load **streams**: 4 Python threads") for line in lines)
+    assert bench.markdown_table([two]) == ""  # the latency table holds the plain condition only
+
+
+def test_cli_load_batch_streams_reports(tmp_path, capsys):
+    path, out_md, out_json = tmp_path / "mm.onnx", tmp_path / "b.md", tmp_path / "b.json"
+    onnx.save(batchable_model(), path)
+    argv = ["bench", "--model", str(path), "--runs", "2", "--warmup", "0", "--load", "none,busy-core",
+            "--batch", "2", "--streams", "2", "--markdown", str(out_md), "--json", str(out_json)]
+    assert main(argv) == 0
+    md = out_md.read_text()
+    assert "--load none,busy-core --batch 2 --streams 2" in md
+    for mode in ("none", "busy-core", "streams"):
+        assert f"Load **{mode}**" in md
+    assert md.count(f"| {path} | 1 | 2 |") == 3  # one row per load table: threads 1, batch 2
+    doc = json.loads(out_json.read_text())
+    assert [r["mode"] for r in doc["results"]] == ["none", "busy-core", "streams"]
+    assert all(r["batch"] == 2 and r["hobbit_ips"] > 0 for r in doc["results"])
+    assert "Load **busy-core**" in capsys.readouterr().out
+
+
+@pytest.mark.parametrize("flag, value", [("--load", "bogus"), ("--load", "none,bogus"), ("--load", ","),
+                                         ("--batch", "0"), ("--batch", "x"), ("--streams", "0")])
+def test_bad_load_batch_streams_are_usage_errors(flag, value, capsys):
+    assert main(["bench", flag, value]) == 2
+    assert f"argument {flag}" in capsys.readouterr().err
+    assert parse_loads("none, two-procs,none") == ["none", "two-procs"]
