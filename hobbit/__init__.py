@@ -1,11 +1,12 @@
 """hobbit: a deep-learning model compiler (ONNX -> optimised graph -> LLVM -> native code)."""
 
 from hobbit.compiler import compile
-from hobbit.errors import (CodegenError, HobbitError, InputError, ModelFormatError, ShapeError,
+from hobbit.errors import (CodegenError, ConfigError, HobbitError, InputError, ModelFormatError, ShapeError,
                            UnsupportedModelError)
 from hobbit.runtime.jit import CompiledModel, TensorSpec
 
 __version__ = "0.1.0"
 
 __all__ = ["compile", "CompiledModel", "TensorSpec", "HobbitError", "UnsupportedModelError",
-           "ModelFormatError", "InputError", "ShapeError", "CodegenError", "__version__"]
+           "ModelFormatError", "InputError", "ShapeError", "CodegenError", "ConfigError",
+           "__version__"]

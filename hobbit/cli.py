@@ -67,7 +67,7 @@ def pipeline(args: argparse.Namespace) -> list[str] | None:
 
 
 def _report(args: argparse.Namespace, opt_level: int = 0) -> CompileReport:
-    return lower_to_llvm(load_model(args.model), passes=pipeline(args), opt_level=opt_level)
+    return lower_to_llvm(load_model(args.model), passes=pipeline(args), opt_level=opt_level, threads=args.threads)
 
 
 # -- subcommands -------------------------------------------------------------------------
@@ -168,6 +168,7 @@ def cmd_inspect(args: argparse.Namespace) -> int:
         print(f"{i:3d}  " + "  ".join(c.ljust(w) for c, w in zip(row, width)).rstrip())
     kernels = sum(1 for n in graph.nodes if needs_code(n))
     print(f"kernels: {kernels}")
+    print(f"threads: {report.threads} (scratch and work counters are sized for them)")
     print(f"arena: {_mib(plan.arena_bytes)}")
     print(f"weights: {_mib(plan.weights_bytes)}")
     return 0
@@ -301,6 +302,9 @@ def _common(p: argparse.ArgumentParser) -> None:
                         f"known: {', '.join(PASSES)}); an empty string runs none")
     p.add_argument("--disable", metavar="NAME", action="append", default=[],
                    help="drop this pass from the pipeline (repeatable)")
+    p.add_argument("--threads", type=positive_int, default=None, metavar="N",
+                   help="threads per inference to build for (default: $HOBBIT_NUM_THREADS, else the CPUs "
+                        "this process may use: its affinity mask, capped by any cgroup CPU quota)")
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -318,7 +322,6 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--input", metavar="NAME=FILE.npy", action="append", default=[],
                    help="feed input NAME from a .npy file (repeatable)")
     p.add_argument("--runs", type=int, default=10, help="timed runs for the latency figure (default 10)")
-    p.add_argument("--threads", type=int, default=None, help="threads for the compiled model")
     p.add_argument("--seed", type=int, default=0, help="seed for random inputs (default 0)")
     p.set_defaults(func=cmd_run)
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import hashlib
+import numbers
 import os
 import time
 from dataclasses import dataclass, field
@@ -13,12 +14,14 @@ import onnx
 from hobbit.codegen.llvm import optimize
 from hobbit.codegen.module import build_module, pack_weights
 from hobbit.codegen.target import Target, host_target
+from hobbit.errors import ConfigError
 from hobbit.frontend.declared import declared_inputs, declared_output_types
 from hobbit.frontend.onnx import InputValuesNeeded, SymbolicInputShape, import_onnx, load_model
 from hobbit.graph.ir import Graph
 from hobbit.passes import DEFAULT_PIPELINE, run_pipeline
 from hobbit.passes.memory import MemoryPlan, plan_memory
 from hobbit.runtime import cache as compile_cache
+from hobbit.runtime.cpus import default_threads
 from hobbit.runtime.jit import CompiledModel, TensorSpec
 from hobbit.runtime.progress import Progress
 from hobbit.runtime.specialize import SpecializingModel, SymbolicSpec
@@ -33,6 +36,7 @@ class CompileReport:
     graph: Graph
     plan: MemoryPlan
     target: Target
+    threads: int  # threads per inference the code was built for
     llvm_ir: str
     seconds: dict[str, float] = field(default_factory=dict)
     optimized: object = None
@@ -44,7 +48,7 @@ def lower_to_llvm(model: ModelSource, target: Target | None = None, passes: list
                   progress: Progress | None = None,
                   input_values: dict[str, np.ndarray] | None = None) -> CompileReport:
     target = target or host_target()
-    threads = threads or target.cores
+    threads = resolve_threads(threads)
     show = progress or Progress(None)
     times: dict[str, float] = {}
     t0 = time.perf_counter()
@@ -64,7 +68,20 @@ def lower_to_llvm(model: ModelSource, target: Target | None = None, passes: list
     show.stage("LLVM optimise")
     optimized = optimize(module, target, opt_level)
     times["llvm"] = time.perf_counter() - t0
-    return CompileReport(graph, plan, target, str(module), times, optimized)
+    return CompileReport(graph, plan, target, threads, str(module), times, optimized)
+
+
+def resolve_threads(threads: int | None) -> int:
+    """The `threads` argument -> the thread count to build for: a positive integer as given,
+    None -> default_threads() (HOBBIT_NUM_THREADS, else the CPUs this process may use).
+    Checked up front so a bad value is one clear error naming the argument, not a TypeError
+    deep in planning, and 0 is refused rather than read as "the default"."""
+    if threads is None:
+        return default_threads()
+    if isinstance(threads, bool) or not isinstance(threads, numbers.Integral) or threads < 1:
+        raise ConfigError(f"threads= must be a positive integer, or None for the default "
+                          f"(HOBBIT_NUM_THREADS, else the CPUs this process may use); got {threads!r}")
+    return int(threads)
 
 
 def compile(model: ModelSource, target: str = "cpu", threads: int | None = None, opt_level: int = 3,
@@ -78,6 +95,8 @@ def compile(model: ModelSource, target: str = "cpu", threads: int | None = None,
     against the declarations and compiles one variant per input signature (see
     hobbit.runtime.specialize).
 
+    `threads` is the thread count per inference (default: HOBBIT_NUM_THREADS, else the CPUs
+    this process may use, see hobbit.runtime.cpus; a fresh compile records it as report.threads);
     `passes` replaces the default graph pass pipeline (see hobbit.passes);
     `input_shapes` fixes symbolic input dims;
     `profile` builds in per-kernel timers, read with CompiledModel.profile();
@@ -88,6 +107,7 @@ def compile(model: ModelSource, target: str = "cpu", threads: int | None = None,
     if target != "cpu":
         from hobbit.errors import HobbitError
         raise HobbitError(f"target {target!r} is not available yet; use target='cpu'")
+    threads = resolve_threads(threads)
 
     def build(shapes: dict[str, tuple[int, ...]], values: dict[str, np.ndarray]) -> CompiledModel:
         with Progress.for_compile(progress) as show:
@@ -103,12 +123,11 @@ def compile(model: ModelSource, target: str = "cpu", threads: int | None = None,
         return SpecializingModel(declared_inputs(proto, input_shapes), outputs, needed, build)
 
 
-def _compile(model: ModelSource, threads: int | None, opt_level: int, passes: list[str] | None,
+def _compile(model: ModelSource, threads: int, opt_level: int, passes: list[str] | None,
              input_shapes: dict[str, tuple[int, ...]] | None, input_values: dict[str, np.ndarray],
              profile: bool, cache: bool | None, show: Progress) -> CompiledModel:
     """compile() after argument checks: a cache hit, or the full pipeline (stored for next time)."""
     host = host_target()
-    threads = threads or host.cores
     key = None
     t0 = time.perf_counter()
     if compile_cache.enabled(cache) and not profile:

@@ -10,6 +10,11 @@ class HobbitError(Exception):
     """Base class of every error hobbit raises on purpose."""
 
 
+class ConfigError(HobbitError):
+    """A setting hobbit cannot use: an argument such as compile(threads=...) or an
+    environment variable such as HOBBIT_NUM_THREADS; the message names it and its value."""
+
+
 class ModelFormatError(HobbitError):
     """The model file is not a valid model: bad bytes, broken graph, dangling names."""
 

@@ -84,6 +84,27 @@ def test_disable_pass_changes_the_plan(tiny, capsys):
     assert "stem_relu" in capsys.readouterr().out
 
 
+def test_threads_option_and_default(tiny, capsys, monkeypatch):
+    """--threads on run/compile/inspect picks the count built for; without it HOBBIT_NUM_THREADS does."""
+    assert main(["inspect", tiny, "--threads", "3"]) == 0
+    assert "threads: 3 " in capsys.readouterr().out
+    monkeypatch.setenv("HOBBIT_NUM_THREADS", "2")
+    assert main(["inspect", tiny]) == 0
+    assert "threads: 2 " in capsys.readouterr().out
+    monkeypatch.setenv("HOBBIT_NUM_THREADS", "zero")
+    assert main(["compile", tiny, "--emit", "graph"]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("hobbit: error: HOBBIT_NUM_THREADS") and "'zero'" in err
+
+
+@pytest.mark.parametrize("argv", [["run", "{tiny}"], ["compile", "{tiny}"], ["inspect", "{tiny}"], ["bench"]])
+@pytest.mark.parametrize("value", ["0", "-1", "two"])
+def test_threads_below_one_is_a_usage_error(argv, value, tiny, capsys):
+    assert main([a.format(tiny=tiny) for a in argv] + ["--threads", value]) == 2
+    err = capsys.readouterr().err
+    assert "argument --threads" in err and repr(value) in err
+
+
 def test_bench_prints_ratio(tiny, capsys):
     assert main(["bench", "--model", tiny, "--runs", "5", "--warmup", "1"]) == 0
     out = capsys.readouterr().out
