@@ -105,7 +105,7 @@ def _claim_ids(kb: KernelBuilder, step: Step, units: int, state: ir.Value, table
             with b.if_then(b.icmp_unsigned("==", b.and_(old, bit), kb.i64(0))):
                 for call in step.calls:
                     b.call(call.fn, call.args(b, tables) + [v, kb.i64(units)])
-                finished = b.add(b.atomic_rmw("add", state, kb.i64(1), "acq_rel"), kb.i64(1))
+                finished = b.add(b.atomic_rmw("add", state, kb.i64(1), "seq_cst"), kb.i64(1))
                 with b.if_then(b.and_(pooled, b.icmp_unsigned("==", finished, kb.i64(units)))):
                     b.call(runtime_function(b.module, "hobbit_team_step"), [job, kb.i64(k + 1)])
 

@@ -280,7 +280,7 @@ class Threads:
         b.cbranch(taken, work, head)
         b.position_at_end(work)
         body(ticket)
-        finished = b.add(b.atomic_rmw("add", loop.done, kb.i64(1), "acq_rel"), kb.i64(1))
+        finished = b.add(b.atomic_rmw("add", loop.done, kb.i64(1), "seq_cst"), kb.i64(1))  # before notify's read
         with kb.if_then(b.icmp_unsigned("==", finished, b.load(loop.target, typ=I64))):
             b.call(runtime_function(b.module, "hobbit_notify"), [])
         b.branch(head)
