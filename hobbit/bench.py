@@ -5,11 +5,11 @@ intra_op_num_threads = N, sequential execution, all graph optimisations on),
 warm-up runs for both, then the two engines timed alternately in short blocks
 so that clock boosts, other processes and cache state hit both alike; under a load
 condition (hobbit.bench_load: a busy core, two processes at once, several threads on
-one model) both engines are timed under the same load in the same run. Outputs are
-compared first; a speed ratio is only meaningful when the answers agree, so
-`run_benchmark` reports no timings when they do not. hobbit's GFLOP/s is set
-against this machine's measured FMA peak (hobbit.runtime.peak) to show how much
-of the hardware the generated code uses. Reports: a markdown table (BENCHMARKS.md),
+one model, numpy's BLAS threads, the two engines' runs back to back) both engines are
+timed under the same load in the same run. Outputs are compared first; a speed ratio
+is only meaningful when the answers agree, so `run_benchmark` reports no timings when
+they do not. hobbit's GFLOP/s is set against this machine's measured FMA peak
+(hobbit.runtime.peak) to show how much of the hardware the generated code uses. Reports: a markdown table (BENCHMARKS.md),
 JSON with every number, and a bar chart of the ratios."""
 
 from __future__ import annotations
@@ -18,10 +18,8 @@ import datetime
 import json
 import math
 import os
-import threading
 import time
 from collections.abc import Callable, Iterable, Sequence
-from contextlib import nullcontext
 from dataclasses import asdict, dataclass, replace
 from typing import Any
 
@@ -312,9 +310,7 @@ def run_loads(model: ModelSource, name: str, loads: Sequence[str] = ("none",), r
         if load == "two-procs":
             measured = bench_load.run_two_procs(model, threads, passes, setup.feeds, setup.names, runs, warmup, batch)
         else:
-            with bench_load.busy_core() if load == "busy-core" else nullcontext():
-                samples = bench_load.timed_rounds(setup.engines(), runs, warmup, threading.Barrier(1))
-            measured = bench_load.combine([samples], batch)
+            measured = bench_load.combine([bench_load.run_in_process(load, setup.engines(), runs, warmup)], batch)
         results.append(_timed_result(setup, load, measured, streams=2 if load == "two-procs" else 1))
     return results
 

@@ -1,13 +1,15 @@
 """Load conditions for `hobbit bench`: a busy core beside the engines, two processes
-running the model at once, and several Python threads sharing one compiled model.
+running the model at once, several Python threads sharing one compiled model, and
+the other thread pools of the same process (numpy's BLAS, the other engine's).
 
 DESIGN.md promises speed "on a busy machine as on an idle one"; an idle-machine
 benchmark cannot show that. Every condition here times both engines under the
 same load, in the same alternating rounds as the plain benchmark (hobbit's runs,
-a pause, onnxruntime's runs, ...), and every runner that goes concurrent meets the
-others at a barrier before each round so the rounds overlap. Anything started here
-is stopped here, also on errors and Ctrl-C: a leftover busy loop would skew every
-later measurement on the machine."""
+a pause, onnxruntime's runs, ...; alternate makes each round one run and drops the
+pause), and every runner that goes concurrent meets the others at a barrier before
+each round so the rounds overlap. Anything started here is stopped here, also on
+errors and Ctrl-C: a leftover busy loop would skew every later measurement on the
+machine."""
 
 from __future__ import annotations
 
@@ -38,6 +40,10 @@ COOLDOWN_S = 0.05
 # partner that died or hangs must not hang the benchmark).
 BARRIER_TIMEOUT_S = 300.0
 POLL_S = 0.5  # how often the parent of the two-procs workers checks that they are still alive
+# The blas load's matrices: OpenBLAS runs a product on one thread up to m*n*k = 2**18 and
+# on all its threads above that; 384**3 is far above, yet is only about 1.5 ms of one
+# core's work (a Skylake-X core), short next to most models' runs.
+BLAS_SIZE = 384
 
 Engine = Callable[[], list[np.ndarray]]
 
@@ -47,6 +53,11 @@ LOADS = {
     "busy-core": "a busy-loop process pinned to CPU {cpu} (the last CPU this process may use) runs throughout",
     "two-procs": "two processes each run the model at once, with the same thread count; latencies of both, "
                  "inferences/s summed over the two",
+    "blas": f"right before every timed run of either engine, an untimed numpy float32 {BLAS_SIZE}x{BLAS_SIZE} "
+            f"matrix product, which numpy's BLAS (OpenBLAS in numpy's wheels) splits over all its threads: they "
+            f"are still spinning when the run starts",
+    "alternate": "single runs of the two engines alternate with no pause (hobbit, onnxruntime, hobbit, ...), "
+                 "so each starts while the other's threads may still spin",
 }
 STREAMS = ("{streams} Python threads run inferences at once on one model: one hobbit compile with threads=1, "
            "one onnxruntime session with intra_op_num_threads=1")
@@ -94,6 +105,25 @@ def busy_core() -> Iterator[subprocess.Popen]:
         proc.wait()
 
 
+def blas_product() -> Callable[[], None]:
+    """The blas load: a function that computes one BLAS_SIZE float32 matrix product in place.
+
+    Applications run numpy beside the model (pre- and post-processing), and numpy's
+    OpenBLAS keeps its threads spinning for a while after each product: on a machine
+    with no spare cores they take the cores that the engine's threads need. The
+    first product runs here, so OpenBLAS starts its threads before any timed run."""
+    rng = np.random.default_rng(0)
+    a = rng.standard_normal((BLAS_SIZE, BLAS_SIZE), dtype=np.float32)
+    b = rng.standard_normal((BLAS_SIZE, BLAS_SIZE), dtype=np.float32)
+    out = np.empty((BLAS_SIZE, BLAS_SIZE), np.float32)
+
+    def product() -> None:
+        np.matmul(a, b, out=out)
+
+    product()
+    return product
+
+
 @dataclass
 class Samples:
     """One runner's timed runs of one engine: seconds per run, (start, end) of each round,
@@ -104,31 +134,56 @@ class Samples:
     last: list[np.ndarray] = field(default_factory=list)
 
 
-def timed_rounds(engines: dict[str, Engine], runs: int, warmup: int, barrier: Any) -> dict[str, Samples]:
-    """Warm up every engine, then time `runs` runs of each in alternating rounds of BLOCK.
+def timed_rounds(engines: dict[str, Engine], runs: int, warmup: int, barrier: Any, block: int = BLOCK,
+                 cooldown: float = COOLDOWN_S, before: Callable[[], object] | None = None) -> dict[str, Samples]:
+    """Warm up every engine, then time `runs` runs of each in alternating rounds of `block`
+    runs, each round after a `cooldown` pause; `before`, when given, runs untimed right
+    before every timed run (the load that the run is to meet).
 
     Each round starts when every runner sharing `barrier` has reached it, so
     concurrent runners time the same engine at the same moment. A lone runner
-    passes a one-party barrier; this is then the plain benchmark's loop."""
+    passes a one-party barrier; with the defaults this is the plain benchmark's loop."""
     for engine in engines.values():
         for _ in range(warmup):
             engine()
     samples = {name: Samples() for name in engines}
     done = 0
     while done < runs:
-        block = min(BLOCK, runs - done)
+        count = min(block, runs - done)
         for name, engine in engines.items():
-            time.sleep(COOLDOWN_S)
+            if cooldown:
+                time.sleep(cooldown)
             barrier.wait(BARRIER_TIMEOUT_S)
             s = samples[name]
+            untimed = 0.0  # seconds spent in `before`, left out of the round's wall time
             start = time.perf_counter()
-            for _ in range(block):
+            for _ in range(count):
+                if before is not None:
+                    b0 = time.perf_counter()
+                    before()
+                    untimed += time.perf_counter() - b0
                 t0 = time.perf_counter()
                 s.last = engine()
                 s.seconds.append(time.perf_counter() - t0)
-            s.windows.append((start, time.perf_counter()))
-        done += block
+            s.windows.append((start + untimed, time.perf_counter()))
+        done += count
     return samples
+
+
+def run_in_process(load: str, engines: dict[str, Engine], runs: int, warmup: int) -> dict[str, Samples]:
+    """Time both engines in this process under `load`: any of LOADS but two-procs, which needs
+    processes of its own (run_two_procs)."""
+    alone = threading.Barrier(1)
+    if load == "none":
+        return timed_rounds(engines, runs, warmup, alone)
+    if load == "busy-core":
+        with busy_core():
+            return timed_rounds(engines, runs, warmup, alone)
+    if load == "blas":
+        return timed_rounds(engines, runs, warmup, alone, before=blas_product())
+    if load == "alternate":
+        return timed_rounds(engines, runs, warmup, alone, block=1, cooldown=0.0)
+    raise HobbitError(f"load condition {load!r} does not run in the benchmark's own process")
 
 
 @dataclass

@@ -361,7 +361,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--load", type=parse_loads, default=["none"], metavar="COND[,COND...]",
                    help="load conditions to time both engines under, in the same run: none (nothing else), "
                         "busy-core (a busy-loop process pinned to this process's last CPU), two-procs (two "
-                        "processes run the model at once; inferences/s summed); e.g. none,busy-core (default none)")
+                        "processes run the model at once; inferences/s summed), blas (an untimed numpy matrix "
+                        "product on all of OpenBLAS's threads right before every timed run), alternate (single "
+                        "runs of the two engines back to back, no pause); e.g. none,busy-core (default none)")
     p.add_argument("--batch", type=positive_int, default=1, metavar="N",
                    help="set the first dim of every model input to N (default 1); inferences/s count batch items")
     p.add_argument("--streams", type=positive_int, default=None, metavar="S",

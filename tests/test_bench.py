@@ -9,6 +9,7 @@ import multiprocessing
 import os
 import sys
 import threading
+import time
 
 import numpy as np
 import onnx
@@ -207,9 +208,9 @@ def test_busy_core_runs_while_both_engines_are_timed(monkeypatch):
             started.append(proc)
             yield proc
 
-    def spy_rounds(engines, *args):
+    def spy_rounds(engines, *args, **kwargs):
         alive_while_timed.append([p.poll() is None for p in started])
-        return real_rounds(engines, *args)
+        return real_rounds(engines, *args, **kwargs)
 
     monkeypatch.setattr(bench_load, "busy_core", spy_busy_core)
     monkeypatch.setattr(bench_load, "timed_rounds", spy_rounds)
@@ -218,6 +219,86 @@ def test_busy_core_runs_while_both_engines_are_timed(monkeypatch):
     assert alive_while_timed == [[], [True]]  # none ran without it, busy-core with it
     assert started[0].returncode is not None and _gone(started[0].pid)
     assert "load: busy-core (a busy-loop process pinned to CPU" in busy.format()
+
+
+def _recorded_engines(monkeypatch, log: list[str]) -> None:
+    """Make every benchmark's engines log their name to `log` on each call, then run as before."""
+    real_engines = bench._Setup.engines
+
+    def engines(setup):
+        def recorded(name, engine):
+            def run():
+                log.append(name)
+                return engine()
+            return run
+        return {name: recorded(name, engine) for name, engine in real_engines(setup).items()}
+
+    monkeypatch.setattr(bench._Setup, "engines", engines)
+
+
+def test_blas_runs_an_untimed_product_right_before_every_timed_run(monkeypatch):
+    log = []
+    _recorded_engines(monkeypatch, log)
+
+    def product():
+        log.append("blas")
+        time.sleep(0.05)  # far longer than a tiny-model run: timed with it, the medians would show it
+
+    monkeypatch.setattr(bench_load, "blas_product", lambda: product)
+    (blas,) = bench.run_loads(tiny_model(), "tiny", ["blas"], runs=3, warmup=1)
+    assert log[:2] == ["hobbit", "onnxruntime"]  # the warm-ups meet no product
+    assert log[2:] == ["blas", "hobbit"] * 3 + ["blas", "onnxruntime"] * 3  # one block per engine
+    assert blas.mode == "blas" and blas.mismatch is None
+    assert blas.hobbit.median < 50 and blas.onnxruntime.median < 50  # ms: the product is not timed
+    assert blas.hobbit_ips > 20 and blas.onnxruntime_ips > 20  # nor counted in the rounds' wall time
+    assert "load: blas (right before every timed run of either engine, an untimed numpy float32 384x384" \
+        in blas.format()
+
+
+def test_blas_product_is_a_real_product_on_every_call(monkeypatch):
+    shapes = []
+    real_matmul = np.matmul
+
+    def matmul(a, b, **kwargs):
+        shapes.append((a.shape, b.shape, a.dtype, kwargs["out"].shape))
+        return real_matmul(a, b, **kwargs)
+
+    monkeypatch.setattr(bench_load.np, "matmul", matmul)
+    product = bench_load.blas_product()
+    product()
+    size = bench_load.BLAS_SIZE
+    assert shapes == [((size, size), (size, size), np.float32, (size, size))] * 2  # one while made: threads start
+
+
+def test_alternate_times_single_runs_one_engine_after_the_other_with_no_pause(monkeypatch):
+    log = []
+
+    def engine(name):
+        def run():
+            log.append(name)
+            return [np.zeros(1)]
+        return run
+
+    def no_sleep(seconds):
+        raise AssertionError(f"alternate paused {seconds} s between runs")
+
+    monkeypatch.setattr(bench_load.time, "sleep", no_sleep)
+    samples = bench_load.run_in_process("alternate", {n: engine(n) for n in ("hobbit", "onnxruntime")},
+                                        runs=7, warmup=1)
+    assert log == ["hobbit", "onnxruntime"] + ["hobbit", "onnxruntime"] * 7
+    for s in samples.values():  # one round per run: inferences/s is batch over the mean latency
+        assert len(s.seconds) == len(s.windows) == 7
+    with pytest.raises(HobbitError, match="'two-procs' does not run in the benchmark's own process"):
+        bench_load.run_in_process("two-procs", {}, 1, 0)
+
+
+def test_alternate_result_interleaves_the_real_engines(monkeypatch):
+    log = []
+    _recorded_engines(monkeypatch, log)
+    (alternate,) = bench.run_loads(tiny_model(), "tiny", ["alternate"], runs=3, warmup=0)
+    assert log == ["hobbit", "onnxruntime"] * 3
+    assert alternate.mode == "alternate" and alternate.hobbit is not None and alternate.streams == 1
+    assert "load: alternate (single runs of the two engines alternate with no pause" in alternate.format()
 
 
 def test_two_procs_pools_both_workers_runs():
@@ -305,16 +386,17 @@ def test_load_tables_rows_and_ratio_directions():
 def test_cli_load_batch_streams_reports(tmp_path, capsys):
     path, out_md, out_json = tmp_path / "mm.onnx", tmp_path / "b.md", tmp_path / "b.json"
     onnx.save(batchable_model(), path)
-    argv = ["bench", "--model", str(path), "--runs", "2", "--warmup", "0", "--load", "none,busy-core",
+    argv = ["bench", "--model", str(path), "--runs", "2", "--warmup", "0", "--load", "none,busy-core,blas,alternate",
             "--batch", "2", "--streams", "2", "--markdown", str(out_md), "--json", str(out_json)]
     assert main(argv) == 0
     md = out_md.read_text()
-    assert "--load none,busy-core --batch 2 --streams 2" in md
-    for mode in ("none", "busy-core", "streams"):
+    assert "--load none,busy-core,blas,alternate --batch 2 --streams 2" in md
+    modes = ["none", "busy-core", "blas", "alternate", "streams"]
+    for mode in modes:
         assert f"Load **{mode}**" in md
-    assert md.count(f"| {path} | 1 | 2 |") == 3  # one row per load table: threads 1, batch 2
+    assert md.count(f"| {path} | 1 | 2 |") == 5  # one row per load table: threads 1, batch 2
     doc = json.loads(out_json.read_text())
-    assert [r["mode"] for r in doc["results"]] == ["none", "busy-core", "streams"]
+    assert [r["mode"] for r in doc["results"]] == modes
     assert all(r["batch"] == 2 and r["hobbit_ips"] > 0 for r in doc["results"])
     assert "Load **busy-core**" in capsys.readouterr().out
 
