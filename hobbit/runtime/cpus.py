@@ -3,8 +3,8 @@
 os.cpu_count() counts the host's CPUs, but a process pinned with taskset or a
 cpuset, or running in a container with a CPU quota (docker --cpus=1, a
 Kubernetes CPU limit), may use fewer. More threads than that only take turns on
-the same CPUs, and a descheduled thread holds its whole team up at every
-barrier, so the default is the smallest of
+the same CPUs (the team copes, see hobbit.runtime.pool, but gains nothing), so
+the default is the smallest of
 
 - the affinity mask (os.sched_getaffinity; cpusets show up here too), and
 - the cgroup CPU quota rounded up to whole CPUs: cgroup v2 `cpu.max`
