@@ -105,9 +105,10 @@ def claim_bytes(threads: int) -> int:
 
 @dataclass
 class _Loop:
-    """A claimed loop's count of finished pieces and the count this thread has passed
-    (a variable: a loop inside a loop passes it several times)."""
+    """A claimed loop's counters: one line per share, then its count of finished pieces; and
+    the count this thread has passed (a variable: a loop inside a loop passes it several times)."""
 
+    shares: ir.Value
     done: ir.Value
     target: ir.Value
 
@@ -238,28 +239,27 @@ class Threads:
         self.runs(units, body, per_thread=1)
 
     def _loop(self, pieces: ir.Value) -> _Loop:
-        """A new claimed loop of `pieces` pieces (for this pass): its done counter is the line
-        after its shares' counters, and this thread's target grows by `pieces`."""
-        kb = self.kb
+        """A new claimed loop (the kernel's next counter lines) that has `pieces` pieces done
+        once this thread's pass of it is over."""
+        kb, b = self.kb, self.kb.b
+        shares = self._counters(self.max_threads + 1)
+        done = b.gep(shares, [kb.i64(self.max_threads * CLAIM_STRIDE)], source_etype=ir.IntType(8))
         target = kb.local(kb.i64(0))
-        kb.b.store(pieces, target)
-        loop = _Loop(done=None, target=target)
+        b.store(pieces, target)
+        loop = _Loop(shares, done, target)
         self._loops.append(loop)
         return loop
 
     def _each_share(self, total: int, body: Callable[[ir.Value, ir.Value, ir.Value], None], loop: _Loop) -> None:
         """body(lo, hi, counter) for every thread's share [lo, hi) of `total` (as split) and
-        its claim counter (the next claimed loop's lines): this thread's own share first,
-        then the others'."""
+        its claim counter in `loop`: this thread's own share first, then the others'."""
         kb, b = self.kb, self.kb.b
         most = self.max_threads
-        claims = self._counters(most + 1)
-        loop.done = b.gep(claims, [kb.i64(most * CLAIM_STRIDE)], source_etype=ir.IntType(8))
         with kb.loop(0, most, name="share") as j:
             v = b.urem(b.add(self.tid, kb.idx(j)), kb.i64(most))
             lo = b.udiv(b.mul(v, kb.i64(total)), kb.i64(most))
             hi = b.udiv(b.mul(b.add(v, kb.i64(1)), kb.i64(total)), kb.i64(most))
-            body(lo, hi, b.gep(claims, [b.mul(v, kb.i64(CLAIM_STRIDE))], source_etype=ir.IntType(8)))
+            body(lo, hi, b.gep(loop.shares, [b.mul(v, kb.i64(CLAIM_STRIDE))], source_etype=ir.IntType(8)))
 
     def _claim(self, counter: ir.Value, end: ir.Value, loop: _Loop, body: Callable[[ir.Value], None]) -> None:
         """body(ticket) for every ticket this thread takes from `counter` while it is below
