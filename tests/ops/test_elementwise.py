@@ -103,3 +103,56 @@ def test_special_values_propagate_like_onnxruntime():
     for op in ("Relu", "Sigmoid", "Tanh", "Exp", "Erf"):
         model = make_model([helper.make_node(op, ["x"], ["y"])], {"x": x}, ["y"])
         assert_matches_ort(model, {"x": x}, rtol=1e-5, atol=1e-6)
+
+
+# (input shape, slope shape, slope is a graph input): the slopes PyTorch exports ([C, 1, 1] per
+# channel, [1] shared) and the rest of one-way broadcasting (trailing dims, a full-shape slope).
+PRELU_SLOPES = [((2, 3, 4, 5), (3, 1, 1), False), ((2, 3, 4, 5), (1,), False), ((2, 3, 4, 5), (), False),
+                ((2, 3, 4, 5), (5,), True), ((2, 3, 4, 5), (2, 3, 4, 5), True), ((6, 7), (7,), False),
+                ((2, 3, 4, 5), (1, 3, 1, 1), True)]
+
+
+@pytest.mark.parametrize("opset", [7, 9, 11, 13, 15, 16, 17, 18])
+@pytest.mark.parametrize("x_shape,slope_shape,runtime", PRELU_SLOPES)
+def test_prelu_at_every_opset_exporters_used(opset, x_shape, slope_shape, runtime):
+    """PRelu-7 and -9 (PyTorch's opsets 7-15) and -16, with constant and run-time slopes."""
+    x = rand(*x_shape) * 3
+    slope = np.asarray(rand(*slope_shape, seed=1) if slope_shape else np.float32(0.3), dtype=np.float32)
+    feeds, inits = ({"x": x, "s": slope}, {}) if runtime else ({"x": x}, {"s": slope})
+    model = make_model([helper.make_node("PRelu", ["x", "s"], ["y"])], feeds, ["y"], inits, opset=opset)
+    assert_matches_ort(model, feeds, rtol=1e-6, atol=0)
+
+
+@pytest.mark.parametrize("opset,dtype", [(9, np.float16), (13, np.float16), (16, np.float64),
+                                         (16, np.int32), (17, np.int64), (18, np.float16)])
+def test_prelu_dtypes(opset, dtype):
+    """float16 computes in float32 and rounds once; integer types (opset 9 on) stay exact.
+    onnxruntime runs float64 and integer PRelu only from opset 16, its function body."""
+    x = (rand(2, 3, 4, 5) * 20).astype(dtype)
+    slope = (rand(3, 1, 1, seed=1) * 4).astype(dtype)
+    model = make_model([helper.make_node("PRelu", ["x", "s"], ["y"])], {"x": x}, ["y"], {"s": slope}, opset=opset)
+    assert_matches_ort(model, {"x": x}, rtol=1e-3 if dtype == np.float16 else 0, atol=0)
+
+
+def test_prelu_special_values_and_shared_slope_as_leaky_relu():
+    """A constant slope of one value is LeakyRelu; NaN, infinities and -0.0 pass as onnxruntime's."""
+    from hobbit.frontend.onnx import import_onnx
+    x = np.array([[np.nan, np.inf, -np.inf, 0.0, -0.0, -1e-30, 3.0, -2.0]], dtype=np.float32)
+    for opset in (11, 17):
+        model = make_model([helper.make_node("PRelu", ["x", "s"], ["y"])], {"x": x}, ["y"],
+                           {"s": np.array([0.25], dtype=np.float32)}, opset=opset)
+        got, = assert_matches_ort(model, {"x": x}, rtol=0, atol=0)
+        assert np.signbit(got[0, 4])
+        assert [n.op for n in import_onnx(model).nodes] == ["LeakyRelu"]
+
+
+def test_prelu_slope_that_does_not_broadcast_one_way_is_named():
+    """One-way broadcasting: the output keeps X's shape, so a slope that would widen it is an error."""
+    import hobbit
+    from hobbit.errors import ShapeError
+    x = rand(3, 4)
+    for slope_shape in ((5,), (2, 3, 4), (3, 1, 1)):
+        model = make_model([helper.make_node("PRelu", ["x", "s"], ["y"], name="act")], {"x": x}, ["y"],
+                           {"s": rand(*slope_shape, seed=1)}, opset=13)
+        with pytest.raises(ShapeError, match="act"):
+            hobbit.compile(model)

@@ -5,8 +5,11 @@ from __future__ import annotations
 import ml_dtypes
 import numpy as np
 
+from hobbit.errors import ShapeError
 from hobbit.frontend.converters import converter
 from hobbit.frontend.onnx import Unsupported, onnx_dtype
+from hobbit.frontend.onnx_ops.half import narrow, widen_half
+from hobbit.graph.shapes import broadcast
 
 _SAME_NAME = ["Add", "Sub", "Mul", "Div", "Relu", "Sigmoid", "Tanh", "Erf", "Exp", "Log",
               "Sqrt", "Neg", "Abs", "Reciprocal", "Floor", "Ceil", "Softplus"]
@@ -81,6 +84,31 @@ converter("LeakyRelu", since=1)(_with_attrs("LeakyRelu", {"alpha": 0.01}))
 converter("HardSigmoid", since=1)(_with_attrs("HardSigmoid", {"alpha": 0.2, "beta": 0.5}))
 converter("Elu", since=1)(_with_attrs("Elu", {"alpha": 1.0}))
 converter("HardSwish", since=14)(_direct("HardSwish"))
+
+
+@converter("PRelu", since=7)
+def prelu(ctx, node, ins):
+    """x where x >= 0, slope * x below. From opset 7 `slope` broadcasts one way onto X
+    (numpy rules, the result keeps X's shape): PyTorch exports [C, 1, 1] for NCHW, or [1].
+    Opset 9 only adds integer types and 16 bfloat16 and a function body of the same
+    computation, so this one converter serves 7 onwards. Opsets 1-6, from before ONNX had
+    broadcasting rules, say only that a slope of size 1 is shared; PyTorch never wrote them
+    (its exporters start at opset 7) and onnxruntime cannot check them, so they stay
+    unsupported rather than guessed."""
+    x, slope = ins
+    if np.dtype(slope.dtype) != np.dtype(x.dtype):
+        raise Unsupported(f"slope of dtype {np.dtype(slope.dtype).name} with input {np.dtype(x.dtype).name}")
+    if broadcast(tuple(x.shape), tuple(slope.shape)) != tuple(x.shape):
+        raise ShapeError(f"PRelu slope {tuple(slope.shape)} does not broadcast one way to the input {tuple(x.shape)}")
+    dtype = x.dtype
+    x, slope = widen_half(ctx, x), widen_half(ctx, slope)
+    if slope.const is not None and slope.const.size == 1 and _is_float(x.dtype):
+        # one shared slope (PyTorch's default nn.PReLU()) is LeakyRelu: one fused scalar expression
+        y = ctx.emit1("LeakyRelu", [x], {"alpha": float(slope.const.reshape(-1)[0])})
+    else:
+        negative = ctx.emit1("Less", [x, ctx.const(0, x.dtype)])
+        y = ctx.emit1("Where", [negative, ctx.emit1("Mul", [slope, x]), x])
+    return [narrow(ctx, y, dtype)]
 
 
 @converter("Gelu", since=20)
