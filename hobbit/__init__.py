@@ -1,12 +1,12 @@
 """hobbit: a deep-learning model compiler (ONNX -> optimised graph -> LLVM -> native code)."""
 
 from hobbit.compiler import compile
-from hobbit.errors import (CodegenError, ConfigError, HobbitError, InputError, ModelFormatError, ShapeError,
+from hobbit.errors import (CodegenError, ConfigError, HobbitError, InputError, ModelFormatError, RunError, ShapeError,
                            UnsupportedModelError)
 from hobbit.runtime.jit import CompiledModel, TensorSpec
 
 __version__ = "0.1.0"
 
 __all__ = ["compile", "CompiledModel", "TensorSpec", "HobbitError", "UnsupportedModelError",
-           "ModelFormatError", "InputError", "ShapeError", "CodegenError", "ConfigError",
+           "ModelFormatError", "InputError", "RunError", "ShapeError", "CodegenError", "ConfigError",
            "__version__"]

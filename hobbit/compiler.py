@@ -49,6 +49,7 @@ def lower_to_llvm(model: ModelSource, target: Target | None = None, passes: list
                   input_values: dict[str, np.ndarray] | None = None) -> CompileReport:
     target = target or host_target()
     threads = resolve_threads(threads)
+    opt_level = resolve_opt_level(opt_level)
     show = progress or Progress(None)
     times: dict[str, float] = {}
     t0 = time.perf_counter()
@@ -84,6 +85,13 @@ def resolve_threads(threads: int | None) -> int:
     return int(threads)
 
 
+def resolve_opt_level(opt_level: int) -> int:
+    """LLVM's optimisation levels are 0-3; anything else is one clear error naming the argument."""
+    if isinstance(opt_level, bool) or not isinstance(opt_level, numbers.Integral) or not 0 <= opt_level <= 3:
+        raise ConfigError(f"opt_level= must be an integer from 0 to 3 (LLVM's -O levels); got {opt_level!r}")
+    return int(opt_level)
+
+
 def compile(model: ModelSource, target: str = "cpu", threads: int | None = None, opt_level: int = 3,
             passes: list[str] | None = None,
             input_shapes: dict[str, tuple[int, ...]] | None = None, profile: bool = False,
@@ -108,6 +116,7 @@ def compile(model: ModelSource, target: str = "cpu", threads: int | None = None,
         from hobbit.errors import HobbitError
         raise HobbitError(f"target {target!r} is not available yet; use target='cpu'")
     threads = resolve_threads(threads)
+    opt_level = resolve_opt_level(opt_level)
 
     def build(shapes: dict[str, tuple[int, ...]], values: dict[str, np.ndarray]) -> CompiledModel:
         with Progress.for_compile(progress) as show:

@@ -51,3 +51,8 @@ class InputError(HobbitError):
 
 class CodegenError(HobbitError):
     """A kernel could not be generated for a node (a bug or an unsupported variant)."""
+
+
+class RunError(HobbitError):
+    """An inference found invalid data at run time, e.g. an index outside its axis; the message
+    names the node, its op and the offending value. The outputs of that run are not returned."""

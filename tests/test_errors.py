@@ -7,7 +7,7 @@ import pytest
 from onnx import TensorProto, helper
 
 import hobbit
-from hobbit.errors import HobbitError, InputError, ModelFormatError, UnsupportedModelError
+from hobbit.errors import ConfigError, HobbitError, InputError, ModelFormatError, UnsupportedModelError
 from tests.helpers import make_model, rand
 
 
@@ -222,3 +222,14 @@ def test_input_without_shape_asks_for_input_shapes() -> None:
     with pytest.raises(ModelFormatError, match="input_shapes"):
         hobbit.compile(model)
     assert hobbit.compile(model, input_shapes={"x": (3,)}).inputs[0].shape == (3,)
+
+
+
+@pytest.mark.parametrize("level", [-1, 4, 7, 1.5, "2", True, None])
+def test_bad_opt_level_is_a_config_error(level: object) -> None:
+    x = helper.make_tensor_value_info("x", TensorProto.FLOAT, [2])
+    y = helper.make_tensor_value_info("y", TensorProto.FLOAT, [2])
+    model = helper.make_model(helper.make_graph([helper.make_node("Relu", ["x"], ["y"])], "g", [x], [y]))
+    with pytest.raises(ConfigError, match="opt_level=") as info:
+        hobbit.compile(model, opt_level=level, cache=False)
+    assert repr(level) in str(info.value)
