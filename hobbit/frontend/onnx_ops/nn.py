@@ -46,6 +46,9 @@ def conv(ctx, node, ins):
     x, w = ins[0], ins[1]
     if len(w.shape) != len(x.shape):
         raise ShapeError(f"Conv weight {w.type} does not have the rank of its input {x.type}")
+    wide = [None if v is None else widen_half(ctx, v) for v in ins]
+    if wide[0] is not x:  # float16/bfloat16: the float32 convolutions, rounded once at the end
+        return [narrow(ctx, conv(ctx, node, wide)[0], x.dtype)]
     if len(x.shape) != 4 or np.dtype(x.dtype) != np.float32:
         from hobbit.frontend.onnx_ops.convnd import conv_general  # it builds on resolve_pads below
         return conv_general(ctx, node, ins)
