@@ -2,7 +2,9 @@
 
 Every subcommand takes MODEL as a path to an .onnx file or the name of a
 built-in zoo model (`hobbit zoo` lists them). Errors hobbit raises on purpose
-are printed as one message and exit with status 2; see `hobbit COMMAND --help`."""
+are printed as one message and exit with status 2, like argparse's usage errors;
+Ctrl-C exits with status 130 (128 + SIGINT, what a shell reports for a process
+killed by it) and no traceback; see `hobbit COMMAND --help`."""
 
 from __future__ import annotations
 
@@ -19,20 +21,28 @@ import onnx
 import hobbit
 from hobbit import bench, zoo
 from hobbit.bench import random_inputs
+from hobbit.cli_inputs import ShapeFlag, input_shapes, load_feeds, parse_input_file, parse_input_shape, \
+    require_static, with_input_shapes
 from hobbit.codegen.llvm import emit_assembly
 from hobbit.codegen.module import kernel_name
 from hobbit.compiler import CompileReport, lower_to_llvm
 from hobbit.errors import HobbitError, InputError
+from hobbit.frontend.declared import declared_inputs
+from hobbit.frontend.onnx import load_model as read_model
 from hobbit.passes import DEFAULT_PIPELINE, PASSES
 from hobbit.passes.memory import needs_code
 
 EXIT_ERROR = 2
+EXIT_INTERRUPTED = 130
 
 _EPILOG = """examples:
   hobbit run resnet18                       compile a zoo model and run it on random input
   hobbit run model.onnx --input input=x.npy run your model on your data
+  hobbit run dynamic.onnx --input-shape input=8x3x224x224
+                                            fix a symbolic (batch) dim, run on random input
   hobbit inspect model.onnx                 fused kernels, memory plan, weights size
   hobbit compile model.onnx --emit asm -o model.s
+  hobbit compile dynamic.onnx --input-shape input=1x3x224x224 --emit llvm
   hobbit bench                              resnet18: hobbit vs onnxruntime, 1 thread
   hobbit bench --model all --threads 1,2 --plot ratios.png
                                             every zoo model at 1 and 2 threads, chart of ratios
@@ -41,10 +51,11 @@ _EPILOG = """examples:
   hobbit zoo                                list the built-in models"""
 
 
-def load_model(spec: str) -> onnx.ModelProto | str:
-    """MODEL argument -> something hobbit.compile accepts: an existing file path, or a zoo model."""
+def load_model(spec: str) -> onnx.ModelProto:
+    """MODEL argument -> the model: an existing file, or a zoo model built in memory. Read once
+    here so its declared inputs are checked before the compile starts."""
     if os.path.exists(spec):
-        return spec
+        return read_model(spec)
     if spec in zoo.MODELS:
         return zoo.build(spec)
     raise _not_a_model(spec)
@@ -67,21 +78,17 @@ def pipeline(args: argparse.Namespace) -> list[str] | None:
 
 
 def _report(args: argparse.Namespace, opt_level: int = 0) -> CompileReport:
-    return lower_to_llvm(load_model(args.model), passes=pipeline(args), opt_level=opt_level, threads=args.threads)
+    """The compile behind `compile` and `inspect`: one fixed-shape build, so --input-shape must
+    size every symbolic dim (checked before compiling)."""
+    proto = load_model(args.model)
+    shapes = input_shapes(declared_inputs(proto), args.input_shape)
+    require_static(declared_inputs(proto, shapes),
+                   f"`hobbit {args.command}` builds one fixed-shape variant, so each symbolic dim needs a size")
+    return lower_to_llvm(proto, passes=pipeline(args), input_shapes=shapes or None, opt_level=opt_level,
+                         threads=args.threads)
 
 
 # -- subcommands -------------------------------------------------------------------------
-def _parse_inputs(items: list[str]) -> dict[str, np.ndarray]:
-    feeds = {}
-    for item in items:
-        name, sep, path = item.partition("=")
-        if not sep or not name or not path:
-            raise InputError(f"--input takes NAME=FILE.npy, got {item!r}")
-        try:
-            feeds[name] = np.load(path, allow_pickle=False)
-        except (OSError, ValueError) as exc:
-            raise InputError(f"cannot read input '{name}' from {path!r}: {exc}") from exc
-    return feeds
 
 
 def _summary(array: np.ndarray, count: int = 5) -> str:
@@ -93,19 +100,28 @@ def _summary(array: np.ndarray, count: int = 5) -> str:
 
 
 def cmd_run(args: argparse.Namespace) -> int:
+    """Inputs are read and checked first; their shapes and --input-shape fix the symbolic dims,
+    so the compile builds the one variant the run needs."""
+    proto = load_model(args.model)
+    declared = declared_inputs(proto)
+    shapes = input_shapes(declared, args.input_shape)
+    given = load_feeds(declared, args.input, shapes)
+    shapes.update({name: array.shape for name, array in given.items()})
+    specs = declared_inputs(proto, shapes)
+    missing = [spec for spec in specs if spec.name not in given]
+    require_static(missing, "random inputs need a size for each symbolic dim",
+                   " (or give data with --input NAME=FILE.npy)")
+    sequences = [spec.name for spec in missing if spec.sequence]
+    if sequences:
+        raise InputError(f"inputs {sequences} are sequences of tensors; `hobbit run` cannot make them up "
+                         f"(use the Python API)")
     t0 = time.perf_counter()
-    model = hobbit.compile(load_model(args.model), threads=args.threads, passes=pipeline(args))
+    model = hobbit.compile(proto, threads=args.threads, passes=pipeline(args), input_shapes=shapes or None)
     compile_s = time.perf_counter() - t0
-    given = _parse_inputs(args.input)
-    known = {s.name for s in model.inputs}
-    unknown = sorted(set(given) - known)
-    if unknown:
-        raise InputError(f"--input names {unknown} are not model inputs; the model takes {sorted(known)}")
-    feeds = random_inputs([s for s in model.inputs if s.name not in given], args.seed)
-    feeds.update(given)
-    for spec in model.inputs:
+    feeds = {**random_inputs(missing, args.seed), **given}
+    for spec in specs:
         origin = "from file" if spec.name in given else "random"
-        print(f"input  {spec.name}: {np.dtype(spec.dtype).name}{list(spec.shape)} ({origin})")
+        print(f"input  {spec.name}: {spec.dtype.name}{list(spec.shape)} ({origin})")
     outputs = model.run(feeds)
     times = []
     for _ in range(args.runs):
@@ -175,8 +191,8 @@ def cmd_inspect(args: argparse.Namespace) -> int:
 
 
 def positive_int(text: str) -> int:
-    """--threads N: refused by argparse (a usage error) unless N >= 1, so 0 cannot slip
-    through as "the default"."""
+    """--threads N, --runs N, ...: refused by argparse (a usage error) unless N >= 1, so 0 cannot
+    slip through as "the default" or time nothing."""
     try:
         count = int(text)
     except ValueError:
@@ -184,6 +200,37 @@ def positive_int(text: str) -> int:
     if count < 1:
         raise argparse.ArgumentTypeError(f"expected a whole number >= 1, got {text!r}")
     return count
+
+
+def non_negative_int(text: str) -> int:
+    """--warmup N: 0 is allowed (no warm-up), a negative count is a usage error."""
+    try:
+        count = int(text)
+    except ValueError:
+        count = -1
+    if count < 0:
+        raise argparse.ArgumentTypeError(f"expected a whole number >= 0, got {text!r}")
+    return count
+
+
+def positive_seconds(text: str) -> float:
+    """--timeout SECONDS: a time limit above zero (fractions allowed)."""
+    try:
+        seconds = float(text)
+    except ValueError:
+        seconds = 0.0
+    if not seconds > 0 or seconds == float("inf"):
+        raise argparse.ArgumentTypeError(f"expected a number of seconds > 0, got {text!r}")
+    return seconds
+
+
+def regex(text: str) -> str:
+    """--filter REGEX: compiled once here so a bad pattern is a usage error, not a traceback."""
+    try:
+        re.compile(text)
+    except re.error as exc:
+        raise argparse.ArgumentTypeError(f"not a valid regular expression ({exc}): {text!r}") from exc
+    return text
 
 
 def parse_threads(text: str) -> list[int]:
@@ -207,8 +254,11 @@ def parse_loads(text: str) -> list[str]:
     return loads
 
 
-def bench_models(spec: str) -> list[tuple[str, Callable[[], onnx.ModelProto | str]]]:
-    """--model: 'all' (every zoo model), a path, or comma-separated zoo names/paths, checked up front."""
+def bench_models(spec: str, flags: list[ShapeFlag] | None = None, batch: int = 1
+                 ) -> list[tuple[str, Callable[[], onnx.ModelProto]]]:
+    """--model: 'all' (every zoo model), a path, or comma-separated zoo names/paths, checked up
+    front: names, and the declared inputs of every file (and of zoo models given --input-shape),
+    so a model that cannot be benchmarked fails before minutes of benchmarking, not after."""
     if spec == "all":
         names = list(zoo.MODELS)
     elif os.path.exists(spec):
@@ -218,11 +268,30 @@ def bench_models(spec: str) -> list[tuple[str, Callable[[], onnx.ModelProto | st
     for name in names:
         if not os.path.exists(name) and name not in zoo.MODELS:
             raise _not_a_model(name)
-    return [(name, lambda name=name: load_model(name)) for name in names]
+    loaders = [(name, lambda name=name: _bench_model(name, flags or [], batch)) for name in names]
+    for name, load in loaders:
+        if flags or os.path.exists(name):
+            load()
+    return loaders
+
+
+def _bench_model(name: str, flags: list[ShapeFlag], batch: int) -> onnx.ModelProto:
+    """The model with its --input-shape dims written into its declared inputs (the benchmark
+    compiles both engines from the model alone); --batch > 1 then sets every first dim."""
+    proto = load_model(name)
+    shapes = input_shapes(declared_inputs(proto), flags)
+    if batch > 1:
+        clash = [f"{n}={'x'.join(map(str, dims))}" for n, dims in shapes.items() if dims and dims[0] != batch]
+        if clash:
+            raise InputError(f"--batch {batch} sets the first dim of every input of {name}, but --input-shape "
+                             f"gives {', '.join(clash)}")
+    why = f"`hobbit bench` times one fixed-shape build of {name}, so each symbolic dim needs a size"
+    require_static(declared_inputs(proto, shapes), why, free_axis0=batch > 1)
+    return with_input_shapes(proto, shapes)
 
 
 def cmd_bench(args: argparse.Namespace) -> int:
-    models = bench_models(args.model)
+    models = bench_models(args.model, args.input_shape, args.batch)
     threads = args.threads
     if args.plot:
         bench.pyplot()  # fail before minutes of benchmarking, not after
@@ -244,6 +313,7 @@ def cmd_bench(args: argparse.Namespace) -> int:
     if args.markdown or args.json:
         command = (f"hobbit bench --model {args.model} --threads {','.join(map(str, threads))} "
                    f"--runs {args.runs}" + (f" --load {','.join(args.load)}" if args.load != ["none"] else "")
+                   + "".join(f" {flag}" for flag in args.input_shape)
                    + (f" --batch {args.batch}" if args.batch > 1 else "")
                    + (f" --streams {args.streams}" if args.streams else ""))
         if args.markdown:
@@ -305,6 +375,13 @@ def _common(p: argparse.ArgumentParser) -> None:
     p.add_argument("--threads", type=positive_int, default=None, metavar="N",
                    help="threads per inference to build for (default: $HOBBIT_NUM_THREADS, else the CPUs "
                         "this process may use: its affinity mask, capped by any cgroup CPU quota)")
+    _input_shape(p)
+
+
+def _input_shape(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--input-shape", metavar="NAME=DIMS", type=parse_input_shape, action="append", default=[],
+                   help="the shape of input NAME, dims joined by 'x' (e.g. input=8x3x224x224), to size its "
+                        "symbolic dims such as a dynamic batch; static dims must match the model (repeatable)")
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -317,11 +394,14 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("run", help="compile a model and run it on given or random inputs",
                        description="Compile MODEL, run it, and print each output's shape, first values and "
                                    "the latency. Inputs not given with --input are filled with seeded random "
-                                   "data (N(0,1) for floats).")
+                                   "data (N(0,1) for floats); a model with symbolic dims (a dynamic batch) "
+                                   "then needs --input-shape to size them.")
     _common(p)
-    p.add_argument("--input", metavar="NAME=FILE.npy", action="append", default=[],
-                   help="feed input NAME from a .npy file (repeatable)")
-    p.add_argument("--runs", type=int, default=10, help="timed runs for the latency figure (default 10)")
+    p.add_argument("--input", metavar="NAME=FILE.npy", type=parse_input_file, action="append", default=[],
+                   help="feed input NAME from a .npy file, checked against the model before compiling; its "
+                        "shape sizes NAME's symbolic dims (repeatable)")
+    p.add_argument("--runs", type=positive_int, default=10, metavar="N",
+                   help="timed runs for the latency figure (default 10)")
     p.add_argument("--seed", type=int, default=0, help="seed for random inputs (default 0)")
     p.set_defaults(func=cmd_run)
 
@@ -354,8 +434,10 @@ def build_parser() -> argparse.ArgumentParser:
                                    "when hobbit is faster. Exits with status 1 when any outputs disagree.")
     p.add_argument("--model", default="resnet18", metavar="NAME|PATH|all",
                    help="zoo model name, .onnx path, a comma list of those, or 'all' zoo models (default resnet18)")
-    p.add_argument("--runs", type=int, default=30, help="timed runs per engine after warm-up (default 30)")
-    p.add_argument("--warmup", type=int, default=3, help="untimed warm-up runs per engine (default 3)")
+    p.add_argument("--runs", type=positive_int, default=30, metavar="N",
+                   help="timed runs per engine after warm-up (default 30)")
+    p.add_argument("--warmup", type=non_negative_int, default=3, metavar="N",
+                   help="untimed warm-up runs per engine (default 3)")
     p.add_argument("--threads", type=parse_threads, default=[1], metavar="N[,N...]",
                    help="thread counts for both engines (onnxruntime intra_op_num_threads), e.g. 1,2 (default 1)")
     p.add_argument("--load", type=parse_loads, default=["none"], metavar="COND[,COND...]",
@@ -371,6 +453,7 @@ def build_parser() -> argparse.ArgumentParser:
                         "against one onnxruntime session with 1 intra-op thread shared by S threads")
     p.add_argument("--passes", metavar="A,B,C", help="graph passes to run, in order (default: the standard pipeline)")
     p.add_argument("--disable", metavar="NAME", action="append", default=[], help="drop this pass (repeatable)")
+    _input_shape(p)
     p.add_argument("--markdown", metavar="FILE", help="write the table with a header naming the machine (BENCHMARKS.md)")
     p.add_argument("--json", metavar="FILE", help="write every number per model and thread count as JSON")
     p.add_argument("--plot", metavar="FILE.png", help="write a bar chart of the ratios (needs matplotlib)")
@@ -411,6 +494,9 @@ def main(argv: list[str] | None = None) -> int:
     except HobbitError as exc:
         print(f"hobbit: error: {exc}", file=sys.stderr)
         return EXIT_ERROR
+    except KeyboardInterrupt:
+        print("hobbit: interrupted", file=sys.stderr)
+        return EXIT_INTERRUPTED
 
 
 if __name__ == "__main__":

@@ -2,11 +2,19 @@
 
 from __future__ import annotations
 
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
 import numpy as np
 import onnx
 import pytest
 from onnx import helper
 
+import hobbit
 from hobbit import bench
 from hobbit.cli import main
 from tests.helpers import make_model, rand
@@ -128,8 +136,7 @@ def test_compare_outputs():
 
 @pytest.mark.parametrize("argv, message", [
     (["run", "no_such_model"], "neither an existing file nor a zoo model"),
-    (["run", "{tiny}", "--input", "nope=x.npy"], "cannot read input"),
-    (["run", "{tiny}", "--input", "x"], "NAME=FILE.npy"),
+    (["run", "{tiny}", "--input", "nope=x.npy"], "--input names 'nope', which is not a model input"),
     (["inspect", "{tiny}", "--passes", "dce,bogus"], "unknown pass 'bogus'"),
     (["compile", "{bad}", "--emit", "graph"], ""),
 ])
@@ -145,7 +152,8 @@ def test_errors_exit_2_without_traceback(argv, message, tiny, tmp_path, capsys):
 def test_wrong_input_name(tiny, tmp_path, capsys):
     np.save(tmp_path / "x.npy", rand(1, 3, 8, 8))
     assert main(["run", tiny, "--input", f"image={tmp_path / 'x.npy'}"]) == 2
-    assert "not model inputs" in capsys.readouterr().err
+    assert "--input names 'image', which is not a model input; the model takes x: float32[1, 3, 8, 8]" \
+        in capsys.readouterr().err
 
 
 def test_zoo_list_and_save(tmp_path, capsys):
@@ -165,3 +173,183 @@ def test_zoo_model_inspect_and_emit(capsys):
     assert "/layer1/layer1.0/relu_1/Relu" in residual
     assert main(["compile", "squeezenet1_1", "--emit", "llvm"]) == 0
     assert "/features/features.3/expand3x3/Conv" in capsys.readouterr().out
+
+
+# -- symbolic dims: --input-shape and --input files size them ---------------------------
+@pytest.fixture(scope="module")
+def dynamic(tmp_path_factory) -> str:
+    """Conv -> Relu on an input of symbolic batch N: float32[N, 3, 8, 8]."""
+    nodes = [helper.make_node("Conv", ["x", "w"], ["c"], name="conv", pads=[1, 1, 1, 1]),
+             helper.make_node("Relu", ["c"], ["y"], name="relu")]
+    graph = helper.make_graph(nodes, "dynamic", [helper.make_tensor_value_info("x", onnx.TensorProto.FLOAT,
+                                                                               ["N", 3, 8, 8])],
+                              [helper.make_tensor_value_info("y", onnx.TensorProto.FLOAT, None)],
+                              [onnx.numpy_helper.from_array(rand(4, 3, 3, 3, seed=1), "w")])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+    model.ir_version = 8
+    path = tmp_path_factory.mktemp("cli") / "dynamic.onnx"
+    onnx.save(model, path)
+    return str(path)
+
+
+@pytest.mark.parametrize("argv", [["run", "{m}"], ["inspect", "{m}"], ["compile", "{m}", "--emit", "graph"],
+                                  ["bench", "--model", "{m}"]])
+def test_symbolic_model_without_sizes_shows_the_flag(argv, dynamic, capsys):
+    assert main([a.format(m=dynamic) for a in argv]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("hobbit: error: input 'x' is float32[N, 3, 8, 8]")
+    assert "pass e.g. --input-shape x=1x3x8x8" in err and "Traceback" not in err
+
+
+def test_input_shape_sizes_the_batch_on_every_command(dynamic, tmp_path, capsys):
+    assert main(["run", dynamic, "--input-shape", "x=2x3x8x8", "--runs", "1"]) == 0
+    out = capsys.readouterr().out
+    assert "input  x: float32[2, 3, 8, 8] (random)" in out and "output y: float32[2, 4, 8, 8]" in out
+    assert main(["inspect", dynamic, "--input-shape", "x=3x3x8x8"]) == 0
+    assert "float32[3x4x8x8]" in next(line for line in capsys.readouterr().out.splitlines() if "conv" in line)
+    assert main(["compile", dynamic, "--input-shape", "x=2x3x8x8", "--emit", "llvm"]) == 0
+    assert any(line.startswith("define") and "hobbit_main" in line for line in capsys.readouterr().out.splitlines())
+    asm = tmp_path / "dynamic.s"
+    assert main(["compile", dynamic, "--input-shape", "x=2x3x8x8", "--emit", "asm", "-o", str(asm)]) == 0
+    assert "hobbit_main" in asm.read_text()
+
+
+def test_bench_with_input_shape_checks_against_onnxruntime(dynamic, capsys):
+    assert main(["bench", "--model", dynamic, "--input-shape", "x=2x3x8x8", "--runs", "2", "--warmup", "0"]) == 0
+    out = capsys.readouterr().out
+    assert "ratio hobbit/onnxruntime" in out and "OUTPUTS DISAGREE" not in out
+
+
+def test_bench_batch_and_input_shape_must_agree(dynamic, capsys):
+    assert main(["bench", "--model", dynamic, "--input-shape", "x=2x3x8x8", "--batch", "4"]) == 2
+    assert "--batch 4 sets the first dim of every input" in capsys.readouterr().err
+
+
+def test_input_file_sizes_the_batch(dynamic, tmp_path, capsys):
+    np.save(tmp_path / "x.npy", rand(3, 3, 8, 8, seed=4))
+    assert main(["run", dynamic, "--input", f"x={tmp_path / 'x.npy'}", "--runs", "1"]) == 0
+    out = capsys.readouterr().out
+    assert "input  x: float32[3, 3, 8, 8] (from file)" in out and "output y: float32[3, 4, 8, 8]" in out
+
+
+@pytest.mark.parametrize("value", ["x=1x0x8x8", "x=1x3xax8", "x", "=1x3x8x8", "x=1x-3x8x8", "x=1x3x8x8x"])
+def test_malformed_input_shape_is_a_usage_error(value, dynamic, capsys):
+    assert main(["run", dynamic, "--input-shape", value]) == 2
+    err = capsys.readouterr().err
+    assert "argument --input-shape: expected NAME=DIMS" in err and repr(value) in err
+
+
+@pytest.mark.parametrize("argv, message", [
+    (["--input-shape", "image=1x3x8x8"], "--input-shape names 'image', which is not a model input; "
+                                         "the model takes x: float32[N, 3, 8, 8]"),
+    (["--input-shape", "x=1x3x8"], "--input-shape x=1x3x8 has rank 3, but input 'x' is declared "
+                                   "float32[N, 3, 8, 8] (rank 4)"),
+    (["--input-shape", "x=1x4x8x8"], "sets axis 1 to 4, but input 'x' is declared float32[N, 3, 8, 8], "
+                                     "which fixes it at 3"),
+    (["--input-shape", "x=1x3x8x8", "--input-shape", "x=2x3x8x8"], "two shapes: 1x3x8x8 and 2x3x8x8"),
+])
+@pytest.mark.parametrize("command", ["run", "inspect", "compile"])
+def test_input_shape_that_does_not_fit_the_model(command, argv, message, dynamic, capsys):
+    assert main([command, dynamic] + argv) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("hobbit: error:") and message in err
+
+
+@pytest.fixture
+def no_compile(monkeypatch):
+    """hobbit.compile fails the test if reached: these errors must come before the compile."""
+    def refuse(*args, **kwargs):
+        raise AssertionError("compiled before checking the inputs")
+    monkeypatch.setattr(hobbit, "compile", refuse)
+
+
+@pytest.mark.parametrize("make, message", [
+    (lambda d: d / "missing.npy", "cannot open the file (No such file or directory)"),
+    (lambda d: d, "cannot open the file (Is a directory)"),
+    (lambda d: _write_bytes(d / "x.onnx", b"\x08\x08 not numpy"), "not a .npy file (write one with numpy.save)"),
+    (lambda d: _savez(d / "x.npz"), "an .npz archive of arrays"),
+    (lambda d: _write_bytes(d / "cut.npy", b"\x93NUMPY\x01\x00"), "a broken or unsupported .npy file"),
+    (lambda d: _save(d / "f64.npy", rand(2, 3, 8, 8).astype(np.float64)),
+     "holds float64 data, but input 'x' is float32[N, 3, 8, 8]; save it as float32"),
+    (lambda d: _save(d / "rank3.npy", rand(3, 8, 8)), "has rank 3, but input 'x' is declared"),
+    (lambda d: _save(d / "c4.npy", rand(2, 4, 8, 8)), "(shape 2x4x8x8) sets axis 1 to 4"),
+])
+def test_bad_input_file_is_reported_before_compiling(make, message, dynamic, tmp_path, capsys, no_compile):
+    path = make(tmp_path)
+    assert main(["run", dynamic, "--input", f"x={path}"]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith(f"hobbit: error: --input x={path}") and message in err
+
+
+def test_input_file_and_input_shape_must_agree(dynamic, tmp_path, capsys, no_compile):
+    path = _save(tmp_path / "x.npy", rand(2, 3, 8, 8))
+    assert main(["run", dynamic, "--input", f"x={path}", "--input-shape", "x=1x3x8x8"]) == 2
+    assert "has shape 2x3x8x8, but --input-shape gives x=1x3x8x8" in capsys.readouterr().err
+    assert main(["run", dynamic, "--input", f"x={path}", "--input", f"x={path}"]) == 2
+    assert "more than once" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("value", ["x", "=x.npy", "x="])
+def test_malformed_input_is_a_usage_error(value, dynamic, capsys):
+    assert main(["run", dynamic, "--input", value]) == 2
+    assert f"argument --input: expected NAME=FILE.npy, got {value!r}" in capsys.readouterr().err
+
+
+def _write_bytes(path, data: bytes):
+    path.write_bytes(data)
+    return path
+
+
+def _save(path, array: np.ndarray):
+    np.save(path, array)
+    return path
+
+
+def _savez(path):
+    np.savez(path, x=rand(2, 3, 8, 8))
+    return path
+
+
+# -- counts ------------------------------------------------------------------------------
+@pytest.mark.parametrize("argv, option, value, expected", [
+    (["run", "{m}"], "--runs", "0", ">= 1"), (["run", "{m}"], "--runs", "-2", ">= 1"),
+    (["run", "{m}"], "--runs", "ten", ">= 1"), (["bench"], "--runs", "0", ">= 1"),
+    (["bench"], "--warmup", "-1", ">= 0"), (["bench"], "--warmup", "1.5", ">= 0"),
+    (["bench"], "--batch", "0", ">= 1"), (["bench"], "--streams", "0", ">= 1"),
+])
+def test_counts_out_of_range_are_usage_errors(argv, option, value, expected, tiny, capsys):
+    assert main([a.format(m=tiny) for a in argv] + [option, value]) == 2
+    err = capsys.readouterr().err
+    assert f"argument {option}: expected a whole number {expected}, got {value!r}" in err
+
+
+# -- Ctrl-C ------------------------------------------------------------------------------
+def test_keyboard_interrupt_exits_130_quietly(tiny, monkeypatch, capsys):
+    def interrupted(*args, **kwargs):
+        raise KeyboardInterrupt
+    monkeypatch.setattr(hobbit, "compile", interrupted)
+    assert main(["run", tiny]) == 130
+    captured = capsys.readouterr()
+    assert captured.err == "hobbit: interrupted\n" and "Traceback" not in captured.out
+
+
+def test_sigint_while_compiling_a_zoo_model_exits_130(tmp_path):
+    """A real Ctrl-C: SIGINT to `python -m hobbit.cli` once it is inside main (llvmlite is
+    loaded at import, so its library in the process's maps means the imports are done)."""
+    env = {**os.environ, "HOBBIT_CACHE": "0"}
+    child = subprocess.Popen([sys.executable, "-m", "hobbit.cli", "run", "resnet18", "--runs", "100000"],
+                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
+    try:
+        deadline = time.monotonic() + 60
+        while "llvmlite" not in Path(f"/proc/{child.pid}/maps").read_text():
+            assert child.poll() is None and time.monotonic() < deadline, "the command never got going"
+            time.sleep(0.05)
+        time.sleep(1.0)
+        assert child.poll() is None, "finished before it could be interrupted"
+        child.send_signal(signal.SIGINT)
+        out, err = child.communicate(timeout=60)
+    finally:
+        child.kill()
+        child.wait()
+    assert child.returncode == 130, err
+    assert "Traceback" not in err and err.strip().endswith("hobbit: interrupted")

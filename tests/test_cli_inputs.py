@@ -1,0 +1,74 @@
+"""--input-shape / --input parsing and the checks against a model's declared inputs."""
+
+from __future__ import annotations
+
+import argparse
+
+import numpy as np
+import onnx
+import pytest
+from onnx import helper
+
+from hobbit.cli_inputs import InputFile, ShapeFlag, input_shapes, load_feeds, parse_input_file, \
+    parse_input_shape, require_static, with_input_shapes
+from hobbit.errors import InputError
+from hobbit.frontend.declared import declared_inputs
+from tests.helpers import rand, run_ort
+
+
+def _model() -> onnx.ModelProto:
+    """Add of x: float32[N, T, 4] and y: float32[1, T, 4] (two symbolic dims, one shared)."""
+    graph = helper.make_graph([helper.make_node("Add", ["x", "y"], ["z"])], "two",
+                              [helper.make_tensor_value_info("x", onnx.TensorProto.FLOAT, ["N", "T", 4]),
+                               helper.make_tensor_value_info("y", onnx.TensorProto.FLOAT, [1, "T", 4])],
+                              [helper.make_tensor_value_info("z", onnx.TensorProto.FLOAT, None)])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+    model.ir_version = 8
+    return model
+
+
+def test_parse_input_shape() -> None:
+    assert parse_input_shape("x=2x5x4") == ShapeFlag("x", (2, 5, 4))
+    assert parse_input_shape("scalar=") == ShapeFlag("scalar", ())
+    assert str(ShapeFlag("x", (2, 5, 4))) == "--input-shape x=2x5x4"
+    for bad in ["x", "x=2x0", "x=2,5", "x=2xx5", "=2"]:
+        with pytest.raises(argparse.ArgumentTypeError, match="NAME=DIMS"):
+            parse_input_shape(bad)
+
+
+def test_parse_input_file() -> None:
+    assert parse_input_file("x=a=b.npy") == InputFile("x", "a=b.npy")
+    with pytest.raises(argparse.ArgumentTypeError, match="NAME=FILE.npy"):
+        parse_input_file("x.npy")
+
+
+def test_require_static_names_every_open_input_and_the_flags() -> None:
+    declared = declared_inputs(_model())
+    with pytest.raises(InputError) as info:
+        require_static(declared, "WHY")
+    assert str(info.value) == ("input 'x' is float32[N, T, 4]; input 'y' is float32[1, T, 4]; WHY: "
+                               "pass e.g. --input-shape x=1x1x4 --input-shape y=1x1x4")
+    require_static(declared_inputs(_model(), {"x": (2, 3, 4), "y": (1, 3, 4)}), "WHY")
+    with pytest.raises(InputError, match="input 'y'"):
+        require_static(declared_inputs(_model(), {"x": (2, 3, 4)}), "WHY", free_axis0=True)
+
+
+def test_input_shapes_checks_against_the_declaration() -> None:
+    declared = declared_inputs(_model())
+    assert input_shapes(declared, [ShapeFlag("x", (2, 3, 4))]) == {"x": (2, 3, 4)}
+    with pytest.raises(InputError, match="sets axis 0 to 2, but input 'y' is declared float32\\[1, T, 4\\]"):
+        input_shapes(declared, [ShapeFlag("y", (2, 3, 4))])
+
+
+def test_load_feeds_returns_the_arrays(tmp_path) -> None:
+    np.save(tmp_path / "y.npy", rand(1, 6, 4))
+    feeds = load_feeds(declared_inputs(_model()), [InputFile("y", str(tmp_path / "y.npy"))], {})
+    np.testing.assert_array_equal(feeds["y"], rand(1, 6, 4))
+
+
+def test_with_input_shapes_makes_the_model_static_for_onnxruntime() -> None:
+    fixed = with_input_shapes(_model(), {"x": (2, 3, 4), "y": (1, 3, 4)})
+    assert [d.shape for d in declared_inputs(fixed)] == [(2, 3, 4), (1, 3, 4)]
+    assert [d.shape for d in declared_inputs(_model())] == [(None, None, 4), (1, None, 4)]  # a copy
+    x, y = rand(2, 3, 4), rand(1, 3, 4, seed=1)
+    np.testing.assert_allclose(run_ort(fixed, {"x": x, "y": y})[0], x + y, rtol=1e-6)
