@@ -17,6 +17,7 @@ import numpy as np
 from hobbit.errors import ShapeError
 from hobbit.graph.ir import Node, TensorType
 from hobbit.graph.registry import OpDef, register_op
+from hobbit.graph import per_sample
 from hobbit.lower.convnd import lower_convnd
 
 
@@ -112,5 +113,6 @@ def _flops(node: Node) -> int:
 register_op(OpDef(
     "ConvND", infer=_infer, reference=_reference, lower=lower_convnd, flops=_flops,
     attrs={"strides": (), "dilations": (), "pads": (), "group": 1, "transposed": 0, "output_padding": ()},
+    per_sample=per_sample.first_input,
     doc="direct N-D convolution (transposed=1: ConvTranspose, W [C, OC/group, *k]); pads (begins..., ends...), "
         "float dtypes (float16 accumulated in float32)"))

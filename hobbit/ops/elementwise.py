@@ -10,6 +10,7 @@ import numpy as np
 
 from hobbit.graph.ir import Node, TensorType
 from hobbit.graph.registry import OpDef, register_op
+from hobbit.graph import per_sample
 from hobbit.graph.shapes import broadcast
 from hobbit.lower.elementwise import emit_elementwise
 from hobbit.lower.half import compute_dtype
@@ -42,7 +43,8 @@ def unary(name: str, expr: Callable[[Emit, Any, dict], Any],
             return [np.asarray(ref(ins[0], a)).astype(ins[0].dtype)]
 
     register_op(OpDef(name, infer=_same_type, reference=reference, lower=lower_elementwise,
-                      kind="elementwise", scalar=lambda e, args, a: expr(e, args[0], a), attrs=attrs or {}))
+                      kind="elementwise", scalar=lambda e, args, a: expr(e, args[0], a), attrs=attrs or {},
+                      per_sample=per_sample.broadcasting))
 
 
 def binary(name: str, expr: Callable[[Emit, Any, Any], Any],
@@ -58,7 +60,8 @@ def binary_with_attrs(name: str, expr: Callable[[Emit, Any, Any, dict], Any],
             return [np.asarray(ref(ins[0], ins[1], a)).astype(ins[0].dtype)]
 
     register_op(OpDef(name, infer=_broadcast_type, reference=reference, lower=lower_elementwise,
-                      kind="elementwise", scalar=lambda e, args, a: expr(e, args[0], args[1], a), attrs=attrs))
+                      kind="elementwise", scalar=lambda e, args, a: expr(e, args[0], args[1], a), attrs=attrs,
+                      per_sample=per_sample.broadcasting))
 
 
 def _bool_type(node: Node) -> list[TensorType]:
@@ -70,7 +73,8 @@ def predicate(name: str, expr: Callable[[Emit, Any, dict], Any],
     """A unary test with a bool result (IsNaN, IsInf)."""
     register_op(OpDef(name, infer=_bool_type, lower=lower_elementwise, kind="elementwise",
                       scalar=lambda e, args, a: e.as_bool(expr(e, args[0], a)),
-                      reference=lambda ins, a: [np.asarray(ref(ins[0], a), dtype=np.bool_)], attrs=attrs or {}))
+                      reference=lambda ins, a: [np.asarray(ref(ins[0], a), dtype=np.bool_)], attrs=attrs or {},
+                      per_sample=per_sample.broadcasting))
 
 
 def _np_div(a: np.ndarray, b: np.ndarray) -> np.ndarray:
@@ -179,5 +183,5 @@ def _cast_type(node: Node) -> list[TensorType]:
 register_op(OpDef(
     "Cast", infer=_cast_type, reference=lambda ins, a: [np.asarray(ins[0]).astype(a["to"])],
     lower=lower_elementwise, kind="elementwise", scalar=lambda e, args, a: e.convert(args[0], a["to"]),
-    attrs={"to": "float32"},
+    attrs={"to": "float32"}, per_sample=per_sample.broadcasting,
     doc="convert to dtype `to` (a numpy dtype name); float -> int saturates, NaN -> 0"))

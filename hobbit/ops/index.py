@@ -13,6 +13,7 @@ import numpy as np
 from hobbit.errors import ShapeError
 from hobbit.graph.ir import Node, TensorType
 from hobbit.graph.registry import OpDef, register_op
+from hobbit.graph import per_sample
 from hobbit.lower.copy import emit_strided_copy
 from hobbit.lower.half import compute_dtype
 from hobbit.lower.index import emit_reverse_sequence
@@ -165,7 +166,7 @@ def _lower_cumulative(how: str):
 for _name, _how in (("CumSum", "add"), ("CumProd", "mul")):
     register_op(OpDef(
         _name, infer=axis_infer, reference=_cumulative_reference(_how), lower=_lower_cumulative(_how),
-        attrs={"axis": 0, "exclusive": 0, "reverse": 0},
+        attrs={"axis": 0, "exclusive": 0, "reverse": 0}, per_sample=per_sample.axis_not_batch(),
         doc=f"running {'sum' if _how == 'add' else 'product'} along `axis`; exclusive and reverse as in ONNX"))
 
 
@@ -201,7 +202,7 @@ def _lower_top_k(k: KernelArgs) -> None:
 
 register_op(OpDef(
     "TopK", infer=_top_k_infer, reference=_top_k_reference, lower=_lower_top_k,
-    attrs={"axis": 0, "k": 1, "largest": 1},
+    attrs={"axis": 0, "k": 1, "largest": 1}, per_sample=per_sample.axis_not_batch(),
     doc="the k largest (or smallest) values along `axis`, sorted, and their int64 indices; "
         "equal values in ascending index order"))
 

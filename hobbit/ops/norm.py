@@ -9,6 +9,7 @@ import numpy as np
 from hobbit.errors import ShapeError
 from hobbit.graph.ir import Node, TensorType
 from hobbit.graph.registry import OpDef, register_op
+from hobbit.graph import per_sample
 from hobbit.lower.norm import lower_layernorm, lower_softmax
 
 
@@ -33,7 +34,7 @@ def _softmax_reference(log: bool):
 for _name, _log in (("Softmax", False), ("LogSoftmax", True)):
     register_op(OpDef(
         _name, infer=axis_infer, reference=_softmax_reference(_log), lower=lower_softmax,
-        attrs={"axis": 0}, doc=f"{_name} over one axis, max-subtracted for stability"))
+        attrs={"axis": 0}, per_sample=per_sample.axis_not_batch(), doc=f"{_name} over one axis, max-subtracted for stability"))
 
 
 def _layernorm_infer(node: Node) -> list[TensorType]:
@@ -64,6 +65,6 @@ def _layernorm_reference(ins: list[np.ndarray], a: dict) -> list[np.ndarray]:
 
 register_op(OpDef(
     "LayerNormalization", infer=_layernorm_infer, reference=_layernorm_reference, lower=lower_layernorm,
-    attrs={"axis": 0, "epsilon": 1e-5},
+    attrs={"axis": 0, "epsilon": 1e-5}, per_sample=per_sample.axis_not_batch(),
     doc="LayerNormalization over dims [axis, rank); inputs X, Scale[, B]; outputs Y[, Mean, InvStdDev] "
         "(the statistics keep the normalised dims as 1s)"))

@@ -13,6 +13,7 @@ import numpy as np
 from hobbit.errors import ShapeError
 from hobbit.graph.ir import Node, TensorType
 from hobbit.graph.registry import OpDef, register_op
+from hobbit.graph import per_sample
 from hobbit.lower.pool import lower_pool
 
 
@@ -79,9 +80,10 @@ _COMMON = {"kernel_shape": (1, 1), "strides": (1, 1), "dilations": (1, 1), "pads
 
 register_op(OpDef(
     "MaxPool", infer=_infer, reference=_reference("MaxPool"), lower=lower_pool, attrs=dict(_COMMON),
+    per_sample=per_sample.first_input,
     doc="2-D max pooling, NCHW, explicit pads (top, left, bottom, right); padding never wins"))
 
 register_op(OpDef(
     "AveragePool", infer=_infer, reference=_reference("AveragePool"), lower=lower_pool,
-    attrs={**_COMMON, "count_include_pad": 0},
+    attrs={**_COMMON, "count_include_pad": 0}, per_sample=per_sample.first_input,
     doc="2-D average pooling, NCHW; count_include_pad counts explicit pads, not the ceil_mode overhang"))

@@ -14,6 +14,7 @@ import numpy as np
 from hobbit.errors import ShapeError
 from hobbit.graph.ir import Node, TensorType
 from hobbit.graph.registry import OpDef, register_op
+from hobbit.graph import per_sample
 from hobbit.lower.reduce import REDUCERS, identity, lower_arg_reduce, lower_reduce
 
 
@@ -58,7 +59,7 @@ def _reference(op: str):
 for _name in REDUCERS:
     register_op(OpDef(
         _name, infer=_infer, reference=_reference(_name), lower=lower_reduce,
-        attrs={"axes": (), "keepdims": 1},
+        attrs={"axes": (), "keepdims": 1}, per_sample=per_sample.reduce_not_batch,
         doc=f"{_name} over static axes (sorted, non-negative), keepdims 0/1"))
 
 
@@ -86,5 +87,5 @@ def _arg_reference(op: str):
 for _name in ("ArgMax", "ArgMin"):
     register_op(OpDef(
         _name, infer=_arg_infer, reference=_arg_reference(_name), lower=lower_arg_reduce,
-        attrs={"axis": 0, "keepdims": 1, "select_last_index": 0},
+        attrs={"axis": 0, "keepdims": 1, "select_last_index": 0}, per_sample=per_sample.axis_not_batch(),
         doc=f"{_name} over one non-negative axis, int64 indices; ties pick the first (or last) index"))

@@ -13,6 +13,7 @@ import numpy as np
 from hobbit.errors import ShapeError
 from hobbit.graph.ir import Node, TensorType
 from hobbit.graph.registry import OpDef, register_op
+from hobbit.graph import per_sample
 from hobbit.lower.resize import lower_resample_axis, lower_resize_nearest
 
 
@@ -72,5 +73,6 @@ register_op(OpDef(
     "ResampleAxis", infer=_resample_infer, reference=_resample_reference, lower=lower_resample_axis,
     flops=lambda n: 2 * n.outputs[0].type.size * n.attrs["taps"],
     attrs={"axis": 0, "taps": 1, "indices": (), "weights": (), "outside": (), "extrapolation_value": 0.0},
+    per_sample=per_sample.axis_not_batch(),
     doc="interpolation along one axis: y[.., j, ..] = sum_t weights[j*taps+t] * x[.., indices[j*taps+t], ..]; "
         "y = extrapolation_value where outside[j] (float dtypes; float16 computed in float32)"))

@@ -13,6 +13,7 @@ from llvmlite import ir
 from hobbit.errors import ShapeError
 from hobbit.graph.ir import Node, TensorType
 from hobbit.graph.registry import OpDef, register_op
+from hobbit.graph import per_sample
 from hobbit.graph.shapes import broadcast, contiguous_strides
 from hobbit.lower.builder import llvm_type
 from hobbit.lower.copy import emit_fill, emit_strided_copy
@@ -35,7 +36,7 @@ def _reshape_infer(node: Node) -> list[TensorType]:
 register_op(OpDef(
     "Reshape", infer=_reshape_infer, kind="view",
     reference=lambda ins, a: [np.reshape(ins[0], a["shape"])],
-    lower=lambda k: None, attrs={"shape": ()},
+    lower=lambda k: None, attrs={"shape": ()}, per_sample=per_sample.first_input,
     doc="reinterpret the input with a static shape (Reshape, Flatten, Squeeze, Unsqueeze); no copy"))
 
 
@@ -47,6 +48,7 @@ def _lower_copy(k: KernelArgs) -> None:
 register_op(OpDef(
     "Copy", infer=lambda n: [n.inputs[0].type], reference=lambda ins, a: [np.array(ins[0])],
     lower=_lower_copy, kind="elementwise", scalar=lambda e, args, a: args[0],
+    per_sample=per_sample.broadcasting,
     doc="materialise a tensor in its own buffer (graph outputs that alias inputs or constants)"))
 
 
@@ -85,7 +87,7 @@ def _lower_transpose(k: KernelArgs) -> None:
 
 register_op(OpDef(
     "Transpose", infer=_transpose_infer, reference=_transpose_reference, lower=_lower_transpose,
-    attrs={"perm": ()}, doc="permute dims (empty perm reverses them)"))
+    attrs={"perm": ()}, per_sample=per_sample.transpose_keeps_batch, doc="permute dims (empty perm reverses them)"))
 
 
 # -- Concat and Split: each piece is one strided copy -------------------------------
@@ -117,7 +119,7 @@ def _lower_concat(k: KernelArgs) -> None:
 
 
 register_op(OpDef(
-    "Concat", infer=_concat_infer, lower=_lower_concat, attrs={"axis": 0},
+    "Concat", infer=_concat_infer, lower=_lower_concat, attrs={"axis": 0}, per_sample=per_sample.concat_not_batch,
     reference=lambda ins, a: [np.concatenate(ins, axis=a["axis"])],
     doc="join inputs along `axis` (non-negative); each input is copied into its slice"))
 
@@ -148,7 +150,7 @@ def _lower_split(k: KernelArgs) -> None:
 
 register_op(OpDef(
     "Split", infer=_split_infer, reference=_split_reference, lower=_lower_split,
-    attrs={"axis": 0, "split": ()}, doc="cut `axis` into pieces of the sizes in `split`, one output each"))
+    attrs={"axis": 0, "split": ()}, per_sample=per_sample.axis_not_batch(), doc="cut `axis` into pieces of the sizes in `split`, one output each"))
 
 
 # -- Slice: per-dim start and step, already clamped by the converter ----------------
@@ -183,7 +185,7 @@ def _lower_slice(k: KernelArgs) -> None:
 
 register_op(OpDef(
     "Slice", infer=_slice_infer, reference=_slice_reference, lower=_lower_slice,
-    attrs={"starts": (), "steps": (), "sizes": ()},
+    attrs={"starts": (), "steps": (), "sizes": ()}, per_sample=per_sample.slice_keeps_batch,
     doc="out[i] = x[starts + i * steps] per dim, with output dims `sizes` (steps may be negative)"))
 
 
@@ -247,7 +249,7 @@ def _lower_pad(k: KernelArgs) -> None:
 
 register_op(OpDef(
     "Pad", infer=_pad_infer, reference=_pad_reference, lower=_lower_pad,
-    attrs={"pads": (), "mode": "constant", "value": 0.0},
+    attrs={"pads": (), "mode": "constant", "value": 0.0}, per_sample=per_sample.pad_keeps_batch,
     doc="pad (begins..., ends...) per dim, negative pads crop; mode constant, reflect, edge or wrap"))
 
 
@@ -285,6 +287,7 @@ def _lower_gather(k: KernelArgs) -> None:
 
 register_op(OpDef(
     "Gather", infer=_gather_infer, reference=_gather_reference, lower=_lower_gather, attrs={"axis": 0},
+    per_sample=per_sample.gather_per_sample,
     bakes_constants=True,
     doc="numpy take along `axis`; runtime indices out of range are clamped (see lower/gather.py)"))
 
@@ -309,6 +312,7 @@ def _expand_reference(ins: list[np.ndarray], a: dict) -> list[np.ndarray]:
 
 register_op(OpDef(
     "Expand", infer=_expand_infer, lower=_lower_expand, attrs={"shape": ()}, reference=_expand_reference,
+    per_sample=per_sample.expand_keeps_batch,
     doc="broadcast the input to `shape` (ONNX two-way broadcasting)"))
 
 
@@ -333,7 +337,7 @@ def _lower_tile(k: KernelArgs) -> None:
 
 register_op(OpDef(
     "Tile", infer=_tile_infer, lower=_lower_tile, attrs={"repeats": ()},
-    reference=lambda ins, a: [np.tile(ins[0], tuple(a["repeats"]))],
+    reference=lambda ins, a: [np.tile(ins[0], tuple(a["repeats"]))], per_sample=per_sample.tile_keeps_batch,
     doc="repeat the input `repeats[d]` times along each dim d"))
 
 
@@ -398,6 +402,7 @@ def _bool_binary(name: str, expr, ref) -> None:
         name, infer=_bool_binary_infer, lower=lower_elementwise, kind="elementwise",
         scalar=lambda e, args, a: _as_bool(e, expr(e, args[0], args[1])),
         reference=lambda ins, a: [np.asarray(ref(ins[0], ins[1]), dtype=np.bool_)],
+        per_sample=per_sample.broadcasting,
         doc=f"element-wise {ref.__name__} with broadcasting; bool result"))
 
 
@@ -423,7 +428,7 @@ _bool_binary("Xor", lambda e, a, b: e.b.xor(_truth(e, a), _truth(e, b)), np.logi
 register_op(OpDef(
     "Not", infer=lambda n: [TensorType(np.dtype(np.bool_), n.inputs[0].shape)], lower=lower_elementwise,
     kind="elementwise", scalar=lambda e, args, a: _as_bool(e, e.b.not_(_truth(e, args[0]))),
-    reference=lambda ins, a: [np.logical_not(ins[0])], doc="logical not of a bool tensor"))
+    reference=lambda ins, a: [np.logical_not(ins[0])], per_sample=per_sample.broadcasting, doc="logical not of a bool tensor"))
 
 
 def _where_infer(node: Node) -> list[TensorType]:
@@ -436,5 +441,5 @@ def _where_infer(node: Node) -> list[TensorType]:
 register_op(OpDef(
     "Where", infer=_where_infer, lower=lower_elementwise, kind="elementwise",
     scalar=lambda e, args, a: e.b.select(_truth(e, args[0]), args[1], args[2]),
-    reference=lambda ins, a: [np.where(ins[0], ins[1], ins[2])],
+    reference=lambda ins, a: [np.where(ins[0], ins[1], ins[2])], per_sample=per_sample.broadcasting,
     doc="cond ? x : y with three-way broadcasting"))

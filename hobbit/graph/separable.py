@@ -1,0 +1,159 @@
+"""Batch separability: does a graph treat the samples along dim 0 independently?
+
+When it does, running batch N equals running the graph compiled for batch b over chunks
+of b samples (hobbit/runtime/batching.py), so one compiled variant serves every batch
+size. Two facts are combined, both required:
+
+- per op: the registry's `per_sample` predicate (hobbit/graph/per_sample.py) for every
+  node that touches a batched value; an op without one ends the analysis;
+- structure: the model imported at two batch sizes gives the same nodes with the same
+  wiring and attributes; each value derived from a batched input has dim 0 = k * batch
+  with the same k at both sizes (a sample is a block of k whole rows) and every other dim
+  equal; every other value, constants included, is identical. An attribute may differ
+  only where it is the node's output shape (Reshape's target, Slice's sizes).
+
+The inputs are graphs as imported, before passes: passes keep the computed function, and
+comparing the imports is cheap next to compiling."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from hobbit.graph.ir import Graph, Node, Value
+from hobbit.graph.registry import get_op
+
+
+@dataclass(frozen=True)
+class Separation:
+    """`rows`: per graph output, rows per sample (None when not separable, see `reason`)."""
+
+    rows: tuple[int, ...] | None
+    reason: str = ""
+
+    @property
+    def separable(self) -> bool:
+        return self.rows is not None
+
+
+class _Refused(Exception):
+    """Internal: the first reason the graphs are not separable."""
+
+
+def separation(small: Graph, small_batch: int, large: Graph, large_batch: int) -> Separation:
+    """Compare the model imported at two different batch sizes (see the module docstring)."""
+    if small_batch == large_batch:
+        return Separation(None, "separation needs two different batch sizes")
+    try:
+        return Separation(_Walk(small_batch, large_batch).run(small, large))
+    except _Refused as exc:
+        return Separation(None, str(exc))
+
+
+class _Walk:
+    def __init__(self, small_batch: int, large_batch: int):
+        self.sizes = (small_batch, large_batch)
+        self.pairs: dict[int, Value] = {}  # id of a small-graph value -> its large-graph twin
+        self.rows: dict[int, int] = {}  # id of a batched small-graph value -> rows per sample
+
+    def run(self, small: Graph, large: Graph) -> tuple[int, ...]:
+        if len(small.inputs) != len(large.inputs) or len(small.nodes) != len(large.nodes):
+            raise _Refused("the graph changes with the batch size")
+        for s, g in zip(small.inputs, large.inputs):
+            self._pair(s, g)
+            self.rows[id(s)] = self._scale(s, g)
+            if self.rows[id(s)] != 1:
+                raise _Refused(f"input '{s.name}' does not carry the batch on dim 0")
+        for s_node, g_node in zip(small.nodes, large.nodes):
+            self._node(s_node, g_node)
+        if len(small.outputs) != len(large.outputs):
+            raise _Refused("the outputs change with the batch size")
+        rows = []
+        for s, g in zip(small.outputs, large.outputs):
+            self._same_value(s, g, "output")
+            if id(s) not in self.rows:
+                raise _Refused(f"output '{s.name}' does not depend on the batched inputs")
+            rows.append(self.rows[id(s)])
+        return tuple(rows)
+
+    def _node(self, s: Node, g: Node) -> None:
+        where = f"{s.op} node '{s.name}'"
+        if s.op != g.op or len(s.inputs) != len(g.inputs) or len(s.outputs) != len(g.outputs):
+            raise _Refused(f"{where} differs between batch sizes")
+        batched = []
+        for s_in, g_in in zip(s.inputs, g.inputs):
+            if (s_in is None) != (g_in is None):
+                raise _Refused(f"{where} differs between batch sizes")
+            batched.append(s_in is not None and self._input(s_in, g_in, where))
+        self._attrs(s, g, any(batched), where)
+        if not any(batched):
+            for s_out, g_out in zip(s.outputs, g.outputs):
+                if s_out.shape != g_out.shape or s_out.dtype != g_out.dtype:
+                    raise _Refused(f"{where} computes a value that depends on the batch size")
+                self._pair(s_out, g_out)
+            return
+        fact = get_op(s.op).per_sample
+        if fact is None:
+            raise _Refused(f"{where}: {s.op} has no per-sample fact, so it may mix samples")
+        if not fact(s, batched):
+            raise _Refused(f"{where} mixes samples along dim 0")
+        for s_out, g_out in zip(s.outputs, g.outputs):
+            self._pair(s_out, g_out)
+            self.rows[id(s_out)] = self._scale(s_out, g_out)
+
+    def _input(self, s: Value, g: Value, where: str) -> bool:
+        """Whether this input is batched; a constant seen first here is paired by content."""
+        if id(s) not in self.pairs:
+            if s.const is None or g.const is None:
+                raise _Refused(f"{where} reads a value the graph never defined")
+            if not _same(s.const, g.const):
+                raise _Refused(f"{where} reads a constant that depends on the batch size")
+            self._pair(s, g)
+        self._same_value(s, g, where)
+        return id(s) in self.rows
+
+    def _same_value(self, s: Value, g: Value, where: str) -> None:
+        if self.pairs.get(id(s)) is not g:
+            raise _Refused(f"{where} is wired differently at the two batch sizes")
+
+    def _pair(self, s: Value, g: Value) -> None:
+        self.pairs[id(s)] = g
+
+    def _scale(self, s: Value, g: Value) -> int:
+        """k where dim 0 is k * batch at both sizes and every other dim is equal."""
+        a, b = s.shape, g.shape
+        small, large = self.sizes
+        ok = (len(a) == len(b) >= 1 and a[1:] == b[1:] and s.dtype == g.dtype
+              and a[0] % small == 0 and b[0] % large == 0 and a[0] // small == b[0] // large >= 1)
+        if not ok:
+            raise _Refused(f"value '{s.name}' is {s.type} at batch {small} but {g.type} at batch {large}: "
+                           f"dim 0 does not scale with the batch")
+        return a[0] // small
+
+    def _attrs(self, s: Node, g: Node, batched: bool, where: str) -> None:
+        if s.attrs.keys() != g.attrs.keys():
+            raise _Refused(f"{where} has different attributes at the two batch sizes")
+        for key, value in s.attrs.items():
+            if _same(value, g.attrs[key]):
+                continue
+            output_shape = (batched and len(s.outputs) == 1 and _dims(value) == s.outputs[0].shape
+                            and _dims(g.attrs[key]) == g.outputs[0].shape)
+            if not output_shape:
+                raise _Refused(f"{where}: attribute '{key}' depends on the batch size")
+
+
+def _dims(value: Any) -> tuple | None:
+    if isinstance(value, (tuple, list)) and all(isinstance(v, (int, np.integer)) for v in value):
+        return tuple(int(v) for v in value)
+    return None
+
+
+def _same(a: Any, b: Any) -> bool:
+    if isinstance(a, np.ndarray) or isinstance(b, np.ndarray):
+        a, b = np.asarray(a), np.asarray(b)
+        return a.dtype == b.dtype and a.shape == b.shape and bool(np.array_equal(a, b, equal_nan=a.dtype.kind == "f"))
+    if isinstance(a, (tuple, list)) and isinstance(b, (tuple, list)):
+        return len(a) == len(b) and all(_same(x, y) for x, y in zip(a, b))
+    return type(a) is type(b) and a == b
