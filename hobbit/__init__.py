@@ -4,9 +4,11 @@ from hobbit.compiler import compile
 from hobbit.errors import (CodegenError, ConfigError, HobbitError, InputError, ModelFormatError, RunError, ShapeError,
                            UnsupportedModelError)
 from hobbit.runtime.jit import CompiledModel, TensorSpec
+from hobbit.runtime.nodearg import NodeArg
+from hobbit.runtime.specialize import SpecializingModel
 
 __version__ = "0.1.0"
 
-__all__ = ["compile", "CompiledModel", "TensorSpec", "HobbitError", "UnsupportedModelError",
-           "ModelFormatError", "InputError", "RunError", "ShapeError", "CodegenError", "ConfigError",
-           "__version__"]
+__all__ = ["compile", "CompiledModel", "SpecializingModel", "TensorSpec", "NodeArg", "HobbitError",
+           "UnsupportedModelError", "ModelFormatError", "InputError", "RunError", "ShapeError", "CodegenError",
+           "ConfigError", "__version__"]

@@ -23,7 +23,9 @@ from hobbit.passes.memory import MemoryPlan, plan_memory
 from hobbit.runtime import cache as compile_cache
 from hobbit.runtime.cpus import default_threads
 from hobbit.runtime.jit import CompiledModel, TensorSpec
+from hobbit.runtime.nodearg import declared_args
 from hobbit.runtime.progress import Progress
+from hobbit.runtime.recipe import Recipe
 from hobbit.runtime.specialize import SpecializingModel, SymbolicSpec
 
 ModelSource = str | os.PathLike | bytes | onnx.ModelProto
@@ -124,12 +126,19 @@ def compile(model: ModelSource, target: str = "cpu", threads: int | None = None,
                             profile, cache, show)
 
     try:
-        return build({}, {})
+        compiled = build({}, {})
     except (SymbolicInputShape, InputValuesNeeded) as exc:
         proto = load_model(model)
         outputs = [SymbolicSpec(name, shape, dtype) for name, shape, dtype in declared_output_types(proto)]
         needed = exc.inputs if isinstance(exc, InputValuesNeeded) else []
-        return SpecializingModel(declared_inputs(proto, input_shapes), outputs, needed, build)
+        compiled = SpecializingModel(declared_inputs(proto, input_shapes), outputs, needed, build,
+                                     node_args=declared_args(proto, input_shapes))
+    # What a pickle of the model carries (hobbit.runtime.recipe): threads as resolved, so
+    # another process builds the same code and finds it in the compile cache.
+    compiled.recipe = Recipe(compile, model, {"threads": threads, "opt_level": opt_level, "passes": passes,
+                                              "input_shapes": input_shapes, "profile": profile, "cache": cache,
+                                              "progress": progress})
+    return compiled
 
 
 def _compile(model: ModelSource, threads: int, opt_level: int, passes: list[str] | None,

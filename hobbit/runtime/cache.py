@@ -134,18 +134,26 @@ def _hash_message(h, msg, path: str) -> None:
 
 
 def _hash_model_file(h, path: Path) -> None:
-    _feed(h, "file", b"")
+    """A file hashes like its bytes (plus its external-data files), so a model pickled as the
+    file's bytes (hobbit.runtime.recipe) finds the entry its first compile stored."""
     with open(path, "rb") as f:
         size = os.fstat(f.fileno()).st_size
         if size == 0:
+            _feed(h, "bytes", b"")
             return
         with mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ) as data:
-            h.update(data)
-            external = data.find(_LOCATION_MARKER) >= 0
+            _feed(h, "bytes", data)
+            external = has_external_data(data)
     if external:
         for location in _external_locations(path):
             _feed(h, "external", location.encode())
             _hash_file(h, path.parent / location)
+
+
+def has_external_data(data: bytes | mmap.mmap) -> bool:
+    """Whether serialized model bytes may name external-data files (a scan for the encoded key;
+    a false positive only costs a parse)."""
+    return data.find(_LOCATION_MARKER) >= 0
 
 
 def _external_locations(path: Path) -> list[str]:

@@ -20,8 +20,10 @@ from hobbit.codegen.module import ENTRY
 from hobbit.codegen.profile import PROFILE_GLOBAL
 from hobbit.codegen.target import Target, new_target_machine
 from hobbit.errors import HobbitError, InputError
+from hobbit.runtime.nodearg import NodeArg, compiled_args
 from hobbit.runtime.pool import load_runtime
 from hobbit.runtime.profile import KernelTime, kernel_times
+from hobbit.runtime.runargs import check_out, pick_outputs, split_run_args
 
 _ENTRY_TYPE = ctypes.CFUNCTYPE(None, ctypes.c_void_p, ctypes.c_void_p, ctypes.c_void_p, ctypes.c_void_p)
 
@@ -90,6 +92,28 @@ def check_feed_names(feeds: object, names: list[str]) -> None:
                          f"the model takes {names}")
 
 
+def reduce_with_recipe(model: object) -> tuple:
+    """`__reduce__` of a compiled model: rebuild it from the recipe hobbit.compile left on it
+    (hobbit.runtime.recipe); native code itself cannot be pickled."""
+    recipe = getattr(model, "recipe", None)
+    if recipe is None:
+        raise HobbitError(f"this {type(model).__name__} was not made by hobbit.compile, so it does not know "
+                          f"how to build itself again and cannot be pickled or copied")
+    return recipe.reduce()
+
+
+def _per_output(outputs: list[TensorSpec], layout: list[tuple[str, int | None]] | None
+                ) -> list[tuple[int, TensorSpec | None]]:
+    """For each output run() returns: its first flat output's position and its spec (None for a sequence)."""
+    if layout is None:
+        return list(enumerate(outputs))
+    per_output, position = [], 0
+    for _, count in layout:
+        per_output.append((position, outputs[position] if count is None else None))
+        position += 1 if count is None else count
+    return per_output
+
+
 def _group(flat: list[np.ndarray], layout: list[tuple[str, int | None]]) -> list:
     grouped, position = [], 0
     for _, count in layout:
@@ -103,6 +127,9 @@ def _group(flat: list[np.ndarray], layout: list[tuple[str, int | None]]) -> list
 
 
 class CompiledModel:
+    # Set by hobbit.compile: how to build this model again, which is what a pickle carries.
+    recipe = None
+
     def __init__(self, code: llvm.ModuleRef | bytes, target: Target, weights: np.ndarray, arena_bytes: int,
                  inputs: list[TensorSpec], outputs: list[TensorSpec], report: object = None,
                  on_object: Callable[[bytes], None] | None = None,
@@ -111,6 +138,7 @@ class CompiledModel:
         self.outputs = outputs
         # Model outputs that are sequences come back as lists of the next n flat outputs.
         self.layout = layout if layout is not None and any(n is not None for _, n in layout) else None
+        self._per_output = _per_output(outputs, self.layout)
         self.report = report
         self._weights = weights
         self._arena_bytes = arena_bytes
@@ -123,17 +151,55 @@ class CompiledModel:
         """The model's output names, in the order run() returns them (a sequence is one)."""
         return [name for name, _ in self.layout] if self.layout else [s.name for s in self.outputs]
 
+    def get_inputs(self) -> list[NodeArg]:
+        """The inputs as onnxruntime's InferenceSession.get_inputs() describes them."""
+        return compiled_args(self.inputs, None)
+
+    def get_outputs(self) -> list[NodeArg]:
+        """The outputs as onnxruntime's InferenceSession.get_outputs() describes them."""
+        return compiled_args(self.outputs, self.layout)
+
     def __call__(self, *arrays: np.ndarray) -> np.ndarray | list[np.ndarray]:
         return call_positionally(self, arrays)
 
-    def run(self, feeds: dict[str, np.ndarray]) -> list[np.ndarray]:
+    def __reduce__(self) -> tuple:
+        return reduce_with_recipe(self)
+
+    def run(self, output_names: dict[str, np.ndarray] | list[str] | None = None,
+            feeds: dict[str, np.ndarray] | None = None, *, out: list[np.ndarray] | None = None) -> list:
+        """One inference: `run(feeds)`, or onnxruntime's `run(output_names, feeds)` where the
+        names (None or [] for all) select and order the outputs. `out=` takes one array per
+        returned output; the native code writes into them and they come back as the results."""
+        names, feeds = split_run_args(output_names, feeds)
         arrays = self._validate(feeds)
-        results = [np.empty(spec.shape, spec.dtype) for spec in self.outputs]
+        picked = None if names is None else pick_outputs(names, self.output_names)
+        if out is None:
+            results = [np.empty(spec.shape, spec.dtype) for spec in self.outputs]
+        else:
+            results = self._results_into(out, picked, arrays)
+        self._call_native(arrays, results)
+        grouped = results if self.layout is None else _group(results, self.layout)
+        return grouped if picked is None else [grouped[i] for i in picked]
+
+    def _results_into(self, out: object, picked: list[int] | None, arrays: list[np.ndarray]) -> list[np.ndarray]:
+        """The flat result buffers with the caller's arrays in place of the outputs they are for."""
+        chosen = list(range(len(self._per_output))) if picked is None else picked
+        names = self.output_names
+        if len(set(chosen)) != len(chosen):
+            twice = next(names[i] for i in chosen if chosen.count(i) > 1)
+            raise InputError(f"output '{twice}' is named twice in output_names; out= takes one array per output")
+        given = check_out(out, [self._per_output[i][1] for i in chosen], [names[i] for i in chosen], arrays)
+        results: list[np.ndarray | None] = [None] * len(self.outputs)
+        for i, array in zip(chosen, given):
+            results[self._per_output[i][0]] = array
+        return [np.empty(spec.shape, spec.dtype) if r is None else r for r, spec in zip(results, self.outputs)]
+
+    def _call_native(self, arrays: list[np.ndarray], results: list[np.ndarray]) -> None:
+        """One inference: the entry point over these input and output buffers."""
         in_table = (ctypes.c_void_p * max(1, len(arrays)))(*[a.ctypes.data for a in arrays])
         out_table = (ctypes.c_void_p * max(1, len(results)))(*[r.ctypes.data for r in results])
         self._entry(ctypes.addressof(in_table), ctypes.addressof(out_table),
                     self._weights.ctypes.data, self._arena().ctypes.data)
-        return results if self.layout is None else _group(results, self.layout)
 
     def profile(self, feeds: dict[str, np.ndarray], runs: int = 20) -> list[KernelTime]:
         """Mean time per kernel over `runs` inferences (needs compile(..., profile=True))."""

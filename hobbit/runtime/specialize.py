@@ -22,7 +22,9 @@ import numpy as np
 from hobbit.errors import InputError
 from hobbit.frontend.declared import DeclaredInput
 from hobbit.frontend.onnx import InputValuesNeeded
-from hobbit.runtime.jit import CompiledModel, call_positionally, check_feed_names
+from hobbit.runtime.jit import CompiledModel, call_positionally, check_feed_names, reduce_with_recipe
+from hobbit.runtime.nodearg import NodeArg
+from hobbit.runtime.runargs import pick_outputs, split_run_args
 
 # Shape-deciding inputs are small by nature (axes, shapes, scales); a large one would
 # mean recompiling for every new batch of data, so it is refused instead.
@@ -48,8 +50,11 @@ Builder = Callable[[dict[str, tuple[int, ...]], dict[str, np.ndarray]], Compiled
 class SpecializingModel:
     """Same interface as CompiledModel; compiles one variant per input signature."""
 
+    # Set by hobbit.compile: how to build this model again, which is what a pickle carries.
+    recipe = None
+
     def __init__(self, declared: list[DeclaredInput], outputs: list[SymbolicSpec], value_inputs: list[str],
-                 build: Builder, max_variants: int = 8):
+                 build: Builder, max_variants: int = 8, *, node_args: tuple[list[NodeArg], list[NodeArg]]):
         self.inputs = [SymbolicSpec(d.name, d.shape, d.dtype, d.sequence) for d in declared]
         self.outputs = outputs
         self.value_inputs = list(value_inputs)
@@ -58,6 +63,7 @@ class SpecializingModel:
         self._max_variants = max_variants
         self._variants: collections.OrderedDict[tuple, CompiledModel] = collections.OrderedDict()
         self._lock = threading.Lock()
+        self._node_args = node_args
 
     @property
     def output_names(self) -> list[str]:
@@ -68,10 +74,26 @@ class SpecializingModel:
         """The report of the most recently compiled variant (None before the first run)."""
         return next(reversed(self._variants.values())).report if self._variants else None
 
+    def get_inputs(self) -> list[NodeArg]:
+        """The inputs as declared, as onnxruntime's InferenceSession.get_inputs() describes them."""
+        return list(self._node_args[0])
+
+    def get_outputs(self) -> list[NodeArg]:
+        """The outputs as declared (or inferred), as onnxruntime's get_outputs() describes them."""
+        return list(self._node_args[1])
+
     def __call__(self, *arrays: np.ndarray) -> np.ndarray | list[np.ndarray]:
         return call_positionally(self, arrays)
 
-    def run(self, feeds: dict[str, np.ndarray | list[np.ndarray]]) -> list:
+    def __reduce__(self) -> tuple:
+        return reduce_with_recipe(self)
+
+    def run(self, output_names: dict | list[str] | None = None, feeds: dict | None = None, *,
+            out: list[np.ndarray] | None = None) -> list:
+        """`run(feeds)` or onnxruntime's `run(output_names, feeds)`, and `out=`, as
+        CompiledModel.run; output names are checked before any variant compiles."""
+        names, feeds = split_run_args(output_names, feeds)
+        picked = None if names is None else pick_outputs(names, self.output_names)
         variant = self.variant(feeds)
         flat = {}
         for d in self._declared:
@@ -81,7 +103,10 @@ class SpecializingModel:
                 flat.update({f"{d.name}[{i}]": item for i, item in enumerate(feeds[d.name])})
             else:
                 flat[d.name] = feeds[d.name]
-        return variant.run(flat)
+        if out is not None:
+            return variant.run(names, flat, out=out)
+        results = variant.run(flat)
+        return results if picked is None else [results[i] for i in picked]
 
     def variant(self, feeds: dict[str, np.ndarray]) -> CompiledModel:
         """The compiled variant for these inputs' signature, compiled on first use.
