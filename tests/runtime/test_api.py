@@ -168,9 +168,11 @@ def test_sequence_outputs_come_back_as_lists_in_both_orders() -> None:
     m = hobbit.compile(model)
     x = rand(2, 3)
     (s, y), (y2, s2) = m.run({"x": x}), m.run(["y", "s"], {"x": x})
-    assert isinstance(s, list) and len(s) == 2 and isinstance(s2, list)
+    assert isinstance(s, list) and len(s) == 2 and isinstance(s2, list) and len(s2) == 2
     np.testing.assert_array_equal(s[1], x)
-    np.testing.assert_array_equal(y2, run_ort(model, {"x": x})[1])
+    np.testing.assert_array_equal(s2[0], x)
+    np.testing.assert_array_equal(y, run_ort(model, {"x": x})[1])
+    np.testing.assert_array_equal(y2, y)
 
 
 # -- out= --------------------------------------------------------------------------------------
