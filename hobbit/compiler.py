@@ -21,6 +21,7 @@ from hobbit.graph.ir import Graph
 from hobbit.passes import DEFAULT_PIPELINE, run_pipeline
 from hobbit.passes.memory import MemoryPlan, plan_memory
 from hobbit.runtime import cache as compile_cache
+from hobbit.runtime import weights as shared_weights
 from hobbit.runtime.cpus import default_threads
 from hobbit.runtime.jit import CompiledModel, TensorSpec
 from hobbit.runtime.nodearg import declared_args
@@ -132,6 +133,7 @@ def compile(model: ModelSource, target: str = "cpu", threads: int | None = None,
         outputs = [SymbolicSpec(name, shape, dtype) for name, shape, dtype in declared_output_types(proto)]
         needed = exc.inputs if isinstance(exc, InputValuesNeeded) else []
         compiled = SpecializingModel(declared_inputs(proto, input_shapes), outputs, needed, build,
+                                     importer=lambda shapes: import_onnx(model, {**(input_shapes or {}), **shapes}),
                                      node_args=declared_args(proto, input_shapes))
     # What a pickle of the model carries (hobbit.runtime.recipe): threads as resolved, so
     # another process builds the same code and finds it in the compile cache.
@@ -164,7 +166,7 @@ def _compile(model: ModelSource, threads: int, opt_level: int, passes: list[str]
     report = lower_to_llvm(model, host, passes, input_shapes, opt_level, threads, profile, show, input_values)
     show.stage("JIT")
     t0 = time.perf_counter()
-    weights = pack_weights(report.graph, report.plan)
+    weights = shared_weights.share(pack_weights(report.graph, report.plan))
     graph = report.graph
     inputs = [TensorSpec(v.name, tuple(v.shape), np.dtype(v.dtype)) for v in graph.inputs]
     outputs = [TensorSpec(name, tuple(v.shape), np.dtype(v.dtype))

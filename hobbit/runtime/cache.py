@@ -4,10 +4,12 @@ An entry is keyed by a sha256 over the model (a file's bytes plus any external-d
 files, or a ModelProto field by field), the full target description, the compile
 options, and hobbit's own version and source files plus the llvmlite, numpy and onnx
 versions, so a changed compiler never reuses stale code. It holds the machine code
-MCJIT produced (an ELF object), the packed weights blob, and a manifest with the
-arena size, the input/output specs and a crc32 of every file. Entries are written
-to a temporary folder and renamed into place, so readers never see half an entry;
-one that fails its checksums is deleted and the model recompiled.
+MCJIT produced (an ELF object) and a manifest with the arena size, the input/output
+specs, a crc32 of every file and the sha256 naming its packed weights blob. Blobs are
+stored once by content in weights/<sha256>.bin, so the variants of a model compiled per
+input signature share one file (one copy in memory too: hobbit.runtime.weights). Entries
+are written to a temporary folder and renamed into place, so readers never see half an
+entry; one that fails its checksums is deleted and the model recompiled.
 
 The location is $HOBBIT_CACHE_DIR, else ~/.cache/hobbit. HOBBIT_CACHE=0 turns the
 cache off unless compile(cache=True) asks for it; the folder is kept under
@@ -34,11 +36,13 @@ import numpy as np
 import onnx
 
 from hobbit.codegen.target import Target
+from hobbit.runtime import weights as shared_weights
 from hobbit.runtime.jit import CompiledModel, TensorSpec
 
-FORMAT = 2
+FORMAT = 3
 CODE_FILE = "code.o"
-WEIGHTS_FILE = "weights.bin"
+WEIGHTS_FILE = "weights.bin"  # the manifest's record of the weights file; the file is in WEIGHTS_DIR
+WEIGHTS_DIR = "weights"
 MANIFEST_FILE = "manifest.json"
 DEFAULT_MAX_BYTES = 4 << 30
 _STALE_TMP_SECONDS = 3600
@@ -204,18 +208,19 @@ def _source_hash() -> str:
 
 # -- entries -----------------------------------------------------------------------------
 def load(key: str, target: Target) -> CompiledModel | None:
-    """The cached model for `key`, or None on a miss. A damaged entry is deleted."""
+    """The cached model for `key`, or None on a miss. A damaged entry is deleted (and its
+    weights file, when that is what failed its checksum)."""
     t0 = time.perf_counter()
-    entry = cache_dir() / key
+    root = cache_dir()
+    entry = root / key
     if not entry.is_dir():
         return None
     try:
         manifest = _read_manifest(entry / MANIFEST_FILE)
         code = (entry / CODE_FILE).read_bytes()
-        weights = _map_weights(entry / WEIGHTS_FILE, manifest["weights_bytes"])
-        if not (_matches(code, manifest["files"][CODE_FILE])
-                and _matches(weights, manifest["files"][WEIGHTS_FILE])):
+        if not _matches(code, manifest["files"][CODE_FILE]):
             raise ValueError("checksum mismatch")
+        weights = _load_weights(root, str(manifest["weights"]), manifest["files"][WEIGHTS_FILE])
         inputs = [_spec(s) for s in manifest["inputs"]]
         outputs = [_spec(s) for s in manifest["outputs"]]
         layout = [(str(name), None if count is None else int(count)) for name, count in manifest["layout"]]
@@ -231,6 +236,27 @@ def load(key: str, target: Target) -> CompiledModel | None:
     return model
 
 
+def _load_weights(root: Path, name: str, record: dict) -> np.ndarray:
+    """The blob named by its sha256: the array a live variant already holds, else the file
+    mapped and checked (a damaged file is deleted, ValueError)."""
+    live = shared_weights.lookup(name)
+    if live is not None and live.nbytes == record["size"]:
+        return live
+    path = _weights_path(root, name)
+    weights = _map_weights(path, record["size"])
+    if not _matches(weights, record):
+        del weights
+        path.unlink(missing_ok=True)
+        raise ValueError("weights checksum mismatch")
+    return shared_weights.share(weights, name)
+
+
+def _weights_path(root: Path, name: str) -> Path:
+    if len(name) != 64 or not all(c in "0123456789abcdef" for c in name):
+        raise ValueError(f"bad weights name {name!r}")
+    return root / WEIGHTS_DIR / f"{name}.bin"
+
+
 def _read_manifest(path: Path) -> dict:
     """The manifest's body, checked against its own crc32 (ValueError if damaged)."""
     doc = json.loads(path.read_bytes())
@@ -242,7 +268,7 @@ def _read_manifest(path: Path) -> dict:
 
 def _map_weights(path: Path, size: int) -> np.ndarray:
     """The weights blob, mapped copy-on-write: page-aligned (so 64-byte aligned), read lazily,
-    and private, so nothing done to the array reaches the file. Entries are only ever
+    and private, so nothing done to the array reaches the file. Weights files are only ever
     replaced by rename, never rewritten in place, so the mapping stays valid."""
     if os.path.getsize(path) != size:
         raise ValueError("weights file has the wrong size")
@@ -278,7 +304,10 @@ def _touch(path: Path) -> None:
 
 def store(key: str, code: bytes, weights: np.ndarray, arena_bytes: int,
           inputs: list[TensorSpec], outputs: list[TensorSpec], layout: list[tuple[str, int | None]]) -> None:
-    """Write an entry atomically; a cache that cannot be written only costs a warning."""
+    """Write an entry atomically; a cache that cannot be written only costs a warning.
+
+    The weights go to weights/<sha256>.bin, written only if no entry stored those bytes
+    before, so variants of one model (one per input signature) share one file."""
     root = cache_dir()
     try:
         root.mkdir(parents=True, exist_ok=True)
@@ -289,13 +318,13 @@ def store(key: str, code: bytes, weights: np.ndarray, arena_bytes: int,
     try:
         (tmp / CODE_FILE).write_bytes(code)
         blob = np.ascontiguousarray(weights).view(np.uint8).reshape(-1)
-        with open(tmp / WEIGHTS_FILE, "wb") as f:
-            f.write(memoryview(blob))
-        body = {"format": FORMAT, "arena_bytes": int(arena_bytes), "weights_bytes": int(blob.size),
+        name = shared_weights.digest(blob)
+        record = {"size": int(blob.size), "crc32": _crc(blob)}
+        _store_weights(root, tmp, name, blob)
+        body = {"format": FORMAT, "arena_bytes": int(arena_bytes), "weights": name,
                 "inputs": [_spec_json(s) for s in inputs], "outputs": [_spec_json(s) for s in outputs],
                 "layout": [list(item) for item in layout],
-                "files": {CODE_FILE: {"size": len(code), "crc32": _crc(code)},
-                          WEIGHTS_FILE: {"size": int(blob.size), "crc32": _crc(blob)}}}
+                "files": {CODE_FILE: {"size": len(code), "crc32": _crc(code)}, WEIGHTS_FILE: record}}
         (tmp / MANIFEST_FILE).write_text(json.dumps({"body": body, "crc32": _crc(_canonical(body))}))
         try:
             os.rename(tmp, root / key)
@@ -308,13 +337,26 @@ def store(key: str, code: bytes, weights: np.ndarray, arena_bytes: int,
     _evict(root, keep=key)
 
 
+def _store_weights(root: Path, tmp: Path, name: str, blob: np.ndarray) -> None:
+    """weights/<name>.bin, unless a file of the right size is there (its checksum is read on load)."""
+    path = _weights_path(root, name)
+    if path.exists() and path.stat().st_size == blob.size:
+        return
+    path.parent.mkdir(exist_ok=True)
+    staged = tmp / WEIGHTS_FILE
+    with open(staged, "wb") as f:
+        f.write(memoryview(blob))
+    os.replace(staged, path)
+
+
 def _spec_json(spec: TensorSpec) -> list:
     return [spec.name, list(spec.shape), np.dtype(spec.dtype).str]
 
 
 def _evict(root: Path, keep: str) -> None:
-    """Delete least recently used entries beyond HOBBIT_CACHE_MAX_BYTES, and leftovers of
-    writers that died more than an hour ago."""
+    """Delete least recently used entries beyond HOBBIT_CACHE_MAX_BYTES, weights files no entry
+    names any more, and leftovers of writers that died more than an hour ago. A weights file
+    counts once however many entries share it, and goes with the last of them."""
     limit = int(os.environ.get("HOBBIT_CACHE_MAX_BYTES", DEFAULT_MAX_BYTES))
     now = time.time()
     entries = []
@@ -324,15 +366,38 @@ def _evict(root: Path, keep: str) -> None:
                 if now - child.stat().st_mtime > _STALE_TMP_SECONDS:
                     shutil.rmtree(child, ignore_errors=True)
                 continue
-            if child.is_dir() and child.name != keep:
+            if child.is_dir() and child.name != WEIGHTS_DIR:
                 size = sum(f.stat().st_size for f in child.iterdir())
                 used = (child / MANIFEST_FILE).stat().st_mtime if (child / MANIFEST_FILE).exists() else 0.0
-                entries.append((used, size, child))
-        total = sum(size for _, size, _ in entries) + sum(f.stat().st_size for f in (root / keep).iterdir())
+                entries.append((now if child.name == keep else used, size, child, _weights_name(child)))
+        blobs = {p.stem: p for p in (root / WEIGHTS_DIR).iterdir()} if (root / WEIGHTS_DIR).is_dir() else {}
+        sizes = {name: p.stat().st_size for name, p in blobs.items()}
     except OSError:
         return
-    for _, size, child in sorted(entries):
+    users: dict[str, int] = {}
+    for *_, name in entries:
+        users[name] = users.get(name, 0) + 1
+    for name, path in blobs.items():
+        if name not in users and now - path.stat().st_mtime > _STALE_TMP_SECONDS:
+            path.unlink(missing_ok=True)  # a fresh one may belong to an entry being written
+            sizes.pop(name)
+    total = sum(size for _, size, _, _ in entries) + sum(sizes.values())
+    for _, size, child, name in sorted(entries, key=lambda e: e[0]):
         if total <= limit:
             break
+        if child.name == keep:
+            continue
         shutil.rmtree(child, ignore_errors=True)
         total -= size
+        users[name] -= 1
+        if users[name] == 0 and name in blobs:
+            blobs[name].unlink(missing_ok=True)
+            total -= sizes.pop(name, 0)
+
+
+def _weights_name(entry: Path) -> str:
+    """The weights an entry names ('' when its manifest cannot be read)."""
+    try:
+        return str(json.loads((entry / MANIFEST_FILE).read_bytes())["body"]["weights"])
+    except (OSError, ValueError, KeyError, TypeError):
+        return ""

@@ -8,7 +8,12 @@ compiled once per distinct *signature*: the concrete input shapes plus the
 values of those shape-deciding inputs. `compile()` returns a SpecializingModel
 that checks each call against the model's declarations, compiles a variant the
 first time a signature is seen (each variant goes through the on-disk compile
-cache too) and keeps the most recent variants in memory."""
+cache too) and keeps the most recent variants in memory.
+
+A model whose only symbolic dim is one batch dim 0 shared by every input, and whose
+graph keeps samples independent (hobbit/graph/separable.py), needs one variant only:
+the one compiled for the first call's batch size then serves every batch size in chunks
+(hobbit/runtime/batching.py), so a new batch size compiles nothing and memory stays flat."""
 
 from __future__ import annotations
 
@@ -19,9 +24,12 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from hobbit.errors import InputError
+from hobbit.errors import HobbitError, InputError
 from hobbit.frontend.declared import DeclaredInput
 from hobbit.frontend.onnx import InputValuesNeeded
+from hobbit.graph.ir import Graph
+from hobbit.graph.separable import Separation, separation
+from hobbit.runtime.batching import ChunkedModel
 from hobbit.runtime.jit import CompiledModel, call_positionally, check_feed_names, reduce_with_recipe
 from hobbit.runtime.nodearg import NodeArg
 from hobbit.runtime.runargs import pick_outputs, split_run_args
@@ -45,6 +53,8 @@ class SymbolicSpec:
 
 
 Builder = Callable[[dict[str, tuple[int, ...]], dict[str, np.ndarray]], CompiledModel]
+# The model imported (no passes, no code) with these input shapes, for the batch analysis.
+Importer = Callable[[dict[str, tuple[int, ...]]], Graph]
 
 
 class SpecializingModel:
@@ -54,7 +64,8 @@ class SpecializingModel:
     recipe = None
 
     def __init__(self, declared: list[DeclaredInput], outputs: list[SymbolicSpec], value_inputs: list[str],
-                 build: Builder, max_variants: int = 8, *, node_args: tuple[list[NodeArg], list[NodeArg]]):
+                 build: Builder, max_variants: int = 8, importer: Importer | None = None, *,
+                 node_args: tuple[list[NodeArg], list[NodeArg]]):
         self.inputs = [SymbolicSpec(d.name, d.shape, d.dtype, d.sequence) for d in declared]
         self.outputs = outputs
         self.value_inputs = list(value_inputs)
@@ -63,11 +74,20 @@ class SpecializingModel:
         self._max_variants = max_variants
         self._variants: collections.OrderedDict[tuple, CompiledModel] = collections.OrderedDict()
         self._lock = threading.Lock()
+        self._importer = importer
+        self._separation: Separation | None = None
+        self._chunked: ChunkedModel | None = None
         self._node_args = node_args
 
     @property
     def output_names(self) -> list[str]:
         return [s.name for s in self.outputs]
+
+    @property
+    def separation(self) -> Separation | None:
+        """Whether one variant serves every batch size, and if not why (None until the first run,
+        or when the model has other symbolic dims)."""
+        return self._separation
 
     @property
     def report(self) -> object:
@@ -104,17 +124,23 @@ class SpecializingModel:
             else:
                 flat[d.name] = feeds[d.name]
         if out is not None:
+            if not isinstance(variant, CompiledModel):
+                raise InputError("out= is not available for a model that runs any batch size in chunks "
+                                 "of one variant (hobbit.runtime.batching) yet; call run() without it")
             return variant.run(names, flat, out=out)
         results = variant.run(flat)
         return results if picked is None else [results[i] for i in picked]
 
-    def variant(self, feeds: dict[str, np.ndarray]) -> CompiledModel:
-        """The compiled variant for these inputs' signature, compiled on first use.
+    def variant(self, feeds: dict[str, np.ndarray]) -> CompiledModel | ChunkedModel:
+        """The compiled variant for these inputs' signature, compiled on first use; for a
+        batch-separable model, the first variant in chunks, whatever the batch size.
 
         With concrete shapes, the import may find further inputs whose values decide
         shapes; those join the signature and the variant is built again."""
         shapes = self._check(feeds)
         with self._lock:
+            if self._chunked is not None:
+                return self._chunked
             while True:
                 values = {name: np.array(feeds[name]) for name in self.value_inputs}
                 key = (tuple(sorted(shapes.items())),
@@ -135,7 +161,37 @@ class SpecializingModel:
                 self._variants[key] = model
                 while len(self._variants) > self._max_variants:
                     self._variants.popitem(last=False)
-                return model
+                if self._separation is None and self._batch_only():
+                    self._chunked = self._chunk(model, shapes)
+                return self._chunked or model
+
+    def _batch_only(self) -> bool:
+        """One symbol, on dim 0 of every input, and no other symbolic dim or shape-deciding input."""
+        if self._importer is None or self.value_inputs or not self._declared:
+            return False
+        if any(d.sequence or not d.symbols or d.symbols[0] is None or any(d.symbols[1:]) for d in self._declared):
+            return False
+        return len({d.symbols[0] for d in self._declared}) == 1
+
+    def _chunk(self, model: CompiledModel, shapes: dict[str, tuple[int, ...]]) -> ChunkedModel | None:
+        """The analysis of hobbit/graph/separable.py at this batch size and the next one."""
+        batch = next(iter(shapes.values()))[0]
+        if batch == 0:
+            return None
+        if model.layout is not None:
+            self._separation = Separation(None, "the model has sequence outputs")
+            return None
+        other = batch + 1
+        try:
+            small = self._importer(shapes)
+            large = self._importer({name: (other,) + shape[1:] for name, shape in shapes.items()})
+        except HobbitError as exc:
+            self._separation = Separation(None, f"the model does not import at batch {other}: {exc}")
+            return None
+        self._separation = separation(small, batch, large, other)
+        if not self._separation.separable:
+            return None
+        return ChunkedModel(model, batch, self._separation.rows)
 
     def _check(self, feeds: dict[str, np.ndarray]) -> dict[str, tuple[int, ...]]:
         """Names, dtypes, ranks and static dims as declared; one size per symbolic dim name."""

@@ -4,6 +4,7 @@ writes are atomic. Each test gets its own cache folder."""
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import numpy as np
@@ -35,7 +36,13 @@ def _model(scale: float = 1.0) -> onnx.ModelProto:
 
 
 def _entries(folder: Path) -> list[Path]:
-    return sorted(p for p in folder.iterdir() if not p.name.startswith(".")) if folder.exists() else []
+    if not folder.exists():
+        return []
+    return sorted(p for p in folder.iterdir() if not p.name.startswith(".") and p.name != cache.WEIGHTS_DIR)
+
+
+def _weights_files(folder: Path) -> list[Path]:
+    return sorted((folder / cache.WEIGHTS_DIR).iterdir()) if (folder / cache.WEIGHTS_DIR).exists() else []
 
 
 def _key(model, **options) -> str:
@@ -59,13 +66,18 @@ def test_hit_is_bit_identical_to_a_fresh_compile(cache_dir: Path) -> None:
         _ = hit.report.graph
 
 
-def test_hit_weights_are_aligned_and_private(cache_dir: Path) -> None:
+def test_hit_weights_are_aligned_and_read_only(cache_dir: Path) -> None:
+    """Loaded weights are shared with every variant holding the same bytes, so nothing may
+    write them; once the last holder goes, the next hit maps the file afresh."""
     hobbit.compile(_model(), cache=True)
     hit = hobbit.compile(_model(), cache=True)
     weights = hit._weights
     assert weights.ctypes.data % 64 == 0
     before = hit.run({"x": rand(1, 4, 12, 12)})[0]
-    weights[:] = 0  # copy-on-write: the file is untouched
+    with pytest.raises(ValueError, match="read-only"):
+        weights[:] = 0
+    assert hobbit.compile(_model(), cache=True)._weights is weights
+    del hit, weights
     assert np.array_equal(hobbit.compile(_model(), cache=True).run({"x": rand(1, 4, 12, 12)})[0], before)
 
 
@@ -114,7 +126,10 @@ def test_damaged_entries_are_recompiled(cache_dir: Path, damage: str) -> None:
     expected = hobbit.compile(model, cache=True).run({"x": x})[0]
     (entry,) = _entries(cache_dir)
     kind, name = damage.split()
-    target = entry / {"weights": cache.WEIGHTS_FILE, "code": cache.CODE_FILE, "manifest": cache.MANIFEST_FILE}[name]
+    if name == "weights":
+        (target,) = _weights_files(cache_dir)
+    else:
+        target = entry / {"code": cache.CODE_FILE, "manifest": cache.MANIFEST_FILE}[name]
     if kind == "flip":
         raw = bytearray(target.read_bytes())
         raw[len(raw) // 2] ^= 0x40
@@ -183,3 +198,37 @@ def test_progress_shows_stages_only_when_asked(capsys: pytest.CaptureFixture) ->
     for stage in ("import", "passes", "codegen 1/1 kernels", "LLVM optimise", "JIT", "compiled in"):
         assert stage in err, err
     assert err.endswith("\n") and "\r" in err
+
+
+def _conv(shape: tuple) -> onnx.ModelProto:
+    """The Conv of _model() with a symbolic batch and height: one variant per signature."""
+    model = _model()
+    dims = model.graph.input[0].type.tensor_type.shape.dim
+    dims[0].dim_param, dims[2].dim_param = shape
+    return model
+
+
+def test_variants_share_one_weights_file_and_one_array(cache_dir: Path) -> None:
+    """The Conv compiled for three heights stores three entries but one weights blob; loaded
+    back in a new process's way (a fresh compile), the variants hold one array."""
+    model = _conv(("N", "H"))
+    compiled = hobbit.compile(model, cache=True, threads=1)
+    for h in (8, 10, 12):
+        x = rand(1, 4, h, 12, seed=h)
+        np.testing.assert_allclose(compiled.run({"x": x})[0], run_ort(model, {"x": x})[0], rtol=1e-4, atol=1e-5)
+    assert len(_entries(cache_dir)) == 3
+    assert len(_weights_files(cache_dir)) == 1
+    again = hobbit.compile(model, cache=True, threads=1)
+    variants = [again.variant({"x": rand(1, 4, h, 12)}) for h in (8, 10, 12)]
+    assert all(isinstance(v.report, CachedReport) for v in variants)
+    assert len({id(v._weights) for v in variants + [compiled.variant({"x": rand(1, 4, 8, 12)})]}) == 1
+
+
+def test_evicting_the_last_entry_of_a_weights_file_deletes_it(cache_dir: Path,
+                                                              monkeypatch: pytest.MonkeyPatch) -> None:
+    hobbit.compile(_model(), cache=True)
+    monkeypatch.setenv("HOBBIT_CACHE_MAX_BYTES", "1")
+    hobbit.compile(_model(scale=2.0), cache=True)
+    (entry,) = _entries(cache_dir)
+    (blob,) = _weights_files(cache_dir)
+    assert blob.stem == json.loads((entry / cache.MANIFEST_FILE).read_text())["body"]["weights"]
