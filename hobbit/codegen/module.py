@@ -1,6 +1,9 @@
 """Graph + memory plan -> one LLVM module with one C-callable entry point.
 
-    void hobbit_main(void **inputs, void **outputs, char *weights, char *arena)
+    int32_t hobbit_main(void **inputs, void **outputs, char *weights, char *arena)
+
+It returns 0, or k > 0 when the k-th run-time check record (STATUS_TABLE, in
+kernel order) found invalid data, e.g. an index out of range (hobbit.lower.status).
 
 Each fused group becomes an internal function named after its graph nodes
 (e.g. `Conv+Add+Relu[layer1.0/conv2]`), taking one pointer per tensor it
@@ -12,6 +15,7 @@ inline and optimise across them."""
 from __future__ import annotations
 
 import hashlib
+import json
 from collections.abc import Callable
 
 import numpy as np
@@ -29,6 +33,9 @@ from hobbit.lower.parallel import Threads, runtime_function, step_bytes
 from hobbit.passes.memory import MemoryPlan, Place, needs_code
 
 ENTRY = "hobbit_main"
+# A constant C string in the module: JSON list of [arena offset, node name, op] per check record,
+# so a JIT'd model and an exported library can both turn a status into a message.
+STATUS_TABLE = "hobbit_status_table"
 
 
 def kernel_name(node: Node) -> str:
@@ -51,12 +58,13 @@ def build_module(graph: Graph, plan: MemoryPlan, target: Target, threads: int = 
     rather than barriers."""
     module = ir.Module(name=graph.name)
     module.triple = target.triple
-    entry = ir.Function(module, ir.FunctionType(ir.VoidType(), [PTR] * 4), name=ENTRY)
+    entry = ir.Function(module, ir.FunctionType(ir.IntType(32), [PTR] * 4), name=ENTRY)
     for arg, name in zip(entry.args, ("inputs", "outputs", "weights", "arena")):
         arg.name = name
         arg.add_attribute("noalias")
     builder = ir.IRBuilder(entry.append_basic_block("entry"))
     calls = _kernel_calls(module, graph, plan, target, threads, on_kernel)
+    _reset(module, builder, entry.args[3], plan)
     if threads == 1:
         timer = KernelTimer(module, builder, len(calls)) if profile else None
         one, zero = ir.Constant(I64, 1), ir.Constant(I64, 0)
@@ -69,23 +77,39 @@ def build_module(graph: Graph, plan: MemoryPlan, target: Target, threads: int = 
         steps = team_steps(calls, merge_serial=not profile)
         team = emit_team(module, steps, threads, lambda b, tables, step: _step_state(b, tables, plan, step),
                          len(calls) if profile else None)
-        _zero_claims(module, builder, entry.args[3], plan)
         ctx_table = builder.alloca(PTR, size=4)
         for i, arg in enumerate(entry.args):
             builder.store(arg, builder.gep(ctx_table, [ir.Constant(I64, i)], source_etype=PTR))
         builder.call(runtime_function(module, "hobbit_team_run"), [team, ctx_table, ir.Constant(I64, threads)])
-    builder.ret_void()
+    builder.ret(_status(module, builder, graph, plan, entry.args[3]))
     return module
 
 
-def _zero_claims(module: ir.Module, b: ir.IRBuilder, arena: ir.Value, plan: MemoryPlan) -> None:
-    """The steps' and kernels' work-claim counters start every inference at zero (before the
-    team starts: no worker holds a reference to this arena then)."""
-    if not plan.claims_bytes:
+def _reset(module: ir.Module, b: ir.IRBuilder, arena: ir.Value, plan: MemoryPlan) -> None:
+    """The steps' and kernels' work-claim counters and the check records start every inference
+    at zero (before the team starts: no worker holds a reference to this arena then)."""
+    if not plan.reset_bytes:
         return
     memset = _declare(module, "llvm.memset.p0.i64", ir.VoidType(), [PTR, ir.IntType(8), I64, ir.IntType(1)])
-    at = b.gep(arena, [ir.Constant(I64, plan.claims_offset)], source_etype=ir.IntType(8), inbounds=True)
-    b.call(memset, [at, ir.Constant(ir.IntType(8), 0), ir.Constant(I64, plan.claims_bytes), ir.Constant(ir.IntType(1), 0)])
+    at = b.gep(arena, [ir.Constant(I64, plan.reset_offset)], source_etype=ir.IntType(8), inbounds=True)
+    b.call(memset, [at, ir.Constant(ir.IntType(8), 0), ir.Constant(I64, plan.reset_bytes), ir.Constant(ir.IntType(1), 0)])
+
+
+def _status(module: ir.Module, b: ir.IRBuilder, graph: Graph, plan: MemoryPlan, arena: ir.Value) -> ir.Value:
+    """The entry point's result: 1 + the position of the first check record that is set, else 0.
+    Also records the table of check records in the module (STATUS_TABLE)."""
+    records = [(plan.status[id(node)].index, node.name, node.op) for node in kernel_nodes(graph)
+               if id(node) in plan.status]
+    text = bytearray(json.dumps(records).encode()) + b"\0"
+    table = ir.GlobalVariable(module, ir.ArrayType(ir.IntType(8), len(text)), name=STATUS_TABLE)
+    table.global_constant = True
+    table.initializer = ir.Constant(ir.ArrayType(ir.IntType(8), len(text)), text)
+    result: ir.Value = ir.Constant(ir.IntType(32), 0)
+    for position, (offset, _, _) in reversed(list(enumerate(records))):
+        kind = b.load(b.gep(arena, [ir.Constant(I64, offset)], source_etype=ir.IntType(8), inbounds=True), typ=I64)
+        found = b.icmp_unsigned("!=", kind, ir.Constant(I64, 0))
+        result = b.select(found, ir.Constant(ir.IntType(32), position + 1), result)
+    return result
 
 
 def _step_state(b: ir.IRBuilder, tables: tuple, plan: MemoryPlan, step: Step) -> ir.Value:
@@ -102,7 +126,7 @@ def _kernel_calls(module: ir.Module, graph: Graph, plan: MemoryPlan, target: Tar
     kernels = kernel_nodes(graph)
     calls = []
     for index, node in enumerate(kernels):
-        key = _signature(node, id(node) in plan.scratch)
+        key = _signature(node, id(node) in plan.scratch, id(node) in plan.status)
         if key in bodies:
             fn, parallel = _wrapper(module, node, bodies[key][0]), bodies[key][1]
         else:
@@ -120,10 +144,12 @@ def _kernel_args(b: ir.IRBuilder, tables: tuple, plan: MemoryPlan, node: Node, t
     if id(node) in plan.claims:
         claims = plan.claims[id(node)]
         args.append(_pointer(b, tables, Place(claims.kind, claims.index + step_bytes(threads), claims.offset)))
+    if id(node) in plan.status:
+        args.append(_pointer(b, tables, plan.status[id(node)]))
     return args
 
 
-def _signature(node: Node, has_scratch: bool) -> tuple:
+def _signature(node: Node, has_scratch: bool, has_status: bool) -> tuple:
     """Everything a kernel's code depends on. Nodes with equal signatures (the repeated
     blocks of a ResNet) share one generated body: LLVM optimises each shape once."""
     def ty(v):
@@ -132,7 +158,7 @@ def _signature(node: Node, has_scratch: bool) -> tuple:
     baked = tuple(_freeze(v.const) for v in node.inputs if v is not None and v.const is not None) \
         if get_op(node.op).bakes_constants else ()
     return (node.op, _freeze(node.attrs), tuple(ty(v) for v in node.inputs),
-            tuple(ty(v) for v in node.outputs), steps, has_scratch, baked)
+            tuple(ty(v) for v in node.outputs), steps, has_scratch, has_status, baked)
 
 
 def _freeze(value) -> object:
@@ -192,7 +218,7 @@ def _emit_kernel(module: ir.Module, node: Node, target: Target, plan: MemoryPlan
     if opdef.lower is None:
         raise CodegenError(f"op {node.op} at node '{node.name}' has no lowering and was not folded")
     values = _kernel_values(node)
-    n_params = len(values) + (id(node) in plan.scratch) + (id(node) in plan.claims)
+    n_params = len(values) + (id(node) in plan.scratch) + (id(node) in plan.claims) + (id(node) in plan.status)
     fn = ir.Function(module, ir.FunctionType(ir.VoidType(), [PTR] * n_params + [I64, I64]),
                      name=_unique(module, kernel_name(node)))
     fn.linkage = "internal"
@@ -203,6 +229,7 @@ def _emit_kernel(module: ir.Module, node: Node, target: Target, plan: MemoryPlan
     outputs = [next(params) for _ in node.outputs]
     scratch = next(params) if id(node) in plan.scratch else None
     claims = next(params) if id(node) in plan.claims else None
+    status = next(params) if id(node) in plan.status else None
     tid, count = next(params), next(params)
     tid.name, count.name = "thread", "threads"
     for p in fn.args[:n_params]:
@@ -214,6 +241,9 @@ def _emit_kernel(module: ir.Module, node: Node, target: Target, plan: MemoryPlan
     if claims is not None:
         claims.name = "claims"
     kb = KernelBuilder(fn)
+    if status is not None:
+        status.name = "status"
+        kb.status = status
     team = Threads(kb, tid, count, threads, claims)
     try:
         opdef.lower(KernelArgs(kb, node, target, inputs, outputs, epilogue, scratch, team))

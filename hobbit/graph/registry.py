@@ -41,6 +41,9 @@ class OpDef:
     # The lowering reads constant inputs' data into the code (Gather's index table), so
     # nodes that differ only in those values must not share one generated body.
     bakes_constants: bool = False
+    # The kernel validates values read at run time (indices, lengths) and reports the first
+    # invalid one through a status record, so run() raises instead of answering.
+    checks_data: bool = False
     # per_sample(node, batched) -> whether the node keeps samples independent along dim 0,
     # given which inputs carry the batch; None: unknown, so a model where it touches a
     # batched value is compiled per batch size (hobbit/graph/separable.py).

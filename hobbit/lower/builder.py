@@ -56,6 +56,8 @@ class KernelBuilder:
         # Allocas go in their own entry block so LLVM promotes them to registers.
         self._allocas = ir.IRBuilder(fn.append_basic_block("entry"))
         self.b = ir.IRBuilder(fn.append_basic_block("body"))
+        # The kernel's status record, for ops that check run-time data (hobbit.lower.status).
+        self.status: ir.Value | None = None
 
     def alloca(self, ty: ir.Type) -> ir.Value:
         return self._allocas.alloca(ty)

@@ -74,17 +74,17 @@ def emit_table_copy(kb: KernelBuilder, src: ir.Value, dst: ir.Value, dtype: np.d
 
 def emit_runtime_gather(kb: KernelBuilder, data: ir.Value, indices: ir.Value, dst: ir.Value,
                         dtype: np.dtype, index_dtype: np.dtype, outer: int, axis_dim: int,
-                        count: int, inner: int) -> None:
-    """dst[o, j, k] = data[o, clamp(idx[j]), k] over data viewed as [outer, axis_dim, inner].
+                        count: int, inner: int, axis: int) -> None:
+    """dst[o, j, k] = data[o, idx[j], k] over data viewed as [outer, axis_dim, inner].
 
-    A negative index counts from the end, as in ONNX; an index still outside
-    [0, axis_dim) after that is clamped to the nearest valid one, so generated
-    code never reads out of bounds (onnxruntime raises an error instead)."""
+    A negative index counts from the end, as in ONNX; one outside [-axis_dim, axis_dim)
+    is reported as invalid (run() raises, as onnxruntime does) and clamped, so the
+    generated code never reads out of bounds (hobbit.lower.index.checked_index)."""
     if outer * count * inner == 0:
         return
     with kb.loop(0, outer, name="outer") as o:
         with kb.loop(0, count, name="idx") as j:
-            idx = checked_index(kb, load_index(kb, indices, index_dtype, j), axis_dim)
+            idx = checked_index(kb, load_index(kb, indices, index_dtype, j), axis_dim, axis)
             src_base = kb.add(kb.mul(o, axis_dim * inner), kb.mul(idx, inner))
             dst_base = kb.mul(kb.add(kb.mul(o, count), j), inner)
             with kb.loop(0, inner, name="inner") as k:

@@ -2,10 +2,11 @@
 GatherND, ScatterElements, ScatterND, TensorScatter and ReverseSequence.
 
 Every run-time index goes through `checked_index`: a negative one counts from
-the end, as ONNX specifies, and one still outside [0, dim) is clamped to the
-nearest valid index. ONNX calls such indices invalid and onnxruntime reports an
-error; clamping instead keeps the generated code from ever reading or writing
-outside its buffers without a per-element error path."""
+the end, as ONNX specifies; one outside [-dim, dim) is invalid (onnxruntime
+refuses it too) and is reported through the kernel's status record
+(hobbit.lower.status), so run() raises a RunError naming the node; the kernel
+goes on with the nearest valid index, so it never touches memory outside its
+buffers. Sequence lengths and linear write positions are checked the same way."""
 
 from __future__ import annotations
 
@@ -21,6 +22,7 @@ from hobbit.lower.half import compute_dtype, narrow, widen
 from hobbit.lower.parallel import Threads
 from hobbit.lower.reduce import combine
 from hobbit.lower.scalar import Emit
+from hobbit.lower.status import check_range
 
 
 def load_index(kb: KernelBuilder, ptr: ir.Value, dtype: np.dtype, at: int | ir.Value) -> ir.Value:
@@ -38,8 +40,10 @@ def clamp(kb: KernelBuilder, v: ir.Value, lo: int, hi: int) -> ir.Value:
     return b.select(b.icmp_signed(">", v, kb.i64(hi)), kb.i64(hi), v)
 
 
-def checked_index(kb: KernelBuilder, raw: ir.Value, dim: int) -> ir.Value:
-    """`raw` as a position in [0, dim): negatives count from the end, the rest is clamped."""
+def checked_index(kb: KernelBuilder, raw: ir.Value, dim: int, axis: int) -> ir.Value:
+    """`raw` as a position in [0, dim): negatives count from the end; one outside [-dim, dim)
+    is reported as an invalid index along `axis` of the data, and clamped."""
+    check_range(kb, raw, -dim, dim - 1, "index", axis)
     b = kb.b
     idx = b.select(b.icmp_signed("<", raw, kb.i64(0)), b.add(raw, kb.i64(dim)), raw)
     return clamp(kb, idx, 0, dim - 1)
@@ -88,7 +92,7 @@ def _element_positions(kb: KernelBuilder, index: list[ir.Value], indices: ir.Val
     """For the element-wise index ops: the flat position `index` has in the indices tensor, and
     the data position it selects (its own coordinates, with the checked index along `axis`)."""
     at = kb.affine(list(zip(index, index_strides)))
-    pos = checked_index(kb, load_index(kb, indices, index_dtype, at), data_shape[axis])
+    pos = checked_index(kb, load_index(kb, indices, index_dtype, at), data_shape[axis], axis)
     terms = [(i, s) for d, (i, s) in enumerate(zip(index, data_strides)) if d != axis]
     return at, kb.add(kb.affine(terms), kb.mul(pos, data_strides[axis]))
 
@@ -124,20 +128,23 @@ def emit_scatter_elements(kb: KernelBuilder, data: ir.Value, indices: ir.Value, 
 
 
 def _nd_offset(kb: KernelBuilder, indices: ir.Value, index_dtype: np.dtype, row: ir.Value,
-               dims: tuple[int, ...], strides: list[int]) -> int | ir.Value:
-    """Element offset of the index tuple indices[row, :] into dims with `strides`."""
+               dims: tuple[int, ...], strides: list[int], first_axis: int) -> int | ir.Value:
+    """Element offset of the index tuple indices[row, :] into dims with `strides`
+    (dims[0] is axis `first_axis` of the data)."""
     offset: int | ir.Value = 0
     for j, (dim, stride) in enumerate(zip(dims, strides)):
-        pos = checked_index(kb, load_index(kb, indices, index_dtype, kb.add(kb.mul(row, len(dims)), j)), dim)
+        raw = load_index(kb, indices, index_dtype, kb.add(kb.mul(row, len(dims)), j))
+        pos = checked_index(kb, raw, dim, first_axis + j)
         offset = kb.add(offset, kb.mul(pos, stride))
     return offset
 
 
 def emit_gather_nd(kb: KernelBuilder, data: ir.Value, indices: ir.Value, dst: ir.Value, dtype: np.dtype,
                    index_dtype: np.dtype, batch: int, count: int, dims: tuple[int, ...], inner: int,
-                   threads: Threads | None = None) -> None:
+                   first_axis: int, threads: Threads | None = None) -> None:
     """data viewed as [batch, *dims, inner], indices as [batch, count, len(dims)]:
-    dst[b, n, :] = data[b, indices[b, n, :], :], one loop over the rows (b, n)."""
+    dst[b, n, :] = data[b, indices[b, n, :], :], one loop over the rows (b, n);
+    dims[0] is axis `first_axis` of the data (after its batch dims)."""
     strides = [s * inner for s in contiguous_strides(dims)]
     block = int(np.prod(dims, dtype=np.int64)) * inner
     rows = batch * count
@@ -146,7 +153,7 @@ def emit_gather_nd(kb: KernelBuilder, data: ir.Value, indices: ir.Value, dst: ir
     lo, hi = share(threads, rows, rows * inner)
     with kb.loop(lo, hi, name="row") as row:
         b = kb.b.udiv(row, kb.i64(count)) if batch > 1 else 0
-        src = kb.add(kb.mul(b, block), _nd_offset(kb, indices, index_dtype, row, dims, strides))
+        src = kb.add(kb.mul(b, block), _nd_offset(kb, indices, index_dtype, row, dims, strides, first_axis))
         out = kb.mul(row, inner)
         with kb.loop(0, inner, name="k") as k:
             kb.store(kb.load(data, dtype, kb.add(src, k)), dst, dtype, kb.add(out, k))
@@ -163,7 +170,7 @@ def emit_scatter_nd(kb: KernelBuilder, data: ir.Value, indices: ir.Value, update
     if count * inner == 0 or size == 0:
         return
     with kb.loop(0, count, name="n") as n:
-        target = _nd_offset(kb, indices, index_dtype, n, dims, strides)
+        target = _nd_offset(kb, indices, index_dtype, n, dims, strides, 0)
         src = kb.mul(n, inner)
         with kb.loop(0, inner, name="k") as k:
             update(kb, dst, dtype, kb.add(target, k), kb.load(updates, dtype, kb.add(src, k)), reduction)
@@ -171,10 +178,11 @@ def emit_scatter_nd(kb: KernelBuilder, data: ir.Value, indices: ir.Value, update
 
 def emit_tensor_scatter(kb: KernelBuilder, cache: ir.Value, update: ir.Value, starts: ir.Value | None,
                         dst: ir.Value, dtype: np.dtype, batch: int, outer: int, length: int, steps: int, inner: int,
-                        circular: bool) -> None:
+                        circular: bool, axis: int) -> None:
     """dst = cache viewed as [outer, length, inner] (outer = batch * the dims up to the axis);
     then dst[o, p, :] = update[o, s, :] with p = starts[o's batch] + s, taken modulo `length`
-    when `circular` and clamped into [0, length) otherwise."""
+    when `circular`; otherwise a start outside [0, length - steps] (writes past the cache) is
+    reported as an invalid write position along `axis`, and positions are clamped into [0, length)."""
     emit_strided_copy(kb, cache, dst, dtype, (outer * length * inner,), [1], 0)
     if outer * steps * inner == 0 or length == 0:
         return
@@ -184,6 +192,8 @@ def emit_tensor_scatter(kb: KernelBuilder, cache: ir.Value, update: ir.Value, st
         start = kb.i64(0)
         if starts is not None:
             start = load_index(kb, starts, np.dtype(np.int64), b.udiv(o, kb.i64(per_batch)))
+            if not circular:
+                check_range(kb, start, 0, length - steps, "write position", axis)
         with kb.loop(0, steps, name="s") as s:
             pos = b.add(start, s)
             if circular:
@@ -201,13 +211,15 @@ def emit_reverse_sequence(kb: KernelBuilder, x: ir.Value, lengths: ir.Value, dst
                           length_dtype: np.dtype, shape: tuple[int, ...], batch_axis: int, time_axis: int,
                           threads: Threads | None = None) -> None:
     """dst[.., t, .., b, ..] = x[.., len[b] - 1 - t, .., b, ..] for t < len[b], else x itself;
-    len[b] is clamped to [0, time dim]."""
+    a len[b] outside [0, time dim] is reported as an invalid sequence length, and clamped."""
     strides = contiguous_strides(shape)
     steps = shape[time_axis]
     b = kb.b
 
     def element(index: list[ir.Value]) -> None:
-        length = clamp(kb, load_index(kb, lengths, length_dtype, index[batch_axis]), 0, steps)
+        raw = load_index(kb, lengths, length_dtype, index[batch_axis])
+        check_range(kb, raw, 0, steps, "sequence length", time_axis)
+        length = clamp(kb, raw, 0, steps)
         t = index[time_axis]
         flipped = b.sub(b.sub(length, kb.i64(1)), t)
         source_t = b.select(b.icmp_signed("<", t, length), flipped, t)

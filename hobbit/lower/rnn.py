@@ -7,8 +7,8 @@ previous hidden state, then the cell's element-wise update. Batch rows and
 directions are independent, so blocks of up to ROW_BLOCK rows of one direction
 are shared among threads; within a block every row of R is read once per step
 and dotted with all the block's hidden states (R stays in cache however large
-the batch). Each row walks its own sequence length (sequence_lens, clamped to
-[0, seq]) and writes zeros to Y past it. The running state lives in the Y_h
+the batch). Each row walks its own sequence length (sequence_lens; one outside
+[0, seq] is a RunError) and writes zeros to Y past it. The running state lives in the Y_h
 (and Y_c) outputs; gate values go to per-thread scratch.
 
 Node inputs: XW [seq, batch, dirs*G*H], R [dirs, G*H, H], GRU's recurrent h-gate
@@ -27,6 +27,7 @@ from hobbit.lower.builder import KernelBuilder
 from hobbit.lower.kernel import KernelArgs
 from hobbit.lower.reduce import hreduce, row_width, vector_type
 from hobbit.lower.scalar import Emit
+from hobbit.lower.status import check_range
 
 GATES = {"RNN": 1, "GRU": 3, "LSTM": 4}
 
@@ -121,12 +122,14 @@ class _Row:
         self.t = kb.b.select(backwards, flipped, step) if backwards is not None else step
 
     def _length(self) -> ir.Value:
-        """This row's sequence length, clamped to [0, seq]."""
+        """This row's sequence length: one outside [0, seq] is reported (hobbit.lower.status)
+        and clamped."""
         kb = self.kb
         lens = self.k.inputs[3]
         if lens is None:
             return kb.i64(self.seq)
         raw = kb.b.sext(kb.load(lens, np.dtype(np.int32), self.row), kb.i64(0).type)
+        check_range(kb, raw, 0, self.seq, "sequence length")
         low = kb.b.select(kb.b.icmp_signed("<", raw, kb.i64(0)), kb.i64(0), raw)
         return kb.b.select(kb.b.icmp_signed(">", low, kb.i64(self.seq)), kb.i64(self.seq), low)
 

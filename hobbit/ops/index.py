@@ -108,8 +108,11 @@ def _reverse_sequence_reference(ins: list[np.ndarray], a: dict) -> list[np.ndarr
     batch_axis, time_axis = a["batch_axis"], a["time_axis"]
     out = np.array(x)
     steps = x.shape[time_axis]
+    bad = [int(n) for n in lengths.astype(np.int64) if not 0 <= n <= steps]
+    if bad:
+        raise ShapeError(f"sequence length {bad[0]} is out of range [0, {steps}]")
     for b, n in enumerate(lengths.astype(np.int64)):
-        n = min(max(int(n), 0), steps)
+        n = int(n)
         part = [slice(None)] * x.ndim
         part[batch_axis], part[time_axis] = b, slice(0, n)
         out[tuple(part)] = np.flip(x[tuple(part)], axis=time_axis - (batch_axis < time_axis))
@@ -124,8 +127,8 @@ def _lower_reverse_sequence(k: KernelArgs) -> None:
 
 register_op(OpDef(
     "ReverseSequence", infer=_reverse_sequence_infer, reference=_reverse_sequence_reference,
-    lower=_lower_reverse_sequence, attrs={"batch_axis": 1, "time_axis": 0},
-    doc="reverse the first lengths[b] steps along time_axis of every batch entry b (lengths clamped)"))
+    lower=_lower_reverse_sequence, attrs={"batch_axis": 1, "time_axis": 0}, checks_data=True,
+    doc="reverse the first lengths[b] steps along time_axis of every batch entry b (lengths in [0, steps])"))
 
 
 # -- CumSum and CumProd ---------------------------------------------------------------

@@ -60,7 +60,10 @@ def _reference(ins: list, a: dict) -> list[np.ndarray]:
     hidden, dirs, cell = a["hidden_size"], len(a["reverse"]), a["cell"]
     g = GATES[cell]
     xw = xw.reshape(seq, batch, dirs, g, hidden).astype(np.float64)
-    lengths = np.full(batch, seq) if lens is None else np.clip(lens.astype(np.int64), 0, seq)
+    lengths = np.full(batch, seq) if lens is None else lens.astype(np.int64)
+    if np.any((lengths < 0) | (lengths > seq)):
+        raise ShapeError(f"sequence length {int(lengths[(lengths < 0) | (lengths > seq)][0])} "
+                         f"is out of range [0, {seq}]")
     y = np.zeros((seq, dirs, batch, hidden))
     h_out = np.zeros((dirs, batch, hidden))
     c_out = np.zeros((dirs, batch, hidden))
@@ -117,7 +120,7 @@ def _flops(node: Node) -> int:
 
 register_op(OpDef(
     "Recurrence", infer=_infer, reference=_reference, lower=lower_recurrence, flops=_flops,
-    scratch_bytes=recurrence_scratch_bytes,
+    scratch_bytes=recurrence_scratch_bytes, checks_data=True,
     attrs={"cell": "RNN", "hidden_size": 1, "reverse": (0,), "activations": ((("Tanh", 0.0, 0.0),),),
            "clip": 0.0, "linear_before_reset": 0, "input_forget": 0},
     doc="the sequential part of RNN/GRU/LSTM: inputs XW[seq, batch, dirs*G*H] (input projection with "

@@ -38,6 +38,18 @@ def normalised_indices(indices: np.ndarray, dim: int | np.ndarray) -> np.ndarray
     return np.where(idx < 0, idx + dim, idx)
 
 
+def valid_indices(indices: np.ndarray, dim: int | np.ndarray) -> np.ndarray:
+    """normalised_indices, refusing one outside [-dim, dim) as the generated code does
+    (hobbit.lower.index), so folding never answers where a run would raise."""
+    idx = indices.astype(np.int64)
+    bad = (idx < -np.asarray(dim)) | (idx >= np.asarray(dim))
+    if bad.any():
+        where = tuple(int(i) for i in np.argwhere(bad)[0])
+        limit = int(np.broadcast_to(dim, idx.shape)[where])
+        raise ShapeError(f"index {int(idx[where])} at {where} is out of range [{-limit}, {limit - 1}]")
+    return normalised_indices(idx, dim)
+
+
 # -- GatherElements and ScatterElements --------------------------------------------
 
 def _elements_infer(node: Node, indices: Value, updates: Value | None = None) -> None:
@@ -69,7 +81,7 @@ def _gather_elements_reference(ins: list[np.ndarray], a: dict) -> list[np.ndarra
     data, indices = ins
     axis = a["axis"]
     block = data[_leading_block(data, indices.shape, axis)]
-    return [np.take_along_axis(block, normalised_indices(indices, data.shape[axis]), axis=axis)]
+    return [np.take_along_axis(block, valid_indices(indices, data.shape[axis]), axis=axis)]
 
 
 def _lower_gather_elements(k: KernelArgs) -> None:
@@ -80,8 +92,8 @@ def _lower_gather_elements(k: KernelArgs) -> None:
 
 register_op(OpDef(
     "GatherElements", infer=_gather_elements_infer, reference=_gather_elements_reference,
-    lower=_lower_gather_elements, attrs={"axis": 0},
-    doc="out[i] = data[i with i[axis] = indices[i]]; run-time indices out of range are clamped"))
+    lower=_lower_gather_elements, attrs={"axis": 0}, checks_data=True,
+    doc="out[i] = data[i with i[axis] = indices[i]]; an index out of range is a RunError"))
 
 
 REDUCTIONS = ("none", "add", "mul", "max", "min")  # what _reduce_at implements; the importer checks against it
@@ -110,7 +122,7 @@ def _scatter_elements_reference(ins: list[np.ndarray], a: dict) -> list[np.ndarr
     data, indices, updates = ins
     axis = a["axis"]
     out = np.array(data)
-    idx = normalised_indices(indices, data.shape[axis])
+    idx = valid_indices(indices, data.shape[axis])
     for where in np.ndindex(*indices.shape):
         target = where[:axis] + (int(idx[where]),) + where[axis + 1:]
         _reduce_at(out, target, updates[where], a["reduction"])
@@ -125,7 +137,7 @@ def _lower_scatter_elements(k: KernelArgs) -> None:
 
 register_op(OpDef(
     "ScatterElements", infer=_scatter_elements_infer, reference=_scatter_elements_reference,
-    lower=_lower_scatter_elements, attrs={"axis": 0, "reduction": "none"},
+    lower=_lower_scatter_elements, attrs={"axis": 0, "reduction": "none"}, checks_data=True,
     doc="copy of data with out[i with i[axis] = indices[i]] (reduction)= updates[i], in index order"))
 
 
@@ -151,7 +163,7 @@ def _gather_nd_reference(ins: list[np.ndarray], a: dict) -> list[np.ndarray]:
     batch, q = a["batch_dims"], indices.shape[-1]
     out_shape = indices.shape[:-1] + data.shape[batch + q:]
     flat_data = data.reshape((size_of(data.shape[:batch]),) + data.shape[batch:])
-    flat_idx = normalised_indices(indices, np.array(data.shape[batch:batch + q], dtype=np.int64))
+    flat_idx = valid_indices(indices, np.array(data.shape[batch:batch + q], dtype=np.int64))
     flat_idx = flat_idx.reshape(flat_data.shape[0], -1, q)
     rows = [flat_data[b][tuple(flat_idx[b, n])] for b in range(flat_idx.shape[0]) for n in range(flat_idx.shape[1])]
     return [np.array(rows, dtype=data.dtype).reshape(out_shape)]
@@ -163,12 +175,12 @@ def _lower_gather_nd(k: KernelArgs) -> None:
     batches = size_of(tuple(data.shape[:batch]))
     count = size_of(tuple(indices.shape[batch:-1]))
     emit_gather_nd(k.kb, k.inputs[0], k.inputs[1], k.outputs[0], data.dtype, indices.dtype, batches, count,
-                   tuple(data.shape[batch:batch + q]), size_of(tuple(data.shape[batch + q:])), k.threads)
+                   tuple(data.shape[batch:batch + q]), size_of(tuple(data.shape[batch + q:])), batch, k.threads)
 
 
 register_op(OpDef(
     "GatherND", infer=_gather_nd_infer, reference=_gather_nd_reference, lower=_lower_gather_nd,
-    attrs={"batch_dims": 0},
+    attrs={"batch_dims": 0}, checks_data=True,
     doc="slices of data picked by the index tuples in indices' last dim, after `batch_dims` shared dims"))
 
 
@@ -188,7 +200,7 @@ def _scatter_nd_reference(ins: list[np.ndarray], a: dict) -> list[np.ndarray]:
     data, indices, updates = ins
     q = indices.shape[-1]
     out = np.array(data)
-    idx = normalised_indices(indices, np.array(data.shape[:q], dtype=np.int64)).reshape(-1, q)
+    idx = valid_indices(indices, np.array(data.shape[:q], dtype=np.int64)).reshape(-1, q)
     flat_updates = updates.reshape((idx.shape[0],) + data.shape[q:])
     for n in range(idx.shape[0]):
         _reduce_at(out, tuple(int(i) for i in idx[n]), flat_updates[n], a["reduction"])
@@ -205,7 +217,7 @@ def _lower_scatter_nd(k: KernelArgs) -> None:
 
 register_op(OpDef(
     "ScatterND", infer=_scatter_nd_infer, reference=_scatter_nd_reference, lower=_lower_scatter_nd,
-    attrs={"reduction": "none"},
+    attrs={"reduction": "none"}, checks_data=True,
     doc="copy of data with the slices named by indices' last dim (reduction)= updates, in index order"))
 
 
@@ -227,11 +239,16 @@ def _tensor_scatter_reference(ins: list[np.ndarray], a: dict) -> list[np.ndarray
     cache, update = ins[:2]
     axis, length, steps = a["axis"], cache.shape[a["axis"]], update.shape[a["axis"]]
     starts = ins[2] if len(ins) > 2 and ins[2] is not None else np.zeros(cache.shape[0], np.int64)
+    if a["mode"] != "circular":
+        bad = [int(v) for v in starts if not 0 <= v <= length - steps]
+        if bad:
+            raise ShapeError(f"write position {bad[0]} is out of range [0, {length - steps}] "
+                             f"({steps} steps into a cache of {length})")
     out = np.array(cache)
     for prefix in np.ndindex(*cache.shape[:axis]):
         for s in range(steps):
             pos = int(starts[prefix[0]]) + s
-            pos = pos % length if a["mode"] == "circular" else min(max(pos, 0), length - 1)
+            pos = pos % length if a["mode"] == "circular" else pos
             out[prefix + (pos,)] = update[prefix + (s,)]
     return [out]
 
@@ -242,11 +259,12 @@ def _lower_tensor_scatter(k: KernelArgs) -> None:
     starts = k.inputs[2] if len(k.inputs) > 2 else None
     outer, length, inner = size_of(tuple(cache.shape[:axis])), cache.shape[axis], size_of(tuple(cache.shape[axis + 1:]))
     emit_tensor_scatter(k.kb, k.inputs[0], k.inputs[1], starts, k.outputs[0], cache.dtype, cache.shape[0], outer,
-                        length, update.shape[axis], inner, k.node.attrs["mode"] == "circular")
+                        length, update.shape[axis], inner, k.node.attrs["mode"] == "circular", axis)
 
 
 register_op(OpDef(
     "TensorScatter", infer=_tensor_scatter_infer, reference=_tensor_scatter_reference, lower=_lower_tensor_scatter,
     attrs={"axis": 1, "mode": "linear"},
+    checks_data=True,
     doc="copy of the cache with each batch entry's update written from its write index along `axis` "
-        "(linear: clamped, circular: modulo the axis)"))
+        "(linear: must fit, circular: modulo the axis)"))

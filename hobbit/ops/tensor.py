@@ -277,7 +277,7 @@ def _lower_gather(k: KernelArgs) -> None:
     dim = data.shape[axis]
     if indices.const is None:
         emit_runtime_gather(k.kb, k.inputs[0], k.inputs[1], k.outputs[0], data.dtype, indices.dtype,
-                            outer, dim, indices.type.size, inner)
+                            outer, dim, indices.type.size, inner, axis)
         return
     idx = [int(i) % dim for i in indices.const.reshape(-1)]  # the converter range-checked them
     offsets = [range(0, outer * dim * inner, dim * inner) if outer else [],
@@ -288,8 +288,8 @@ def _lower_gather(k: KernelArgs) -> None:
 register_op(OpDef(
     "Gather", infer=_gather_infer, reference=_gather_reference, lower=_lower_gather, attrs={"axis": 0},
     per_sample=per_sample.gather_per_sample,
-    bakes_constants=True,
-    doc="numpy take along `axis`; runtime indices out of range are clamped (see lower/gather.py)"))
+    bakes_constants=True, checks_data=True,
+    doc="numpy take along `axis`; a run-time index out of range is a RunError (see lower/gather.py)"))
 
 
 # -- Expand and Tile: strided copies with zero strides -----------------------------

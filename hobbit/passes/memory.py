@@ -13,6 +13,7 @@ from hobbit.codegen.target import Target, host_target
 from hobbit.graph.ir import Graph, Node, Value
 from hobbit.graph.registry import get_op
 from hobbit.lower.parallel import claim_bytes
+from hobbit.lower.status import STATUS_BYTES
 
 ALIGN = 64
 
@@ -32,8 +33,11 @@ class MemoryPlan:
     places: dict[int, Place] = field(default_factory=dict)  # id(value) -> place
     scratch: dict[int, Place] = field(default_factory=dict)  # id(node) -> arena place
     claims: dict[int, Place] = field(default_factory=dict)  # id(node) -> its work-claim counters
-    claims_offset: int = 0  # the counters of all kernels: arena bytes [offset, offset + bytes), zeroed per call
-    claims_bytes: int = 0
+    status: dict[int, Place] = field(default_factory=dict)  # id(node) -> its run-time check record
+    # The claim counters and status records of all kernels: arena bytes [offset, offset + bytes),
+    # zeroed at the start of every inference.
+    reset_offset: int = 0
+    reset_bytes: int = 0
     arena_bytes: int = 0
     weights_bytes: int = 0
 
@@ -123,12 +127,16 @@ def plan_memory(graph: Graph, target: Target | None = None, threads: int = 1) ->
         table[ident] = Place("arena", offset)
 
     per_kernel = claim_bytes(threads)
-    plan.claims_offset = offset = _align(plan.arena_bytes)
+    plan.reset_offset = offset = _align(plan.arena_bytes)
     for node in graph.nodes:
         if per_kernel and needs_code(node):
             plan.claims[id(node)] = Place("arena", offset)
             offset += per_kernel
-    plan.claims_bytes = offset - plan.claims_offset
+    for node in graph.nodes:
+        if get_op(node.op).checks_data and needs_code(node):
+            plan.status[id(node)] = Place("arena", offset)
+            offset += STATUS_BYTES
+    plan.reset_bytes = offset - plan.reset_offset
     plan.arena_bytes = max(plan.arena_bytes, offset)
 
     for node in graph.nodes:

@@ -16,7 +16,7 @@ from dataclasses import dataclass
 import llvmlite.binding as llvm
 import numpy as np
 
-from hobbit.codegen.module import ENTRY
+from hobbit.codegen.module import ENTRY, STATUS_TABLE
 from hobbit.codegen.profile import PROFILE_GLOBAL
 from hobbit.codegen.target import Target, new_target_machine
 from hobbit.errors import HobbitError, InputError
@@ -24,8 +24,9 @@ from hobbit.runtime.nodearg import NodeArg, compiled_args
 from hobbit.runtime.pool import load_runtime
 from hobbit.runtime.profile import KernelTime, kernel_times
 from hobbit.runtime.runargs import check_out, pick_outputs, split_run_args
+from hobbit.runtime.status import read_status_table, status_error
 
-_ENTRY_TYPE = ctypes.CFUNCTYPE(None, ctypes.c_void_p, ctypes.c_void_p, ctypes.c_void_p, ctypes.c_void_p)
+_ENTRY_TYPE = ctypes.CFUNCTYPE(ctypes.c_int32, ctypes.c_void_p, ctypes.c_void_p, ctypes.c_void_p, ctypes.c_void_p)
 
 
 def load_runtime_libraries(target: Target) -> None:
@@ -144,6 +145,7 @@ class CompiledModel:
         self._arena_bytes = arena_bytes
         self._engine = jit_engine(code, target, on_object)
         self._entry = _ENTRY_TYPE(self._engine.get_function_address(ENTRY))
+        self._status_table = read_status_table(self._engine.get_global_value_address(STATUS_TABLE))
         self._local = threading.local()
 
     @property
@@ -195,11 +197,15 @@ class CompiledModel:
         return [np.empty(spec.shape, spec.dtype) if r is None else r for r, spec in zip(results, self.outputs)]
 
     def _call_native(self, arrays: list[np.ndarray], results: list[np.ndarray]) -> None:
-        """One inference: the entry point over these input and output buffers."""
+        """One inference: the entry point over these input and output buffers; invalid data
+        found by the generated code (an index out of range) raises a RunError."""
         in_table = (ctypes.c_void_p * max(1, len(arrays)))(*[a.ctypes.data for a in arrays])
         out_table = (ctypes.c_void_p * max(1, len(results)))(*[r.ctypes.data for r in results])
-        self._entry(ctypes.addressof(in_table), ctypes.addressof(out_table),
-                    self._weights.ctypes.data, self._arena().ctypes.data)
+        arena = self._arena()
+        status = self._entry(ctypes.addressof(in_table), ctypes.addressof(out_table),
+                             self._weights.ctypes.data, arena.ctypes.data)
+        if status:
+            raise status_error(status, self._status_table, arena)
 
     def profile(self, feeds: dict[str, np.ndarray], runs: int = 20) -> list[KernelTime]:
         """Mean time per kernel over `runs` inferences (needs compile(..., profile=True))."""

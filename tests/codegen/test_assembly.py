@@ -33,4 +33,4 @@ def test_generated_functions_are_named_after_graph_nodes():
     conv = report.graph.nodes[0]
     assert kernel_name(conv) == "Conv+Relu[stage1/conv]"
     assert '@"Conv+Relu[stage1/conv]"' in report.llvm_ir
-    assert "define void @\"hobbit_main\"" in report.llvm_ir
+    assert "define i32 @\"hobbit_main\"" in report.llvm_ir
