@@ -12,7 +12,9 @@ from __future__ import annotations
 
 import numpy as np
 
+from hobbit.errors import InputError
 from hobbit.runtime.jit import CompiledModel, TensorSpec
+from hobbit.runtime.runargs import check_out, pick_outputs, split_run_args
 
 
 class ChunkedModel:
@@ -34,22 +36,49 @@ class ChunkedModel:
     def outputs(self) -> list[TensorSpec]:
         return self.model.outputs
 
-    def run(self, feeds: dict[str, np.ndarray]) -> list[np.ndarray]:
-        """Feeds already checked against the model's declarations; every input has dim 0 = N."""
+    @property
+    def output_names(self) -> list[str]:
+        return [spec.name for spec in self.model.outputs]
+
+    def run(self, output_names: dict[str, np.ndarray] | list[str] | None = None,
+            feeds: dict[str, np.ndarray] | None = None, *, out: list[np.ndarray] | None = None) -> list:
+        """As CompiledModel.run, for feeds already checked against the model's declarations
+        (every input has dim 0 = N): `out=` arrays of N samples' rows are written in place."""
+        names, feeds = split_run_args(output_names, feeds)
         arrays = [np.require(feeds[spec.name], requirements=["C_CONTIGUOUS", "ALIGNED"])
                   for spec in self.model.inputs]
+        picked = None if names is None else pick_outputs(names, self.output_names)
+        results = self._results(arrays[0].shape[0], picked, out, arrays)
+        self._run_chunks(arrays, results)
+        return results if picked is None else [results[i] for i in picked]
+
+    def _results(self, samples: int, picked: list[int] | None, out: object,
+                 arrays: list[np.ndarray]) -> list[np.ndarray]:
+        """One array per output for `samples` samples: the caller's where out= gives one."""
+        specs = [TensorSpec(spec.name, (rows * samples,) + tuple(spec.shape[1:]), spec.dtype)
+                 for spec, rows in zip(self.model.outputs, self.rows)]
+        results = [np.empty(spec.shape, spec.dtype) for spec in specs]
+        if out is None:
+            return results
+        chosen = list(range(len(specs))) if picked is None else picked
+        if len(set(chosen)) != len(chosen):
+            twice = next(specs[i].name for i in chosen if chosen.count(i) > 1)
+            raise InputError(f"output '{twice}' is named twice in output_names; out= takes one array per output")
+        given = check_out(out, [specs[i] for i in chosen], [specs[i].name for i in chosen], arrays)
+        for i, array in zip(chosen, given):
+            results[i] = array
+        return results
+
+    def _run_chunks(self, arrays: list[np.ndarray], results: list[np.ndarray]) -> None:
+        """Full chunks straight from the inputs' rows into the results' rows, then the rest padded."""
         samples = arrays[0].shape[0]
-        if samples == self.batch:
-            return self.model.run(dict(zip((s.name for s in self.model.inputs), arrays)))
-        results = [np.empty((rows * samples,) + tuple(spec.shape[1:]), spec.dtype)
-                   for spec, rows in zip(self.model.outputs, self.rows)]
         full = samples - samples % self.batch
         for start in range(0, full, self.batch):
-            self.model._call_native([a[start:start + self.batch] for a in arrays],
-                                    [r[start * k:(start + self.batch) * k] for r, k in zip(results, self.rows)])
+            stop = start + self.batch
+            self.model._call_native([a[start:stop] for a in arrays],
+                                    [r[start * k:stop * k] for r, k in zip(results, self.rows)])
         if full < samples:
             self._run_padded(arrays, results, full)
-        return results
 
     def _run_padded(self, arrays: list[np.ndarray], results: list[np.ndarray], start: int) -> None:
         """The last samples, fewer than a chunk, through zero-filled chunk-sized buffers."""

@@ -124,9 +124,6 @@ class SpecializingModel:
             else:
                 flat[d.name] = feeds[d.name]
         if out is not None:
-            if not isinstance(variant, CompiledModel):
-                raise InputError("out= is not available for a model that runs any batch size in chunks "
-                                 "of one variant (hobbit.runtime.batching) yet; call run() without it")
             return variant.run(names, flat, out=out)
         results = variant.run(flat)
         return results if picked is None else [results[i] for i in picked]

@@ -120,3 +120,20 @@ def test_an_empty_batch_gives_empty_outputs():
     compiled.run({"x": rand(2, 3, 6, 6)})
     y, = compiled.run({"x": rand(0, 3, 6, 6)})
     assert y.shape == (0, 5)
+
+
+def test_out_arrays_receive_every_chunk():
+    """run(output_names, feeds, out=...): the full chunks write straight into the caller's rows."""
+    nodes = [helper.make_node("Relu", ["x"], ["r"]), helper.make_node("Neg", ["x"], ["n"])]
+    model = _model(nodes, {"x": ("N", 4)}, ["r", "n"])
+    compiled = hobbit.compile(model, cache=False, threads=1)
+    compiled.run({"x": rand(2, 4)})
+    x = rand(5, 4, seed=3)
+    neg = np.full((5, 4), np.nan, np.float32)
+    (got,) = compiled.run(["n"], {"x": x}, out=[neg])
+    assert got is neg
+    np.testing.assert_array_equal(neg, -x)
+    with pytest.raises(InputError, match="shape"):
+        compiled.run(["n"], {"x": x}, out=[np.empty((4, 4), np.float32)])
+    relu, = compiled.run(["r"], {"x": x})
+    np.testing.assert_array_equal(relu, np.maximum(x, 0))
