@@ -373,6 +373,35 @@ def cmd_conformance(args: argparse.Namespace) -> int:
 
 
 # -- argument parsing --------------------------------------------------------------------
+class _HelpFormatter(argparse.HelpFormatter):
+    """Wraps descriptions like argparse does, but prints an 'examples:' epilog line by line."""
+
+    def _fill_text(self, text: str, width: int, indent: str) -> str:
+        if text.startswith("examples:"):
+            return "".join(indent + line for line in text.splitlines(keepends=True))
+        return super()._fill_text(text, width, indent)
+
+
+_RUN_EXAMPLES = """examples:
+  hobbit run resnet18                          a zoo model on random input
+  hobbit run model.onnx --input input=x.npy    your data (dtype and shape checked before compiling)
+  hobbit run dynamic.onnx --input-shape input=8x3x224x224
+                                               a model with a dynamic batch, at batch 8"""
+_COMPILE_EXAMPLES = """examples:
+  hobbit compile model.onnx -o model.ll        the LLVM IR hobbit generates
+  hobbit compile model.onnx --emit asm --threads 1
+  hobbit compile dynamic.onnx --input-shape input=1x3x224x224 --emit graph"""
+_INSPECT_EXAMPLES = """examples:
+  hobbit inspect resnet18
+  hobbit inspect model.onnx --disable fuse     the plan without fusion
+  hobbit inspect dynamic.onnx --input-shape input=4x3x224x224"""
+_BENCH_EXAMPLES = """examples:
+  hobbit bench                                 zoo resnet18 at 1 thread
+  hobbit bench --model model.onnx --threads 1,2 --markdown BENCHMARKS.md
+  hobbit bench --model dynamic.onnx --input-shape input=1x3x224x224
+  hobbit bench --model mobilenet_v2 --batch 8 --streams 2 --load none,busy-core"""
+
+
 def _common(p: argparse.ArgumentParser) -> None:
     p.add_argument("model", metavar="MODEL", help="path to an .onnx file, or a zoo model name (see `hobbit zoo`)")
     p.add_argument("--passes", metavar="A,B,C",
@@ -399,7 +428,8 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--version", action="version", version=f"hobbit {hobbit.__version__}")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
 
-    p = sub.add_parser("run", help="compile a model and run it on given or random inputs",
+    p = sub.add_parser("run", formatter_class=_HelpFormatter, epilog=_RUN_EXAMPLES,
+                       help="compile a model and run it on given or random inputs",
                        description="Compile MODEL, run it, and print each output's shape, first values and "
                                    "the latency. Inputs not given with --input are filled with seeded random "
                                    "data (N(0,1) for floats); a model with symbolic dims (a dynamic batch) "
@@ -413,7 +443,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--seed", type=int, default=0, help="seed for random inputs (default 0)")
     p.set_defaults(func=cmd_run)
 
-    p = sub.add_parser("compile", help="print the LLVM IR, assembly or optimised graph of a model",
+    p = sub.add_parser("compile", formatter_class=_HelpFormatter, epilog=_COMPILE_EXAMPLES,
+                       help="print the LLVM IR, assembly or optimised graph of a model",
                        description="Compile MODEL and write one stage of the result: 'llvm' is the LLVM IR "
                                    "hobbit generates (before LLVM's optimiser), 'asm' the optimised machine code "
                                    "for this CPU, 'graph' the graph after the passes (fused groups).")
@@ -422,7 +453,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("-o", "--output", metavar="FILE", help="write to FILE instead of standard output")
     p.set_defaults(func=cmd_compile)
 
-    p = sub.add_parser("inspect", help="show fused kernels, their ONNX nodes, shapes and the memory plan",
+    p = sub.add_parser("inspect", formatter_class=_HelpFormatter, epilog=_INSPECT_EXAMPLES,
+                       help="show fused kernels, their ONNX nodes, shapes and the memory plan",
                        description="List the graph after the passes: one line per fused group (e.g. "
                                    "Conv+Add+Relu) with the ONNX nodes it came from, its output type and "
                                    "where the output lives (arena offset, graph output, ...), then the arena "
@@ -430,7 +462,8 @@ def build_parser() -> argparse.ArgumentParser:
     _common(p)
     p.set_defaults(func=cmd_inspect)
 
-    p = sub.add_parser("bench", help="time hobbit against onnxruntime (default: zoo resnet18)",
+    p = sub.add_parser("bench", formatter_class=_HelpFormatter, epilog=_BENCH_EXAMPLES,
+                       help="time hobbit against onnxruntime (default: zoo resnet18)",
                        description="For each model and thread count: compile, check the outputs against "
                                    "onnxruntime (rtol 1e-3, atol 1e-4; no ratio is reported if they disagree), "
                                    "then time both alternately with the same thread count and print median and "

@@ -38,10 +38,17 @@ def tiny(tmp_path_factory) -> str:
 
 
 @pytest.mark.parametrize("argv", [["--help"], ["run", "--help"], ["compile", "--help"], ["inspect", "--help"],
-                                  ["bench", "--help"], ["zoo", "--help"]])
+                                  ["bench", "--help"], ["conformance", "--help"], ["zoo", "--help"]])
 def test_help(argv, capsys):
     assert main(argv) == 0
     assert "usage: hobbit" in capsys.readouterr().out
+
+
+@pytest.mark.parametrize("command", [None, "run", "compile", "inspect", "bench"])
+def test_help_examples_show_input_shape(command, capsys):
+    assert main([command, "--help"] if command else ["--help"]) == 0
+    examples = capsys.readouterr().out.split("\nexamples:\n", 1)[1]
+    assert "--input-shape input=" in examples
 
 
 def test_no_command_is_a_usage_error(capsys):

@@ -68,7 +68,8 @@ def test_verdict_sorts_failures_by_the_list() -> None:
     assert (found.tests, found.passed) == (4, 2)
     assert (found.expected, found.unexpected, found.fixed) == (["test_a"], ["test_b"], ["test_c"])
     text = found.format("list.txt")
-    assert text.startswith("hobbit passed 2 of 4 node tests; 2 failed: 1 on the expected-failure list (list.txt), 1 not")
+    assert text.startswith("hobbit passed 2 of 4 node tests; 2 failed: "
+                           "1 on the expected-failure list (list.txt), 1 not")
     assert "not expected to fail: test_b" in text and "but passed (remove them" in text and "test_c" in text
 
 
