@@ -51,11 +51,11 @@ _EPILOG = """examples:
   hobbit zoo                                list the built-in models"""
 
 
-def load_model(spec: str) -> onnx.ModelProto:
-    """MODEL argument -> the model: an existing file, or a zoo model built in memory. Read once
-    here so its declared inputs are checked before the compile starts."""
+def load_model(spec: str) -> onnx.ModelProto | str:
+    """MODEL argument -> something hobbit.compile accepts: an existing file path (compiled from
+    the path, so it shares compile-cache entries with hobbit.compile(path)), or a zoo model."""
     if os.path.exists(spec):
-        return read_model(spec)
+        return spec
     if spec in zoo.MODELS:
         return zoo.build(spec)
     raise _not_a_model(spec)
@@ -80,11 +80,12 @@ def pipeline(args: argparse.Namespace) -> list[str] | None:
 def _report(args: argparse.Namespace, opt_level: int = 0) -> CompileReport:
     """The compile behind `compile` and `inspect`: one fixed-shape build, so --input-shape must
     size every symbolic dim (checked before compiling)."""
-    proto = load_model(args.model)
+    source = load_model(args.model)
+    proto = read_model(source)
     shapes = input_shapes(declared_inputs(proto), args.input_shape)
     require_static(declared_inputs(proto, shapes),
                    f"`hobbit {args.command}` builds one fixed-shape variant, so each symbolic dim needs a size")
-    return lower_to_llvm(proto, passes=pipeline(args), input_shapes=shapes or None, opt_level=opt_level,
+    return lower_to_llvm(source, passes=pipeline(args), input_shapes=shapes or None, opt_level=opt_level,
                          threads=args.threads)
 
 
@@ -102,7 +103,8 @@ def _summary(array: np.ndarray, count: int = 5) -> str:
 def cmd_run(args: argparse.Namespace) -> int:
     """Inputs are read and checked first; their shapes and --input-shape fix the symbolic dims,
     so the compile builds the one variant the run needs."""
-    proto = load_model(args.model)
+    source = load_model(args.model)
+    proto = read_model(source)
     declared = declared_inputs(proto)
     shapes = input_shapes(declared, args.input_shape)
     given = load_feeds(declared, args.input, shapes)
@@ -116,7 +118,7 @@ def cmd_run(args: argparse.Namespace) -> int:
         raise InputError(f"inputs {sequences} are sequences of tensors; `hobbit run` cannot make them up "
                          f"(use the Python API)")
     t0 = time.perf_counter()
-    model = hobbit.compile(proto, threads=args.threads, passes=pipeline(args), input_shapes=shapes or None)
+    model = hobbit.compile(source, threads=args.threads, passes=pipeline(args), input_shapes=shapes or None)
     compile_s = time.perf_counter() - t0
     feeds = {**random_inputs(missing, args.seed), **given}
     for spec in specs:
@@ -255,7 +257,7 @@ def parse_loads(text: str) -> list[str]:
 
 
 def bench_models(spec: str, flags: list[ShapeFlag] | None = None, batch: int = 1
-                 ) -> list[tuple[str, Callable[[], onnx.ModelProto]]]:
+                 ) -> list[tuple[str, Callable[[], onnx.ModelProto | str]]]:
     """--model: 'all' (every zoo model), a path, or comma-separated zoo names/paths, checked up
     front: names, and the declared inputs of every file (and of zoo models given --input-shape),
     so a model that cannot be benchmarked fails before minutes of benchmarking, not after."""
@@ -275,10 +277,11 @@ def bench_models(spec: str, flags: list[ShapeFlag] | None = None, batch: int = 1
     return loaders
 
 
-def _bench_model(name: str, flags: list[ShapeFlag], batch: int) -> onnx.ModelProto:
+def _bench_model(name: str, flags: list[ShapeFlag], batch: int) -> onnx.ModelProto | str:
     """The model with its --input-shape dims written into its declared inputs (the benchmark
     compiles both engines from the model alone); --batch > 1 then sets every first dim."""
-    proto = load_model(name)
+    source = load_model(name)
+    proto = read_model(source)
     shapes = input_shapes(declared_inputs(proto), flags)
     if batch > 1:
         clash = [f"{n}={'x'.join(map(str, dims))}" for n, dims in shapes.items() if dims and dims[0] != batch]
@@ -287,7 +290,7 @@ def _bench_model(name: str, flags: list[ShapeFlag], batch: int) -> onnx.ModelPro
                              f"gives {', '.join(clash)}")
     why = f"`hobbit bench` times one fixed-shape build of {name}, so each symbolic dim needs a size"
     require_static(declared_inputs(proto, shapes), why, free_axis0=batch > 1)
-    return with_input_shapes(proto, shapes)
+    return with_input_shapes(proto, shapes) if shapes else source
 
 
 def cmd_bench(args: argparse.Namespace) -> int:
