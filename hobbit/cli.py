@@ -21,7 +21,7 @@ import onnx
 import hobbit
 from hobbit import bench, conformance, zoo
 from hobbit.bench import random_inputs
-from hobbit.cli_inputs import ShapeFlag, input_shapes, load_feeds, parse_input_file, parse_input_shape, \
+from hobbit.cli_inputs import ShapeFlag, declared, input_shapes, load_feeds, parse_input_file, parse_input_shape, \
     require_static, with_input_shapes
 from hobbit.codegen.llvm import emit_assembly
 from hobbit.codegen.module import kernel_name
@@ -82,7 +82,7 @@ def _report(args: argparse.Namespace, opt_level: int = 0) -> CompileReport:
     size every symbolic dim (checked before compiling)."""
     source = load_model(args.model)
     proto = read_model(source)
-    shapes = input_shapes(declared_inputs(proto), args.input_shape)
+    shapes = input_shapes(declared(proto, args.input_shape), args.input_shape)
     require_static(declared_inputs(proto, shapes),
                    f"`hobbit {args.command}` builds one fixed-shape variant, so each symbolic dim needs a size")
     return lower_to_llvm(source, passes=pipeline(args), input_shapes=shapes or None, opt_level=opt_level,
@@ -105,9 +105,9 @@ def cmd_run(args: argparse.Namespace) -> int:
     so the compile builds the one variant the run needs."""
     source = load_model(args.model)
     proto = read_model(source)
-    declared = declared_inputs(proto)
-    shapes = input_shapes(declared, args.input_shape)
-    given = load_feeds(declared, args.input, shapes)
+    model_inputs = declared(proto, args.input_shape)
+    shapes = input_shapes(model_inputs, args.input_shape)
+    given = load_feeds(model_inputs, args.input, shapes)
     shapes.update({name: array.shape for name, array in given.items()})
     specs = declared_inputs(proto, shapes)
     missing = [spec for spec in specs if spec.name not in given]
@@ -282,7 +282,7 @@ def _bench_model(name: str, flags: list[ShapeFlag], batch: int) -> onnx.ModelPro
     compiles both engines from the model alone); --batch > 1 then sets every first dim."""
     source = load_model(name)
     proto = read_model(source)
-    shapes = input_shapes(declared_inputs(proto), flags)
+    shapes = input_shapes(declared(proto, flags), flags)
     if batch > 1:
         clash = [f"{n}={'x'.join(map(str, dims))}" for n, dims in shapes.items() if dims and dims[0] != batch]
         if clash:

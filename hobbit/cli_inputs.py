@@ -12,7 +12,7 @@ import numpy as np
 import onnx
 
 from hobbit.errors import InputError
-from hobbit.frontend.declared import DeclaredInput
+from hobbit.frontend.declared import DeclaredInput, declared_inputs
 
 Shapes = dict[str, tuple[int, ...]]
 
@@ -53,6 +53,19 @@ def parse_input_file(text: str) -> InputFile:
     if not sep or not name or not path:
         raise argparse.ArgumentTypeError(f"expected NAME=FILE.npy, got {text!r}")
     return InputFile(name, path)
+
+
+def declared(proto: onnx.ModelProto, flags: list[ShapeFlag]) -> list[DeclaredInput]:
+    """The model's declared inputs; for an input that declares no shape at all, its
+    --input-shape stands in for the declaration (there is nothing to check it against)."""
+    weights = {t.name for t in proto.graph.initializer}
+    shapeless = {vi.name for vi in proto.graph.input if vi.name not in weights
+                 and vi.type.HasField("tensor_type") and not vi.type.tensor_type.HasField("shape")}
+    stand_ins = {flag.name: flag.dims for flag in flags if flag.name in shapeless}
+    missing = sorted(shapeless - set(stand_ins))
+    if missing:
+        raise InputError(f"inputs {missing} declare no shape; give each one with --input-shape NAME=DIMS")
+    return declared_inputs(proto, stand_ins)
 
 
 def describe(spec: DeclaredInput) -> str:

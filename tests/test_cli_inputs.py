@@ -9,7 +9,7 @@ import onnx
 import pytest
 from onnx import helper
 
-from hobbit.cli_inputs import InputFile, ShapeFlag, input_shapes, load_feeds, parse_input_file, \
+from hobbit.cli_inputs import InputFile, ShapeFlag, declared, input_shapes, load_feeds, parse_input_file, \
     parse_input_shape, require_static, with_input_shapes
 from hobbit.errors import InputError
 from hobbit.frontend.declared import declared_inputs
@@ -72,3 +72,15 @@ def test_with_input_shapes_makes_the_model_static_for_onnxruntime() -> None:
     assert [d.shape for d in declared_inputs(_model())] == [(None, None, 4), (1, None, 4)]  # a copy
     x, y = rand(2, 3, 4), rand(1, 3, 4, seed=1)
     np.testing.assert_allclose(run_ort(fixed, {"x": x, "y": y})[0], x + y, rtol=1e-6)
+
+
+def test_an_input_without_a_shape_takes_its_input_shape() -> None:
+    graph = helper.make_graph([helper.make_node("Relu", ["x"], ["y"])], "shapeless",
+                              [helper.make_tensor_value_info("x", onnx.TensorProto.FLOAT, None)],
+                              [helper.make_tensor_value_info("y", onnx.TensorProto.FLOAT, None)])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+    with pytest.raises(InputError, match=r"inputs \['x'\] declare no shape; give each one with --input-shape"):
+        declared(model, [])
+    (spec,) = declared(model, [ShapeFlag("x", (2, 3))])
+    assert (spec.name, spec.shape, spec.dtype) == ("x", (2, 3), np.float32)
+    assert [d.shape for d in declared_inputs(with_input_shapes(model, {"x": (2, 3)}))] == [(2, 3)]
