@@ -5,7 +5,8 @@ Each function returns an opset-17 `onnx.ModelProto` with input "input"
 and op patterns as torchvision's ONNX exports, and deterministic random weights
 calibrated so activations stay near unit scale (see hobbit.zoo.builder). They
 exist for tests, benchmarks and `hobbit run resnet18`; they are not trained.
-vgg16 carries 553 MB of float32 weights."""
+vgg16 carries 553 MB of float32 weights. The `-fp16` variants are float16 throughout, input and
+output included (hobbit.zoo.float16), for comparing both precisions in one bench run."""
 
 from __future__ import annotations
 
@@ -14,6 +15,7 @@ from typing import Callable
 import onnx
 
 from hobbit.errors import HobbitError
+from hobbit.zoo.float16 import mobilenet_v2_fp16, resnet18_fp16, squeezenet1_1_fp16
 from hobbit.zoo.mobilenet import mobilenet_v2
 from hobbit.zoo.resnet import resnet18, resnet50
 from hobbit.zoo.squeezenet import squeezenet1_1
@@ -25,6 +27,9 @@ MODELS: dict[str, Callable[[], onnx.ModelProto]] = {
     "mobilenet_v2": mobilenet_v2,
     "squeezenet1_1": squeezenet1_1,
     "vgg16": vgg16,
+    "squeezenet1_1-fp16": squeezenet1_1_fp16,
+    "resnet18-fp16": resnet18_fp16,
+    "mobilenet_v2-fp16": mobilenet_v2_fp16,
 }
 
 

@@ -33,7 +33,7 @@ def _ops(model: onnx.ModelProto) -> list[str]:
     return [n.op_type for n in model.graph.node]
 
 
-@pytest.mark.parametrize("name", [n for n in zoo.MODELS if n != "vgg16"])
+@pytest.mark.parametrize("name", [n for n in TORCHVISION_PARAMS if n != "vgg16"])
 def test_structure_and_parameter_count(name):
     model = _model(name)
     onnx.checker.check_model(model, full_check=True)
