@@ -68,7 +68,10 @@ def _arg_infer(node: Node) -> list[TensorType]:
     axis = node.attrs["axis"]
     if not 0 <= axis < len(x.shape):
         raise ShapeError(f"{node.op} axis {axis} does not fit rank {len(x.shape)}")
-    return [TensorType(np.dtype(np.int64), reduced_shape(tuple(x.shape), (axis,), bool(node.attrs["keepdims"])))]
+    shape = reduced_shape(tuple(x.shape), (axis,), bool(node.attrs["keepdims"]))
+    if x.shape[axis] == 0 and int(np.prod(shape, dtype=np.int64)):
+        raise ShapeError(f"{node.op} over axis {axis} of {x.type}: an empty axis has no position to return")
+    return [TensorType(np.dtype(np.int64), shape)]
 
 
 def _arg_reference(op: str):

@@ -151,7 +151,7 @@ def resize(ctx, x, m: ResizeMode, scales: list[float] | None, sizes: list[int] |
             raise Unsupported(f"scales {scales} must be positive")
         outs = [int(np.float64(s) * n) for s, n in zip(scales, in_sizes)]
     else:
-        scales = [o / n for o, n in zip(sizes, in_sizes)]
+        scales = [o / n if n else 1.0 for o, n in zip(sizes, in_sizes)]
         outs = list(sizes)
         if policy != "stretch":
             if policy not in ("not_larger", "not_smaller"):
@@ -159,8 +159,14 @@ def resize(ctx, x, m: ResizeMode, scales: list[float] | None, sizes: list[int] |
             common = min(scales) if policy == "not_larger" else max(scales)
             scales = [common] * len(axes)
             outs = [int(common * n + 0.5) for n in in_sizes]
-    if any(o <= 0 for o in outs):
-        raise Unsupported(f"Resize output sizes {outs} must be positive")
+    if any(o <= 0 < n or (n == 0 and o != 0) for o, n in zip(outs, in_sizes)):
+        raise Unsupported(f"Resize output sizes {outs} must be positive (zero only where the input "
+                          f"size {in_sizes} is zero)")
+    if 0 in in_sizes:  # an empty tensor resizes to an empty tensor: nothing to compute
+        shape = list(x.shape)
+        for axis, out in zip(axes, outs):
+            shape[axis] = out
+        return ctx.const(np.zeros(shape, dtype=x.dtype))
     if roi is not None and len(roi) != 2 * len(axes):
         if len(roi) != 2 * rank:
             raise Unsupported(f"roi has {len(roi)} entries, expected {2 * len(axes)}")

@@ -41,7 +41,10 @@ def reshape(ctx, node, ins):
         raise Unsupported(f"Reshape shape {target} has more than one -1")
     if -1 in out:
         known = int(np.prod([d for d in out if d != -1], dtype=np.int64))
-        out[out.index(-1)] = x.type.size // known if known else 0
+        if known == 0 or x.type.size % known:
+            raise ShapeError(f"Reshape of {tuple(x.shape)} to {target}: the -1 dim cannot be inferred "
+                             f"(the other dims hold {known} elements per step)")
+        out[out.index(-1)] = x.type.size // known
     return [ctx.emit1("Reshape", [x], {"shape": tuple(out)})]
 
 
@@ -51,7 +54,8 @@ def flatten(ctx, node, ins):
     axis = int(ctx.attrs(node).get("axis", 1))
     axis = axis + len(x.shape) if axis < 0 else axis
     outer = int(np.prod(x.shape[:axis], dtype=np.int64))
-    return [ctx.emit1("Reshape", [x], {"shape": (outer, x.type.size // max(outer, 1))})]
+    inner = int(np.prod(x.shape[axis:], dtype=np.int64))  # not size // outer: outer may be 0
+    return [ctx.emit1("Reshape", [x], {"shape": (outer, inner)})]
 
 
 @converter("Reshape", since=1)
