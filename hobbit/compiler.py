@@ -12,7 +12,7 @@ import numpy as np
 import onnx
 
 from hobbit.codegen.llvm import optimize
-from hobbit.codegen.module import build_module, pack_weights
+from hobbit.codegen.module import build_module, pack_weights, view_constants
 from hobbit.codegen.target import Target, host_target
 from hobbit.errors import ConfigError
 from hobbit.frontend.declared import declared_inputs, declared_output_types
@@ -24,6 +24,7 @@ from hobbit.runtime import cache as compile_cache
 from hobbit.runtime import weights as shared_weights
 from hobbit.runtime.cpus import default_threads
 from hobbit.runtime.jit import CompiledModel, TensorSpec
+from hobbit.runtime.memory import release_garbage
 from hobbit.runtime.nodearg import declared_args
 from hobbit.runtime.progress import Progress
 from hobbit.runtime.recipe import Recipe
@@ -40,16 +41,26 @@ class CompileReport:
     plan: MemoryPlan
     target: Target
     threads: int  # threads per inference the code was built for
-    llvm_ir: str
+    llvm_ir: str | None  # None after compile(), which keeps no IR text (lower_to_llvm does)
     seconds: dict[str, float] = field(default_factory=dict)
     optimized: object = None
+    weights: np.ndarray | None = None  # the packed constants; the graph's constants are views of it
 
 
 def lower_to_llvm(model: ModelSource, target: Target | None = None, passes: list[str] | None = None,
                   input_shapes: dict[str, tuple[int, ...]] | None = None,
                   opt_level: int = 3, threads: int | None = None, profile: bool = False,
                   progress: Progress | None = None,
-                  input_values: dict[str, np.ndarray] | None = None) -> CompileReport:
+                  input_values: dict[str, np.ndarray] | None = None, keep_ir: bool = True) -> CompileReport:
+    """Model -> graph after the passes, memory plan and optimised LLVM module.
+
+    The constants are packed right after memory planning, while no IR exists yet: packing
+    holds the old arrays and the blob at once (the JIT stage's peak when it came last,
+    ResNet-18 339 MB); the graph keeps views into the blob. The llvmlite module is dropped
+    as soon as its text exists (its Python objects took ~70 MB for ResNet-50, ~9x the text);
+    `keep_ir=False` drops the text too once parsed. Between stages, what the last one
+    replaced is freed and handed back to the system (hobbit.runtime.memory.release_garbage),
+    so it does not add to the next stage's peak."""
     target = target or host_target()
     threads = resolve_threads(threads)
     opt_level = resolve_opt_level(opt_level)
@@ -63,16 +74,20 @@ def lower_to_llvm(model: ModelSource, target: Target | None = None, passes: list
     show.stage("passes")
     graph = run_pipeline(graph, passes, target)
     plan = plan_memory(graph, target, threads)
+    release_garbage()
+    weights = pack_weights(graph, plan)
+    release_garbage()
     times["passes"] = time.perf_counter() - t0
     t0 = time.perf_counter()
     show.stage("codegen")
-    module = build_module(graph, plan, target, threads, profile, on_kernel=show.kernel)
+    ir_text = str(build_module(graph, plan, target, threads, profile, on_kernel=show.kernel))
+    release_garbage()
     times["codegen"] = time.perf_counter() - t0
     t0 = time.perf_counter()
     show.stage("LLVM optimise")
-    optimized = optimize(module, target, opt_level)
+    optimized = optimize(ir_text, target, opt_level)
     times["llvm"] = time.perf_counter() - t0
-    return CompileReport(graph, plan, target, threads, str(module), times, optimized)
+    return CompileReport(graph, plan, target, threads, ir_text if keep_ir else None, times, optimized, weights)
 
 
 def resolve_threads(threads: int | None) -> int:
@@ -163,10 +178,12 @@ def _compile(model: ModelSource, threads: int, opt_level: int, passes: list[str]
             show.finish("loaded from the compile cache")
             return hit
     lookup_seconds = time.perf_counter() - t0
-    report = lower_to_llvm(model, host, passes, input_shapes, opt_level, threads, profile, show, input_values)
+    report = lower_to_llvm(model, host, passes, input_shapes, opt_level, threads, profile, show, input_values,
+                           keep_ir=False)
     show.stage("JIT")
     t0 = time.perf_counter()
-    weights = shared_weights.share(pack_weights(report.graph, report.plan))
+    weights = report.weights = shared_weights.share(report.weights)
+    view_constants(report.graph, report.plan, weights)  # the shared blob may be another variant's
     graph = report.graph
     inputs = [TensorSpec(v.name, tuple(v.shape), np.dtype(v.dtype)) for v in graph.inputs]
     outputs = [TensorSpec(name, tuple(v.shape), np.dtype(v.dtype))
@@ -180,5 +197,6 @@ def _compile(model: ModelSource, threads: int, opt_level: int, passes: list[str]
         t0 = time.perf_counter()
         compile_cache.store(key, objects[0], weights, report.plan.arena_bytes, inputs, outputs, graph.output_layout)
         report.seconds["cache"] = lookup_seconds + time.perf_counter() - t0
+    release_garbage()
     show.finish("compiled")
     return model_obj

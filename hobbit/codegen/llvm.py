@@ -9,8 +9,9 @@ from hobbit.codegen.target import Target, target_machine
 from hobbit.errors import CodegenError
 
 
-def optimize(module: ir.Module, target: Target, opt_level: int = 3) -> llvm.ModuleRef:
-    """Parse, verify and run the new pass manager's O<n> pipeline for the target CPU."""
+def optimize(module: ir.Module | str, target: Target, opt_level: int = 3) -> llvm.ModuleRef:
+    """Parse (a module or its IR text), verify and run the new pass manager's O<n> pipeline
+    for the target CPU."""
     tm = target_machine(target)
     try:
         mod = llvm.parse_assembly(str(module))

@@ -71,12 +71,15 @@ class MatC:
 
 def pack_panels(matrix: np.ndarray, nr: int) -> np.ndarray:
     """[K, N] -> [ceil(N/NR), K, NR], the last panel zero-padded: the compile-time layout a
-    MatB with panel = K*NR reads."""
+    MatB with panel = K*NR reads. Written straight into the result: a padded copy first held
+    VGG-16's 411 MB fc1 weight a third time at the layout pass's memory peak."""
     k, n = matrix.shape
-    panels = -(-n // nr)
-    padded = np.zeros((k, panels * nr), dtype=matrix.dtype)
-    padded[:, :n] = matrix
-    return np.ascontiguousarray(padded.reshape(k, panels, nr).transpose(1, 0, 2))
+    panels, full = -(-n // nr), n // nr
+    packed = np.zeros((panels, k, nr), dtype=matrix.dtype)
+    packed[:full] = matrix[:, :full * nr].reshape(k, full, nr).transpose(1, 0, 2)
+    if full < panels:
+        packed[full, :, :n - full * nr] = matrix[:, full * nr:]
+    return packed
 
 
 def unpack_panels(packed: np.ndarray, n: int) -> np.ndarray:

@@ -1,0 +1,78 @@
+"""The process's own memory: resident set size now and at its peak, and giving freed heap back.
+
+A compile builds and drops many short-lived objects (numpy constants during folding and
+layout, llvmlite's IR objects, the IR text). glibc's malloc keeps most of what is freed
+inside its arenas instead of returning it to the kernel, so a process that compiled
+ResNet-50 stayed at 569 MB resident where `malloc_trim(0)` brought it to 316 MB.
+`release_freed_heap` asks glibc to return those pages; on a C library without
+malloc_trim (musl, macOS) it does nothing."""
+
+from __future__ import annotations
+
+import ctypes
+import ctypes.util
+import gc
+from functools import cache
+
+_STATUS = "/proc/self/status"
+
+
+def _status_kib(field: str) -> int | None:
+    """A `kB` line of /proc/self/status (VmRSS, VmHWM), or None where there is no procfs."""
+    try:
+        with open(_STATUS) as f:
+            for line in f:
+                if line.startswith(field + ":"):
+                    return int(line.split()[1])
+    except (OSError, ValueError, IndexError):
+        return None
+    return None
+
+
+def rss_bytes() -> int | None:
+    """Resident set size of this process now (VmRSS), or None where Linux's procfs is absent."""
+    kib = _status_kib("VmRSS")
+    return None if kib is None else kib * 1024
+
+
+def peak_rss_bytes() -> int | None:
+    """The largest resident set size this process has had (VmHWM), or None without procfs."""
+    kib = _status_kib("VmHWM")
+    return None if kib is None else kib * 1024
+
+
+@cache
+def _malloc_trim():
+    """glibc's malloc_trim, or None when the C library has none."""
+    name = ctypes.util.find_library("c")
+    if name is None:
+        return None
+    try:
+        trim = ctypes.CDLL(name).malloc_trim
+    except (OSError, AttributeError):
+        return None
+    trim.argtypes = [ctypes.c_size_t]
+    trim.restype = ctypes.c_int
+    return trim
+
+
+def release_freed_heap() -> bool:
+    """Return the heap pages malloc holds but nobody uses to the kernel (glibc malloc_trim(0),
+    which also trims every thread's arena). True when it ran; False without glibc."""
+    trim = _malloc_trim()
+    if trim is None:
+        return False
+    trim(0)
+    return True
+
+
+def release_garbage() -> bool:
+    """Collect unreachable reference cycles, then release_freed_heap().
+
+    The graph IR (nodes and values refer to each other) and llvmlite's IR objects form
+    cycles, so the constants and modules a compile stage replaces are only freed by the
+    cyclic collector, which rarely gets to its oldest generation during a compile: after
+    ResNet-50's passes a collection freed 130 MB of replaced weights. Returns what
+    release_freed_heap returned."""
+    gc.collect()
+    return release_freed_heap()
