@@ -90,8 +90,6 @@ def _report(args: argparse.Namespace, opt_level: int = 0) -> CompileReport:
 
 
 # -- subcommands -------------------------------------------------------------------------
-
-
 def _summary(array: np.ndarray, count: int = 5) -> str:
     flat = array.reshape(-1)
     values = ", ".join(f"{v:.6g}" for v in flat[:count].tolist())
