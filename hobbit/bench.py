@@ -27,8 +27,9 @@ import numpy as np
 import onnx
 
 import hobbit
-from hobbit import bench_load
+from hobbit import bench_load, bench_memory
 from hobbit.bench_load import BLOCK, COOLDOWN_S, LOADS, MODES, Measured, describe_mode
+from hobbit.bench_memory import MemoryUse
 from hobbit.codegen.target import host_target
 from hobbit.errors import HobbitError, ShapeError
 from hobbit.frontend.onnx import load_model
@@ -80,6 +81,7 @@ class BenchResult:
     streams: int = 1  # inferences in flight at once: 2 for two-procs, S for streams
     hobbit_ips: float | None = None  # inferences per second (batch items, all streams together)
     onnxruntime_ips: float | None = None
+    memory: dict[str, MemoryUse] | None = None  # per engine, each in a fresh process (hobbit.bench_memory)
 
     @property
     def ratio(self) -> float | None:
@@ -121,6 +123,9 @@ class BenchResult:
                  + (f"   batch: {self.batch}" if self.batch > 1 else ""),
                  f"compile: {self.compile_seconds:.2f} s",
                  f"max |hobbit - onnxruntime|: {self.max_abs_error:.3g}"]
+        if self.memory is not None:
+            lines += [f"memory, {engine} in a fresh process: {_describe_memory(use)}"
+                      for engine, use in self.memory.items()]
         if self.mode != "none":
             lines.insert(1, f"load: {self.mode} ({describe_mode(self.mode, self.streams)})")
         if self.mismatch is not None:
@@ -149,7 +154,18 @@ class BenchResult:
                 "ratio": self.ratio, "p90_ratio": self.p90_ratio, "hobbit_ips": self.hobbit_ips,
                 "onnxruntime_ips": self.onnxruntime_ips, "ips_ratio": self.ips_ratio,
                 "flops": self.flops, "gflops": self.gflops,
-                "peak_gflops": self.peak_gflops, "peak_percent": self.peak_percent}
+                "peak_gflops": self.peak_gflops, "peak_percent": self.peak_percent,
+                "memory_bytes": None if self.memory is None else
+                {engine: use.to_dict() for engine, use in self.memory.items()}}
+
+
+def _describe_memory(use: MemoryUse) -> str:
+    return (f"{_mb(use.built)} MB after building, {_mb(use.run)} MB after one run, peak {_mb(use.peak)} MB "
+            f"({_mb(use.base)} MB after its imports)")
+
+
+def _mb(nbytes: int) -> str:
+    return f"{nbytes / 1e6:.0f}"
 
 
 def random_inputs(specs: list[TensorSpec], seed: int = 0) -> dict[str, np.ndarray]:
@@ -190,12 +206,22 @@ def ort_session(model: ModelSource, threads: int):
     except ImportError as exc:
         raise HobbitError("bench needs onnxruntime: pip install 'hobbit[bench]'") from exc
     opts = ort.SessionOptions()
-    opts.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
-    opts.execution_mode = ort.ExecutionMode.ORT_SEQUENTIAL
-    opts.intra_op_num_threads = threads
-    opts.inter_op_num_threads = 1
+    for name, value in ort_options(threads).items():
+        if isinstance(value, str):  # "Enum.MEMBER"
+            enum, member = value.split(".")
+            value = getattr(getattr(ort, enum), member)
+        setattr(opts, name, value)
     source = model.SerializeToString() if isinstance(model, onnx.ModelProto) else os.fspath(model)
     return ort.InferenceSession(source, opts, providers=["CPUExecutionProvider"])
+
+
+def ort_options(threads: int) -> dict[str, object]:
+    """onnxruntime's SessionOptions for a comparison, enum values as "Enum.MEMBER" strings so
+    that the memory measurement's child process, which must not import hobbit, applies the
+    same ones (hobbit.bench_memory)."""
+    return {"graph_optimization_level": "GraphOptimizationLevel.ORT_ENABLE_ALL",
+            "execution_mode": "ExecutionMode.ORT_SEQUENTIAL",
+            "intra_op_num_threads": threads, "inter_op_num_threads": 1}
 
 
 def graph_flops(graph: Graph) -> int:
@@ -292,10 +318,13 @@ def _timed_result(setup: _Setup, mode: str, measured: dict[str, Measured], strea
 
 
 def run_loads(model: ModelSource, name: str, loads: Sequence[str] = ("none",), runs: int = 30, threads: int = 1,
-              warmup: int = 3, passes: list[str] | None = None, seed: int = 0, batch: int = 1) -> list[BenchResult]:
+              warmup: int = 3, passes: list[str] | None = None, seed: int = 0, batch: int = 1,
+              memory: bool = False) -> list[BenchResult]:
     """Compile and check once, then time both engines under each load condition (LOADS) in turn.
 
-    At batch > 1 the model first gets that batch (with_batch); inferences/s count batch items."""
+    At batch > 1 the model first gets that batch (with_batch); inferences/s count batch items.
+    `memory` also measures both engines' resident memory, each in a fresh process
+    (hobbit.bench_memory: a cold compile and a session creation, about one more compile's time)."""
     unknown = [load for load in loads if load not in LOADS]
     if unknown:
         raise HobbitError(f"unknown load condition(s) {', '.join(unknown)}; known: {', '.join(LOADS)}")
@@ -303,6 +332,8 @@ def run_loads(model: ModelSource, name: str, loads: Sequence[str] = ("none",), r
     if batch > 1:
         model = with_batch(model, batch)
     setup = _setup(model, name, runs, threads, passes, seed, batch)
+    if memory:
+        setup.result.memory = bench_memory.measure(model, setup.feeds, threads, ort_options(threads), passes)
     if setup.result.mismatch is not None:
         return [replace(setup.result, mode=load) for load in loads]
     results = []
@@ -348,9 +379,10 @@ def profile_model(model: ModelSource, name: str, threads: int, runs: int = 30,
 def run_suite(models: Iterable[tuple[str, Callable[[], ModelSource]]], threads: list[int], runs: int = 30,
               warmup: int = 3, passes: list[str] | None = None,
               report: Callable[[BenchResult], None] | None = None, loads: Sequence[str] = ("none",),
-              batch: int = 1, streams: int | None = None) -> list[BenchResult]:
+              batch: int = 1, streams: int | None = None, memory: bool = True) -> list[BenchResult]:
     """Benchmark every (model, thread count, load condition), then, with `streams`, each
-    model in throughput mode; each model is loaded once, when its turn comes.
+    model in throughput mode; each model is loaded once, when its turn comes. With `memory`,
+    both engines' resident memory is measured once per model, at the first thread count.
 
     The FMA peaks are measured first, while nothing else of ours is running.
     Results come back ordered by mode, then thread count, then model, like the tables."""
@@ -367,7 +399,7 @@ def run_suite(models: Iterable[tuple[str, Callable[[], ModelSource]]], threads: 
     for name, load in models:
         model = load()
         for n in threads:
-            keep(run_loads(model, name, loads, runs, n, warmup, passes, batch=batch))
+            keep(run_loads(model, name, loads, runs, n, warmup, passes, batch=batch, memory=memory and n == threads[0]))
         if streams is not None:
             keep([run_streams(model, name, streams, runs, warmup, passes, batch=batch)])
     # Streams run at one thread per stream, which need not be one of `threads`.
@@ -464,6 +496,30 @@ def scaling_table(results: list[BenchResult]) -> str:
     return "\n".join(lines) + "\n"
 
 
+def memory_table(results: list[BenchResult]) -> str:
+    """Both engines' resident memory per model (measured at one thread count, each engine in a
+    fresh process, hobbit.bench_memory), in MB: after building (hobbit's compile, onnxruntime's
+    session), after one run, the peak, and the ratios hobbit/onnxruntime (below 1: hobbit uses
+    less). Empty when nothing was measured."""
+    rows: dict[tuple[str, int], BenchResult] = {}
+    for r in results:
+        if r.memory is not None:
+            rows.setdefault((r.model, r.threads), r)
+    if not rows:
+        return ""
+    lines = ["| model | threads | hobbit after compile / after run / peak MB "
+             "| onnxruntime after session / after run / peak MB | ratio after run | ratio of peaks "
+             "| after imports: hobbit / onnxruntime MB |",
+             "| --- | --- | --- | --- | --- | --- | --- |"]
+    for (model, threads), r in rows.items():
+        ours, theirs = r.memory["hobbit"], r.memory["onnxruntime"]
+        lines.append(f"| {model} | {threads} | {_mb(ours.built)} / {_mb(ours.run)} / {_mb(ours.peak)} "
+                     f"| {_mb(theirs.built)} / {_mb(theirs.run)} / {_mb(theirs.peak)} "
+                     f"| {ours.run / theirs.run:.2f} | {ours.peak / theirs.peak:.2f} "
+                     f"| {_mb(ours.base)} / {_mb(theirs.base)} |")
+    return "\n".join(lines) + "\n"
+
+
 def _median_p90(t: Timing) -> str:
     return f"{_ms(t.median)} ({_ms(t.p90)})"
 
@@ -531,7 +587,11 @@ def markdown_report(results: list[BenchResult], machine: dict[str, Any], command
            f"over the wall time of the timed rounds (with one stream: batch / mean latency); every ratio is below 1 "
            f"when hobbit is faster (latency hobbit/onnxruntime, throughput onnxruntime/hobbit).\n\n"
            if (loaded := load_tables(results)) else "")
-        + "\n".join(part for part in (markdown_table(results), scaling_table(results), loaded) if part))
+        + (f"Memory: resident set size (VmRSS, and VmHWM for the peak) of each engine in a fresh process of its "
+           f"own that imports only that engine and numpy, reads the model file, builds it (hobbit: a cold "
+           f"compile; onnxruntime: a session with the same options) and runs it once; MB = 10^6 bytes.\n\n"
+           if (memory := memory_table(results)) else "")
+        + "\n".join(part for part in (markdown_table(results), scaling_table(results), memory, loaded) if part))
 
 
 def write_json(results: list[BenchResult], machine: dict[str, Any], path: str | os.PathLike) -> None:

@@ -16,7 +16,7 @@ import onnx
 import pytest
 from onnx import helper
 
-from hobbit import bench, bench_load, zoo
+from hobbit import bench, bench_load, bench_memory, zoo
 from hobbit.cli import main, parse_loads, parse_threads
 from hobbit.errors import HobbitError, ShapeError
 from tests.helpers import make_model, rand
@@ -76,8 +76,10 @@ def test_threads_list_json_and_markdown(tiny_path, tmp_path, capsys):
     assert md.startswith("# Benchmarks") and "Machine: " in md and "cores" in md and "onnxruntime 1." in md
     assert "--threads 1,2 --runs 3" in md and "100 GFLOP/s at 1 thread, 200 GFLOP/s at 2 threads" in md
     rows = [line for line in md.splitlines() if line.startswith(f"| {tiny_path} |")]
-    assert [row.split(" | ")[1] for row in rows] == ["1", "2", "2"]  # the latency table, then the speed-up
-    assert "| hobbit speed-up over 1 thread |" in md and rows[-1].endswith("x |")
+    # the latency table, the speed-up, then memory (measured at the first thread count only)
+    assert [row.split(" | ")[1] for row in rows] == ["1", "2", "2", "1"]
+    assert [r["memory_bytes"] is not None for r in doc["results"]] == [True, False]
+    assert "| hobbit speed-up over 1 thread |" in md and rows[2].endswith("x |")
 
 
 def test_model_all_runs_every_zoo_model(monkeypatch, capsys):
@@ -407,3 +409,34 @@ def test_bad_load_batch_streams_are_usage_errors(flag, value, capsys):
     assert main(["bench", flag, value]) == 2
     assert f"argument {flag}" in capsys.readouterr().err
     assert parse_loads("none, two-procs,none") == ["none", "two-procs"]
+
+
+def test_memory_of_each_engine_is_measured_in_a_fresh_process():
+    feeds = {"x": rand(4, 2, 4)}
+    got = bench_memory.measure(tiny_model(), feeds, 1, bench.ort_options(1))
+    assert set(got) == {"hobbit", "onnxruntime"}
+    for use in got.values():
+        assert 10 << 20 < use.base <= use.peak and use.built <= use.peak and use.run <= use.peak
+    # The onnxruntime child imports neither hobbit nor llvmlite, whose pages would count against it.
+    assert got["onnxruntime"].base < got["hobbit"].base
+
+
+def test_memory_table_rows_and_ratios():
+    mb = 10**6
+    memory = {"hobbit": bench_memory.MemoryUse(90 * mb, 300 * mb, 310 * mb, 400 * mb),
+              "onnxruntime": bench_memory.MemoryUse(45 * mb, 320 * mb, 325 * mb, 330 * mb)}
+    one = bench.BenchResult("m", 30, 1, 1.0, 0.0, None, bench.Timing(1, 1, 1), bench.Timing(1, 1, 1), memory=memory)
+    two = bench.BenchResult("m", 30, 2, 1.0, 0.0, None)
+    table = bench.memory_table([one, two]).splitlines()
+    assert len(table) == 3
+    assert table[2] == "| m | 1 | 300 / 310 / 400 | 320 / 325 / 330 | 0.95 | 1.21 | 90 / 45 |"
+    assert "310 MB after one run, peak 400 MB" in one.format()
+    assert one.to_dict()["memory_bytes"]["onnxruntime"]["peak"] == 330 * mb
+    assert bench.memory_table([two]) == ""
+
+
+def test_onnxruntime_sessions_get_the_benchmark_options():
+    options = bench.ort_session(tiny_model(), 2).get_session_options()
+    assert options.intra_op_num_threads == 2 and options.inter_op_num_threads == 1
+    assert str(options.execution_mode).endswith("ORT_SEQUENTIAL")
+    assert str(options.graph_optimization_level).endswith("ORT_ENABLE_ALL")
