@@ -360,3 +360,9 @@ def test_sigint_while_compiling_a_zoo_model_exits_130(tmp_path):
         child.wait()
     assert child.returncode == 130, err
     assert "Traceback" not in err and err.strip().endswith("hobbit: interrupted")
+
+
+def test_python_dash_m_hobbit_is_the_command() -> None:
+    done = subprocess.run([sys.executable, "-m", "hobbit", "zoo"], capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    assert "resnet18" in done.stdout

@@ -1,0 +1,7 @@
+"""`python -m hobbit ...` is the `hobbit` command."""
+
+import sys
+
+from hobbit.cli import main
+
+sys.exit(main())
