@@ -306,7 +306,8 @@ def cmd_bench(args: argparse.Namespace) -> int:
     machine = bench.machine_info()
     results = bench.run_suite(models, threads, runs=args.runs, warmup=args.warmup, passes=pipeline(args),
                               report=show, loads=args.load, batch=args.batch, streams=args.streams)
-    tables = (bench.markdown_table(results), bench.scaling_table(results), bench.load_tables(results))
+    tables = (bench.markdown_table(results), bench.scaling_table(results), bench.memory_table(results),
+              bench.load_tables(results))
     print("\n".join(table for table in tables if table), end="")
     warning = bench.contention_warning(threads)
     if warning:

@@ -86,7 +86,7 @@ def test_model_all_runs_every_zoo_model(monkeypatch, capsys):
     monkeypatch.setattr(zoo, "MODELS", {"tiny_a": tiny_model, "tiny_b": lambda: tiny_model(0.5)})
     assert main(["bench", "--model", "all", "--runs", "3", "--warmup", "0"]) == 0
     rows = [line for line in capsys.readouterr().out.splitlines() if line.startswith("| tiny_")]
-    assert [row.split(" | ")[0] for row in rows] == ["| tiny_a", "| tiny_b"]
+    assert [row.split(" | ")[0] for row in rows] == ["| tiny_a", "| tiny_b"] * 2  # latency, then memory
 
 
 def test_disagreeing_outputs_get_no_ratio_anywhere(tiny_path, tmp_path, monkeypatch, capsys):
