@@ -61,6 +61,9 @@ class _Rewrite:
 
     def node(self, node: Node) -> None:
         node.inputs = [None if v is None else self.alias.get(id(v), v) for v in node.inputs]
+        for step in node.epilogue:
+            if step.operand is not None:
+                step.operand = self.alias.get(id(step.operand), step.operand)
         if node.op == "Cast" and not node.epilogue:
             self._cast(node)
         elif node.op in _KEEP_HALF or node.epilogue or not self._touches_half(node) or not self._widen(node):

@@ -239,3 +239,18 @@ def test_after_fusion_fused_groups_are_left_alone():
     _assert_one_rounding_apart(compiled.run(feeds)[0], run_ort(model, feeds)[0])
     fused = [n for n in compiled.report.graph.nodes if n.epilogue]
     assert [n.op for n in fused] == ["Cast"] and fused[0].outputs[0].dtype == F16
+
+
+def test_after_fusion_an_epilogue_operand_through_a_dropped_cast_pair():
+    """Conv(x) + Cast(Cast(x, float16), float): fused, the Add reads the pair's output as an
+    epilogue operand; dropping the pair must hand the operand x itself."""
+    nodes = [helper.make_node("Cast", ["x"], ["h"], to=TensorProto.FLOAT16),
+             helper.make_node("Cast", ["h"], ["g"], to=TensorProto.FLOAT),
+             helper.make_node("Conv", ["x", "w"], ["c"], pads=[1, 1, 1, 1]),
+             helper.make_node("Add", ["c", "g"], ["y"])]
+    feeds = {"x": rand(1, 3, 6, 6)}
+    inits = {"w": rand(3, 3, 3, 3, seed=1)}
+    compiled = hobbit.compile(make_model(nodes, feeds, ["y"], inits), passes=["fuse", "widen-half"])
+    assert [n.op for n in compiled.report.graph.nodes] == ["Conv"]
+    plain = make_model(nodes[2:3] + [helper.make_node("Add", ["c", "x"], ["y"])], feeds, ["y"], inits)
+    np.testing.assert_allclose(compiled.run(feeds)[0], run_ort(plain, feeds)[0], rtol=1e-4, atol=1e-4)
