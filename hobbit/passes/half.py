@@ -33,6 +33,7 @@ from hobbit.passes.dce import eliminate_dead_code
 
 HALF = (np.dtype(np.float16), np.dtype(ml_dtypes.bfloat16))
 FLOAT32 = np.dtype(np.float32)
+_HALF_NAMES = {d.name for d in HALF}
 # Ops whose 16-bit values are bits (BitCast) or decide an output shape (Range's element count).
 _KEEP_HALF = {"BitCast", "Range"}
 
@@ -43,7 +44,7 @@ def is_half(dtype: np.dtype) -> bool:
 
 def widen_half(graph: Graph) -> Graph:
     """The graph with float32 stand-ins for its 16-bit values (see the module docstring)."""
-    rewrite = _Rewrite(graph)
+    rewrite = _Rewrite()
     for node in graph.nodes:
         rewrite.node(node)
     graph.nodes = rewrite.nodes
@@ -53,8 +54,10 @@ def widen_half(graph: Graph) -> Graph:
 
 
 class _Rewrite:
-    def __init__(self, graph: Graph):
-        self.graph = graph
+    """One walk over the nodes in order: each node's inputs are known (stand-ins or not) when
+    it is reached, so the rewrite decides node by node and never revisits one."""
+
+    def __init__(self):
         self.nodes: list[Node] = []
         self.wide: dict[int, Value] = {}    # id(16-bit value) -> its float32 stand-in
         self.alias: dict[int, Value] = {}   # id(dropped Cast's output) -> the value that replaces it
@@ -115,9 +118,6 @@ class _Rewrite:
         out = into if into is not None else Value(name, TensorType(np.dtype(dtype), src.shape))
         self.nodes.append(Node("Cast", f"{name}/cast", [src], [out], {"to": np.dtype(dtype).name}))
         return out
-
-
-_HALF_NAMES = {d.name for d in HALF}
 
 
 def _infer(node: Node) -> list[TensorType] | None:
