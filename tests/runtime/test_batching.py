@@ -137,3 +137,20 @@ def test_out_arrays_receive_every_chunk():
         compiled.run(["n"], {"x": x}, out=[np.empty((4, 4), np.float32)])
     relu, = compiled.run(["r"], {"x": x})
     np.testing.assert_array_equal(relu, np.maximum(x, 0))
+
+
+def test_zoo_model_with_a_symbolic_batch_matches_per_sample_onnxruntime():
+    """SqueezeNet 1.1 with its batch made symbolic: batches 1-3 on the batch-2 variant equal each
+    sample's batch-1 onnxruntime answer (the zoo parity tolerances, rtol 1e-3, atol 1e-4)."""
+    from hobbit import zoo
+    model = zoo.squeezenet1_1()
+    for vi in list(model.graph.input) + list(model.graph.output):
+        vi.type.tensor_type.shape.dim[0].dim_param = "batch"
+    compiled = hobbit.compile(model, cache=False)
+    for n in (2, 3, 1):
+        x = rand(n, 3, 224, 224, seed=n)
+        y, = compiled.run({"input": x})
+        for i in range(n):
+            want, = run_ort(model, {"input": x[i:i + 1]})
+            np.testing.assert_allclose(y[i:i + 1], want, rtol=1e-3, atol=1e-4)
+    assert isinstance(compiled.variant({"input": x}), ChunkedModel)
