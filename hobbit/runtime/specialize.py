@@ -12,8 +12,9 @@ cache too) and keeps the most recent variants in memory.
 
 A model whose only symbolic dim is one batch dim 0 shared by every input, and whose
 graph keeps samples independent (hobbit/graph/separable.py), needs one variant only:
-the one compiled for the first call's batch size then serves every batch size in chunks
-(hobbit/runtime/batching.py), so a new batch size compiles nothing and memory stays flat."""
+the one compiled for the first call's batch size (at most MAX_CHUNK) then serves every
+batch size in chunks (hobbit/runtime/batching.py), so a new batch size compiles nothing
+and memory stays flat."""
 
 from __future__ import annotations
 
@@ -33,6 +34,12 @@ from hobbit.runtime.batching import ChunkedModel
 from hobbit.runtime.jit import CompiledModel, call_positionally, check_feed_names, reduce_with_recipe
 from hobbit.runtime.nodearg import NodeArg
 from hobbit.runtime.runargs import pick_outputs, split_run_args
+
+# The batch a separable model's one variant is compiled for: the first call's, capped. The cap
+# bounds what a small call pays for padding (at most 7 padded samples) and the activations the
+# arena holds (8 samples; ResNet-18 at batch 256 would hold ~1.5 GB). Measured on ResNet-18 at
+# 2 threads: 8 samples as 8 chunks of a batch-1 variant take 302 ms, as one batch-8 run 264 ms.
+MAX_CHUNK = 8
 
 # Shape-deciding inputs are small by nature (axes, shapes, scales); a large one would
 # mean recompiling for every new batch of data, so it is refused instead.
@@ -136,6 +143,8 @@ class SpecializingModel:
         shapes; those join the signature and the variant is built again."""
         shapes = self._check(feeds)
         with self._lock:
+            if self._chunked is None and self._separation is None and self._batch_only():
+                self._chunked = self._chunk(shapes)
             if self._chunked is not None:
                 return self._chunked
             while True:
@@ -158,9 +167,7 @@ class SpecializingModel:
                 self._variants[key] = model
                 while len(self._variants) > self._max_variants:
                     self._variants.popitem(last=False)
-                if self._separation is None and self._batch_only():
-                    self._chunked = self._chunk(model, shapes)
-                return self._chunked or model
+                return model
 
     def _batch_only(self) -> bool:
         """One symbol, on dim 0 of every input, and no other symbolic dim or shape-deciding input."""
@@ -170,24 +177,27 @@ class SpecializingModel:
             return False
         return len({d.symbols[0] for d in self._declared}) == 1
 
-    def _chunk(self, model: CompiledModel, shapes: dict[str, tuple[int, ...]]) -> ChunkedModel | None:
-        """The analysis of hobbit/graph/separable.py at this batch size and the next one."""
-        batch = next(iter(shapes.values()))[0]
+    def _chunk(self, shapes: dict[str, tuple[int, ...]]) -> ChunkedModel | None:
+        """The one variant for every batch size, when hobbit/graph/separable.py finds the model
+        separable at the chunk size and the next one; None (and the reason) otherwise."""
+        batch = min(next(iter(shapes.values()))[0], MAX_CHUNK)
         if batch == 0:
             return None
-        if model.layout is not None:
+        sized = {name: (batch,) + shape[1:] for name, shape in shapes.items()}
+        try:
+            small = self._importer(sized)
+            large = self._importer({name: (batch + 1,) + shape[1:] for name, shape in shapes.items()})
+        except HobbitError as exc:
+            self._separation = Separation(None, f"the model does not import at batch {batch} and {batch + 1}: {exc}")
+            return None
+        if any(count is not None for _, count in small.output_layout):
             self._separation = Separation(None, "the model has sequence outputs")
             return None
-        other = batch + 1
-        try:
-            small = self._importer(shapes)
-            large = self._importer({name: (other,) + shape[1:] for name, shape in shapes.items()})
-        except HobbitError as exc:
-            self._separation = Separation(None, f"the model does not import at batch {other}: {exc}")
-            return None
-        self._separation = separation(small, batch, large, other)
+        self._separation = separation(small, batch, large, batch + 1)
         if not self._separation.separable:
             return None
+        model = self._build(sized, {})
+        self._variants[(tuple(sorted(sized.items())), ())] = model
         return ChunkedModel(model, batch, self._separation.rows)
 
     def _check(self, feeds: dict[str, np.ndarray]) -> dict[str, tuple[int, ...]]:

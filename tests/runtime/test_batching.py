@@ -14,6 +14,7 @@ import hobbit
 from hobbit.errors import InputError
 from hobbit.runtime.batching import ChunkedModel
 from hobbit.runtime.jit import CompiledModel
+from hobbit.runtime.specialize import MAX_CHUNK
 from tests.helpers import rand, run_ort
 
 
@@ -56,6 +57,16 @@ def test_every_batch_size_runs_on_the_first_variant():
         _check(compiled, model, feeds)
         assert compiled.variant(feeds) is first
     assert compiled.separation.separable
+
+
+def test_a_large_first_batch_compiles_a_capped_chunk():
+    """A first call of 20 samples compiles for MAX_CHUNK (8) and runs as 8 + 8 + 4 padded."""
+    model = _cnn()
+    compiled = hobbit.compile(model, cache=False, threads=1)
+    feeds = {"x": rand(20, 3, 6, 6, seed=2)}
+    _check(compiled, model, feeds)
+    assert compiled.variant(feeds).batch == MAX_CHUNK == 8
+    _check(compiled, model, {"x": rand(1, 3, 6, 6, seed=5)})
 
 
 def test_each_sample_matches_its_own_batch_1_answer():
