@@ -335,8 +335,9 @@ def cmd_bench(args: argparse.Namespace) -> int:
 
 def cmd_zoo(args: argparse.Namespace) -> int:
     if args.name is None:
+        width = max(len(name) for name in zoo.MODELS)
         for name, fn in zoo.MODELS.items():
-            print(f"{name:15s} {(fn.__doc__ or '').strip().splitlines()[0]}")
+            print(f"{name:{width}s}  {(fn.__doc__ or '').strip().splitlines()[0]}")
         return 0
     model = zoo.build(args.name)
     path = args.output or f"{args.name}.onnx"
