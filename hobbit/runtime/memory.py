@@ -72,7 +72,8 @@ def release_garbage() -> bool:
     The graph IR (nodes and values refer to each other) and llvmlite's IR objects form
     cycles, so the constants and modules a compile stage replaces are only freed by the
     cyclic collector, which rarely gets to its oldest generation during a compile: after
-    ResNet-50's passes a collection freed 130 MB of replaced weights. Returns what
-    release_freed_heap returned."""
+    ResNet-50's passes a collection freed 130 MiB of replaced weights, after its codegen
+    175 MiB of llvmlite objects (that one walks ~560k objects: 0.6 s of a 12 s compile).
+    Returns what release_freed_heap returned."""
     gc.collect()
     return release_freed_heap()
