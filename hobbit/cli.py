@@ -193,23 +193,21 @@ def cmd_inspect(args: argparse.Namespace) -> int:
 def positive_int(text: str) -> int:
     """--threads N, --runs N, ...: refused by argparse (a usage error) unless N >= 1, so 0 cannot
     slip through as "the default" or time nothing."""
-    try:
-        count = int(text)
-    except ValueError:
-        count = 0
-    if count < 1:
-        raise argparse.ArgumentTypeError(f"expected a whole number >= 1, got {text!r}")
-    return count
+    return _whole_number(text, 1)
 
 
 def non_negative_int(text: str) -> int:
     """--warmup N: 0 is allowed (no warm-up), a negative count is a usage error."""
+    return _whole_number(text, 0)
+
+
+def _whole_number(text: str, least: int) -> int:
     try:
         count = int(text)
     except ValueError:
-        count = -1
-    if count < 0:
-        raise argparse.ArgumentTypeError(f"expected a whole number >= 0, got {text!r}")
+        count = least - 1
+    if count < least:
+        raise argparse.ArgumentTypeError(f"expected a whole number >= {least}, got {text!r}")
     return count
 
 
