@@ -30,7 +30,7 @@ import hobbit
 from hobbit import bench_load, bench_memory
 from hobbit.bench_load import BLOCK, COOLDOWN_S, LOADS, MODES, Measured, describe_mode
 from hobbit.bench_memory import MemoryUse
-from hobbit.codegen.target import host_target
+from hobbit.target import host_target
 from hobbit.errors import HobbitError, ShapeError
 from hobbit.frontend.onnx import load_model
 from hobbit.graph.ir import Graph

@@ -13,7 +13,7 @@ import onnx
 
 from hobbit.codegen.llvm import optimize
 from hobbit.codegen.module import build_module, pack_weights, view_constants
-from hobbit.codegen.target import Target, host_target
+from hobbit.target import Target, host_target
 from hobbit.errors import ConfigError
 from hobbit.frontend.declared import declared_inputs, declared_output_types
 from hobbit.frontend.onnx import InputValuesNeeded, SymbolicInputShape, import_onnx, load_model

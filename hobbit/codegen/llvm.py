@@ -5,7 +5,8 @@ from __future__ import annotations
 import llvmlite.binding as llvm
 from llvmlite import ir
 
-from hobbit.codegen.target import Target, target_machine
+from hobbit.target import Target
+from hobbit.codegen.machine import target_machine
 from hobbit.errors import CodegenError
 
 

@@ -22,7 +22,7 @@ import numpy as np
 from llvmlite import ir
 
 from hobbit.codegen.profile import KernelTimer
-from hobbit.codegen.target import Target
+from hobbit.target import Target
 from hobbit.codegen.team import KernelCall, Step, emit_team, team_steps
 from hobbit.errors import CodegenError
 from hobbit.graph.ir import Graph, Node

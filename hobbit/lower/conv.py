@@ -17,7 +17,7 @@ from dataclasses import dataclass
 import numpy as np
 from llvmlite import ir
 
-from hobbit.codegen.target import Target
+from hobbit.target import Target
 from hobbit.graph.ir import Node
 from hobbit.lower.builder import KernelBuilder
 from hobbit.lower.copy import emit_fill

@@ -18,7 +18,7 @@ from __future__ import annotations
 import numpy as np
 from llvmlite import ir
 
-from hobbit.codegen.target import Target
+from hobbit.target import Target
 from hobbit.graph.ir import Node
 from hobbit.graph.registry import get_op
 from hobbit.graph.shapes import conv_out_size

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from hobbit.codegen.target import Target
+from hobbit.target import Target
 
 
 @dataclass(frozen=True)

@@ -27,7 +27,7 @@ from dataclasses import dataclass
 import numpy as np
 from llvmlite import ir
 
-from hobbit.codegen.target import Target
+from hobbit.target import Target
 from hobbit.lower.builder import I32, KernelBuilder
 from hobbit.lower.conv import ConvShape, conv_shape
 from hobbit.lower.copy import emit_deinterleaved_row_copy, emit_fill

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from hobbit.codegen.target import Target
+from hobbit.target import Target
 from hobbit.errors import ShapeError
 from hobbit.graph.ir import Node, TensorType
 from hobbit.graph.registry import OpDef, register_op

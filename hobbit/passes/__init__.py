@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from typing import Callable
 
-from hobbit.codegen.target import Target, host_target
+from hobbit.target import Target, host_target
 from hobbit.errors import HobbitError
 from hobbit.graph.ir import Graph
 from hobbit.passes.batchnorm import fold_batchnorm

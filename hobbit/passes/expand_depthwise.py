@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from hobbit.codegen.target import Target
+from hobbit.target import Target
 from hobbit.graph.ir import Graph, Node, Value
 from hobbit.graph.rewrite import use_counts
 from hobbit.lower.conv import conv_shape, input_rows

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from hobbit.codegen.target import Target
+from hobbit.target import Target
 from hobbit.graph.ir import Graph, Node, Value
 from hobbit.lower.gemm import pack_panels
 from hobbit.lower.schedule import gemm_schedule

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from hobbit.codegen.target import Target, host_target
+from hobbit.target import Target, host_target
 from hobbit.graph.ir import Graph, Node, Value
 from hobbit.graph.registry import get_op
 from hobbit.lower.parallel import claim_bytes

@@ -9,7 +9,7 @@ the GEMM saves, and a stem conv (3 channels) stays direct."""
 
 from __future__ import annotations
 
-from hobbit.codegen.target import Target
+from hobbit.target import Target
 from hobbit.graph.ir import Graph, Node, Value
 from hobbit.lower.conv import conv_shape
 from hobbit.lower.winograd import pack_weights, transform_weights, weight_panel

@@ -35,7 +35,7 @@ import llvmlite
 import numpy as np
 import onnx
 
-from hobbit.codegen.target import Target
+from hobbit.target import Target
 from hobbit.runtime import weights as shared_weights
 from hobbit.runtime.jit import CompiledModel, TensorSpec
 

@@ -18,7 +18,8 @@ import numpy as np
 
 from hobbit.codegen.module import ENTRY, STATUS_TABLE
 from hobbit.codegen.profile import PROFILE_GLOBAL
-from hobbit.codegen.target import Target, new_target_machine
+from hobbit.target import Target
+from hobbit.codegen.machine import new_target_machine
 from hobbit.errors import HobbitError, InputError
 from hobbit.runtime.nodearg import NodeArg, compiled_args
 from hobbit.runtime.pool import load_runtime

@@ -19,7 +19,8 @@ import llvmlite.binding as llvm
 import numpy as np
 from llvmlite import ir
 
-from hobbit.codegen.target import Target, host_target, new_target_machine
+from hobbit.target import Target, host_target
+from hobbit.codegen.machine import new_target_machine
 from hobbit.errors import HobbitError
 
 _NAME = "hobbit_fma_peak"

@@ -47,7 +47,8 @@ import llvmlite.binding as llvm
 from llvmlite import ir
 
 from hobbit.codegen.llvm import optimize
-from hobbit.codegen.target import Target, new_target_machine
+from hobbit.target import Target
+from hobbit.codegen.machine import new_target_machine
 from hobbit.errors import HobbitError
 from hobbit.lower.builder import I64, PTR, KernelBuilder
 from hobbit.lower.parallel import RUNTIME_ABI, runtime_function

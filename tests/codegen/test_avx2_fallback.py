@@ -13,7 +13,7 @@ from onnx import helper
 
 from hobbit.codegen.llvm import emit_assembly
 from hobbit.codegen.module import pack_weights
-from hobbit.codegen.target import host_target
+from hobbit.target import host_target
 from hobbit.compiler import lower_to_llvm
 from hobbit.runtime.jit import CompiledModel, TensorSpec
 from tests.helpers import make_model, rand, run_ort

@@ -7,7 +7,7 @@ import pytest
 from onnx import helper
 
 import hobbit
-from hobbit.codegen.target import host_target
+from hobbit.target import host_target
 from hobbit.compiler import lower_to_llvm
 from tests.helpers import make_model, rand, run_ort
 

@@ -8,7 +8,7 @@ import pytest
 from onnx import helper
 
 import hobbit
-from hobbit.codegen.target import Target
+from hobbit.target import Target
 from hobbit.graph.registry import get_op
 from hobbit.lower.winograd import pack_weights, transform_weights
 from tests.helpers import make_model, rand, run_ort
@@ -62,7 +62,7 @@ def test_batched_whole_image_convs_on_two_threads(c, hw, oc):
 
 
 def test_large_images_run_in_bands():
-    from hobbit.codegen.target import host_target
+    from hobbit.target import host_target
     from hobbit.lower.conv import conv_shape
     from hobbit.lower.winograd import band_rows
     for hw, banded in ((48, True), (12, False)):

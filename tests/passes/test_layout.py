@@ -8,7 +8,7 @@ import pytest
 from onnx import helper
 
 import hobbit
-from hobbit.codegen.target import host_target
+from hobbit.target import host_target
 from hobbit.frontend.onnx import import_onnx
 from hobbit.lower.gemm import unpack_panels
 from hobbit.passes.layout import choose_layouts, idle_fraction

@@ -11,7 +11,7 @@ from onnx import helper
 from hobbit.graph.ir import Graph, Value
 from hobbit.graph.registry import get_op
 from hobbit.passes import run_pipeline
-from hobbit.codegen.target import host_target
+from hobbit.target import host_target
 from hobbit.passes.memory import ALIGN, MemoryPlan, plan_memory
 from tests.helpers import assert_matches_ort, make_model, rand
 from tests.passes import import_model

@@ -13,7 +13,7 @@ import pytest
 from onnx import helper
 
 import hobbit
-from hobbit.codegen.target import host_target
+from hobbit.target import host_target
 from hobbit.compiler import CompileReport
 from hobbit.runtime import cache
 from hobbit.runtime.cache import CachedReport

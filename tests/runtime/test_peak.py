@@ -10,7 +10,8 @@ import math
 import llvmlite.binding as llvm
 import pytest
 
-from hobbit.codegen.target import host_target, target_machine
+from hobbit.target import host_target
+from hobbit.codegen.machine import target_machine
 from hobbit.errors import HobbitError
 from hobbit.runtime import peak
 

@@ -1,15 +1,17 @@
 """The target description: the single source for what a machine is.
 
 Schedules read vector width, register count, cache sizes and core count from
-here; codegen reads the triple, CPU name and feature string."""
+here; codegen reads the triple, CPU name and feature string. It lives on the
+ground floor beside errors because passes, schedules and codegen all read it;
+llvmlite is imported only inside host_target(), which asks LLVM what the host
+is, so importing the graph or the passes does not load LLVM. The LLVM
+TargetMachine built from a Target is codegen's: hobbit/codegen/machine.py."""
 
 from __future__ import annotations
 
 import os
 from dataclasses import dataclass
 from functools import lru_cache
-
-import llvmlite.binding as llvm
 
 
 @dataclass(frozen=True)
@@ -32,11 +34,6 @@ class Target:
         return f"{self.triple}|{self.cpu}|{self.features}"
 
 
-def _init_llvm() -> None:
-    llvm.initialize_native_target()
-    llvm.initialize_native_asmprinter()
-
-
 def _cache_size(index: int, default: int) -> int:
     path = f"/sys/devices/system/cpu/cpu0/cache/index{index}/size"
     try:
@@ -50,7 +47,10 @@ def _cache_size(index: int, default: int) -> int:
 @lru_cache(maxsize=None)
 def host_target() -> Target:
     """The machine we run on: LLVM's host CPU name and features, caches from sysfs."""
-    _init_llvm()
+    import llvmlite.binding as llvm
+
+    llvm.initialize_native_target()
+    llvm.initialize_native_asmprinter()
     features = llvm.get_host_cpu_features()
     flat = features.flatten()
     if features.get("avx512f"):
@@ -68,19 +68,4 @@ def host_target() -> Target:
         l1_bytes=_cache_size(0, 32 * 1024),
         l2_bytes=_cache_size(2, 1024 * 1024),
         cores=len(os.sched_getaffinity(0)),
-    )
-
-
-@lru_cache(maxsize=None)
-def target_machine(target: Target) -> llvm.TargetMachine:
-    """One LLVM TargetMachine per target for optimising and emitting code."""
-    return new_target_machine(target)
-
-
-def new_target_machine(target: Target) -> llvm.TargetMachine:
-    """A TargetMachine of our own: an MCJIT engine takes ownership of the one it is given."""
-    _init_llvm()
-    llvm_target = llvm.Target.from_triple(target.triple)
-    return llvm_target.create_target_machine(
-        cpu=target.cpu, features=target.features, opt=3, reloc="pic", codemodel="default"
     )

@@ -1,0 +1,28 @@
+"""LLVM TargetMachines built from a Target.
+
+A Target (hobbit/target.py) is a fact about a machine; the TargetMachine that
+optimises and emits code for it is codegen's, so it is built here."""
+
+from __future__ import annotations
+
+from functools import lru_cache
+
+import llvmlite.binding as llvm
+
+from hobbit.target import Target
+
+
+@lru_cache(maxsize=None)
+def target_machine(target: Target) -> llvm.TargetMachine:
+    """One LLVM TargetMachine per target for optimising and emitting code."""
+    return new_target_machine(target)
+
+
+def new_target_machine(target: Target) -> llvm.TargetMachine:
+    """A TargetMachine of our own: an MCJIT engine takes ownership of the one it is given."""
+    llvm.initialize_native_target()
+    llvm.initialize_native_asmprinter()
+    llvm_target = llvm.Target.from_triple(target.triple)
+    return llvm_target.create_target_machine(
+        cpu=target.cpu, features=target.features, opt=3, reloc="pic", codemodel="default"
+    )
