@@ -1,10 +1,16 @@
 """The compile cache: hits give the same machine code and answers as a fresh compile,
-every input to the compile changes the key, damaged entries are recompiled, and
-writes are atomic. Each test gets its own cache folder."""
+every input to the compile changes the key, damaged or tampered entries are recompiled,
+a cache another user could write is never loaded, and writes are atomic and private.
+Each test gets its own cache folder."""
 
 from __future__ import annotations
 
+import gc
 import json
+import os
+import re
+import stat
+import warnings
 from pathlib import Path
 
 import numpy as np
@@ -18,12 +24,14 @@ from hobbit.compiler import CompileReport
 from hobbit.runtime import cache
 from hobbit.runtime.cache import CachedReport
 from tests.helpers import make_model, rand, run_ort
+from tests.runtime.test_trust import NOBODY, give_away
 
 
 @pytest.fixture
 def cache_dir(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     folder = tmp_path / "cache"
     monkeypatch.setenv("HOBBIT_CACHE_DIR", str(folder))
+    monkeypatch.setattr(cache, "_WARNED", set())  # each test sees its own first warning
     return folder
 
 
@@ -142,7 +150,9 @@ def test_damaged_entries_are_recompiled(cache_dir: Path, damage: str) -> None:
         target.write_bytes(b"")
     else:
         target.unlink()
-    again = hobbit.compile(model, cache=True)
+    gc.collect()  # the first compile's weights go, so the blob is read from its file
+    with pytest.warns(UserWarning, match="is damaged .*deleted, compiling again"):
+        again = hobbit.compile(model, cache=True)
     assert isinstance(again.report, CompileReport)
     assert np.array_equal(again.run({"x": x})[0], expected)
     third = hobbit.compile(model, cache=True)
@@ -232,3 +242,113 @@ def test_evicting_the_last_entry_of_a_weights_file_deletes_it(cache_dir: Path,
     (entry,) = _entries(cache_dir)
     (blob,) = _weights_files(cache_dir)
     assert blob.stem == json.loads((entry / cache.MANIFEST_FILE).read_text())["body"]["weights"]
+
+
+def _mode(path: Path) -> int:
+    return stat.S_IMODE(path.stat().st_mode)
+
+
+def test_the_cache_is_created_private_whatever_the_umask(cache_dir: Path) -> None:
+    """A umask of 0002 would make files group-writable, and the next load refuse them."""
+    old = os.umask(0o002)
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("error")
+            hobbit.compile(_model(), cache=True)
+            assert isinstance(hobbit.compile(_model(), cache=True).report, CachedReport)
+    finally:
+        os.umask(old)
+    (entry,) = _entries(cache_dir)
+    assert _mode(cache_dir) == _mode(entry) == _mode(cache_dir / cache.WEIGHTS_DIR) == 0o700
+    files = [entry / cache.CODE_FILE, entry / cache.MANIFEST_FILE] + _weights_files(cache_dir)
+    assert [_mode(f) for f in files] == [0o600] * 3
+
+
+def _check_skipped(model: onnx.ModelProto, match: str | None) -> hobbit.CompiledModel:
+    """A compile that does not load the entry, gives onnxruntime's answer, and warns once
+    with a second compile (`match`), or not at all when this process warned before (None).
+    Returns the second compile: the caller says whether it may be a hit."""
+    x = rand(1, 4, 12, 12, seed=5)
+    gc.collect()  # the entry's first compile goes, so its weights are read from the file
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        compiled = hobbit.compile(model, cache=True)
+        again = hobbit.compile(model, cache=True)
+    messages = [str(w.message) for w in caught]
+    if match is None:
+        assert messages == []
+    else:
+        assert len(messages) == 1 and re.search(match, messages[0]), messages
+        assert messages[0].startswith("hobbit: not using the compile cache: ")
+    assert isinstance(compiled.report, CompileReport)
+    for m in (compiled, again):
+        np.testing.assert_allclose(m.run({"x": x})[0], run_ort(model, {"x": x})[0], rtol=1e-4, atol=1e-5)
+    return again
+
+
+@pytest.mark.parametrize("mode", [0o770, 0o777])
+def test_a_cache_folder_others_can_write_is_skipped(cache_dir: Path, mode: int) -> None:
+    hobbit.compile(_model(), cache=True)
+    os.chmod(cache_dir, mode)
+    again = _check_skipped(_model(), rf"compile cache folder {cache_dir} is writable by group or others "
+                                     rf"\(mode 0{mode:o}\).*chmod 700 {cache_dir}")
+    assert isinstance(again.report, CompileReport)
+    again = _check_skipped(_model(scale=2.0), None)  # a new model: not stored either, no second warning
+    assert isinstance(again.report, CompileReport)
+    assert len(_entries(cache_dir)) == 1
+
+
+def test_a_cache_folder_owned_by_another_user_is_skipped(cache_dir: Path) -> None:
+    hobbit.compile(_model(), cache=True)
+    give_away(cache_dir)
+    again = _check_skipped(_model(), rf"compile cache folder {cache_dir} is owned by uid {NOBODY}.*chown")
+    assert isinstance(again.report, CompileReport)
+
+
+@pytest.mark.parametrize("what", ["entry", "code", "manifest", "weights folder", "weights"])
+def test_an_entry_or_file_others_can_write_is_skipped_and_left_alone(cache_dir: Path, what: str) -> None:
+    """The entry stays for the user to inspect, so every compile of it compiles again; the
+    second compile may hit when the bad path is the weights: then the blob comes from memory
+    (hashed when compiled), or the store replaced the bad file with a private one."""
+    hobbit.compile(_model(), cache=True)
+    (entry,) = _entries(cache_dir)
+    path = {"entry": entry, "code": entry / cache.CODE_FILE, "manifest": entry / cache.MANIFEST_FILE,
+            "weights folder": cache_dir / cache.WEIGHTS_DIR, "weights": _weights_files(cache_dir)[0]}[what]
+    os.chmod(path, _mode(path) | stat.S_IWOTH)
+    again = _check_skipped(_model(), rf"{path} is writable by group or others")
+    assert path.exists()
+    assert isinstance(again.report, CompileReport) or what.startswith("weights")
+
+
+def test_an_entry_owned_by_another_user_is_skipped(cache_dir: Path) -> None:
+    hobbit.compile(_model(), cache=True)
+    (entry,) = _entries(cache_dir)
+    give_away(entry / cache.CODE_FILE)
+    again = _check_skipped(_model(), rf"{entry / cache.CODE_FILE} is owned by uid {NOBODY}")
+    assert isinstance(again.report, CompileReport)
+
+
+@pytest.mark.parametrize("name", ["code", "weights"])
+def test_a_file_not_matching_its_manifest_sha256_is_never_loaded(cache_dir: Path, name: str) -> None:
+    """Tampering, not damage: the manifest is self-consistent (its own hash redone), the file
+    is intact, but the sha256 recorded for the code, or naming the weights, is another's."""
+    model, x = _model(), rand(1, 4, 12, 12, seed=9)
+    expected = hobbit.compile(model, cache=True).run({"x": x})[0]
+    (entry,) = _entries(cache_dir)
+    doc = json.loads((entry / cache.MANIFEST_FILE).read_text())
+    body = doc["body"]
+    if name == "code":
+        body["files"][cache.CODE_FILE]["sha256"] = "0" * 64
+    else:
+        (blob,) = _weights_files(cache_dir)
+        forged = "f" * 64
+        blob.rename(blob.with_name(f"{forged}.bin"))
+        body["weights"] = forged
+    doc["sha256"] = cache._sha256(cache._canonical(body))
+    (entry / cache.MANIFEST_FILE).write_text(json.dumps(doc))
+    gc.collect()
+    with pytest.warns(UserWarning, match="does not match"):
+        again = hobbit.compile(model, cache=True)
+    assert isinstance(again.report, CompileReport)
+    assert np.array_equal(again.run({"x": x})[0], expected)
+    assert isinstance(hobbit.compile(model, cache=True).report, CachedReport)
