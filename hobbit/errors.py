@@ -56,3 +56,9 @@ class CodegenError(HobbitError):
 class RunError(HobbitError):
     """An inference found invalid data at run time, e.g. an index outside its axis; the message
     names the node, its op and the offending value. The outputs of that run are not returned."""
+
+
+class ArtifactError(HobbitError):
+    """An exported library (hobbit.load) cannot be used here: a file is missing, damaged or from
+    another export, the folder is not private to this user, or it was built for a CPU this
+    host is not; the message names the file or the missing CPU features."""

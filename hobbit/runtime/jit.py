@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import ctypes
 import ctypes.util
+import os
 import threading
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -21,6 +22,7 @@ from hobbit.codegen.profile import PROFILE_GLOBAL
 from hobbit.target import Target
 from hobbit.codegen.machine import new_target_machine
 from hobbit.errors import HobbitError, InputError
+from hobbit.runtime.export import ArtifactFiles, NativeModel, export_library
 from hobbit.runtime.nodearg import NodeArg, compiled_args
 from hobbit.runtime.pool import load_runtime
 from hobbit.runtime.profile import KernelTime, kernel_times
@@ -144,7 +146,15 @@ class CompiledModel:
         self.report = report
         self._weights = weights
         self._arena_bytes = arena_bytes
-        self._engine = jit_engine(code, target, on_object)
+        self._target = target
+        # The machine code MCJIT made, kept for export(): the library runs the same instructions.
+        self._code: bytes | None = code if isinstance(code, bytes) else None
+
+        def keep(data: bytes) -> None:
+            self._code = data
+            if on_object is not None:
+                on_object(data)
+        self._engine = jit_engine(code, target, keep)
         self._entry = _ENTRY_TYPE(self._engine.get_function_address(ENTRY))
         self._status_table = read_status_table(self._engine.get_global_value_address(STATUS_TABLE))
         self._local = threading.local()
@@ -207,6 +217,16 @@ class CompiledModel:
                              self._weights.ctypes.data, arena.ctypes.data)
         if status:
             raise status_error(status, self._status_table, arena)
+
+    def export(self, directory: str | os.PathLike, name: str | None = None) -> ArtifactFiles:
+        """Write lib<name>.so, <name>.h, <name>.weights and <name>.json into `directory`: this
+        model as a library with a C API that runs without Python (hobbit.runtime.export), and
+        that hobbit.load(directory) runs again in Python. `name` (a C identifier) prefixes the
+        API's functions; by default it is the folder's name."""
+        threads = getattr(self.report, "threads", None) or (self.recipe.options["threads"] if self.recipe else 1)
+        native = NativeModel(self._code, self._target, self._weights, self._arena_bytes, self.inputs,
+                             self.outputs, self.layout, self._status_table, threads)
+        return export_library(native, directory, name)
 
     def profile(self, feeds: dict[str, np.ndarray], runs: int = 20) -> list[KernelTime]:
         """Mean time per kernel over `runs` inferences (needs compile(..., profile=True))."""

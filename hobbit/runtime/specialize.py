@@ -25,7 +25,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from hobbit.errors import HobbitError, InputError
+from hobbit.errors import HobbitError, InputError, ShapeError
 from hobbit.frontend.declared import DeclaredInput
 from hobbit.frontend.onnx import InputValuesNeeded
 from hobbit.graph.ir import Graph
@@ -114,6 +114,18 @@ class SpecializingModel:
 
     def __reduce__(self) -> tuple:
         return reduce_with_recipe(self)
+
+    def export(self, directory: object, name: str | None = None) -> None:
+        """A library runs one fixed-shape build (hobbit.runtime.export), so this model cannot be
+        exported until compile(..., input_shapes=...) sizes its symbolic dims."""
+        symbolic = [f"{d.name}{_show(d)}" for d in self._declared if None in d.shape]
+        if self.value_inputs:
+            raise ShapeError(f"cannot export this model: its shapes depend on the values of input(s) "
+                             f"{self.value_inputs}, and a library runs one fixed-shape build")
+        example = ", ".join(f"'{d.name}': ({', '.join(str(s or 1) for s in d.shape)})"
+                            for d in self._declared if None in d.shape)
+        raise ShapeError(f"cannot export a model with symbolic input dims {', '.join(symbolic)}: a library runs "
+                         f"one fixed shape; compile it with input_shapes={{{example}}} (your sizes) and export that")
 
     def run(self, output_names: dict | list[str] | None = None, feeds: dict | None = None, *,
             out: list[np.ndarray] | None = None) -> list:

@@ -1,0 +1,98 @@
+/* Classify one image with a model exported by hobbit, without Python.
+ *
+ * Export (in Python):  hobbit.compile("squeezenet1_1.onnx").export("build/squeezenet", name="squeezenet")
+ *   or on the command line: hobbit compile squeezenet1_1.onnx --emit lib -o build/squeezenet --name squeezenet
+ * Build:  cc -O2 -I build/squeezenet classify.c -L build/squeezenet -lsqueezenet \
+ *            -Wl,-rpath,build/squeezenet -o classify
+ * Run:    ./classify build/squeezenet/squeezenet.weights image.raw [scores.raw]
+ *
+ * image.raw holds the model's first input as raw float32 values in C order (for an ImageNet
+ * model: 1x3x224x224, normalised); scores.raw, when given, receives the first output the same
+ * way. For a model exported under another name, replace the squeezenet_ prefix. */
+
+#include <stdio.h>
+#include <stdlib.h>
+
+#include "squeezenet.h"
+
+#define TOP 5
+
+static void *read_file(const char *path, size_t size)
+{
+    FILE *f = fopen(path, "rb");
+    if (f == NULL) {
+        perror(path);
+        return NULL;
+    }
+    void *data = malloc(size);
+    size_t got = data ? fread(data, 1, size, f) : 0;
+    int extra = fgetc(f) != EOF;
+    fclose(f);
+    if (got != size || extra) {
+        fprintf(stderr, "%s: expected exactly %zu bytes (the model's first input)\n", path, size);
+        free(data);
+        return NULL;
+    }
+    return data;
+}
+
+static int write_file(const char *path, const void *data, size_t size)
+{
+    FILE *f = fopen(path, "wb");
+    int ok = f != NULL && fwrite(data, 1, size, f) == size;
+    if (f != NULL && fclose(f) != 0)
+        ok = 0;
+    if (!ok)
+        perror(path);
+    return ok;
+}
+
+static void print_top(const float *scores, size_t count)
+{
+    int best[TOP];
+    int found = 0;
+    for (int rank = 0; rank < TOP && rank < (int)count; rank++) {
+        int pick = -1;
+        for (size_t i = 0; i < count; i++) {
+            int taken = 0;
+            for (int r = 0; r < found; r++)
+                taken |= best[r] == (int)i;
+            if (!taken && (pick < 0 || scores[i] > scores[pick]))
+                pick = (int)i;
+        }
+        best[found++] = pick;
+        printf("%d  class %d  score %.6g\n", rank + 1, pick, scores[pick]);
+    }
+}
+
+int main(int argc, char **argv)
+{
+    if (argc < 3 || argc > 4) {
+        fprintf(stderr, "usage: %s WEIGHTS INPUT.raw [OUTPUT.raw]\n", argv[0]);
+        return 2;
+    }
+    squeezenet_ctx *ctx = NULL;
+    if (squeezenet_create(argv[1], 0, NULL, 0, &ctx) != HOBBIT_OK) {
+        fprintf(stderr, "cannot start the model: %s\n", squeezenet_error(ctx));
+        squeezenet_destroy(ctx);
+        return 1;
+    }
+    size_t out_bytes = squeezenet_output_bytes(0);
+    float *input = read_file(argv[2], squeezenet_input_bytes(0));
+    float *scores = malloc(out_bytes);
+    int status = 1;
+    if (input != NULL && scores != NULL) {
+        const void *inputs[] = {input};
+        void *outputs[] = {scores};
+        if (squeezenet_run(ctx, inputs, outputs) != HOBBIT_OK)
+            fprintf(stderr, "the run failed: %s\n", squeezenet_error(ctx));
+        else {
+            print_top(scores, out_bytes / sizeof(float));
+            status = argc == 4 && !write_file(argv[3], scores, out_bytes);
+        }
+    }
+    free(input);
+    free(scores);
+    squeezenet_destroy(ctx);
+    return status;
+}

@@ -1,0 +1,229 @@
+"""hobbit.load: an exported library (hobbit.runtime.export) back in Python, without recompiling.
+
+The LoadedModel has a CompiledModel's run / inputs / outputs / get_inputs / get_outputs and
+onnxruntime's run(output_names, feeds, out=), because it is one: only the native call
+differs (the library's <name>_run through ctypes instead of the JIT'd entry point).
+
+Everything that could make loading run the wrong code, or crash, is checked before the
+library is mapped, each as an ArtifactError naming the file: the folder and its files are
+private to this user (hobbit.runtime.trust: a folder others can write is a way for them to
+run code as you); the manifest is one hobbit wrote; the library was built for this
+machine's triple and the host has every CPU feature it was built with (else the first
+run would die on an illegal instruction); the library's sha256 is the one recorded when
+it was written; and the weights file has the recorded size. The library then checks the
+weights' crc32 itself when the first context is made, and its sizes are compared with the
+manifest's.
+
+Each Python thread gets its own context (its own arena), as a CompiledModel gives each
+thread its own arena, so concurrent runs on one model are safe."""
+
+from __future__ import annotations
+
+import ctypes
+import hashlib
+import json
+import os
+import threading
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+
+from hobbit.errors import ArtifactError, HobbitError, RunError
+from hobbit.runtime.export import MANIFEST_FORMAT, artifact_files
+from hobbit.runtime.jit import CompiledModel, TensorSpec, _per_output
+from hobbit.runtime.trust import check_private_tree
+from hobbit.target import host_target
+
+_MANIFEST_KEYS = ("name", "target", "threads", "arena_bytes", "library", "weights", "inputs", "outputs", "layout")
+# The library's status codes (hobbit.runtime.export_c.STATUS_CODES).
+_E_INVALID_DATA = 4
+
+
+@dataclass
+class LoadedReport:
+    """Where a loaded model came from and what it was built for."""
+
+    path: str
+    manifest: dict
+    seconds: dict[str, float] = field(default_factory=dict)
+
+    @property
+    def threads(self) -> int:
+        return int(self.manifest["threads"])
+
+
+def load(directory: str | os.PathLike, name: str | None = None) -> LoadedModel:
+    """The library exported into `directory` (by CompiledModel.export), ready to run.
+    `name` picks one when the folder holds several exports."""
+    folder = Path(directory)
+    problem = check_private_tree(folder, "artifact folder")
+    if problem is not None:
+        raise ArtifactError(f"hobbit.load refuses to load native code: {problem}")
+    manifest_path = _manifest_path(folder, name)
+    manifest = _read_manifest(manifest_path)
+    files = artifact_files(folder, manifest["name"])
+    _check_cpu(manifest["target"], files.library)
+    _check_library(files.library, manifest["library"]["sha256"])
+    _check_weights_size(files.weights, int(manifest["weights"]["bytes"]))
+    return LoadedModel(files.library, files.weights, manifest, LoadedReport(str(folder), manifest))
+
+
+class LoadedModel(CompiledModel):
+    """An exported library run through ctypes; see hobbit.runtime.load."""
+
+    def __init__(self, library: Path, weights: Path, manifest: dict, report: LoadedReport):
+        self.inputs = [_spec(s) for s in manifest["inputs"]]
+        self.outputs = [_spec(s) for s in manifest["outputs"]]
+        layout = manifest["layout"]
+        layout = None if layout is None else [(str(n), None if c is None else int(c)) for n, c in layout]
+        self.layout = layout if layout is not None and any(c is not None for _, c in layout) else None
+        self._per_output = _per_output(self.outputs, self.layout)
+        self.report = report
+        self._name = manifest["name"]
+        self._weights_path = os.fsencode(weights)
+        self._lib = ctypes.CDLL(os.fspath(library), mode=os.RTLD_NOW | os.RTLD_LOCAL)
+        self._api = _bind(self._lib, self._name)
+        self._check_sizes(manifest, library)
+        self._local = threading.local()
+        self._context()  # the weights' crc32 is checked now, not at the first run
+
+    def _check_sizes(self, manifest: dict, library: Path) -> None:
+        arena = self._api["arena_bytes"]()
+        sizes = [self._api["input_bytes"](i) for i in range(len(self.inputs))]
+        sizes += [self._api["output_bytes"](i) for i in range(len(self.outputs))]
+        expected = [int(np.prod(s.shape, dtype=np.int64)) * s.dtype.itemsize for s in self.inputs + self.outputs]
+        if arena != int(manifest["arena_bytes"]) or sizes != expected:
+            raise ArtifactError(f"{library} does not match its manifest (arena {arena} bytes, tensors {sizes}; "
+                                f"the manifest says {manifest['arena_bytes']} and {expected}): export it again")
+
+    def _context(self) -> ctypes.c_void_p:
+        context = getattr(self._local, "context", None)
+        if context is None:
+            context = self._local.context = _Context(self._api, self._weights_path)
+        return context.handle
+
+    def _call_native(self, arrays: list[np.ndarray], results: list[np.ndarray]) -> None:
+        in_table = (ctypes.c_void_p * max(1, len(arrays)))(*[a.ctypes.data for a in arrays])
+        out_table = (ctypes.c_void_p * max(1, len(results)))(*[r.ctypes.data for r in results])
+        handle = self._context()
+        code = self._api["run"](handle, in_table, out_table)
+        if code:
+            message = self._api["error"](handle).decode(errors="replace")
+            raise (RunError if code == _E_INVALID_DATA else HobbitError)(message)
+
+    def export(self, directory: str | os.PathLike, name: str | None = None):
+        raise HobbitError("a loaded library cannot be exported again: copy its folder instead")
+
+    def profile(self, feeds: dict[str, np.ndarray], runs: int = 20):
+        raise HobbitError("a loaded library has no per-kernel timers: compile the model with profile=True")
+
+    def __reduce__(self) -> tuple:
+        return load, (self.report.path, self._name)
+
+
+class _Context:
+    """One <name>_ctx: mapped weights and an arena, destroyed with this object."""
+
+    def __init__(self, api: dict, weights_path: bytes):
+        self._destroy = api["destroy"]
+        self.handle = ctypes.c_void_p()
+        code = api["create"](weights_path, 0, None, 0, ctypes.byref(self.handle))
+        if code:
+            message = api["error"](self.handle).decode(errors="replace")
+            raise ArtifactError(f"the library refused to start: {message}")
+
+    def __del__(self) -> None:
+        if self.handle:
+            self._destroy(self.handle)
+            self.handle = ctypes.c_void_p()
+
+
+def _bind(lib: ctypes.CDLL, name: str) -> dict:
+    """The library's C API with its argument and result types."""
+    c = ctypes
+    signatures = {
+        "create": (c.c_int, [c.c_char_p, c.c_int, c.c_void_p, c.c_size_t, c.POINTER(c.c_void_p)]),
+        "run": (c.c_int, [c.c_void_p, c.c_void_p, c.c_void_p]),
+        "error": (c.c_char_p, [c.c_void_p]),
+        "destroy": (None, [c.c_void_p]),
+        "arena_bytes": (c.c_size_t, []),
+        "input_bytes": (c.c_size_t, [c.c_int]),
+        "output_bytes": (c.c_size_t, [c.c_int]),
+    }
+    api = {}
+    for short, (result, args) in signatures.items():
+        try:
+            fn = getattr(lib, f"{name}_{short}")
+        except AttributeError as exc:
+            raise ArtifactError(f"{lib._name} has no function {name}_{short}: not a library hobbit exported "
+                                f"under the name '{name}'") from exc
+        fn.restype, fn.argtypes = result, args
+        api[short] = fn
+    return api
+
+
+def _manifest_path(folder: Path, name: str | None) -> Path:
+    if name is not None:
+        return folder / f"{name}.json"
+    found = sorted(p for p in folder.glob("*.json") if (folder / f"lib{p.stem}.so").is_file())
+    if len(found) != 1:
+        names = [p.stem for p in found]
+        raise ArtifactError(f"{folder} holds {len(found)} exported libraries {names}: "
+                            f"{'pass name= to pick one' if found else 'export one there with m.export(folder)'}")
+    return found[0]
+
+
+def _read_manifest(path: Path) -> dict:
+    try:
+        manifest = json.loads(path.read_text())
+        if manifest.get("format") != MANIFEST_FORMAT:
+            raise ArtifactError(f"{path} has manifest format {manifest.get('format')!r}, this hobbit reads "
+                                f"{MANIFEST_FORMAT}: export the model again")
+        missing = [key for key in _MANIFEST_KEYS if key not in manifest]
+        if missing:
+            raise KeyError(", ".join(missing))
+        return manifest
+    except (OSError, ValueError, KeyError, TypeError, AttributeError) as exc:
+        raise ArtifactError(f"{path} is not the manifest of an exported library ({type(exc).__name__}: {exc})") \
+            from exc
+
+
+def _check_cpu(built_for: dict, library: Path) -> None:
+    """The host must be the triple the library was built for and have every feature it uses."""
+    host = host_target()
+    if built_for["triple"] != host.triple:
+        raise ArtifactError(f"{library} was built for {built_for['triple']}, this host is {host.triple}")
+    missing = sorted(_enabled(built_for["features"]) - _enabled(host.features))
+    if missing:
+        raise ArtifactError(f"{library} was built for CPU '{built_for['cpu']}' and uses CPU features this host "
+                            f"('{host.cpu}') lacks: {', '.join(missing)}; export it on (or for) this machine")
+
+
+def _enabled(features: str) -> set[str]:
+    return {f[1:] for f in features.split(",") if f.startswith("+")}
+
+
+def _check_library(library: Path, sha256: str) -> None:
+    try:
+        data = library.read_bytes()
+    except OSError as exc:
+        raise ArtifactError(f"cannot read the library {library}: {exc.strerror or exc}") from exc
+    if hashlib.sha256(data).hexdigest() != sha256:
+        raise ArtifactError(f"{library} is not the library that was exported (its sha256 differs from the "
+                            f"manifest's): damaged or replaced; export it again")
+
+
+def _check_weights_size(weights: Path, size: int) -> None:
+    try:
+        actual = weights.stat().st_size
+    except OSError as exc:
+        raise ArtifactError(f"the weights file {weights} cannot be read: {exc.strerror or exc}") from exc
+    if actual != size:
+        raise ArtifactError(f"the weights file {weights} has {actual} bytes, the library needs {size}: "
+                            f"damaged or from another export")
+
+
+def _spec(item: list) -> TensorSpec:
+    name, shape, dtype = item
+    return TensorSpec(str(name), tuple(int(d) for d in shape), np.dtype(dtype))

@@ -1,0 +1,235 @@
+"""AOT export (hobbit.runtime.export) and hobbit.load (hobbit.runtime.load): the library runs what the
+JIT runs, needs only libc/libm/libgcc_s, and a bad artifact is a clear error, never a crash."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import os
+import pickle
+import re
+import shutil
+import subprocess
+from pathlib import Path
+
+import numpy as np
+import pytest
+from onnx import helper
+
+import hobbit
+from hobbit import zoo
+from hobbit.compiler import lower_to_llvm
+from hobbit.errors import ArtifactError, ConfigError, RunError, ShapeError
+from hobbit.runtime.jit import CompiledModel, TensorSpec
+from hobbit.target import host_target
+from tests.helpers import make_model, rand
+
+EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "c" / "classify.c"
+# The libraries an exported model may need at run time (pthreads are part of libc since glibc 2.34).
+ALLOWED_NEEDED = {"libc.so.6", "libm.so.6", "libgcc_s.so.1"}
+
+
+def _tiny_model():
+    """MatMul -> Softmax -> Gather: weights, libm's exp, a run-time index check, two outputs."""
+    nodes = [helper.make_node("MatMul", ["x", "W"], ["y"], name="mm"),
+             helper.make_node("Softmax", ["y"], ["s"], axis=1, name="soft"),
+             helper.make_node("Gather", ["s", "idx"], ["g"], axis=1, name="pick")]
+    feeds = {"x": rand(2, 16), "idx": np.array([0, 5, 31], np.int64)}
+    return make_model(nodes, feeds, ["s", "g"], {"W": rand(16, 32, seed=1)}), feeds
+
+
+@pytest.fixture(scope="module")
+def tiny(tmp_path_factory):
+    model, feeds = _tiny_model()
+    compiled = hobbit.compile(model, threads=2, cache=False)
+    folder = tmp_path_factory.mktemp("tiny")
+    files = compiled.export(folder / "tiny")
+    return compiled, feeds, files
+
+
+def _copy(files, tmp_path: Path) -> Path:
+    target = tmp_path / "copy"
+    shutil.copytree(files.library.parent, target)
+    return target
+
+
+def test_export_writes_library_header_weights_and_manifest(tiny):
+    compiled, _, files = tiny
+    for path in (files.library, files.header, files.weights, files.manifest):
+        assert path.is_file(), path
+    assert files.library.name == "libtiny.so"  # the name defaults to the folder's
+    header = files.header.read_text()
+    assert '"x"  float32[2, 16]  (128 bytes)' in header
+    assert '"idx"  int64[3]  (24 bytes)' in header
+    assert '"s"  float32[2, 32]  (256 bytes)' in header
+    assert '"g"  float32[2, 3]  (24 bytes)' in header
+    for api in ("tiny_create", "tiny_run", "tiny_error", "tiny_destroy", "tiny_arena_bytes"):
+        assert re.search(rf"\b{api}\(", header), api
+    assert files.weights.stat().st_size == 16 * 32 * 4
+
+
+def test_library_needs_only_libc_libm_libgcc_s(tiny):
+    library = str(tiny[2].library)
+    needed = re.findall(r"\(NEEDED\)\s+Shared library: \[(.+?)\]",
+                        subprocess.run(["readelf", "-d", library], capture_output=True, text=True, check=True).stdout)
+    assert set(needed) <= ALLOWED_NEEDED, needed
+    undefined = subprocess.run(["nm", "-D", "--undefined-only", library], capture_output=True, text=True,
+                               check=True).stdout.split("\n")
+    strong = [line.split()[-1] for line in undefined if line.strip() and line.split()[0] == "U"]
+    assert strong and all(re.search(r"@(GLIBC|GCC)_[\d.]+$", sym) for sym in strong), strong
+    defined = subprocess.run(["nm", "-D", "--defined-only", library], capture_output=True, text=True,
+                             check=True).stdout
+    exported = {line.split()[-1] for line in defined.split("\n") if line.strip()}
+    assert all(sym.startswith("tiny_") for sym in exported), exported  # hobbit_main and the runtime stay local
+
+
+def test_load_runs_like_the_jit(tiny):
+    compiled, feeds, files = tiny
+    loaded = hobbit.load(files.library.parent)
+    assert loaded.inputs == compiled.inputs and loaded.outputs == compiled.outputs
+    want = compiled.run(feeds)
+    got = loaded.run(feeds)
+    for a, b in zip(got, want):
+        np.testing.assert_array_equal(a, b)  # the same machine code
+    out = [np.empty((2, 3), np.float32)]
+    picked = loaded.run(["g"], feeds, out=out)
+    assert picked[0] is out[0]
+    np.testing.assert_array_equal(out[0], want[1])
+    np.testing.assert_array_equal(loaded(*feeds.values())[0], want[0])
+    again = pickle.loads(pickle.dumps(loaded))
+    np.testing.assert_array_equal(again.run(feeds)[1], want[1])
+
+
+def test_invalid_data_is_the_same_run_error_as_the_jit(tiny):
+    compiled, feeds, files = tiny
+    loaded = hobbit.load(files.library.parent)
+    bad = {**feeds, "idx": np.array([0, 40, 1], np.int64)}
+    with pytest.raises(RunError) as jit_error:
+        compiled.run(bad)
+    with pytest.raises(RunError) as lib_error:
+        loaded.run(bad)
+    assert str(lib_error.value) == str(jit_error.value)
+    assert "'pick'" in str(lib_error.value) and "40" in str(lib_error.value)
+
+
+@pytest.mark.parametrize("damage", ["flip", "truncate"])
+def test_damaged_weights_are_refused_at_load(tiny, tmp_path, damage):
+    folder = _copy(tiny[2], tmp_path)
+    weights = folder / "tiny.weights"
+    data = bytearray(weights.read_bytes())
+    if damage == "flip":
+        data[100] ^= 0x40
+    else:
+        del data[-4:]
+    weights.write_bytes(bytes(data))
+    with pytest.raises(ArtifactError, match="crc32" if damage == "flip" else "bytes"):
+        hobbit.load(folder)
+
+
+def test_weights_of_another_export_are_refused(tiny, tmp_path):
+    """Same model, other weights: same size, so only the checksum can tell."""
+    model, _ = _tiny_model()
+    model.graph.initializer[0].raw_data = rand(16, 32, seed=7).tobytes()
+    other = hobbit.compile(model, threads=1, cache=False).export(tmp_path / "other", name="tiny")
+    folder = _copy(tiny[2], tmp_path)
+    shutil.copy(other.weights, folder / "tiny.weights")
+    with pytest.raises(ArtifactError, match=r"from another export: its crc32"):
+        hobbit.load(folder)
+
+
+def test_cpu_features_the_host_lacks_are_refused_before_loading(tiny, tmp_path):
+    folder = _copy(tiny[2], tmp_path)
+    manifest = json.loads((folder / "tiny.json").read_text())
+    manifest["target"]["features"] += ",+hobbit-imaginary-feature"
+    (folder / "tiny.json").write_text(json.dumps(manifest))
+    with pytest.raises(ArtifactError, match="lacks: hobbit-imaginary-feature"):
+        hobbit.load(folder)
+
+
+def test_a_replaced_library_is_refused(tiny, tmp_path):
+    folder = _copy(tiny[2], tmp_path)
+    with open(folder / "libtiny.so", "ab") as f:
+        f.write(b"\0")
+    with pytest.raises(ArtifactError, match="sha256"):
+        hobbit.load(folder)
+
+
+def test_a_folder_others_can_write_is_refused(tiny, tmp_path):
+    folder = _copy(tiny[2], tmp_path)
+    os.chmod(folder, 0o777)
+    with pytest.raises(ArtifactError, match="writable by group or others"):
+        hobbit.load(folder)
+
+
+def test_symbolic_dims_ask_for_input_shapes(tmp_path):
+    model = make_model([helper.make_node("Relu", ["x"], ["y"])], {"x": rand(2, 3)}, ["y"])
+    model.graph.input[0].type.tensor_type.shape.dim[0].dim_param = "batch"
+    compiled = hobbit.compile(model, cache=False)
+    with pytest.raises(ShapeError, match=r"x\(batch, 3\).*input_shapes=\{'x': \(1, 3\)\}"):
+        compiled.export(tmp_path / "relu")
+
+
+def test_a_name_that_is_not_a_c_identifier_is_refused(tiny, tmp_path):
+    with pytest.raises(ConfigError, match="C identifier"):
+        tiny[0].export(tmp_path / "x", name="1-bad")
+
+
+# -- the C example, against SqueezeNet ----------------------------------------------------------
+def _build_example(files, name: str, build: Path) -> Path:
+    """examples/c/classify.c, written for `squeezenet_`, compiled for an export named `name`."""
+    source = EXAMPLE.read_text().replace("squeezenet", name)
+    (build / "classify.c").write_text(source)
+    program = build / "classify"
+    folder = str(files.library.parent)
+    subprocess.run(["cc", "-O2", "-Wall", "-Werror", "-I", folder, str(build / "classify.c"), "-L", folder,
+                    f"-l{name}", f"-Wl,-rpath,{folder}", "-o", str(program)], check=True)
+    return program
+
+
+def _classify(program: Path, files, image: Path, scores: Path, wrap: list[str] = ()) -> str:
+    done = subprocess.run([*wrap, str(program), str(files.weights), str(image), str(scores)],
+                          capture_output=True, text=True, timeout=600)
+    assert done.returncode == 0, done.stderr
+    return done.stdout + done.stderr
+
+
+def _avx2_target():
+    """The host without AVX-512 (valgrind 3.19 cannot decode AVX-512 instructions)."""
+    host = host_target()
+    features = ",".join("-" + f[1:] if f.startswith("+avx512") else f for f in host.features.split(","))
+    return dataclasses.replace(host, features=features, vector_bits=256, vector_registers=16)
+
+
+@pytest.mark.slow
+def test_c_example_matches_the_jit_and_runs_clean_under_valgrind(tmp_path):
+    model = zoo.build("squeezenet1_1")
+    image = rand(1, 3, 224, 224, seed=3)
+    image.tofile(tmp_path / "image.raw")
+    compiled = hobbit.compile(model, threads=2, cache=False)
+    files = compiled.export(tmp_path / "native", name="squeezenet")
+    program = _build_example(files, "squeezenet", tmp_path)
+    printed = _classify(program, files, tmp_path / "image.raw", tmp_path / "scores.raw")
+    want = compiled.run({compiled.inputs[0].name: image})[0]
+    got = np.fromfile(tmp_path / "scores.raw", np.float32).reshape(want.shape)
+    assert np.abs(got - want).max() <= 1e-5
+    top = np.argsort(-want.reshape(-1), kind="stable")[:5]
+    assert [int(c) for c in re.findall(r"class (\d+)", printed)] == top.tolist()
+
+    # valgrind runs a build without AVX-512, compared with that build's JIT.
+    target = _avx2_target()
+    report = lower_to_llvm(model, target, threads=2)
+    graph = report.graph
+    avx2 = CompiledModel(report.optimized, target, report.weights, report.plan.arena_bytes,
+                         [TensorSpec(v.name, tuple(v.shape), np.dtype(v.dtype)) for v in graph.inputs],
+                         [TensorSpec(n, tuple(v.shape), np.dtype(v.dtype))
+                          for n, v in zip(graph.output_names, graph.outputs)], report)
+    avx2_files = avx2.export(tmp_path / "avx2", name="squeezenet_avx2")
+    avx2_program = _build_example(avx2_files, "squeezenet_avx2", tmp_path)
+    assert shutil.which("valgrind"), "valgrind is needed (.ci/run installs it: apt-get install -y valgrind)"
+    printed = _classify(avx2_program, avx2_files, tmp_path / "image.raw", tmp_path / "scores_avx2.raw",
+                        ["valgrind", "--tool=memcheck", "--error-exitcode=3", "--leak-check=full",
+                         "--errors-for-leak-kinds=definite"])
+    assert re.search(r"ERROR SUMMARY: 0 errors", printed), printed
+    got = np.fromfile(tmp_path / "scores_avx2.raw", np.float32).reshape(want.shape)
+    want_avx2 = avx2.run({graph.inputs[0].name: image})[0]
+    assert np.abs(got - want_avx2).max() <= 1e-5
