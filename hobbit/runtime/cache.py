@@ -224,10 +224,10 @@ class _Untrusted(Exception):
 
 
 def load(key: str, target: Target) -> CompiledModel | None:
-    """The cached model for `key`, or None on a miss. An entry in a folder that is not private
-    to this user is skipped with a warning and left alone (the warning says how to fix it);
-    a damaged one is deleted with a warning (and its weights file, when that is what failed
-    its hash)."""
+    """The cached model for `key`, or None on a miss. An entry whose folders or files are not
+    private to this user is skipped with a warning and left alone for the user to inspect
+    (the warning says how to fix it); a damaged one is deleted with a warning (and its
+    weights file, when that is what failed its hash)."""
     t0 = time.perf_counter()
     root = cache_dir()
     entry = root / key
@@ -249,7 +249,7 @@ def load(key: str, target: Target) -> CompiledModel | None:
         _warn_untrusted(str(exc))
         return None
     except (OSError, ValueError, KeyError, TypeError) as exc:
-        warnings.warn(f"hobbit: compile cache entry {entry} is damaged ({exc}); deleted, compiling again",
+        warnings.warn(f"hobbit: compile cache entry {entry} is damaged ({type(exc).__name__}: {exc}); deleted, compiling again",
                       stacklevel=3)
         shutil.rmtree(entry, ignore_errors=True)
         return None
@@ -406,7 +406,7 @@ def _store_weights(root: Path, tmp: Path, name: str, blob: np.ndarray) -> None:
     """weights/<name>.bin, unless a private file of the right size is there (its hash is
     checked on load); one that is not private is replaced."""
     path = _weights_path(root, name)
-    if path.exists() and path.stat().st_size == blob.size and trust.check_private(path, "") is None:
+    if path.exists() and path.stat().st_size == blob.size and trust.check_private(path, "compile cache weights file") is None:
         return
     path.parent.mkdir(mode=_PRIVATE_DIR, exist_ok=True)
     staged = tmp / WEIGHTS_FILE
