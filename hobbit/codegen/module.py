@@ -29,7 +29,8 @@ from hobbit.graph.ir import Graph, Node
 from hobbit.graph.registry import get_op
 from hobbit.lower.builder import I64, PTR, KernelBuilder
 from hobbit.lower.kernel import KernelArgs
-from hobbit.lower.parallel import Threads, runtime_function, step_bytes
+from hobbit.lower.parallel import Threads, runtime_function
+from hobbit.plan.arena import step_bytes
 from hobbit.passes.memory import MemoryPlan, Place, needs_code
 
 ENTRY = "hobbit_main"

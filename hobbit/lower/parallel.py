@@ -11,7 +11,8 @@ everything folds to plain constant bounds.
 
 `Threads.bands` (bands of rows of static heights), `Threads.runs` (runs of a
 loop) and `Threads.shares` (one run per thread) share work through atomic claim
-counters, a few zeroed cache lines per kernel in the arena (`claim_bytes`):
+counters, a few zeroed cache lines per kernel in the arena (`claim_bytes`, in
+hobbit.plan.arena, where memory planning reads it):
 each thread first claims the pieces of its own static share, in order, then the
 rest of the others', so on a quiet machine every thread works on the same data
 as in the kernel before (it is in its own cache) and when the host slows one
@@ -33,6 +34,7 @@ from llvmlite import ir
 
 from hobbit.errors import CodegenError
 from hobbit.lower.builder import I64, PTR, KernelBuilder
+from hobbit.plan.arena import CLAIM_STRIDE, CLAIMED_LOOPS
 
 BandBody = Callable[[int | ir.Value, int | ir.Value, int], None]  # (image, first row, rows)
 RunBody = Callable[[int | ir.Value, int | ir.Value], None]  # (first, end)
@@ -85,22 +87,7 @@ def _cut(share: int, max_band: int) -> tuple[int, int, int]:
     return count, small, big
 
 
-CLAIM_STRIDE = 64  # bytes between claim counters: one cache line each
-CLAIMED_LOOPS = 3  # claimed loops (bands or runs) a kernel may hold: a Winograd conv's three phases
 RUNS_PER_THREAD = 8  # Threads.runs: a slowed thread's last run is small, claims stay few
-
-
-def step_bytes(threads: int) -> int:
-    """A team step's state (hobbit.codegen.team): its count of finished ids, then one bit
-    per id claimed, rounded up to cache lines."""
-    words = 1 + -(-threads // 64)
-    return -(-8 * words // CLAIM_STRIDE) * CLAIM_STRIDE
-
-
-def claim_bytes(threads: int) -> int:
-    """Zeroed counter bytes per kernel: its step's state, then for each claimed loop one
-    line per share and one for the count of finished pieces."""
-    return step_bytes(threads) + CLAIM_STRIDE * (threads + 1) * CLAIMED_LOOPS if threads > 1 else 0
 
 
 @dataclass

@@ -20,7 +20,6 @@ from llvmlite import ir
 from hobbit.errors import CodegenError
 from hobbit.lower.builder import I64, KernelBuilder
 
-STATUS_BYTES = 64  # a cache line: records written by different threads never share one
 STATUS_WORDS = ("kind", "value", "lo", "hi", "axis")
 CHECK_KINDS = ("index", "sequence length", "write position")
 

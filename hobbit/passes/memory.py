@@ -12,8 +12,7 @@ from dataclasses import dataclass, field
 from hobbit.target import Target, host_target
 from hobbit.graph.ir import Graph, Node, Value
 from hobbit.graph.registry import get_op
-from hobbit.lower.parallel import claim_bytes
-from hobbit.lower.status import STATUS_BYTES
+from hobbit.plan.arena import STATUS_BYTES, claim_bytes
 
 ALIGN = 64
 

@@ -10,7 +10,7 @@ import numpy as np
 
 from hobbit.frontend.converters import converter
 from hobbit.frontend.onnx import Unsupported
-from hobbit.frontend.onnx_ops.nn import resolve_pads, split_same_padding
+from hobbit.frontend.onnx_ops.padding import resolve_pads, split_same_padding
 
 
 def _window(a: dict, w, rank: int) -> tuple[tuple[int, ...], tuple[int, ...], tuple[int, ...]]:

@@ -8,36 +8,10 @@ import numpy as np
 from hobbit.errors import ShapeError
 from hobbit.frontend.converters import converter
 from hobbit.frontend.onnx import Unsupported
+from hobbit.frontend.onnx_ops.convnd import conv_general
 from hobbit.frontend.onnx_ops.half import narrow, widen_half
 from hobbit.frontend.onnx_ops.norm import batchnorm_from_statistics, batchnorm_training
-
-
-def resolve_pads(auto_pad: str, pads: list[int] | None, in_hw: tuple[int, ...], kernel: tuple[int, ...],
-                 strides: tuple[int, ...], dilations: tuple[int, ...]) -> tuple[int, ...]:
-    """Explicit (begin..., end...) pads from ONNX's pads / auto_pad attributes."""
-    rank = len(kernel)
-    if auto_pad in ("", "NOTSET"):
-        pads = list(pads or [0] * (2 * rank))
-        if len(pads) != 2 * rank:
-            raise Unsupported(f"pads {pads} do not have {2 * rank} entries")
-        return tuple(pads)
-    if auto_pad == "VALID":
-        return (0,) * (2 * rank)
-    if auto_pad not in ("SAME_UPPER", "SAME_LOWER"):
-        raise Unsupported(f"auto_pad={auto_pad!r}")
-    totals = [max(0, (-(-size // s) - 1) * s + (k - 1) * d + 1 - size)
-              for size, k, s, d in zip(in_hw, kernel, strides, dilations)]
-    return split_same_padding(totals, auto_pad)
-
-
-def split_same_padding(totals: list[int], auto_pad: str) -> tuple[int, ...]:
-    """(begin..., end...) pads that share each total as SAME_UPPER (extra at the end) or SAME_LOWER does."""
-    begins, ends = [], []
-    for total in totals:
-        small, big = total // 2, total - total // 2
-        begins.append(small if auto_pad == "SAME_UPPER" else big)
-        ends.append(big if auto_pad == "SAME_UPPER" else small)
-    return tuple(begins + ends)
+from hobbit.frontend.onnx_ops.padding import resolve_pads
 
 
 @converter("Conv", since=1)
@@ -50,7 +24,6 @@ def conv(ctx, node, ins):
     if wide[0] is not x:  # float16/bfloat16: the float32 convolutions, rounded once at the end
         return [narrow(ctx, conv(ctx, node, wide)[0], x.dtype)]
     if len(x.shape) != 4 or np.dtype(x.dtype) != np.float32:
-        from hobbit.frontend.onnx_ops.convnd import conv_general  # it builds on resolve_pads below
         return conv_general(ctx, node, ins)
     kernel = tuple(w.shape[2:])
     if "kernel_shape" in a and tuple(a["kernel_shape"]) != kernel:

@@ -14,7 +14,7 @@ import numpy as np
 
 from hobbit.frontend.converters import converter
 from hobbit.frontend.onnx import Unsupported
-from hobbit.frontend.onnx_ops.nn import resolve_pads
+from hobbit.frontend.onnx_ops.padding import resolve_pads
 from hobbit.ops.pool import pool_out_size
 
 

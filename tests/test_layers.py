@@ -1,0 +1,190 @@
+"""The package's import graph: no cycles, and each layer imports only the layers below it.
+
+The layers are DESIGN.md's "Layers and their contracts", in the order the code
+needs them: a frontend builds a Graph, so the graph layer sits below the
+frontends; the op definitions (hobbit/ops) attach each op's lowering, so they
+sit above the CPU backend (hobbit/lower) that they import. Every `import` in
+every module counts, at module level or inside a function: an import inside a
+function still makes the two modules depend on each other, it only hides it
+from Python's start-up order.
+
+KNOWN holds the edges that still break these rules, each with its reason. It
+may only shrink: an entry whose import is gone fails the test, so it is deleted
+with the fix."""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+import hobbit
+
+PACKAGE = Path(hobbit.__file__).parent
+
+# Lowest first; a module belongs to the first layer with a prefix of its name, and
+# everything not listed (the API, the CLI, the compiler driver, bench) is an interface.
+LAYERS: tuple[tuple[str, ...], ...] = (
+    ("hobbit.errors", "hobbit.target"),
+    ("hobbit.graph",),
+    ("hobbit.frontend",),
+    ("hobbit.plan",),
+    ("hobbit.passes",),
+    ("hobbit.lower",),
+    ("hobbit.ops",),
+    ("hobbit.codegen",),
+    ("hobbit.runtime",),
+)
+
+KNOWN: dict[tuple[str, str], str] = {
+    ("hobbit.graph.registry", "hobbit.ops"):
+        "get_op fills the op table on first use by importing every op definition, and the "
+        "definitions name their CPU lowering: needs the per-backend kernel table",
+    ("hobbit.frontend.converters", "hobbit.frontend.onnx_ops"):
+        "the converter table fills itself on first use by importing the converters, which "
+        "register themselves through converters.register",
+    ("hobbit.frontend.onnx_ops.index", "hobbit.ops.scatter"):
+        "Scatter's reduction names are kept with the op definition",
+    ("hobbit.frontend.onnx_ops.pool_nd", "hobbit.ops.pool"):
+        "pool_out_size is the op's shape rule, kept with the op definition",
+    ("hobbit.frontend.onnx_ops.rnn", "hobbit.ops.rnn"):
+        "the RNN gate and activation tables are kept with the op definition",
+    ("hobbit.passes.expand_depthwise", "hobbit.lower.conv"):
+        "the pass asks the conv schedule which variant runs: a decision for the plan floor",
+    ("hobbit.passes.layout", "hobbit.lower.gemm"):
+        "panel packing is decided by the GEMM microkernel's blocking: a decision for the plan floor",
+    ("hobbit.passes.layout", "hobbit.lower.schedule"):
+        "the layout pass reads the GEMM schedule: a decision for the plan floor",
+    ("hobbit.passes.winograd", "hobbit.lower.conv"):
+        "Winograd's choice reads the conv schedule: a decision for the plan floor",
+    ("hobbit.passes.winograd", "hobbit.lower.winograd"):
+        "Winograd's tile choice lives with its emitter: a decision for the plan floor",
+    ("hobbit.lower.conv", "hobbit.lower.depthwise"):
+        "conv_scratch_bytes sizes the scratch of the variant that will run, and the depthwise "
+        "and direct variants import conv's shape helpers: one plan per kernel removes this",
+    ("hobbit.lower.conv", "hobbit.lower.direct_conv"):
+        "as for depthwise: scratch sizing and variant choice kept in step by hand",
+    ("hobbit.runtime.cache", "hobbit"):
+        "the cache key reads hobbit.__version__, defined in the interface package",
+    ("hobbit.bench_load", "hobbit.bench"):
+        "the two-process benchmark worker reuses bench's onnxruntime session builder",
+}
+
+
+def _modules() -> dict[str, Path]:
+    """Every module of the package by dotted name (a package by its own name)."""
+    found = {}
+    for path in PACKAGE.rglob("*.py"):
+        parts = list(path.relative_to(PACKAGE.parent).with_suffix("").parts)
+        if parts[-1] == "__init__":
+            parts.pop()
+        found[".".join(parts)] = path
+    return found
+
+
+def _imported_names(tree: ast.AST, package: str) -> list[str]:
+    """The dotted names every import statement in `tree` asks for; `from a import b` gives a.b
+    (resolved to `a` later when b is not a module)."""
+    names = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            names += [alias.name for alias in node.names]
+        elif isinstance(node, ast.ImportFrom):
+            base = node.module or ""
+            if node.level:
+                anchor = package.split(".")[: len(package.split(".")) - node.level + 1]
+                base = ".".join(anchor + ([base] if base else []))
+            names += [f"{base}.{alias.name}" for alias in node.names]
+    return names
+
+
+def _owner(name: str, modules: dict[str, Path]) -> str | None:
+    """The module that `name` lives in: the longest prefix of it that is a module."""
+    while name and name not in modules:
+        name = name.rpartition(".")[0]
+    return name or None
+
+
+def import_graph() -> dict[str, set[str]]:
+    """Module -> the package modules it imports."""
+    modules = _modules()
+    graph: dict[str, set[str]] = {}
+    for name, path in modules.items():
+        package = name if path.name == "__init__.py" else name.rpartition(".")[0]
+        targets = {_owner(n, modules) for n in _imported_names(ast.parse(path.read_text()), package)
+                   if n.split(".")[0] == "hobbit"}
+        graph[name] = targets - {None, name}
+    return graph
+
+
+def layer(module: str) -> int:
+    """The module's layer: its index in LAYERS, or one past the end for an interface."""
+    for index, prefixes in enumerate(LAYERS):
+        if any(module == p or module.startswith(p + ".") for p in prefixes):
+            return index
+    return len(LAYERS)
+
+
+def find_cycle(graph: dict[str, set[str]]) -> list[str] | None:
+    """One import cycle in `graph` as a path that returns to its start, or None."""
+    state: dict[str, str] = {}
+    path: list[str] = []
+
+    def visit(node: str) -> list[str] | None:
+        state[node] = "open"
+        path.append(node)
+        for succ in sorted(graph.get(node, ())):
+            if state.get(succ) == "open":
+                return path[path.index(succ):] + [succ]
+            if succ not in state:
+                cycle = visit(succ)
+                if cycle:
+                    return cycle
+        state[node] = "done"
+        path.pop()
+        return None
+
+    for start in sorted(graph):
+        if start not in state:
+            cycle = visit(start)
+            if cycle:
+                return cycle
+    return None
+
+
+def _without_known(graph: dict[str, set[str]]) -> dict[str, set[str]]:
+    return {a: {b for b in bs if (a, b) not in KNOWN} for a, bs in graph.items()}
+
+
+def test_imports_inside_functions_and_relative_imports_count():
+    source = "def f():\n    import hobbit.ops\nfrom .ir import Graph\nfrom .. import errors\n"
+    names = _imported_names(ast.parse(source), "hobbit.graph")
+    assert sorted(names) == ["hobbit.errors", "hobbit.graph.ir.Graph", "hobbit.ops"]
+
+
+def test_find_cycle_finds_a_cycle():
+    assert find_cycle({"a": {"b"}, "b": {"c"}, "c": {"a"}}) == ["a", "b", "c", "a"]
+    assert find_cycle({"a": {"b"}, "b": {"c"}, "c": set()}) is None
+
+
+def test_no_import_cycles():
+    cycle = find_cycle(_without_known(import_graph()))
+    assert cycle is None, "import cycle: " + " -> ".join(cycle)
+
+
+def test_layers_import_only_downward():
+    upward = sorted((a, b) for a, bs in _without_known(import_graph()).items() for b in bs
+                    if layer(b) > layer(a))
+    assert upward == [], "imports running up the layers (DESIGN.md): " + \
+        ", ".join(f"{a} -> {b}" for a, b in upward)
+
+
+def test_known_exceptions_still_exist():
+    graph = import_graph()
+    gone = sorted(edge for edge in KNOWN if edge[1] not in graph.get(edge[0], ()))
+    assert gone == [], f"fixed, delete from KNOWN: {gone}"
+
+
+def test_ground_floor_imports_nothing_above_it():
+    graph = import_graph()
+    assert graph["hobbit.target"] <= {"hobbit.errors"}
+    assert graph["hobbit.errors"] == set()
