@@ -30,6 +30,7 @@ import hobbit
 from hobbit import bench_load, bench_memory
 from hobbit.bench_load import BLOCK, COOLDOWN_S, LOADS, MODES, Measured, describe_mode
 from hobbit.bench_memory import MemoryUse
+from hobbit.bench_ort import ModelSource, ort_options, ort_session
 from hobbit.target import host_target
 from hobbit.errors import HobbitError, ShapeError
 from hobbit.frontend.onnx import load_model
@@ -40,7 +41,6 @@ from hobbit.runtime.jit import TensorSpec
 from hobbit.runtime.peak import fma_peak_gflops
 from hobbit.runtime.profile import format_profile
 
-ModelSource = onnx.ModelProto | str | os.PathLike
 
 RTOL = 1e-3
 ATOL = 1e-4
@@ -197,31 +197,6 @@ def compare_outputs(got: list[np.ndarray], expected: list[np.ndarray], names: li
             return worst, (f"output '{name}': {int(bad.sum())} of {bad.size} elements differ, "
                            f"max abs diff {float(diff.max()):.3g}")
     return worst, None
-
-
-def ort_session(model: ModelSource, threads: int):
-    """An onnxruntime CPU session configured like hobbit runs: N intra-op threads, sequential."""
-    try:
-        import onnxruntime as ort
-    except ImportError as exc:
-        raise HobbitError("bench needs onnxruntime: pip install 'hobbit[bench]'") from exc
-    opts = ort.SessionOptions()
-    for name, value in ort_options(threads).items():
-        if isinstance(value, str):  # "Enum.MEMBER"
-            enum, member = value.split(".")
-            value = getattr(getattr(ort, enum), member)
-        setattr(opts, name, value)
-    source = model.SerializeToString() if isinstance(model, onnx.ModelProto) else os.fspath(model)
-    return ort.InferenceSession(source, opts, providers=["CPUExecutionProvider"])
-
-
-def ort_options(threads: int) -> dict[str, object]:
-    """onnxruntime's SessionOptions for a comparison, enum values as "Enum.MEMBER" strings so
-    that the memory measurement's child process, which must not import hobbit, applies the
-    same ones (hobbit.bench_memory)."""
-    return {"graph_optimization_level": "GraphOptimizationLevel.ORT_ENABLE_ALL",
-            "execution_mode": "ExecutionMode.ORT_SEQUENTIAL",
-            "intra_op_num_threads": threads, "inter_op_num_threads": 1}
 
 
 def graph_flops(graph: Graph) -> int:

@@ -29,6 +29,7 @@ from typing import Any
 import numpy as np
 import onnx
 
+from hobbit.bench_ort import ort_session
 from hobbit.errors import HobbitError
 
 # Engines alternate in short blocks with a pause between them: both keep their
@@ -252,7 +253,6 @@ def _worker(index: int, model_path: str, threads: int, passes: list[str] | None,
     Worker 1 compiles after worker 0, so it finds worker 0's code in the compile cache."""
     try:
         import hobbit
-        from hobbit.bench import ort_session  # here, not at the top: hobbit.bench imports this module
 
         if index == 1:
             barrier.wait(BARRIER_TIMEOUT_S)

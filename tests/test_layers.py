@@ -65,8 +65,6 @@ KNOWN: dict[tuple[str, str], str] = {
         "as for depthwise: scratch sizing and variant choice kept in step by hand",
     ("hobbit.runtime.cache", "hobbit"):
         "the cache key reads hobbit.__version__, defined in the interface package",
-    ("hobbit.bench_load", "hobbit.bench"):
-        "the two-process benchmark worker reuses bench's onnxruntime session builder",
 }
 
 
