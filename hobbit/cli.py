@@ -145,6 +145,8 @@ def _write(text: str, path: str | None) -> None:
 
 
 def cmd_compile(args: argparse.Namespace) -> int:
+    if args.emit == "lib":
+        return _export(args)
     report = _report(args, opt_level=3 if args.emit == "asm" else 0)
     if args.emit == "llvm":
         text = report.llvm_ir
@@ -153,6 +155,19 @@ def cmd_compile(args: argparse.Namespace) -> int:
     else:
         text = str(report.graph)
     _write(text, args.output)
+    return 0
+
+
+def _export(args: argparse.Namespace) -> int:
+    """`--emit lib -o DIR`: the model as a library with a C API (hobbit.runtime.export)."""
+    if not args.output:
+        raise ConfigError("--emit lib writes a folder (library, header, weights, manifest): give it with -o DIR")
+    source = load_model(args.model)
+    shapes = input_shapes(declared(read_model(source), args.input_shape), args.input_shape)
+    model = hobbit.compile(source, threads=args.threads, passes=pipeline(args), input_shapes=shapes or None)
+    files = model.export(args.output, name=args.name)
+    for path in (files.library, files.header, files.weights, files.manifest):
+        print(f"wrote {path}", file=sys.stderr)
     return 0
 
 
@@ -391,7 +406,9 @@ _RUN_EXAMPLES = """examples:
 _COMPILE_EXAMPLES = """examples:
   hobbit compile model.onnx -o model.ll        the LLVM IR hobbit generates
   hobbit compile model.onnx --emit asm --threads 1
-  hobbit compile dynamic.onnx --input-shape input=1x3x224x224 --emit graph"""
+  hobbit compile dynamic.onnx --input-shape input=1x3x224x224 --emit graph
+  hobbit compile squeezenet1_1 --emit lib -o build/squeezenet
+                                               libsqueezenet.so + squeezenet.h + weights"""
 _INSPECT_EXAMPLES = """examples:
   hobbit inspect resnet18
   hobbit inspect model.onnx --disable fuse     the plan without fusion
@@ -450,8 +467,12 @@ def build_parser() -> argparse.ArgumentParser:
                                    "hobbit generates (before LLVM's optimiser), 'asm' the optimised machine code "
                                    "for this CPU, 'graph' the graph after the passes (fused groups).")
     _common(p)
-    p.add_argument("--emit", choices=["llvm", "asm", "graph"], default="llvm", help="what to write (default llvm)")
+    p.add_argument("--emit", choices=["llvm", "asm", "graph", "lib"], default="llvm",
+                   help="what to write (default llvm); 'lib' writes a shared library with a C header, its "
+                        "weights and a manifest into the folder -o DIR (hobbit.load(DIR) runs it again)")
     p.add_argument("-o", "--output", metavar="FILE", help="write to FILE instead of standard output")
+    p.add_argument("--name", help="with --emit lib: the C prefix of the library's functions "
+                                  "(default: the folder's name)")
     p.set_defaults(func=cmd_compile)
 
     p = sub.add_parser("inspect", formatter_class=_HelpFormatter, epilog=_INSPECT_EXAMPLES,

@@ -18,6 +18,7 @@ from onnx import helper
 
 import hobbit
 from hobbit import zoo
+from hobbit.cli import main
 from hobbit.compiler import lower_to_llvm
 from hobbit.errors import ArtifactError, ConfigError, RunError, ShapeError
 from hobbit.runtime.jit import CompiledModel, TensorSpec
@@ -236,3 +237,16 @@ def test_c_example_matches_the_jit_and_runs_clean_under_valgrind(tmp_path):
     got = np.fromfile(tmp_path / "scores_avx2.raw", np.float32).reshape(want.shape)
     want_avx2 = avx2.run({graph.inputs[0].name: image})[0]
     assert np.abs(got - want_avx2).max() <= 1e-5
+
+
+def test_cli_emit_lib_writes_a_loadable_library(tmp_path, capsys):
+    model, feeds = _tiny_model()
+    path = tmp_path / "tiny.onnx"
+    path.write_bytes(model.SerializeToString())
+    assert main(["compile", str(path), "--emit", "lib", "-o", str(tmp_path / "out"), "--name", "tiny_cli",
+                 "--threads", "1"]) == 0
+    assert "libtiny_cli.so" in capsys.readouterr().err
+    loaded = hobbit.load(tmp_path / "out")
+    want = hobbit.compile(model, threads=1, cache=False).run(feeds)
+    for got, expected in zip(loaded.run(feeds), want):
+        np.testing.assert_array_equal(got, expected)
