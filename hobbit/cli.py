@@ -166,7 +166,7 @@ def _export(args: argparse.Namespace) -> int:
     shapes = input_shapes(declared(read_model(source), args.input_shape), args.input_shape)
     model = hobbit.compile(source, threads=args.threads, passes=pipeline(args), input_shapes=shapes or None)
     files = model.export(args.output, name=args.name)
-    for path in (files.library, files.header, files.weights, files.manifest):
+    for path in (files.library, files.archive, files.header, files.weights, files.manifest):
         print(f"wrote {path}", file=sys.stderr)
     return 0
 

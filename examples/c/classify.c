@@ -4,6 +4,7 @@
  *   or on the command line: hobbit compile squeezenet1_1.onnx --emit lib -o build/squeezenet --name squeezenet
  * Build:  cc -O2 -I build/squeezenet classify.c -L build/squeezenet -lsqueezenet \
  *            -Wl,-rpath,build/squeezenet -o classify
+ *   or statically: cc -O2 -I build/squeezenet classify.c build/squeezenet/libsqueezenet.a -lm -o classify
  * Run:    ./classify build/squeezenet/squeezenet.weights image.raw [scores.raw]
  *
  * image.raw holds the model's first input as raw float32 values in C order (for an ImageNet

@@ -2,6 +2,7 @@
 
 `export_library` writes, into one folder:
   lib<name>.so   the model's machine code, hobbit's thread runtime and the C API (capi.c)
+  lib<name>.a    the same as one object in an archive, for static linking (link with -lm)
   <name>.h       the tensors and the API, documented
   <name>.weights the packed constants, mapped read-only by <name>_create
   <name>.json    the manifest hobbit.load reads: target CPU and features, sizes, checksums
@@ -51,6 +52,8 @@ from hobbit.target import Target
 MANIFEST_FORMAT = 1
 # The thread runtime's optimisation level, as the JIT builds it (hobbit.runtime.pool.load_runtime).
 RUNTIME_OPT_LEVEL = 2
+# The C API's functions (hobbit/runtime/capi.c), each <name>_<function> in the library.
+API_FUNCTIONS = ("create", "run", "error", "destroy", "arena_bytes", "input_bytes", "output_bytes")
 _IDENTIFIER = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 
 
@@ -74,13 +77,14 @@ class ArtifactFiles:
     """The paths one export wrote."""
 
     library: Path
+    archive: Path
     header: Path
     weights: Path
     manifest: Path
 
 
 def artifact_files(directory: Path, name: str) -> ArtifactFiles:
-    return ArtifactFiles(directory / f"lib{name}.so", directory / f"{name}.h", directory / f"{name}.weights",
+    return ArtifactFiles(directory / f"lib{name}.so", directory / f"lib{name}.a", directory / f"{name}.h", directory / f"{name}.weights",
                          directory / f"{name}.json")
 
 
@@ -115,28 +119,41 @@ def export_library(model: NativeModel, directory: str | os.PathLike, name: str |
         blob.tofile(build / f"{name}.weights")
         manifest = _manifest(model, facts, (build / f"lib{name}.so").read_bytes())
         (build / f"{name}.json").write_text(json.dumps(manifest, indent=1) + "\n")
-        for path in (files.header, files.weights, files.library, files.manifest):
+        for path in (files.header, files.weights, files.archive, files.library, files.manifest):
             shutil.move(build / path.name, path)  # the manifest last: a reader never sees it before the rest
     return files
 
 
 def _link(build: Path, name: str) -> None:
-    """cc: capi.c and the two objects -> lib<name>.so, only <name>_* exported."""
-    compiler = os.environ.get("CC", "cc")
-    if shutil.which(compiler) is None:
-        raise ConfigError(f"exporting a library needs a C compiler: '{compiler}' (from $CC, else cc) was not found; "
-                          f"install gcc or set CC")
+    """capi.c and the two objects -> lib<name>.so and lib<name>.a, only <name>_* global in either."""
+    compiler = _tool(os.environ.get("CC", "cc"), "a C compiler ($CC, else cc)")
+    (build / "capi.c").write_text(resources.files("hobbit.runtime").joinpath("capi.c").read_text())
+    _run([compiler, "-c", "-fPIC", "-O2", "-std=c11", "-D_GNU_SOURCE", f"-DHOBBIT_PREFIX={name}", "-I", str(build),
+          "-o", str(build / "capi.o"), str(build / "capi.c")], "compiling the C API")
+    objects = [str(build / "capi.o"), str(build / "model.o"), str(build / "runtime.o")]
     (build / "exports.map").write_text(f"{{ global: {name}_*; local: *; }};\n")
-    capi = resources.files("hobbit.runtime").joinpath("capi.c")
-    (build / "capi.c").write_text(capi.read_text())
-    command = [compiler, "-shared", "-fPIC", "-O2", "-std=c11", "-D_GNU_SOURCE", f"-DHOBBIT_PREFIX={name}",
-               "-I", str(build), "-o", str(build / f"lib{name}.so"), str(build / "capi.c"),
-               str(build / "model.o"), str(build / "runtime.o"),
-               f"-Wl,--version-script={build / 'exports.map'}", "-Wl,-z,nodelete", "-Wl,-z,noexecstack", "-lm"]
+    _run([compiler, "-shared", "-o", str(build / f"lib{name}.so"), *objects,
+          f"-Wl,--version-script={build / 'exports.map'}", "-Wl,-z,nodelete", "-Wl,-z,noexecstack", "-lm"],
+         f"linking lib{name}.so")
+    # The archive holds one object whose only globals are the API, as the .so's version script does.
+    _run([compiler, "-r", "-nostdlib", "-o", str(build / "all.o"), *objects], "joining the objects")
+    api = [f"{name}_{fn}" for fn in API_FUNCTIONS]
+    _run([_tool("objcopy", "binutils' objcopy"), *[f"--keep-global-symbol={sym}" for sym in api],
+          str(build / "all.o")], "hiding the internal symbols")
+    _run([_tool("ar", "binutils' ar"), "rcs", str(build / f"lib{name}.a"), str(build / "all.o")],
+         f"archiving lib{name}.a")
+
+
+def _tool(program: str, what: str) -> str:
+    if shutil.which(program) is None:
+        raise ConfigError(f"exporting a library needs {what}: '{program}' was not found; install gcc and binutils")
+    return program
+
+
+def _run(command: list[str], what: str) -> None:
     done = subprocess.run(command, capture_output=True, text=True)
     if done.returncode != 0:
-        raise CodegenError(f"linking lib{name}.so with '{compiler}' failed (exit {done.returncode}):\n"
-                           f"{done.stderr.strip()}")
+        raise CodegenError(f"{what} failed ({command[0]} exited with {done.returncode}):\n{done.stderr.strip()}")
 
 
 def _manifest(model: NativeModel, facts: LibraryFacts, library: bytes) -> dict:

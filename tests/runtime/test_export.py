@@ -60,7 +60,7 @@ def _copy(files, tmp_path: Path) -> Path:
 
 def test_export_writes_library_header_weights_and_manifest(tiny):
     compiled, _, files = tiny
-    for path in (files.library, files.header, files.weights, files.manifest):
+    for path in (files.library, files.archive, files.header, files.weights, files.manifest):
         assert path.is_file(), path
     assert files.library.name == "libtiny.so"  # the name defaults to the folder's
     header = files.header.read_text()
@@ -86,6 +86,10 @@ def test_library_needs_only_libc_libm_libgcc_s(tiny):
                              check=True).stdout
     exported = {line.split()[-1] for line in defined.split("\n") if line.strip()}
     assert all(sym.startswith("tiny_") for sym in exported), exported  # hobbit_main and the runtime stay local
+    archived = subprocess.run(["nm", "-g", "--defined-only", str(tiny[2].archive)], capture_output=True, text=True,
+                              check=True).stdout
+    globals_ = {line.split()[-1] for line in archived.split("\n") if line.strip() and not line.endswith(":")}
+    assert globals_ == exported, globals_ ^ exported
 
 
 def test_load_runs_like_the_jit(tiny):
@@ -180,14 +184,16 @@ def test_a_name_that_is_not_a_c_identifier_is_refused(tiny, tmp_path):
 
 
 # -- the C example, against SqueezeNet ----------------------------------------------------------
-def _build_example(files, name: str, build: Path) -> Path:
-    """examples/c/classify.c, written for `squeezenet_`, compiled for an export named `name`."""
+def _build_example(files, name: str, build: Path, static: bool = False) -> Path:
+    """examples/c/classify.c, written for `squeezenet_`, compiled for an export named `name`
+    and linked with its shared library, or with its archive when `static`."""
     source = EXAMPLE.read_text().replace("squeezenet", name)
     (build / f"classify_{name}.c").write_text(source)
-    program = build / f"classify_{name}"
+    program = build / f"classify_{name}{'_static' if static else ''}"
     folder = str(files.library.parent)
-    subprocess.run(["cc", "-O2", "-Wall", "-Werror", "-I", folder, str(build / f"classify_{name}.c"), "-L", folder,
-                    f"-l{name}", f"-Wl,-rpath,{folder}", "-o", str(program)], check=True)
+    link = [str(files.archive), "-lm"] if static else ["-L", folder, f"-l{name}", f"-Wl,-rpath,{folder}"]
+    subprocess.run(["cc", "-O2", "-Wall", "-Werror", "-I", folder, str(build / f"classify_{name}.c"), *link,
+                    "-o", str(program)], check=True)
     return program
 
 
@@ -219,6 +225,9 @@ def test_c_example_matches_the_jit_and_runs_clean_under_valgrind(tmp_path):
     assert np.abs(got - want).max() <= 1e-5
     top = np.argsort(-want.reshape(-1), kind="stable")[:5]
     assert [int(c) for c in re.findall(r"class (\d+)", printed)] == top.tolist()
+    static = _build_example(files, "squeezenet", tmp_path, static=True)
+    _classify(static, files, tmp_path / "image.raw", tmp_path / "scores_static.raw")
+    np.testing.assert_array_equal(np.fromfile(tmp_path / "scores_static.raw", np.float32), got.reshape(-1))
 
     # valgrind runs a build without AVX-512, compared with that build's JIT.
     target = _avx2_target()
@@ -250,3 +259,14 @@ def test_cli_emit_lib_writes_a_loadable_library(tmp_path, capsys):
     want = hobbit.compile(model, threads=1, cache=False).run(feeds)
     for got, expected in zip(loaded.run(feeds), want):
         np.testing.assert_array_equal(got, expected)
+
+
+def test_a_model_from_the_compile_cache_exports_the_same_code(tmp_path):
+    model, feeds = _tiny_model()
+    fresh = hobbit.compile(model, threads=1, cache=True)
+    cached = hobbit.compile(model, threads=1, cache=True)
+    assert getattr(cached.report, "cached", False)
+    files = cached.export(tmp_path / "cached")
+    assert json.loads(files.manifest.read_text())["threads"] == 1
+    for got, want in zip(hobbit.load(files.library.parent).run(feeds), fresh.run(feeds)):
+        np.testing.assert_array_equal(got, want)
