@@ -39,9 +39,6 @@ KNOWN: dict[tuple[str, str], str] = {
     ("hobbit.graph.registry", "hobbit.ops"):
         "get_op fills the op table on first use by importing every op definition, and the "
         "definitions name their CPU lowering: needs the per-backend kernel table",
-    ("hobbit.frontend.converters", "hobbit.frontend.onnx_ops"):
-        "the converter table fills itself on first use by importing the converters, which "
-        "register themselves through converters.register",
     ("hobbit.frontend.onnx_ops.index", "hobbit.ops.scatter"):
         "Scatter's reduction names are kept with the op definition",
     ("hobbit.frontend.onnx_ops.pool_nd", "hobbit.ops.pool"):

@@ -3,7 +3,10 @@
 A converter turns one ONNX node into graph ops through a ConvertContext. It is
 registered with the first opset version whose semantics it implements; the
 frontend picks the largest registered version <= the model's opset for that
-domain, as ONNX's own schema versioning does."""
+domain, as ONNX's own schema versioning does. The converters (onnx_ops/) register
+themselves here when imported; the modules that read the whole table (the
+importer, onnx.py, and supported.py) import them, so this table imports nothing
+above it."""
 
 from __future__ import annotations
 
@@ -36,7 +39,6 @@ def converter(op_type: str, since: int = 1, domain: str = "") -> Callable[[Conve
 
 
 def lookup(domain: str, op_type: str, opset: int) -> ConverterEntry | None:
-    _ensure_loaded()
     domain = "" if domain == "ai.onnx" else domain
     best = None
     for entry in _TABLE.get((domain, op_type), []):
@@ -46,9 +48,4 @@ def lookup(domain: str, op_type: str, opset: int) -> ConverterEntry | None:
 
 
 def table() -> dict[tuple[str, str], list[ConverterEntry]]:
-    _ensure_loaded()
     return {k: list(v) for k, v in sorted(_TABLE.items())}
-
-
-def _ensure_loaded() -> None:
-    import hobbit.frontend.onnx_ops  # noqa: F401

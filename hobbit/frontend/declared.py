@@ -10,7 +10,8 @@ import numpy as np
 import onnx
 
 from hobbit.errors import ModelFormatError
-from hobbit.frontend.onnx import ONNX_DTYPES, input_type, onnx_dtype
+from hobbit.frontend.onnx import input_type
+from hobbit.frontend.onnx_types import ONNX_DTYPES, onnx_dtype
 
 
 @dataclass(frozen=True)

@@ -10,58 +10,19 @@ Gather, Concat, ...) never reaches the runtime graph."""
 from __future__ import annotations
 
 import os
-from dataclasses import dataclass
 from typing import Any
 
-import ml_dtypes
 import numpy as np
 import onnx
 from onnx import numpy_helper
 
 from hobbit.errors import HobbitError, InputError, ModelFormatError, ShapeError, UnsupportedItem, UnsupportedModelError
+import hobbit.frontend.onnx_ops  # noqa: F401  (its converters fill the converter table)
 from hobbit.frontend import functions, validate
 from hobbit.frontend.converters import lookup
+from hobbit.frontend.onnx_types import NeedsInputValues, Sequence, Unsupported, onnx_dtype
 from hobbit.graph.ir import Graph, Node, TensorType, Value
 from hobbit.graph.registry import get_op
-
-ONNX_DTYPES = {
-    onnx.TensorProto.FLOAT: np.float32, onnx.TensorProto.DOUBLE: np.float64,
-    onnx.TensorProto.FLOAT16: np.float16, onnx.TensorProto.INT8: np.int8,
-    onnx.TensorProto.UINT8: np.uint8, onnx.TensorProto.INT16: np.int16,
-    onnx.TensorProto.UINT16: np.uint16, onnx.TensorProto.INT32: np.int32,
-    onnx.TensorProto.UINT32: np.uint32, onnx.TensorProto.INT64: np.int64,
-    onnx.TensorProto.UINT64: np.uint64, onnx.TensorProto.BOOL: np.bool_,
-    onnx.TensorProto.BFLOAT16: ml_dtypes.bfloat16,
-}
-
-
-def onnx_dtype(elem_type: int, where: str) -> np.dtype:
-    if elem_type not in ONNX_DTYPES:
-        name = onnx.TensorProto.DataType.Name(elem_type) if elem_type in onnx.TensorProto.DataType.values() else elem_type
-        raise UnsupportedModelError([UnsupportedItem("dtype", "", 0, where, f"element type {name} is not supported")])
-    return np.dtype(ONNX_DTYPES[elem_type])
-
-
-@dataclass
-class Sequence:
-    """An ONNX sequence during import: a list of tensors of one dtype, its length known at
-    compile time (see onnx_ops/sequence.py). Only its tensors reach the graph."""
-
-    items: list[Value]
-    dtype: np.dtype
-    const = None
-
-
-class Unsupported(Exception):
-    """Raised by a converter for an attribute value or input form it does not handle."""
-
-
-class NeedsInputValues(Unsupported):
-    """A value that must be known at compile time is computed from graph inputs."""
-
-    def __init__(self, message: str, inputs: set[str]):
-        super().__init__(message)
-        self.inputs = set(inputs)
 
 
 class SymbolicInputShape(HobbitError):

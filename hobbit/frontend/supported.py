@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import onnx
 
+import hobbit.frontend.onnx_ops  # noqa: F401  (its converters fill the converter table)
 from hobbit.frontend.converters import table
 
 

@@ -11,7 +11,7 @@ from __future__ import annotations
 import numpy as np
 import onnx
 
-from hobbit.frontend.onnx import ONNX_DTYPES
+from hobbit.frontend.onnx_types import ONNX_DTYPES
 
 # numpy dtype -> ONNX element type, the inverse of the frontend's table (one place for the fact).
 _ELEM_TYPES = {np.dtype(dtype): elem for elem, dtype in ONNX_DTYPES.items()}

@@ -13,7 +13,7 @@ from __future__ import annotations
 import numpy as np
 
 from hobbit.frontend.converters import converter
-from hobbit.frontend.onnx import NeedsInputValues, Unsupported
+from hobbit.frontend.onnx_types import NeedsInputValues, Unsupported
 from hobbit.graph.ir import Value
 
 # Unrolling multiplies the body; past this many iterations the graph would be absurd.

@@ -7,7 +7,7 @@ import numpy as np
 
 from hobbit.errors import ShapeError
 from hobbit.frontend.converters import converter
-from hobbit.frontend.onnx import Unsupported, onnx_dtype
+from hobbit.frontend.onnx_types import Unsupported, onnx_dtype
 from hobbit.frontend.onnx_ops.half import narrow, widen_half
 from hobbit.graph.shapes import broadcast
 

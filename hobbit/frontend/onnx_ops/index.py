@@ -14,7 +14,7 @@ import numpy as np
 
 from hobbit.errors import ShapeError
 from hobbit.frontend.converters import converter
-from hobbit.frontend.onnx import Unsupported, onnx_dtype
+from hobbit.frontend.onnx_types import Unsupported, onnx_dtype
 from hobbit.graph.ir import Value
 from hobbit.graph.shapes import normalize_axis
 from hobbit.ops.scatter import REDUCTIONS

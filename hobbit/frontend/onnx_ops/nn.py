@@ -7,7 +7,7 @@ import numpy as np
 
 from hobbit.errors import ShapeError
 from hobbit.frontend.converters import converter
-from hobbit.frontend.onnx import Unsupported
+from hobbit.frontend.onnx_types import Unsupported
 from hobbit.frontend.onnx_ops.convnd import conv_general
 from hobbit.frontend.onnx_ops.half import narrow, widen_half
 from hobbit.frontend.onnx_ops.norm import batchnorm_from_statistics, batchnorm_training

@@ -14,7 +14,7 @@ import numpy as np
 
 from hobbit.errors import ShapeError
 from hobbit.frontend.converters import converter
-from hobbit.frontend.onnx import Sequence, Unsupported, onnx_dtype
+from hobbit.frontend.onnx_types import Sequence, Unsupported, onnx_dtype
 
 
 def _sequence(value, what: str) -> Sequence:

@@ -6,7 +6,7 @@ import numpy as np
 
 from hobbit.errors import ShapeError
 from hobbit.frontend.converters import converter
-from hobbit.frontend.onnx import Unsupported
+from hobbit.frontend.onnx_types import Unsupported
 from hobbit.graph.shapes import broadcast
 
 
