@@ -83,7 +83,7 @@ class LoadedModel(CompiledModel):
         self._name = manifest["name"]
         self._weights_path = os.fsencode(weights)
         self._lib = ctypes.CDLL(os.fspath(library), mode=os.RTLD_NOW | os.RTLD_LOCAL)
-        self._api = _bind(self._lib, self._name)
+        self._api = bind_api(self._lib, self._name)
         self._check_sizes(manifest, library)
         self._local = threading.local()
         self._context()  # the weights' crc32 is checked now, not at the first run
@@ -139,7 +139,7 @@ class _Context:
             self.handle = ctypes.c_void_p()
 
 
-def _bind(lib: ctypes.CDLL, name: str) -> dict:
+def bind_api(lib: ctypes.CDLL, name: str) -> dict[str, ctypes._CFuncPtr]:
     """The library's C API with its argument and result types."""
     c = ctypes
     signatures = {

@@ -3,6 +3,7 @@ JIT runs, needs only libc/libm/libgcc_s, and a bad artifact is a clear error, ne
 
 from __future__ import annotations
 
+import ctypes
 import dataclasses
 import json
 import os
@@ -22,6 +23,7 @@ from hobbit.cli import main
 from hobbit.compiler import lower_to_llvm
 from hobbit.errors import ArtifactError, ConfigError, RunError, ShapeError
 from hobbit.runtime.jit import CompiledModel, TensorSpec
+from hobbit.runtime.load import bind_api
 from hobbit.target import host_target
 from tests.helpers import make_model, rand
 
@@ -270,3 +272,35 @@ def test_a_model_from_the_compile_cache_exports_the_same_code(tmp_path):
     assert json.loads(files.manifest.read_text())["threads"] == 1
     for got, want in zip(hobbit.load(files.library.parent).run(feeds), fresh.run(feeds)):
         np.testing.assert_array_equal(got, want)
+
+
+def test_c_api_checks_threads_and_a_caller_provided_arena(tiny):
+    """The C API itself, through ctypes: a caller's arena must be big enough and 64-byte aligned,
+    and threads is 0 or the count the library was built for (2 here)."""
+    _, feeds, files = tiny
+    api = bind_api(ctypes.CDLL(str(files.library)), "tiny")
+    weights = str(files.weights).encode()
+    size = api["arena_bytes"]()
+    raw = np.zeros(size + 128, np.uint8)
+    aligned = raw.ctypes.data + (-raw.ctypes.data) % 64
+
+    def create(threads: int, arena: int | None, nbytes: int) -> tuple[int, str, ctypes.c_void_p]:
+        handle = ctypes.c_void_p()
+        code = api["create"](weights, threads, arena, nbytes, ctypes.byref(handle))
+        return code, api["error"](handle).decode(), handle
+
+    for threads, arena, nbytes, message in ((3, None, 0, "built for 2 thread"),
+                                            (0, aligned, size - 1, f"the model needs {size}"),
+                                            (0, aligned + 8, size, "aligned to 64")):
+        code, text, handle = create(threads, arena, nbytes)
+        assert code == 1 and message in text, (code, text)  # HOBBIT_E_ARGUMENT
+        api["destroy"](handle)
+    code, text, handle = create(2, aligned, size)
+    assert code == 0, text
+    x, idx = np.ascontiguousarray(feeds["x"]), np.ascontiguousarray(feeds["idx"])
+    s, g = np.empty((2, 32), np.float32), np.empty((2, 3), np.float32)
+    inputs = (ctypes.c_void_p * 2)(x.ctypes.data, idx.ctypes.data)
+    outputs = (ctypes.c_void_p * 2)(s.ctypes.data, g.ctypes.data)
+    assert api["run"](handle, inputs, outputs) == 0
+    np.testing.assert_array_equal(g, tiny[0].run(feeds)[1])
+    api["destroy"](handle)
