@@ -25,7 +25,7 @@ from hobbit.errors import ArtifactError, ConfigError, RunError, ShapeError
 from hobbit.runtime.jit import CompiledModel, TensorSpec
 from hobbit.runtime.load import bind_api
 from hobbit.target import host_target
-from tests.helpers import make_model, rand
+from tests.helpers import make_model, rand, run_in_four_threads
 
 EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "c" / "classify.c"
 # memcheck with shorter translation blocks: at the default 60 instructions a block of the
@@ -304,3 +304,11 @@ def test_c_api_checks_threads_and_a_caller_provided_arena(tiny):
     assert api["run"](handle, inputs, outputs) == 0
     np.testing.assert_array_equal(g, tiny[0].run(feeds)[1])
     api["destroy"](handle)
+
+
+def test_a_loaded_model_runs_from_four_threads_at_once(tmp_path):
+    """Each Python thread gets its own context (arena), as a CompiledModel gives each its own arena."""
+    model = make_model([helper.make_node("MatMul", ["x", "W"], ["y"]), helper.make_node("Tanh", ["y"], ["z"])],
+                       {"x": rand(8, 64)}, ["z"], {"W": rand(64, 64, seed=2)})
+    hobbit.compile(model, threads=2, cache=False).export(tmp_path / "four")
+    run_in_four_threads(hobbit.load(tmp_path / "four"), model, [rand(8, 64, seed=s) for s in range(4)], runs=50)
