@@ -12,8 +12,6 @@ store, indexed in the view [N, OC, OH*OW]."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
 import numpy as np
 from llvmlite import ir
 
@@ -21,67 +19,15 @@ from hobbit.target import Target
 from hobbit.graph.ir import Node
 from hobbit.lower.builder import KernelBuilder
 from hobbit.lower.copy import emit_fill
+from hobbit.lower.depthwise import depthwise_scratch_elems, lower_depthwise
+from hobbit.lower.direct_conv import direct_scratch_elems, is_direct, lower_direct_conv
 from hobbit.lower.elementwise import Epilogue
 from hobbit.lower.gemm import MatA, MatB, MatC, emit_gemm, pack_elems, row_major_a
 from hobbit.lower.kernel import KernelArgs
 from hobbit.lower.parallel import Threads, band_heights
 from hobbit.lower.scalar import Emit
 from hobbit.lower.schedule import gemm_schedule
-
-
-@dataclass(frozen=True)
-class ConvShape:
-    n: int
-    c: int
-    h: int
-    w: int
-    oc: int
-    kh: int
-    kw: int
-    oh: int
-    ow: int
-    group: int
-    stride: tuple[int, int]
-    dilation: tuple[int, int]
-    pad: tuple[int, int, int, int]  # top, left, bottom, right
-
-    @property
-    def cg(self) -> int:
-        return self.c // self.group
-
-    @property
-    def ocg(self) -> int:
-        return self.oc // self.group
-
-    @property
-    def depthwise(self) -> bool:
-        return self.group == self.c and self.group > 1 and self.cg == 1
-
-    @property
-    def pointwise(self) -> bool:
-        return (self.kh, self.kw, self.stride, self.pad) == (1, 1, (1, 1), (0, 0, 0, 0))
-
-    @property
-    def padded_hw(self) -> tuple[int, int]:
-        return self.h + self.pad[0] + self.pad[2], self.w + self.pad[1] + self.pad[3]
-
-
-def conv_shape(node: Node) -> ConvShape:
-    x = node.inputs[0]
-    n, c, h, wd = x.shape
-    # A Winograd conv carries transformed weights; its attrs keep the original shape.
-    oc, _, kh, kw = node.attrs.get("weight_shape") or node.inputs[1].shape
-    _, _, oh, ow = node.outputs[0].shape
-    a = node.attrs
-    pool = a.get("pool", 1)  # a Winograd conv with a fused pool stores pooled outputs
-    oh, ow = oh * pool, ow * pool
-    return ConvShape(n, c, h, wd, oc, kh, kw, oh, ow, a["group"], tuple(a["strides"]),
-                     tuple(a["dilations"]), tuple(a["pads"]))
-
-
-def input_rows(s: ConvShape, out_rows: int) -> int:
-    """Input rows that `out_rows` consecutive output rows read (padding rows included)."""
-    return (out_rows - 1) * s.stride[0] + (s.kh - 1) * s.dilation[0] + 1
+from hobbit.plan.conv import ConvShape, conv_shape
 
 
 def _col_elems(s: ConvShape) -> int:
@@ -96,8 +42,6 @@ def block_rows(s: ConvShape, target: Target) -> int:
 
 
 def conv_scratch_bytes(node: Node, target: Target, threads: int) -> int:
-    from hobbit.lower.depthwise import depthwise_scratch_elems
-    from hobbit.lower.direct_conv import direct_scratch_elems, is_direct
     s = conv_shape(node)
     itemsize = np.dtype(node.inputs[0].dtype).itemsize
     if s.depthwise:
@@ -130,8 +74,6 @@ def _block_slices(s: ConvShape, target: Target, threads: int) -> tuple[int, int]
 
 
 def lower_conv(k: KernelArgs) -> None:
-    from hobbit.lower.depthwise import lower_depthwise  # these build on this module
-    from hobbit.lower.direct_conv import is_direct, lower_direct_conv
     s = conv_shape(k.node)
     if s.depthwise:
         lower_depthwise(k, s)

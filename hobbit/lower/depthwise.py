@@ -20,7 +20,7 @@ import numpy as np
 from llvmlite import ir
 
 from hobbit.lower.builder import I1, I32, KernelBuilder
-from hobbit.lower.conv import ConvShape
+from hobbit.plan.conv import ConvShape
 from hobbit.lower.copy import emit_deinterleaved_row_copy, emit_fill, emit_row_copy
 from hobbit.lower.elementwise import Epilogue
 from hobbit.lower.kernel import KernelArgs

@@ -17,7 +17,7 @@ import dataclasses
 import numpy as np
 
 from hobbit.target import Target
-from hobbit.lower.conv import ConvShape, input_rows
+from hobbit.plan.conv import ConvShape, input_rows
 from hobbit.lower.copy import emit_fill
 from hobbit.lower.depthwise import SLACK, copy_row, tap_column
 from hobbit.lower.elementwise import Epilogue

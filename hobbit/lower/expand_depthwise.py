@@ -23,7 +23,7 @@ from hobbit.graph.ir import Node
 from hobbit.graph.registry import get_op
 from hobbit.graph.shapes import conv_out_size
 from hobbit.lower.builder import KernelBuilder
-from hobbit.lower.conv import ConvShape, input_rows
+from hobbit.plan.conv import ConvShape, input_rows
 from hobbit.lower.copy import emit_fill
 from hobbit.lower.depthwise import (SLACK, DepthwiseRows, copy_row, emit_depthwise_rows, emit_rows_direct,
                                     reads_input, row_width)

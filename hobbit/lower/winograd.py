@@ -29,7 +29,7 @@ from llvmlite import ir
 
 from hobbit.target import Target
 from hobbit.lower.builder import I32, KernelBuilder
-from hobbit.lower.conv import ConvShape, conv_shape
+from hobbit.plan.conv import ConvShape, conv_shape
 from hobbit.lower.copy import emit_deinterleaved_row_copy, emit_fill
 from hobbit.lower.elementwise import Epilogue
 from hobbit.lower.gemm import MatA, MatB, MatC, emit_gemm, pack_elems, pack_panels, unpack_panels

@@ -10,10 +10,11 @@ from hobbit.graph.ir import Node, TensorType
 from hobbit.graph.registry import OpDef, register_op
 from hobbit.graph import per_sample
 from hobbit.graph.shapes import broadcast, conv_out_size
-from hobbit.lower.conv import conv_scratch_bytes, conv_shape, lower_conv
+from hobbit.lower.conv import conv_scratch_bytes, lower_conv
 from hobbit.lower.gemm import unpack_panels
 from hobbit.lower.winograd import VARIANTS, lower_winograd, scratch_elems, unpack_weights
 from hobbit.lower.matmul import lower_matmul
+from hobbit.plan.conv import conv_shape
 
 
 def weight_shape(node: Node) -> tuple[int, ...]:

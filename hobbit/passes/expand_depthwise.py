@@ -19,7 +19,7 @@ import numpy as np
 from hobbit.target import Target
 from hobbit.graph.ir import Graph, Node, Value
 from hobbit.graph.rewrite import use_counts
-from hobbit.lower.conv import conv_shape, input_rows
+from hobbit.plan.conv import conv_shape, input_rows
 
 
 def fuse_expand_depthwise(graph: Graph, target: Target) -> Graph:

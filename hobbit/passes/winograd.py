@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from hobbit.target import Target
 from hobbit.graph.ir import Graph, Node, Value
-from hobbit.lower.conv import conv_shape
+from hobbit.plan.conv import conv_shape
 from hobbit.lower.winograd import pack_weights, transform_weights, weight_panel
 
 MIN_CHANNELS = 16

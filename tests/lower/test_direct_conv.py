@@ -8,7 +8,7 @@ from onnx import helper
 
 import hobbit
 from hobbit.compiler import lower_to_llvm
-from hobbit.lower.conv import conv_shape
+from hobbit.plan.conv import conv_shape
 from hobbit.lower.direct_conv import is_direct
 from tests.helpers import make_model, rand, run_ort
 

@@ -63,7 +63,7 @@ def test_batched_whole_image_convs_on_two_threads(c, hw, oc):
 
 def test_large_images_run_in_bands():
     from hobbit.target import host_target
-    from hobbit.lower.conv import conv_shape
+    from hobbit.plan.conv import conv_shape
     from hobbit.lower.winograd import band_rows
     for hw, banded in ((48, True), (12, False)):
         model, _ = _model(32, hw, hw, 32, (1, 1, 1, 1))
@@ -109,7 +109,7 @@ AVX512 = Target("x86_64-unknown-linux-gnu", "znver4", "", 512, 32, 32 << 10, 1 <
     (32, 7, 20, 2, False),     # 20 output channels do not fill the 32-wide panels
 ])
 def test_variant_and_gemm_orientation_follow_the_shape(c, hw, oc, tile, by_tile):
-    from hobbit.lower.conv import conv_shape
+    from hobbit.plan.conv import conv_shape
     from hobbit.lower.winograd import tiles_as_rows
     from hobbit.passes.winograd import use_winograd
     model, _ = _model(c, hw, hw, oc, (1, 1, 1, 1))
