@@ -1,15 +1,33 @@
-"""hobbit: a deep-learning model compiler (ONNX -> optimised graph -> LLVM -> native code)."""
+"""hobbit: a deep-learning model compiler (ONNX -> optimised graph -> LLVM -> native code).
 
-from hobbit.compiler import compile
+The compiler and runtime names load their modules on first use (PEP 562 module
+__getattr__): every `import hobbit.<layer>` runs this file first, and importing
+them here would make importing the graph layer import the compiler and LLVM
+(tests/graph/test_no_llvm.py)."""
+
+from importlib import import_module
+
 from hobbit.errors import (ArtifactError, CodegenError, ConfigError, HobbitError, InputError, ModelFormatError,
                            RunError, ShapeError, UnsupportedModelError)
-from hobbit.runtime.jit import CompiledModel, TensorSpec
-from hobbit.runtime.load import LoadedModel, load
-from hobbit.runtime.nodearg import NodeArg
-from hobbit.runtime.specialize import SpecializingModel
 
 __version__ = "0.1.0"
+
+_LOADED_ON_USE = {"compile": "hobbit.compiler", "load": "hobbit.runtime.load", "LoadedModel": "hobbit.runtime.load",
+                  "CompiledModel": "hobbit.runtime.jit", "TensorSpec": "hobbit.runtime.jit",
+                  "NodeArg": "hobbit.runtime.nodearg", "SpecializingModel": "hobbit.runtime.specialize"}
 
 __all__ = ["compile", "load", "CompiledModel", "LoadedModel", "SpecializingModel", "TensorSpec", "NodeArg", "HobbitError",
            "UnsupportedModelError", "ModelFormatError", "InputError", "RunError", "ShapeError", "CodegenError",
            "ConfigError", "ArtifactError", "__version__"]
+
+
+def __getattr__(name: str) -> object:
+    if name not in _LOADED_ON_USE:
+        raise AttributeError(f"module 'hobbit' has no attribute {name!r}")
+    value = getattr(import_module(_LOADED_ON_USE[name]), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted(set(globals()) | set(_LOADED_ON_USE))
