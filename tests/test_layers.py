@@ -45,12 +45,6 @@ KNOWN: dict[tuple[str, str], str] = {
         "pool_out_size is the op's shape rule, kept with the op definition",
     ("hobbit.frontend.onnx_ops.rnn", "hobbit.ops.rnn"):
         "the RNN gate and activation tables are kept with the op definition",
-    ("hobbit.passes.layout", "hobbit.lower.gemm"):
-        "panel packing is decided by the GEMM microkernel's blocking: a decision for the plan floor",
-    ("hobbit.passes.layout", "hobbit.lower.schedule"):
-        "the layout pass reads the GEMM schedule: a decision for the plan floor",
-    ("hobbit.passes.winograd", "hobbit.lower.winograd"):
-        "Winograd's tile choice lives with its emitter: a decision for the plan floor",
     ("hobbit.runtime.cache", "hobbit"):
         "the cache key reads hobbit.__version__, defined in the interface package",
 }

@@ -26,7 +26,7 @@ from hobbit.lower.gemm import MatA, MatB, MatC, emit_gemm, pack_elems, row_major
 from hobbit.lower.kernel import KernelArgs
 from hobbit.lower.parallel import Threads, band_heights
 from hobbit.lower.scalar import Emit
-from hobbit.lower.schedule import gemm_schedule
+from hobbit.plan.gemm import gemm_schedule
 from hobbit.plan.conv import ConvShape, conv_shape
 
 

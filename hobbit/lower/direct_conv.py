@@ -24,7 +24,7 @@ from hobbit.lower.elementwise import Epilogue
 from hobbit.lower.gemm import MatB, MatC, emit_gemm, row_major_a
 from hobbit.lower.kernel import KernelArgs
 from hobbit.lower.scalar import Emit
-from hobbit.lower.schedule import gemm_schedule
+from hobbit.plan.gemm import gemm_schedule
 
 MAX_CHANNELS = 4  # wider inputs have enough multiply-adds per column to amortise im2col
 

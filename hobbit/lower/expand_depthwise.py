@@ -32,7 +32,7 @@ from hobbit.lower.gemm import MatB, MatC, emit_gemm, pack_elems, row_major_a
 from hobbit.lower.kernel import KernelArgs
 from hobbit.lower.parallel import Threads, band_heights
 from hobbit.lower.scalar import Emit
-from hobbit.lower.schedule import gemm_schedule
+from hobbit.plan.gemm import gemm_schedule
 
 
 def shapes(node: Node) -> tuple[ConvShape, ConvShape]:

@@ -22,7 +22,7 @@ from llvmlite import ir
 from hobbit.errors import CodegenError
 from hobbit.lower.builder import KernelBuilder
 from hobbit.lower.parallel import Threads
-from hobbit.lower.schedule import GemmSchedule
+from hobbit.plan.gemm import GemmSchedule
 from hobbit.lower.scalar import Emit
 
 Index = int | ir.Value
@@ -67,25 +67,6 @@ class MatC:
 
     def between_chunks(self) -> "MatC":
         return self.partial or self
-
-
-def pack_panels(matrix: np.ndarray, nr: int) -> np.ndarray:
-    """[K, N] -> [ceil(N/NR), K, NR], the last panel zero-padded: the compile-time layout a
-    MatB with panel = K*NR reads. Written straight into the result: a padded copy first held
-    VGG-16's 411 MB fc1 weight a third time at the layout pass's memory peak."""
-    k, n = matrix.shape
-    panels, full = -(-n // nr), n // nr
-    packed = np.zeros((panels, k, nr), dtype=matrix.dtype)
-    packed[:full] = matrix[:, :full * nr].reshape(k, full, nr).transpose(1, 0, 2)
-    if full < panels:
-        packed[full, :, :n - full * nr] = matrix[:, full * nr:]
-    return packed
-
-
-def unpack_panels(packed: np.ndarray, n: int) -> np.ndarray:
-    """[P, K, NR] panels back to the [K, N] matrix they were cut from."""
-    panels, k, nr = packed.shape
-    return packed.transpose(1, 0, 2).reshape(k, panels * nr)[:, :n]
 
 
 def row_major_a(ptr: ir.Value, offset: Index, lda: int, mr: int) -> MatA:

@@ -11,10 +11,11 @@ from hobbit.graph.registry import OpDef, register_op
 from hobbit.graph import per_sample
 from hobbit.graph.shapes import broadcast, conv_out_size
 from hobbit.lower.conv import conv_scratch_bytes, lower_conv
-from hobbit.lower.gemm import unpack_panels
-from hobbit.lower.winograd import VARIANTS, lower_winograd, scratch_elems, unpack_weights
+from hobbit.lower.winograd import lower_winograd, scratch_elems
 from hobbit.lower.matmul import lower_matmul
 from hobbit.plan.conv import conv_shape
+from hobbit.plan.gemm import unpack_panels
+from hobbit.plan.winograd import VARIANTS, unpack_weights
 
 
 def weight_shape(node: Node) -> tuple[int, ...]:

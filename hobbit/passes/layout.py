@@ -16,8 +16,7 @@ import numpy as np
 
 from hobbit.target import Target
 from hobbit.graph.ir import Graph, Node, Value
-from hobbit.lower.gemm import pack_panels
-from hobbit.lower.schedule import gemm_schedule
+from hobbit.plan.gemm import gemm_schedule, pack_panels
 
 IDLE_LANES_LIMIT = 0.10
 

@@ -12,7 +12,7 @@ from __future__ import annotations
 from hobbit.target import Target
 from hobbit.graph.ir import Graph, Node, Value
 from hobbit.plan.conv import conv_shape
-from hobbit.lower.winograd import pack_weights, transform_weights, weight_panel
+from hobbit.plan.winograd import pack_weights, transform_weights, weight_panel
 
 MIN_CHANNELS = 16
 # F(4x4)'s transformed weights are 4x the direct ones and are read from memory once per

@@ -11,7 +11,7 @@ import sys
 SCRIPT = """
 import sys
 import numpy as np
-import hobbit.target, hobbit.plan.arena, hobbit.plan.conv
+import hobbit.target, hobbit.plan.arena, hobbit.plan.conv, hobbit.plan.gemm, hobbit.plan.winograd
 from hobbit.graph import per_sample, registry, separable, shapes
 from hobbit.graph.ir import Graph, Node, TensorType, Value
 from hobbit.graph.rewrite import replace_uses

@@ -10,7 +10,7 @@ from onnx import helper
 import hobbit
 from hobbit.target import Target
 from hobbit.graph.registry import get_op
-from hobbit.lower.winograd import pack_weights, transform_weights
+from hobbit.plan.winograd import pack_weights, transform_weights
 from tests.helpers import make_model, rand, run_ort
 
 CASES = [  # C, H, W, OC, pads, threads
@@ -110,7 +110,7 @@ AVX512 = Target("x86_64-unknown-linux-gnu", "znver4", "", 512, 32, 32 << 10, 1 <
 ])
 def test_variant_and_gemm_orientation_follow_the_shape(c, hw, oc, tile, by_tile):
     from hobbit.plan.conv import conv_shape
-    from hobbit.lower.winograd import tiles_as_rows
+    from hobbit.plan.winograd import tiles_as_rows
     from hobbit.passes.winograd import use_winograd
     model, _ = _model(c, hw, hw, oc, (1, 1, 1, 1))
     graph = hobbit.compile(model, passes=[]).report.graph

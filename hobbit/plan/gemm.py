@@ -1,4 +1,6 @@
-"""Schedules chosen from shapes and the target description, never per model.
+"""GEMM schedules chosen from shapes and the target description, never per model, and
+the panel layout of a B matrix packed at compile time for them (the layout pass packs
+constants, the microkernel in hobbit.lower.gemm reads them).
 
 The GEMM microkernel keeps an MR x NR block of C in vector registers
 (NR = nv vectors): MR*nv accumulators + nv B vectors + one broadcast must fit
@@ -8,6 +10,8 @@ every MR-row block of A streams past it."""
 from __future__ import annotations
 
 from dataclasses import dataclass
+
+import numpy as np
 
 from hobbit.target import Target
 
@@ -48,3 +52,22 @@ def _even_split(k: int, limit: int) -> int:
     """The chunk size that splits k into the fewest near-equal chunks <= limit."""
     chunks = -(-k // limit)
     return -(-k // chunks)
+
+
+def pack_panels(matrix: np.ndarray, nr: int) -> np.ndarray:
+    """[K, N] -> [ceil(N/NR), K, NR], the last panel zero-padded: the compile-time layout a
+    MatB with panel = K*NR reads. Written straight into the result: a padded copy first held
+    VGG-16's 411 MB fc1 weight a third time at the layout pass's memory peak."""
+    k, n = matrix.shape
+    panels, full = -(-n // nr), n // nr
+    packed = np.zeros((panels, k, nr), dtype=matrix.dtype)
+    packed[:full] = matrix[:, :full * nr].reshape(k, full, nr).transpose(1, 0, 2)
+    if full < panels:
+        packed[full, :, :n - full * nr] = matrix[:, full * nr:]
+    return packed
+
+
+def unpack_panels(packed: np.ndarray, n: int) -> np.ndarray:
+    """[P, K, NR] panels back to the [K, N] matrix they were cut from."""
+    panels, k, nr = packed.shape
+    return packed.transpose(1, 0, 2).reshape(k, panels * nr)[:, :n]
