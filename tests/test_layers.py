@@ -41,8 +41,6 @@ KNOWN: dict[tuple[str, str], str] = {
         "definitions name their CPU lowering: needs the per-backend kernel table",
     ("hobbit.frontend.onnx_ops.index", "hobbit.ops.scatter"):
         "Scatter's reduction names are kept with the op definition",
-    ("hobbit.frontend.onnx_ops.pool_nd", "hobbit.ops.pool"):
-        "pool_out_size is the op's shape rule, kept with the op definition",
     ("hobbit.frontend.onnx_ops.rnn", "hobbit.ops.rnn"):
         "the RNN gate and activation tables are kept with the op definition",
     ("hobbit.runtime.cache", "hobbit"):

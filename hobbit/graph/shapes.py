@@ -30,6 +30,20 @@ def conv_out_size(size: int, k: int, stride: int, dilation: int, pad_total: int)
     return (size + pad_total - dilation * (k - 1) - 1) // stride + 1
 
 
+def pool_out_size(size: int, k: int, stride: int, dilation: int, pad_begin: int, pad_end: int,
+                  ceil_mode: bool) -> int:
+    """ONNX's output length; with ceil_mode the last window must start inside input + begin pad."""
+    span = size + pad_begin + pad_end - dilation * (k - 1) - 1
+    if span < 0:
+        return 0
+    if not ceil_mode:
+        return span // stride + 1
+    out = -(-span // stride) + 1
+    if (out - 1) * stride >= size + pad_begin:
+        out -= 1
+    return out
+
+
 def normalize_axis(axis: int, rank: int, what: str = "axis") -> int:
     if not -rank <= axis < max(rank, 1):
         raise ShapeError(f"{what} {axis} is out of range for rank {rank}")

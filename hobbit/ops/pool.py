@@ -14,21 +14,8 @@ from hobbit.errors import ShapeError
 from hobbit.graph.ir import Node, TensorType
 from hobbit.graph.registry import OpDef, register_op
 from hobbit.graph import per_sample
+from hobbit.graph.shapes import pool_out_size
 from hobbit.lower.pool import lower_pool
-
-
-def pool_out_size(size: int, k: int, stride: int, dilation: int, pad_begin: int, pad_end: int,
-                  ceil_mode: bool) -> int:
-    """ONNX's output length; with ceil_mode the last window must start inside input + begin pad."""
-    span = size + pad_begin + pad_end - dilation * (k - 1) - 1
-    if span < 0:
-        return 0
-    if not ceil_mode:
-        return span // stride + 1
-    out = -(-span // stride) + 1
-    if (out - 1) * stride >= size + pad_begin:
-        out -= 1
-    return out
 
 
 def _out_hw(shape: tuple[int, ...], a: dict) -> tuple[int, int]:

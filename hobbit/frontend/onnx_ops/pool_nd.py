@@ -15,7 +15,7 @@ import numpy as np
 from hobbit.frontend.converters import converter
 from hobbit.frontend.onnx_types import Unsupported
 from hobbit.frontend.onnx_ops.padding import resolve_pads
-from hobbit.ops.pool import pool_out_size
+from hobbit.graph.shapes import pool_out_size
 
 
 def emit_pool(ctx, x, op: str, kernel: tuple[int, ...], strides: tuple[int, ...], dilations: tuple[int, ...],
