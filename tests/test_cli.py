@@ -339,12 +339,12 @@ def test_keyboard_interrupt_exits_130_quietly(tiny, monkeypatch, capsys):
     assert captured.err == "hobbit: interrupted\n" and "Traceback" not in captured.out
 
 
-def test_sigint_while_compiling_a_zoo_model_exits_130(tmp_path):
+def test_sigint_while_running_a_zoo_model_exits_130(tmp_path):
     """A real Ctrl-C: SIGINT to a process running the command's main() on a zoo model. The child
     says when its imports are done, so the signal always lands inside main(), however loaded
     the machine is."""
     script = ("import sys\nfrom hobbit.cli import main\nprint('ready', flush=True)\n"
-              "sys.exit(main(['run', 'resnet18', '--runs', '100000']))\n")
+              "sys.exit(main(['run', 'squeezenet1_1', '--runs', '1000000']))\n")
     env = {**os.environ, "HOBBIT_CACHE": "0"}
     child = subprocess.Popen([sys.executable, "-c", script], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                              text=True, env=env)
@@ -353,7 +353,9 @@ def test_sigint_while_compiling_a_zoo_model_exits_130(tmp_path):
         time.sleep(1.0)
         assert child.poll() is None, "finished before it could be interrupted"
         child.send_signal(signal.SIGINT)
-        out, err = child.communicate(timeout=120)
+        # Python acts on the signal when the native call in progress returns; under heavy load a
+        # single LLVM optimisation of the model can take tens of seconds.
+        out, err = child.communicate(timeout=300)
     finally:
         child.kill()
         child.wait()
