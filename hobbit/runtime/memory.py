@@ -12,6 +12,8 @@ from __future__ import annotations
 import ctypes
 import ctypes.util
 import gc
+import signal
+import threading
 from functools import cache
 
 _STATUS = "/proc/self/status"
@@ -75,5 +77,25 @@ def release_garbage() -> bool:
     ResNet-50's passes a collection freed 130 MiB of replaced weights, after its codegen
     175 MiB of llvmlite objects (that one walks ~560k objects: 0.6 s of a 12 s compile).
     Returns what release_freed_heap returned."""
-    gc.collect()
+    _collect_keeping_ctrl_c()
     return release_freed_heap()
+
+
+def _collect_keeping_ctrl_c() -> None:
+    """gc.collect(), with a Ctrl-C that arrives meanwhile raised after it.
+
+    The collection runs llvmlite's finalizers, and Python drops an exception raised inside a
+    finalizer ("Exception ignored in ... __del__"), so a KeyboardInterrupt delivered there
+    was lost and the compile went on. Only the main thread can hold the signal back."""
+    if threading.current_thread() is not threading.main_thread() or \
+            signal.getsignal(signal.SIGINT) is not signal.default_int_handler:
+        gc.collect()
+        return
+    pending: list[int] = []
+    signal.signal(signal.SIGINT, lambda signum, frame: pending.append(signum))
+    try:
+        gc.collect()
+    finally:
+        signal.signal(signal.SIGINT, signal.default_int_handler)
+    if pending:
+        raise KeyboardInterrupt

@@ -4,13 +4,17 @@ from __future__ import annotations
 
 import gc
 import json
+import os
 import platform
+import signal
 import subprocess
 import sys
+import time
 
 import numpy as np
 import onnx
 import onnxruntime as ort
+import pytest
 from onnx import TensorProto, helper, numpy_helper
 
 import hobbit
@@ -129,3 +133,19 @@ def test_resident_memory_after_a_compile_stays_near_the_weights(tmp_path):
     got = json.loads(out.stdout)
     assert got["weights"] >= 70 * MiB
     assert got["grown"] <= 1.25 * got["weights"] + 100 * MiB, got
+
+
+def test_ctrl_c_during_the_collection_is_not_lost() -> None:
+    """A KeyboardInterrupt raised inside a finalizer is dropped by Python; release_garbage
+    holds SIGINT back during its collection and raises it afterwards."""
+    class Interrupts:
+        def __del__(self) -> None:
+            os.kill(os.getpid(), signal.SIGINT)
+            time.sleep(0.01)  # the handler runs here, inside the finalizer
+
+    cycle = Interrupts()
+    cycle.me = cycle
+    del cycle
+    with pytest.raises(KeyboardInterrupt):
+        release_garbage()
+    assert signal.getsignal(signal.SIGINT) is signal.default_int_handler
