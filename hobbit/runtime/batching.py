@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import numpy as np
 
-from hobbit.errors import InputError
 from hobbit.runtime.jit import CompiledModel, TensorSpec
 from hobbit.runtime.runargs import check_out, pick_outputs, split_run_args
 
@@ -61,9 +60,6 @@ class ChunkedModel:
         if out is None:
             return results
         chosen = list(range(len(specs))) if picked is None else picked
-        if len(set(chosen)) != len(chosen):
-            twice = next(specs[i].name for i in chosen if chosen.count(i) > 1)
-            raise InputError(f"output '{twice}' is named twice in output_names; out= takes one array per output")
         given = check_out(out, [specs[i] for i in chosen], [specs[i].name for i in chosen], arrays)
         for i, array in zip(chosen, given):
             results[i] = array

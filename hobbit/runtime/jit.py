@@ -198,9 +198,6 @@ class CompiledModel:
         """The flat result buffers with the caller's arrays in place of the outputs they are for."""
         chosen = list(range(len(self._per_output))) if picked is None else picked
         names = self.output_names
-        if len(set(chosen)) != len(chosen):
-            twice = next(names[i] for i in chosen if chosen.count(i) > 1)
-            raise InputError(f"output '{twice}' is named twice in output_names; out= takes one array per output")
         given = check_out(out, [self._per_output[i][1] for i in chosen], [names[i] for i in chosen], arrays)
         results: list[np.ndarray | None] = [None] * len(self.outputs)
         for i, array in zip(chosen, given):

@@ -57,7 +57,11 @@ def check_out(out: object, specs: list, names: list[str], inputs: list[np.ndarra
     native code can write straight into them: exact dtype and shape, C-contiguous, aligned
     to the dtype like inputs (generated code indexes elements from a naturally aligned base),
     writeable, and sharing memory with no input and no other output (kernels read inputs
-    after writing outputs, and outputs are written independently)."""
+    after writing outputs, and outputs are written independently). An output named twice
+    in output_names would need two arrays for one result, so it is refused."""
+    twice = [name for i, name in enumerate(names) if name in names[:i]]
+    if twice:
+        raise InputError(f"output '{twice[0]}' is named twice in output_names; out= takes one array per output")
     if not isinstance(out, (list, tuple)):
         raise InputError(f"out= takes a list of numpy arrays, one per returned output, got {type(out).__name__}")
     if len(out) != len(specs):
