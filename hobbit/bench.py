@@ -9,8 +9,10 @@ one model, numpy's BLAS threads, the two engines' runs back to back) both engine
 timed under the same load in the same run. Outputs are compared first; a speed ratio
 is only meaningful when the answers agree, so `run_benchmark` reports no timings when
 they do not. hobbit's GFLOP/s is set against this machine's measured FMA peak
-(hobbit.runtime.peak) to show how much of the hardware the generated code uses. Reports: a markdown table (BENCHMARKS.md),
-JSON with every number, and a bar chart of the ratios."""
+(hobbit.runtime.peak) to show how much of the hardware the generated code uses. With `aot`, the
+model exported as a library and loaded back with hobbit.load is timed in the same rounds as a
+third engine, after its outputs are checked against the JIT's (hobbit.bench_aot). Reports: a
+markdown table (BENCHMARKS.md), JSON with every number, and a bar chart of the ratios."""
 
 from __future__ import annotations
 
@@ -27,7 +29,7 @@ import numpy as np
 import onnx
 
 import hobbit
-from hobbit import bench_load, bench_memory
+from hobbit import bench_aot, bench_load, bench_memory
 from hobbit.bench_load import BLOCK, COOLDOWN_S, LOADS, MODES, Measured, describe_mode
 from hobbit.bench_memory import MemoryUse
 from hobbit.bench_ort import ModelSource, ort_options, ort_session
@@ -82,6 +84,11 @@ class BenchResult:
     hobbit_ips: float | None = None  # inferences per second (batch items, all streams together)
     onnxruntime_ips: float | None = None
     memory: dict[str, MemoryUse] | None = None  # per engine, each in a fresh process (hobbit.bench_memory)
+    aot: Timing | None = None  # the exported library through hobbit.load (hobbit.bench_aot), when benchmarked
+    aot_ips: float | None = None
+    aot_max_abs_diff: float | None = None  # |library - JIT|, at most bench_aot.PARITY_ATOL
+    aot_export_seconds: float | None = None  # export plus hobbit.load
+    ctypes_call_us: float | None = None  # one call into the library through ctypes that does no work
 
     @property
     def ratio(self) -> float | None:
@@ -103,6 +110,20 @@ class BenchResult:
         if self.hobbit_ips is None or self.onnxruntime_ips is None:
             return None
         return self.onnxruntime_ips / self.hobbit_ips
+
+    @property
+    def aot_ratio(self) -> float | None:
+        """Exported library median / JIT median (< 1 means the library is faster)."""
+        if self.aot is None or self.hobbit is None:
+            return None
+        return self.aot.median / self.hobbit.median
+
+    @property
+    def aot_p90_ratio(self) -> float | None:
+        """Exported library p90 / JIT p90."""
+        if self.aot is None or self.hobbit is None:
+            return None
+        return self.aot.p90 / self.hobbit.p90
 
     @property
     def gflops(self) -> float | None:
@@ -134,6 +155,11 @@ class BenchResult:
             return "\n".join(lines)
         lines += [f"hobbit:      {self.hobbit}", f"onnxruntime: {self.onnxruntime}",
                   f"ratio hobbit/onnxruntime (median): {self.ratio:.3f}   (p90): {self.p90_ratio:.3f}"]
+        if self.aot is not None:
+            lines += [f"AOT library: {self.aot}",
+                      f"ratio AOT/JIT (median): {self.aot_ratio:.3f}   (p90): {self.aot_p90_ratio:.3f}   "
+                      f"max |AOT - JIT|: {self.aot_max_abs_diff:.3g}   export + load: {self.aot_export_seconds:.2f} s"
+                      f"   no-op ctypes call: {self.ctypes_call_us:.2f} us"]
         if self.ips_ratio is not None:
             lines.append(f"inferences/s: hobbit {self.hobbit_ips:.1f}, onnxruntime {self.onnxruntime_ips:.1f}, "
                          f"ratio onnxruntime/hobbit: {self.ips_ratio:.3f}")
@@ -153,6 +179,10 @@ class BenchResult:
                 "onnxruntime_ms": None if self.onnxruntime is None else asdict(self.onnxruntime),
                 "ratio": self.ratio, "p90_ratio": self.p90_ratio, "hobbit_ips": self.hobbit_ips,
                 "onnxruntime_ips": self.onnxruntime_ips, "ips_ratio": self.ips_ratio,
+                "aot_ms": None if self.aot is None else asdict(self.aot), "aot_ratio": self.aot_ratio,
+                "aot_p90_ratio": self.aot_p90_ratio, "aot_ips": self.aot_ips,
+                "aot_max_abs_diff": self.aot_max_abs_diff, "aot_export_seconds": self.aot_export_seconds,
+                "ctypes_call_us": self.ctypes_call_us,
                 "flops": self.flops, "gflops": self.gflops,
                 "peak_gflops": self.peak_gflops, "peak_percent": self.peak_percent,
                 "memory_bytes": None if self.memory is None else
@@ -234,8 +264,8 @@ def with_batch(model: ModelSource, batch: int) -> onnx.ModelProto:
 
 @dataclass
 class _Setup:
-    """Both engines compiled for one model and thread count, their outputs compared, and the
-    result they will be timed into (no timings yet)."""
+    """The engines built for one model and thread count, their outputs compared, and the
+    result they will be timed into (no timings yet); close() removes the exported library's folder."""
 
     compiled: Any
     session: Any
@@ -243,10 +273,20 @@ class _Setup:
     names: list[str]
     expected: list[np.ndarray]
     result: BenchResult
+    jit_outputs: list[np.ndarray]
+    exported: bench_aot.ExportedModel | None = None
 
     def engines(self) -> dict[str, bench_load.Engine]:
-        return {"hobbit": lambda: self.compiled.run(self.feeds),
-                "onnxruntime": lambda: self.session.run(self.names, self.feeds)}
+        """The engines in the order each round times them: JIT, library (with aot), onnxruntime."""
+        engines = {"hobbit": lambda: self.compiled.run(self.feeds)}
+        if self.exported is not None:
+            engines["aot"] = lambda: self.exported.loaded.run(self.feeds)
+        engines["onnxruntime"] = lambda: self.session.run(self.names, self.feeds)
+        return engines
+
+    def close(self) -> None:
+        if self.exported is not None:
+            self.exported.close()
 
 
 def _check_counts(runs: int, threads: int, warmup: int, batch: int, streams: int = 1) -> None:
@@ -256,9 +296,11 @@ def _check_counts(runs: int, threads: int, warmup: int, batch: int, streams: int
 
 
 def _setup(model: ModelSource, name: str, runs: int, threads: int, passes: list[str] | None, seed: int,
-           batch: int) -> _Setup:
+           batch: int, aot: bool = False) -> _Setup:
     """Compile hobbit, open onnxruntime, and compare their outputs on seeded inputs, once per model
-    and thread count: every load condition then times the same two engines."""
+    and thread count: every load condition then times the same engines. With `aot` (and agreeing
+    outputs) the compiled model is also exported, loaded back and checked against the JIT
+    (bench_aot.check_parity raises an ArtifactError if it differs)."""
     t0 = time.perf_counter()
     try:
         # A real compile, not a compile-cache hit: the compile time is reported and the graph is needed.
@@ -272,74 +314,104 @@ def _setup(model: ModelSource, name: str, runs: int, threads: int, passes: list[
     feeds = random_inputs(compiled.inputs, seed)
     names = [s.name for s in compiled.outputs]
     expected = session.run(names, feeds)
-    worst, mismatch = compare_outputs(compiled.run(feeds), expected, names)
+    jit_outputs = compiled.run(feeds)
+    worst, mismatch = compare_outputs(jit_outputs, expected, names)
     result = BenchResult(name, runs, threads, compile_seconds, worst, mismatch,
                          flops=graph_flops(compiled.report.graph), peak_gflops=fma_peak_gflops(threads),
                          inputs=_describe_inputs(compiled.inputs), batch=batch)
-    return _Setup(compiled, session, feeds, names, expected, result)
+    setup = _Setup(compiled, session, feeds, names, expected, result, jit_outputs)
+    if aot and mismatch is None:
+        setup.exported = bench_aot.export_and_load(compiled)
+        try:
+            result.aot_max_abs_diff = bench_aot.check_parity(setup.exported.loaded.run(feeds), jit_outputs, names)
+        except BaseException:
+            setup.close()
+            raise
+        result.aot_export_seconds = setup.exported.export_seconds
+    return setup
 
 
 def _timed_result(setup: _Setup, mode: str, measured: dict[str, Measured], streams: int = 1) -> BenchResult:
     """The setup's result under `mode` with the measured timings, unless a hobbit run timed
-    concurrently with others ended with wrong outputs (then, like any mismatch, no timings)."""
+    concurrently with others ended with wrong outputs (then, like any mismatch, no timings; a
+    library whose outputs left the JIT's raises, as at setup). The library is timed where
+    `measured` has it: in this process, not in the two-procs workers."""
     result = replace(setup.result, mode=mode, streams=streams)
     for outputs in measured["hobbit"].last:
         worst, mismatch = compare_outputs(outputs, setup.expected, setup.names)
         if mismatch is not None:
             return replace(result, max_abs_error=worst, mismatch=f"under {mode}: {mismatch}")
     ours, theirs = measured["hobbit"], measured["onnxruntime"]
-    return replace(result, hobbit=Timing.of(ours.seconds), onnxruntime=Timing.of(theirs.seconds),
-                   hobbit_ips=ours.per_second, onnxruntime_ips=theirs.per_second)
+    result = replace(result, hobbit=Timing.of(ours.seconds), onnxruntime=Timing.of(theirs.seconds),
+                     hobbit_ips=ours.per_second, onnxruntime_ips=theirs.per_second)
+    library = measured.get("aot")
+    if library is None:
+        return replace(result, aot_max_abs_diff=None, aot_export_seconds=None)
+    worst = max(bench_aot.check_parity(outputs, setup.jit_outputs, setup.names) for outputs in library.last)
+    return replace(result, aot=Timing.of(library.seconds), aot_ips=library.per_second,
+                   aot_max_abs_diff=max(worst, result.aot_max_abs_diff or 0.0),
+                   ctypes_call_us=bench_aot.ctypes_call_us(setup.exported))
 
 
 def run_loads(model: ModelSource, name: str, loads: Sequence[str] = ("none",), runs: int = 30, threads: int = 1,
               warmup: int = 3, passes: list[str] | None = None, seed: int = 0, batch: int = 1,
-              memory: bool = False) -> list[BenchResult]:
+              memory: bool = False, aot: bool = False) -> list[BenchResult]:
     """Compile and check once, then time both engines under each load condition (LOADS) in turn.
 
     At batch > 1 the model first gets that batch (with_batch); inferences/s count batch items.
     `memory` also measures both engines' resident memory, each in a fresh process
-    (hobbit.bench_memory: a cold compile and a session creation, about one more compile's time)."""
+    (hobbit.bench_memory: a cold compile and a session creation, about one more compile's time).
+    `aot` adds the exported library as a third engine (hobbit.bench_aot), under every load
+    condition but two-procs, whose workers compile their own engines."""
     unknown = [load for load in loads if load not in LOADS]
     if unknown:
         raise HobbitError(f"unknown load condition(s) {', '.join(unknown)}; known: {', '.join(LOADS)}")
     _check_counts(runs, threads, warmup, batch)
     if batch > 1:
         model = with_batch(model, batch)
-    setup = _setup(model, name, runs, threads, passes, seed, batch)
-    if memory:
-        setup.result.memory = bench_memory.measure(model, setup.feeds, threads, ort_options(threads), passes)
-    if setup.result.mismatch is not None:
-        return [replace(setup.result, mode=load) for load in loads]
-    results = []
-    for load in loads:
-        if load == "two-procs":
-            measured = bench_load.run_two_procs(model, threads, passes, setup.feeds, setup.names, runs, warmup, batch)
-        else:
-            measured = bench_load.combine([bench_load.run_in_process(load, setup.engines(), runs, warmup)], batch)
-        results.append(_timed_result(setup, load, measured, streams=2 if load == "two-procs" else 1))
-    return results
+    setup = _setup(model, name, runs, threads, passes, seed, batch, aot)
+    try:
+        if memory:
+            setup.result.memory = bench_memory.measure(model, setup.feeds, threads, ort_options(threads), passes)
+        if setup.result.mismatch is not None:
+            return [replace(setup.result, mode=load) for load in loads]
+        results = []
+        for load in loads:
+            if load == "two-procs":
+                measured = bench_load.run_two_procs(model, threads, passes, setup.feeds, setup.names, runs, warmup,
+                                                    batch)
+            else:
+                measured = bench_load.combine([bench_load.run_in_process(load, setup.engines(), runs, warmup)], batch)
+            results.append(_timed_result(setup, load, measured, streams=2 if load == "two-procs" else 1))
+        return results
+    finally:
+        setup.close()
 
 
 def run_benchmark(model: ModelSource, name: str, runs: int = 30, threads: int = 1, warmup: int = 3,
-                  passes: list[str] | None = None, seed: int = 0, load: str = "none", batch: int = 1) -> BenchResult:
-    """Compile, check against onnxruntime, then time both engines alternately under one load condition."""
-    return run_loads(model, name, [load], runs, threads, warmup, passes, seed, batch)[0]
+                  passes: list[str] | None = None, seed: int = 0, load: str = "none", batch: int = 1,
+                  aot: bool = False) -> BenchResult:
+    """Compile, check against onnxruntime, then time the engines alternately under one load condition."""
+    return run_loads(model, name, [load], runs, threads, warmup, passes, seed, batch, aot=aot)[0]
 
 
 def run_streams(model: ModelSource, name: str, streams: int, runs: int = 30, warmup: int = 3,
-                passes: list[str] | None = None, seed: int = 0, batch: int = 1) -> BenchResult:
+                passes: list[str] | None = None, seed: int = 0, batch: int = 1, aot: bool = False) -> BenchResult:
     """Throughput mode: `streams` Python threads at once on one hobbit model compiled with
-    threads=1, against one onnxruntime session with one intra-op thread shared the same way.
+    threads=1, against one onnxruntime session with one intra-op thread shared the same way
+    (and with `aot`, one loaded library: each thread gets its own context).
     Each stream times `runs` runs per engine; inferences/s are summed over the streams."""
     _check_counts(runs, 1, warmup, batch, streams)
     if batch > 1:
         model = with_batch(model, batch)
-    setup = _setup(model, name, runs, 1, passes, seed, batch)
-    if setup.result.mismatch is not None:
-        return replace(setup.result, mode="streams", streams=streams)
-    measured = bench_load.run_streams(setup.engines(), streams, runs, warmup, batch)
-    return _timed_result(setup, "streams", measured, streams)
+    setup = _setup(model, name, runs, 1, passes, seed, batch, aot)
+    try:
+        if setup.result.mismatch is not None:
+            return replace(setup.result, mode="streams", streams=streams)
+        measured = bench_load.run_streams(setup.engines(), streams, runs, warmup, batch)
+        return _timed_result(setup, "streams", measured, streams)
+    finally:
+        setup.close()
 
 
 def profile_model(model: ModelSource, name: str, threads: int, runs: int = 30,
@@ -354,7 +426,8 @@ def profile_model(model: ModelSource, name: str, threads: int, runs: int = 30,
 def run_suite(models: Iterable[tuple[str, Callable[[], ModelSource]]], threads: list[int], runs: int = 30,
               warmup: int = 3, passes: list[str] | None = None,
               report: Callable[[BenchResult], None] | None = None, loads: Sequence[str] = ("none",),
-              batch: int = 1, streams: int | None = None, memory: bool = True) -> list[BenchResult]:
+              batch: int = 1, streams: int | None = None, memory: bool = True,
+              aot: bool = False) -> list[BenchResult]:
     """Benchmark every (model, thread count, load condition), then, with `streams`, each
     model in throughput mode; each model is loaded once, when its turn comes. With `memory`,
     both engines' resident memory is measured once per model, at the first thread count.
@@ -374,9 +447,10 @@ def run_suite(models: Iterable[tuple[str, Callable[[], ModelSource]]], threads: 
     for name, load in models:
         model = load()
         for n in threads:
-            keep(run_loads(model, name, loads, runs, n, warmup, passes, batch=batch, memory=memory and n == threads[0]))
+            keep(run_loads(model, name, loads, runs, n, warmup, passes, batch=batch,
+                           memory=memory and n == threads[0], aot=aot))
         if streams is not None:
-            keep([run_streams(model, name, streams, runs, warmup, passes, batch=batch)])
+            keep([run_streams(model, name, streams, runs, warmup, passes, batch=batch, aot=aot)])
     # Streams run at one thread per stream, which need not be one of `threads`.
     return sorted(results, key=lambda r: (MODES.index(r.mode), threads.index(r.threads) if r.mode != "streams" else 0))
 
@@ -437,21 +511,31 @@ def _span(t: Timing) -> str:
 
 def markdown_table(results: list[BenchResult]) -> str:
     """One row per model and thread count of the plain condition (load none, no streams; empty
-    when there is none); rows whose outputs disagree carry no timings."""
+    when there is none); rows whose outputs disagree carry no timings. When the exported
+    library was timed, its median and the ratio AOT/JIT follow the onnxruntime ratio."""
     results = [r for r in results if r.mode == "none"]
     if not results:
         return ""
+    aot = any(r.aot is not None for r in results)
     header = ("| model | threads | hobbit median (p10–p90) ms | onnxruntime median (p10–p90) ms | ratio "
-              "| hobbit GFLOP/s | % of FMA peak | compile s |")
-    lines = [header, "| --- | --- | --- | --- | --- | --- | --- | --- |"]
+              + ("| AOT library median (p10–p90) ms | AOT/JIT " if aot else "")
+              + "| hobbit GFLOP/s | % of FMA peak | compile s |")
+    lines = [header, "| --- " * (10 if aot else 8) + "|"]
     for r in results:
         if r.mismatch is not None:
-            cells = ["—", "—", "outputs disagree", "—", "—"]
+            cells = ["—", "—", "outputs disagree"] + ["—", "—"] * aot + ["—", "—"]
         else:
             percent = "—" if r.peak_percent is None else f"{r.peak_percent:.0f}%"
-            cells = [_span(r.hobbit), _span(r.onnxruntime), f"{r.ratio:.2f}", f"{r.gflops:.1f}", percent]
+            cells = [_span(r.hobbit), _span(r.onnxruntime), f"{r.ratio:.2f}"] + _aot_cells(r, _span) * aot \
+                + [f"{r.gflops:.1f}", percent]
         lines.append(f"| {r.model} | {r.threads} | " + " | ".join(cells) + f" | {r.compile_seconds:.1f} |")
     return "\n".join(lines) + "\n"
+
+
+def _aot_cells(r: BenchResult, timing: Callable[[Timing], str]) -> list[str]:
+    if r.aot is None:
+        return ["—", "—"]
+    return [timing(r.aot), f"{r.aot_ratio:.2f}"]
 
 
 def scaling_table(results: list[BenchResult]) -> str:
@@ -505,13 +589,14 @@ def _rate(per_second: float | None) -> str:
     return f"{per_second:.0f}" if per_second >= 100 else f"{per_second:.1f}"
 
 
-def _load_row(r: BenchResult) -> str:
+def _load_row(r: BenchResult, aot: bool) -> str:
     cells = [r.model, str(r.threads), str(r.batch), str(r.streams)]
     if r.mismatch is not None:
-        cells += ["—", "—", "outputs disagree", "—", "—", "—", "—"]
+        cells += ["—", "—", "outputs disagree", "—", "—", "—", "—"] + ["—", "—"] * aot
     else:
         cells += [_median_p90(r.hobbit), _median_p90(r.onnxruntime), f"{r.ratio:.2f}", f"{r.p90_ratio:.2f}",
                   _rate(r.hobbit_ips), _rate(r.onnxruntime_ips), "—" if r.ips_ratio is None else f"{r.ips_ratio:.2f}"]
+        cells += _aot_cells(r, _median_p90) * aot
     return "| " + " | ".join(cells) + " |"
 
 
@@ -526,11 +611,13 @@ def load_tables(results: list[BenchResult]) -> str:
     for mode in MODES:
         rows = [r for r in results if r.mode == mode]
         if rows:
+            aot = any(r.aot is not None for r in rows)
             parts.append(
                 f"Load **{mode}**: {describe_mode(mode, rows[0].streams)}.\n\n"
                 "| model | threads | batch | streams | hobbit median (p90) ms | onnxruntime median (p90) ms "
-                "| ratio of medians | ratio of p90s | hobbit inf/s | onnxruntime inf/s | onnxruntime/hobbit inf/s |\n"
-                + "| --- " * 11 + "|\n" + "\n".join(_load_row(r) for r in rows) + "\n")
+                "| ratio of medians | ratio of p90s | hobbit inf/s | onnxruntime inf/s | onnxruntime/hobbit inf/s |"
+                + (" AOT library median (p90) ms | AOT/JIT |" if aot else "") + "\n"
+                + "| --- " * (13 if aot else 11) + "|\n" + "\n".join(_load_row(r, aot) for r in rows) + "\n")
     return "\n".join(parts)
 
 
@@ -562,6 +649,7 @@ def markdown_report(results: list[BenchResult], machine: dict[str, Any], command
            f"over the wall time of the timed rounds (with one stream: batch / mean latency); every ratio is below 1 "
            f"when hobbit is faster (latency hobbit/onnxruntime, throughput onnxruntime/hobbit).\n\n"
            if (loaded := load_tables(results)) else "")
+        + (aot_note(results) or "")
         + (f"Memory: resident set size (VmRSS, and VmHWM for the peak) of each engine in a fresh process of its "
            f"own that imports only that engine and numpy, reads the model file, builds it (hobbit: a cold "
            f"compile; onnxruntime: a session with the same options) and runs it once; MB = 10^6 bytes.\n\n"
@@ -569,11 +657,28 @@ def markdown_report(results: list[BenchResult], machine: dict[str, Any], command
         + "\n".join(part for part in (markdown_table(results), scaling_table(results), memory, loaded) if part))
 
 
+def aot_note(results: list[BenchResult]) -> str | None:
+    """How the exported library was timed and what its column includes, or None when it was not."""
+    calls = [r.ctypes_call_us for r in results if r.ctypes_call_us is not None]
+    if not calls:
+        return None
+    return ("AOT library: for each model and thread count the compiled model is exported (`m.export`) into a "
+            "temporary folder and loaded back with `hobbit.load`; its outputs must equal the JIT's (max abs diff "
+            f"at most {bench_aot.PARITY_ATOL:g}, else the benchmark stops), and it is timed in the same rounds as "
+            "the other two (JIT, library, onnxruntime, in blocks as above). AOT/JIT is the library's median over "
+            "the JIT's; below 1 means the library is faster. Both hobbit columns are what a Python caller pays: "
+            "the same `run()` (input checks, output allocation, pointer tables) and one ctypes call (the JIT's "
+            "entry point, the library's `<name>_run`); C code calling the library pays only the native call. "
+            f"A call into the library through ctypes that does no work took {min(calls):.2f}–{max(calls):.2f} µs "
+            "(median per call) in this run.\n\n")
+
+
 def write_json(results: list[BenchResult], machine: dict[str, Any], path: str | os.PathLike) -> None:
     """All numbers per model and thread count, with the machine and settings they were measured under."""
     threads = sorted({r.threads for r in results})
     doc = {"machine": machine,
-           "settings": {"rtol": RTOL, "atol": ATOL, "block": BLOCK, "cooldown_s": COOLDOWN_S},
+           "settings": {"rtol": RTOL, "atol": ATOL, "block": BLOCK, "cooldown_s": COOLDOWN_S,
+                        "aot_parity_atol": bench_aot.PARITY_ATOL},
            "modes": {r.mode: describe_mode(r.mode, r.streams) for r in results},
            "fma_peak_gflops": {str(n): fma_peak_gflops(n) for n in threads},
            "results": [r.to_dict() for r in results]}

@@ -318,7 +318,7 @@ def cmd_bench(args: argparse.Namespace) -> int:
 
     machine = bench.machine_info()
     results = bench.run_suite(models, threads, runs=args.runs, warmup=args.warmup, passes=pipeline(args),
-                              report=show, loads=args.load, batch=args.batch, streams=args.streams)
+                              report=show, loads=args.load, batch=args.batch, streams=args.streams, aot=args.aot)
     tables = (bench.markdown_table(results), bench.scaling_table(results), bench.memory_table(results),
               bench.load_tables(results))
     print("\n".join(table for table in tables if table), end="")
@@ -330,7 +330,8 @@ def cmd_bench(args: argparse.Namespace) -> int:
                    f"--runs {args.runs}" + (f" --load {','.join(args.load)}" if args.load != ["none"] else "")
                    + "".join(f" {flag}" for flag in args.input_shape)
                    + (f" --batch {args.batch}" if args.batch > 1 else "")
-                   + (f" --streams {args.streams}" if args.streams else ""))
+                   + (f" --streams {args.streams}" if args.streams else "")
+                   + (" --aot" if args.aot else ""))
         if args.markdown:
             _write(bench.markdown_report(results, machine, command, args.warmup), args.markdown)
         if args.json:
@@ -514,6 +515,10 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--streams", type=positive_int, default=None, metavar="S",
                    help="also measure throughput: S Python threads at once on one model compiled with threads=1, "
                         "against one onnxruntime session with 1 intra-op thread shared by S threads")
+    p.add_argument("--aot", action="store_true",
+                   help="also export each compiled model as a library, load it with hobbit.load, check its outputs "
+                        "equal the JIT's (max abs diff 1e-5) and time it in the same rounds: adds its median and "
+                        "the ratio AOT/JIT (not under --load two-procs; needs a C compiler, cc or $CC)")
     p.add_argument("--passes", metavar="A,B,C", help="graph passes to run, in order (default: the standard pipeline)")
     p.add_argument("--disable", metavar="NAME", action="append", default=[], help="drop this pass (repeatable)")
     _input_shape(p)

@@ -1,5 +1,6 @@
 """`hobbit bench`: thread lists, --model all, FLOP counts, peak share, the markdown/JSON/plot reports,
-and the load conditions, --batch and --streams (no timing thresholds: only that each runs, and stops)."""
+the load conditions, --batch and --streams, and the exported library beside the JIT (--aot) (no timing
+thresholds: only that each runs, and stops)."""
 
 from __future__ import annotations
 
@@ -16,9 +17,10 @@ import onnx
 import pytest
 from onnx import helper
 
-from hobbit import bench, bench_load, bench_memory, zoo
+import hobbit
+from hobbit import bench, bench_aot, bench_load, bench_memory, zoo
 from hobbit.cli import main, parse_loads, parse_threads
-from hobbit.errors import HobbitError, ShapeError
+from hobbit.errors import ArtifactError, HobbitError, ShapeError
 from tests.helpers import make_model, rand
 
 # Reshape (a view: no work) -> MatMul 4x8 @ 8x16 (2*4*16*8 = 1024 flops) -> Relu fused (64 flops).
@@ -440,3 +442,68 @@ def test_onnxruntime_sessions_get_the_benchmark_options():
     assert options.intra_op_num_threads == 2 and options.inter_op_num_threads == 1
     assert str(options.execution_mode).endswith("ORT_SEQUENTIAL")
     assert str(options.graph_optimization_level).endswith("ORT_ENABLE_ALL")
+
+
+def test_aot_library_is_timed_beside_the_jit_in_every_report(tiny_path, tmp_path, monkeypatch, capsys):
+    engines_seen = []
+    run_in_process = bench_load.run_in_process
+
+    def record(load, engines, runs, warmup):
+        engines_seen.append(list(engines))
+        return run_in_process(load, engines, runs, warmup)
+
+    monkeypatch.setattr(bench_load, "run_in_process", record)
+    out_json, out_md = tmp_path / "b.json", tmp_path / "b.md"
+    argv = ["bench", "--model", tiny_path, "--aot", "--runs", "3", "--warmup", "1", "--load", "none,busy-core",
+            "--json", str(out_json), "--markdown", str(out_md)]
+    assert main(argv) == 0
+    assert engines_seen == [["hobbit", "aot", "onnxruntime"]] * 2  # interleaved in one round, under each load
+    assert capsys.readouterr().out.count("ratio AOT/JIT (median)") == 2
+    md = out_md.read_text()
+    assert "--runs 3 --load none,busy-core --aot" in md and "loaded back with `hobbit.load`" in md
+    assert "| ratio | AOT library median (p10–p90) ms | AOT/JIT | hobbit GFLOP/s |" in md
+    assert md.count("| AOT library median (p90) ms | AOT/JIT |") == 2  # both load tables
+    row = next(line for line in md.splitlines() if line.startswith(f"| {tiny_path} | 1 |"))
+    assert len(row.split(" | ")) == 10 and "—" not in row
+    doc = json.loads(out_json.read_text())
+    assert doc["settings"]["aot_parity_atol"] == 1e-5
+    for r in doc["results"]:
+        assert set(r["aot_ms"]) == {"median", "p10", "p90"}
+        assert r["aot_ratio"] == pytest.approx(r["aot_ms"]["median"] / r["hobbit_ms"]["median"])
+        assert r["aot_max_abs_diff"] <= 1e-5 and r["aot_export_seconds"] > 0 and r["ctypes_call_us"] > 0
+
+
+def test_a_library_whose_outputs_differ_from_the_jit_stops_the_benchmark(monkeypatch):
+    # A real library of the wrong model (other weights) in place of the exported one.
+    exported = []
+
+    def export_other(compiled):
+        found = export_and_load(hobbit.compile(tiny_model(0.5), cache=False))
+        exported.append(found.folder.name)
+        return found
+
+    export_and_load = bench_aot.export_and_load
+    monkeypatch.setattr(bench_aot, "export_and_load", export_other)
+    with pytest.raises(ArtifactError, match="output 'y' differs from the JIT's: .* by more than 1e-05"):
+        bench.run_benchmark(tiny_model(), "tiny", runs=2, warmup=0, aot=True)
+    assert exported and not os.path.exists(exported[0])  # its temporary folder is removed all the same
+
+
+def test_aot_in_streams_and_not_in_two_procs():
+    streams = bench.run_streams(tiny_model(), "tiny", streams=2, runs=2, warmup=0, aot=True)
+    assert streams.aot is not None and streams.aot_ips > 0 and streams.aot_max_abs_diff <= 1e-5
+    (two,) = bench.run_loads(tiny_model(), "tiny", ["two-procs"], runs=2, warmup=0, aot=True)
+    assert two.mismatch is None and two.hobbit is not None and two.aot is None and two.aot_ratio is None
+
+
+def test_parity_check_against_the_jit():
+    jit = [np.array([1.0, np.nan, np.inf, -2.0], np.float32)]
+    assert bench_aot.check_parity([jit[0].copy()], jit, ["y"]) == 0.0
+    close = jit[0] + np.float32(2e-6)
+    assert 0 < bench_aot.check_parity([close], jit, ["y"]) <= 1e-5
+    for wrong, why in [(jit[0] + np.float32(1e-3), "differs from the JIT's"),
+                       (np.array([1.0, 0.0, np.inf, -2.0], np.float32), "NaN at 1 elements"),
+                       (jit[0].astype(np.float64), "is float64\\[4\\], the JIT's float32\\[4\\]"),
+                       (jit[0][:3], "float32\\[3\\]")]:
+        with pytest.raises(ArtifactError, match=why):
+            bench_aot.check_parity([wrong], jit, ["y"])
