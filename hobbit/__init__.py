@@ -8,17 +8,20 @@ them here would make importing the graph layer import the compiler and LLVM
 from importlib import import_module
 
 from hobbit.errors import (ArtifactError, CodegenError, ConfigError, HobbitError, InputError, ModelFormatError,
-                           RunError, ShapeError, UnsupportedModelError)
+                           RunError, ShapeError, TargetError, UnsupportedModelError)
 
 __version__ = "0.1.0"
 
 _LOADED_ON_USE = {"compile": "hobbit.compiler", "load": "hobbit.runtime.load", "LoadedModel": "hobbit.runtime.load",
                   "CompiledModel": "hobbit.runtime.jit", "TensorSpec": "hobbit.runtime.jit",
-                  "NodeArg": "hobbit.runtime.nodearg", "SpecializingModel": "hobbit.runtime.specialize"}
+                  "NodeArg": "hobbit.runtime.nodearg", "SpecializingModel": "hobbit.runtime.specialize",
+                  "ExportOnlyModel": "hobbit.runtime.export_only", "Target": "hobbit.target",
+                  "parse_target": "hobbit.target"}
 
-__all__ = ["compile", "load", "CompiledModel", "LoadedModel", "SpecializingModel", "TensorSpec", "NodeArg", "HobbitError",
-           "UnsupportedModelError", "ModelFormatError", "InputError", "RunError", "ShapeError", "CodegenError",
-           "ConfigError", "ArtifactError", "__version__"]
+__all__ = ["compile", "load", "CompiledModel", "LoadedModel", "SpecializingModel", "ExportOnlyModel", "TensorSpec",
+           "NodeArg", "Target", "parse_target", "HobbitError", "UnsupportedModelError", "ModelFormatError",
+           "InputError", "RunError", "ShapeError", "CodegenError", "ConfigError", "TargetError", "ArtifactError",
+           "__version__"]
 
 
 def __getattr__(name: str) -> object:

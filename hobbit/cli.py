@@ -23,14 +23,15 @@ from hobbit import bench, conformance, zoo
 from hobbit.bench import random_inputs
 from hobbit.cli_inputs import ShapeFlag, declared, input_shapes, load_feeds, parse_input_file, parse_input_shape, \
     require_static, with_input_shapes
-from hobbit.codegen.llvm import emit_assembly
+from hobbit.codegen.llvm import emit_assembly, emit_object
 from hobbit.codegen.module import kernel_name
 from hobbit.compiler import CompileReport, lower_to_llvm
-from hobbit.errors import ConfigError, HobbitError, InputError
+from hobbit.errors import ConfigError, HobbitError, InputError, TargetError
 from hobbit.frontend.declared import declared_inputs
 from hobbit.frontend.onnx import load_model as read_model
 from hobbit.passes import DEFAULT_PIPELINE, PASSES
 from hobbit.passes.memory import needs_code
+from hobbit.target import CPUS, Target, host_target, parse_target
 
 EXIT_ERROR = 2
 EXIT_INTERRUPTED = 130
@@ -85,8 +86,18 @@ def _report(args: argparse.Namespace, opt_level: int = 0) -> CompileReport:
     shapes = input_shapes(declared(proto, args.input_shape), args.input_shape)
     require_static(declared_inputs(proto, shapes),
                    f"`hobbit {args.command}` builds one fixed-shape variant, so each symbolic dim needs a size")
-    return lower_to_llvm(source, passes=pipeline(args), input_shapes=shapes or None, opt_level=opt_level,
-                         threads=args.threads)
+    return lower_to_llvm(source, args.target, passes=pipeline(args), input_shapes=shapes or None,
+                         opt_level=opt_level, threads=args.threads)
+
+
+def runnable_here(target: Target, command: str) -> Target:
+    """The target of a command that runs code in this process: one this host can run."""
+    why = target.runs_on(host_target())
+    if why:
+        raise TargetError(f"`hobbit {command}` runs the model here, and code for {target.triple} '{target.cpu}' "
+                          f"cannot run on this host: {why}; use `hobbit compile --emit lib --target ...` to "
+                          f"export it for that machine")
+    return target
 
 
 # -- subcommands -------------------------------------------------------------------------
@@ -101,6 +112,7 @@ def _summary(array: np.ndarray, count: int = 5) -> str:
 def cmd_run(args: argparse.Namespace) -> int:
     """Inputs are read and checked first; their shapes and --input-shape fix the symbolic dims,
     so the compile builds the one variant the run needs."""
+    runnable_here(args.target, "run")
     source = load_model(args.model)
     proto = read_model(source)
     model_inputs = declared(proto, args.input_shape)
@@ -116,7 +128,8 @@ def cmd_run(args: argparse.Namespace) -> int:
         raise InputError(f"inputs {sequences} are sequences of tensors; `hobbit run` cannot make them up "
                          f"(use the Python API)")
     t0 = time.perf_counter()
-    model = hobbit.compile(source, threads=args.threads, passes=pipeline(args), input_shapes=shapes or None)
+    model = hobbit.compile(source, target=args.target, threads=args.threads, passes=pipeline(args),
+                           input_shapes=shapes or None)
     compile_s = time.perf_counter() - t0
     feeds = {**random_inputs(missing, args.seed), **given}
     for spec in specs:
@@ -144,18 +157,39 @@ def _write(text: str, path: str | None) -> None:
     print(f"wrote {path} ({len(text)} characters)", file=sys.stderr)
 
 
+# What each --emit stage is made from: the IR stages are the module as hobbit generates it (the
+# input of LLVM's optimiser, what `opt` and `llc` would be given), the machine stages LLVM's -O3
+# code for the target.
+_EMIT_OPT_LEVEL = {"llvm": 0, "bc": 0, "graph": 0, "asm": 3, "obj": 3}
+
+
 def cmd_compile(args: argparse.Namespace) -> int:
     if args.emit == "lib":
         return _export(args)
-    report = _report(args, opt_level=3 if args.emit == "asm" else 0)
+    if args.emit in ("bc", "obj") and args.output is None and sys.stdout.isatty():
+        raise ConfigError(f"--emit {args.emit} is binary: write it to a file with -o FILE (or redirect stdout)")
+    report = _report(args, opt_level=_EMIT_OPT_LEVEL[args.emit])
     if args.emit == "llvm":
-        text = report.llvm_ir
+        _write(report.llvm_ir, args.output)
     elif args.emit == "asm":
-        text = emit_assembly(report.optimized, report.target)
+        _write(emit_assembly(report.optimized, report.target), args.output)
+    elif args.emit == "graph":
+        _write(str(report.graph), args.output)
+    elif args.emit == "bc":
+        _write_bytes(report.optimized.as_bitcode(), args.output)
     else:
-        text = str(report.graph)
-    _write(text, args.output)
+        _write_bytes(emit_object(report.optimized, report.target), args.output)
     return 0
+
+
+def _write_bytes(data: bytes, path: str | None) -> None:
+    if path is None:
+        sys.stdout.buffer.write(data)
+        sys.stdout.buffer.flush()
+        return
+    with open(path, "wb") as f:
+        f.write(data)
+    print(f"wrote {path} ({len(data)} bytes)", file=sys.stderr)
 
 
 def _export(args: argparse.Namespace) -> int:
@@ -164,7 +198,8 @@ def _export(args: argparse.Namespace) -> int:
         raise ConfigError("--emit lib writes a folder (library, header, weights, manifest): give it with -o DIR")
     source = load_model(args.model)
     shapes = input_shapes(declared(read_model(source), args.input_shape), args.input_shape)
-    model = hobbit.compile(source, threads=args.threads, passes=pipeline(args), input_shapes=shapes or None)
+    model = hobbit.compile(source, target=args.target, threads=args.threads, passes=pipeline(args),
+                           input_shapes=shapes or None)
     files = model.export(args.output, name=args.name)
     for path in (files.library, files.archive, files.header, files.weights, files.manifest):
         print(f"wrote {path}", file=sys.stderr)
@@ -367,8 +402,12 @@ def cmd_conformance(args: argparse.Namespace) -> int:
     if not cases:
         raise ConfigError(f"--filter {args.filter!r} matches none of the {len(every)} node tests "
                           f"(names look like {every[0].name}, {every[-1].name})")
+    runnable_here(args.target, "conformance")
+    target = args.target
+    options = {"target": "host" if target == host_target() else f"{target.triple}:{target.cpu}:{target.features}"}
     if args.markdown:
-        results, ort_results, seconds = conformance.measure(cases, progress=print, timeout=args.timeout)
+        results, ort_results, seconds = conformance.measure(cases, progress=print, timeout=args.timeout,
+                                                            options=options)
         with open(args.markdown, "w") as f:
             f.write(conformance.markdown(cases, results, ort_results, seconds))
         s = conformance.summary(results, ort_results)
@@ -378,7 +417,7 @@ def cmd_conformance(args: argparse.Namespace) -> int:
         def show(name: str, outcome: conformance.Outcome) -> None:
             print(f"{'pass' if outcome.passed else 'FAIL'}  {name}  {outcome.reason}", flush=True)
 
-        results = conformance.run_suite("hobbit", cases, show, timeout=args.timeout)
+        results = conformance.run_suite("hobbit", cases, show, timeout=args.timeout, options=options)
     listing = conformance.EXPECTED_FAILURES
     found = conformance.verdict(results, conformance.read_expected_failures(listing))
     print(found.format(os.path.relpath(listing) if listing.exists() else f"none found at {listing}"))
@@ -409,7 +448,11 @@ _COMPILE_EXAMPLES = """examples:
   hobbit compile model.onnx --emit asm --threads 1
   hobbit compile dynamic.onnx --input-shape input=1x3x224x224 --emit graph
   hobbit compile squeezenet1_1 --emit lib -o build/squeezenet
-                                               libsqueezenet.so + squeezenet.h + weights"""
+                                               libsqueezenet.so + squeezenet.h + weights
+  hobbit compile squeezenet1_1 --emit lib --target aarch64-linux-gnu:neoverse-v1 -o build/arm
+                                               the same for an AArch64 (SVE) machine
+  hobbit compile model.onnx --emit asm --target x86-64-v3
+                                               AVX2 code for machines without AVX-512"""
 _INSPECT_EXAMPLES = """examples:
   hobbit inspect resnet18
   hobbit inspect model.onnx --disable fuse     the plan without fusion
@@ -432,6 +475,22 @@ def _common(p: argparse.ArgumentParser) -> None:
                    help="threads per inference to build for (default: $HOBBIT_NUM_THREADS, else the CPUs "
                         "this process may use: its affinity mask, capped by any cgroup CPU quota)")
     _input_shape(p)
+    _target(p)
+
+
+def _target(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--target", type=target_arg, default="host", metavar="T",
+                   help="the CPU to generate code for: 'host' (default: this machine), a CPU name "
+                        f"({', '.join(CPUS)}), or TRIPLE:CPU[:FEATURES] (e.g. aarch64-linux-gnu:neoverse-v1, "
+                        "x86_64-linux-gnu:znver4:-avx512bf16); code this host cannot run is for --emit only")
+
+
+def target_arg(text: str) -> Target:
+    """--target T: refused by argparse (a usage error) unless hobbit knows the CPU."""
+    try:
+        return parse_target(text)
+    except TargetError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
 
 
 def _input_shape(p: argparse.ArgumentParser) -> None:
@@ -464,12 +523,15 @@ def build_parser() -> argparse.ArgumentParser:
 
     p = sub.add_parser("compile", formatter_class=_HelpFormatter, epilog=_COMPILE_EXAMPLES,
                        help="print the LLVM IR, assembly or optimised graph of a model",
-                       description="Compile MODEL and write one stage of the result: 'llvm' is the LLVM IR "
-                                   "hobbit generates (before LLVM's optimiser), 'asm' the optimised machine code "
-                                   "for this CPU, 'graph' the graph after the passes (fused groups).")
+                       description="Compile MODEL for --target (default: this machine) and write one stage "
+                                   "of the result: the LLVM IR hobbit generates (before LLVM's optimiser) as text "
+                                   "or bitcode, the optimised machine code as assembly or an object, the graph "
+                                   "after the passes (fused groups), or an exported library.")
     _common(p)
-    p.add_argument("--emit", choices=["llvm", "asm", "graph", "lib"], default="llvm",
-                   help="what to write (default llvm); 'lib' writes a shared library with a C header, its "
+    p.add_argument("--emit", choices=["llvm", "bc", "asm", "obj", "graph", "lib"], default="llvm",
+                   help="what to write (default llvm): the LLVM IR hobbit generates as text (llvm) or bitcode "
+                        "(bc), LLVM's -O3 code for the target as assembly (asm) or an ELF object (obj), the "
+                        "graph after the passes (graph); 'lib' writes a shared library with a C header, its "
                         "weights and a manifest into the folder -o DIR (hobbit.load(DIR) runs it again)")
     p.add_argument("-o", "--output", metavar="FILE", help="write to FILE instead of standard output")
     p.add_argument("--name", help="with --emit lib: the C prefix of the library's functions "
@@ -553,6 +615,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--markdown", metavar="FILE", help="write the hobbit vs onnxruntime table (CONFORMANCE.md)")
     p.add_argument("--write-expected-failures", action="store_true",
                    help="rewrite tests/onnx_backend/expected_failures.txt from hobbit's failures")
+    _target(p)
     p.set_defaults(func=cmd_conformance)
 
     p = sub.add_parser("zoo", help="list the built-in models, or save one as an .onnx file",

@@ -11,9 +11,9 @@ from dataclasses import dataclass, field
 import numpy as np
 import onnx
 
-from hobbit.codegen.llvm import optimize
-from hobbit.codegen.module import build_module, pack_weights, view_constants
-from hobbit.target import Target, host_target
+from hobbit.codegen.llvm import emit_object, optimize
+from hobbit.codegen.module import build_module, pack_weights, status_records, view_constants
+from hobbit.target import Target, host_target, parse_target
 from hobbit.errors import ConfigError
 from hobbit.frontend.declared import declared_inputs, declared_output_types
 from hobbit.frontend.onnx import InputValuesNeeded, SymbolicInputShape, import_onnx, load_model
@@ -23,6 +23,8 @@ from hobbit.passes.memory import MemoryPlan, plan_memory
 from hobbit.runtime import cache as compile_cache
 from hobbit.runtime import weights as shared_weights
 from hobbit.runtime.cpus import default_threads
+from hobbit.runtime.export import NativeModel
+from hobbit.runtime.export_only import ExportOnlyModel
 from hobbit.runtime.jit import CompiledModel, TensorSpec
 from hobbit.runtime.memory import release_garbage
 from hobbit.runtime.nodearg import declared_args
@@ -47,7 +49,7 @@ class CompileReport:
     weights: np.ndarray | None = None  # the packed constants; the graph's constants are views of it
 
 
-def lower_to_llvm(model: ModelSource, target: Target | None = None, passes: list[str] | None = None,
+def lower_to_llvm(model: ModelSource, target: Target | str | None = None, passes: list[str] | None = None,
                   input_shapes: dict[str, tuple[int, ...]] | None = None,
                   opt_level: int = 3, threads: int | None = None, profile: bool = False,
                   progress: Progress | None = None,
@@ -60,9 +62,9 @@ def lower_to_llvm(model: ModelSource, target: Target | None = None, passes: list
     as soon as its text exists (its Python objects took ~70 MB for ResNet-50, ~9x the text);
     `keep_ir=False` drops the text too once parsed. Between stages, what the last one
     replaced is freed and handed back to the system (hobbit.runtime.memory.release_garbage),
-    so it does not add to the next stage's peak."""
-    target = target or host_target()
-    threads = resolve_threads(threads)
+    so it does not add to the next stage's peak. `target` is as compile()'s."""
+    target = parse_target(target)
+    threads = resolve_threads(threads, target)
     opt_level = resolve_opt_level(opt_level)
     show = progress or Progress(None)
     times: dict[str, float] = {}
@@ -90,13 +92,14 @@ def lower_to_llvm(model: ModelSource, target: Target | None = None, passes: list
     return CompileReport(graph, plan, target, threads, ir_text if keep_ir else None, times, optimized, weights)
 
 
-def resolve_threads(threads: int | None) -> int:
+def resolve_threads(threads: int | None, target: Target | None = None) -> int:
     """The `threads` argument -> the thread count to build for: a positive integer as given,
-    None -> default_threads() (HOBBIT_NUM_THREADS, else the CPUs this process may use).
+    None -> default_threads() (HOBBIT_NUM_THREADS, else the CPUs this process may use), or 1
+    for a target this host cannot run (this host's CPUs say nothing about that machine's).
     Checked up front so a bad value is one clear error naming the argument, not a TypeError
     deep in planning, and 0 is refused rather than read as "the default"."""
     if threads is None:
-        return default_threads()
+        return 1 if target is not None and target.runs_on(host_target()) else default_threads()
     if isinstance(threads, bool) or not isinstance(threads, numbers.Integral) or threads < 1:
         raise ConfigError(f"threads= must be a positive integer, or None for the default "
                           f"(HOBBIT_NUM_THREADS, else the CPUs this process may use); got {threads!r}")
@@ -110,11 +113,21 @@ def resolve_opt_level(opt_level: int) -> int:
     return int(opt_level)
 
 
-def compile(model: ModelSource, target: str = "cpu", threads: int | None = None, opt_level: int = 3,
+def compile(model: ModelSource, target: str | Target = "host", threads: int | None = None, opt_level: int = 3,
             passes: list[str] | None = None,
             input_shapes: dict[str, tuple[int, ...]] | None = None, profile: bool = False,
-            cache: bool | None = None, progress: bool | None = None) -> CompiledModel | SpecializingModel:
-    """Compile an ONNX model (path, bytes or ModelProto) for this CPU and JIT it.
+            cache: bool | None = None,
+            progress: bool | None = None) -> CompiledModel | SpecializingModel | ExportOnlyModel:
+    """Compile an ONNX model (path, bytes or ModelProto) for a CPU and JIT it.
+
+    `target` is "host" (this machine, the default), a CPU hobbit knows ("x86-64-v3",
+    "znver4", "neoverse-v1"), "TRIPLE:CPU[:FEATURES]" ("aarch64-linux-gnu:neoverse-n1",
+    "x86_64-linux-gnu:znver4:-avx512bf16") or a hobbit.target.Target; every schedule reads
+    its vector width, registers and caches from it (hobbit.target). Code this host can run
+    (the host's own, or an older CPU of its architecture) is JIT'd as usual; code for another
+    architecture, or for CPU features this host lacks, comes back as an ExportOnlyModel,
+    which exports a library for that machine but does not run here. Its thread count
+    defaults to 1 (the host's CPUs say nothing about the deployment machine's).
 
     A model with symbolic input dims (not fixed by `input_shapes`), or whose shapes depend
     on the values of small inputs, comes back as a SpecializingModel: it checks each call
@@ -130,15 +143,17 @@ def compile(model: ModelSource, target: str = "cpu", threads: int | None = None,
     default, HOBBIT_CACHE=0 turns it off; profiled builds bypass it); a model loaded from it
     carries a CachedReport without the graph; `progress` shows the stages on stderr
     (default: only on a terminal, once a compile has taken a second)."""
-    if target != "cpu":
-        from hobbit.errors import HobbitError
-        raise HobbitError(f"target {target!r} is not available yet; use target='cpu'")
-    threads = resolve_threads(threads)
+    machine = parse_target(target)
+    foreign = machine.runs_on(host_target())
+    threads = resolve_threads(threads, machine)
     opt_level = resolve_opt_level(opt_level)
 
-    def build(shapes: dict[str, tuple[int, ...]], values: dict[str, np.ndarray]) -> CompiledModel:
+    def build(shapes: dict[str, tuple[int, ...]], values: dict[str, np.ndarray]) -> CompiledModel | ExportOnlyModel:
         with Progress.for_compile(progress) as show:
-            return _compile(model, threads, opt_level, passes, {**(input_shapes or {}), **shapes}, values,
+            if foreign:
+                return _compile_only(model, machine, foreign, threads, opt_level, passes,
+                                     {**(input_shapes or {}), **shapes}, values, show)
+            return _compile(model, machine, threads, opt_level, passes, {**(input_shapes or {}), **shapes}, values,
                             profile, cache, show)
 
     try:
@@ -152,17 +167,39 @@ def compile(model: ModelSource, target: str = "cpu", threads: int | None = None,
                                      node_args=declared_args(proto, input_shapes))
     # What a pickle of the model carries (hobbit.runtime.recipe): threads as resolved, so
     # another process builds the same code and finds it in the compile cache.
-    compiled.recipe = Recipe(compile, model, {"threads": threads, "opt_level": opt_level, "passes": passes,
+    compiled.recipe = Recipe(compile, model, {"target": target, "threads": threads, "opt_level": opt_level,
+                                              "passes": passes,
                                               "input_shapes": input_shapes, "profile": profile, "cache": cache,
                                               "progress": progress})
     return compiled
 
 
-def _compile(model: ModelSource, threads: int, opt_level: int, passes: list[str] | None,
+def _compile_only(model: ModelSource, target: Target, why: str, threads: int, opt_level: int,
+                  passes: list[str] | None, input_shapes: dict[str, tuple[int, ...]] | None,
+                  input_values: dict[str, np.ndarray], show: Progress) -> ExportOnlyModel:
+    """compile() for a CPU this host cannot run: the pipeline to object code, nothing loaded.
+    The compile cache holds code for this process to load, so it is not used."""
+    report = lower_to_llvm(model, target, passes, input_shapes, opt_level, threads, False, show, input_values,
+                           keep_ir=False)
+    show.stage("object code")
+    t0 = time.perf_counter()
+    graph = report.graph
+    native = NativeModel(emit_object(report.optimized, target), target, report.weights, report.plan.arena_bytes,
+                         [TensorSpec(v.name, tuple(v.shape), np.dtype(v.dtype)) for v in graph.inputs],
+                         [TensorSpec(name, tuple(v.shape), np.dtype(v.dtype))
+                          for name, v in zip(graph.output_names, graph.outputs)],
+                         graph.output_layout, status_records(graph, report.plan), threads)
+    report.seconds["object"] = time.perf_counter() - t0
+    release_garbage()
+    show.finish(f"compiled for {target.triple} '{target.cpu}' (export only)")
+    return ExportOnlyModel(native, why, report)
+
+
+def _compile(model: ModelSource, host: Target, threads: int, opt_level: int, passes: list[str] | None,
              input_shapes: dict[str, tuple[int, ...]] | None, input_values: dict[str, np.ndarray],
              profile: bool, cache: bool | None, show: Progress) -> CompiledModel:
-    """compile() after argument checks: a cache hit, or the full pipeline (stored for next time)."""
-    host = host_target()
+    """compile() for code this host runs (`host`: this machine, or a CPU it can stand in for):
+    a cache hit, or the full pipeline (stored for next time)."""
     key = None
     t0 = time.perf_counter()
     if compile_cache.enabled(cache) and not profile:

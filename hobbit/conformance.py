@@ -17,6 +17,7 @@ import collections
 import contextlib
 import importlib
 import io
+import json
 import os
 import platform
 import selectors
@@ -72,14 +73,15 @@ def operator(case: TestCase, by_name: dict[str, TestCase]) -> str:
     return ", ".join(ops) or "(no node)"
 
 
-def run_case(backend: Any, case: TestCase) -> Outcome:
-    """Prepare the case's model on `backend` and check every data set like BackendTest does."""
+def run_case(backend: Any, case: TestCase, options: dict[str, Any] | None = None) -> Outcome:
+    """Prepare the case's model on `backend` (with `options` for its prepare(), e.g. hobbit's
+    target) and check every data set like BackendTest does."""
     from onnx.backend.test.runner import Runner
 
     try:
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
-            rep = backend.prepare(case.model, "CPU")
+            rep = backend.prepare(case.model, "CPU", **(options or {}))
             for inputs, expected in case.data_sets:
                 # Some cases (Cast, bfloat16) store their data as TensorProtos, as BackendTest allows.
                 inputs = [_as_array(x) for x in inputs]
@@ -99,9 +101,10 @@ def _as_array(item: Any) -> Any:
 
 def run_suite(backend: str, cases: list[TestCase],
               on_case: Callable[[str, Outcome], None] | None = None,
-              timeout: float = DEFAULT_TIMEOUT) -> dict[str, Outcome]:
+              timeout: float = DEFAULT_TIMEOUT, options: dict[str, Any] | None = None) -> dict[str, Outcome]:
     """Run the cases on `backend` ("hobbit", "onnxruntime", or the name of a module with the
-    onnx.backend.base.Backend functions) in a worker process.
+    onnx.backend.base.Backend functions) in a worker process; `options` (JSON values) go to
+    the backend's prepare().
 
     A test that crashes the process (a segfault is a bug, but the report must survive it)
     is recorded as failed with the signal; one that runs past `timeout` seconds (from its
@@ -110,7 +113,7 @@ def run_suite(backend: str, cases: list[TestCase],
     results: dict[str, Outcome] = {}
     pending = [c.name for c in cases]
     while pending:
-        with _Worker(backend, pending) as worker:
+        with _Worker(backend, pending, options or {}) as worker:
             for name, outcome in worker.outcomes(timeout):
                 results[name] = outcome
                 if on_case is not None:
@@ -126,9 +129,9 @@ class _Worker:
     """One worker process running the named cases in order. It reports 'start NAME' before a
     case and 'done NAME PASSED REASON' after it, so the case that hangs or kills it is known."""
 
-    def __init__(self, backend: str, names: list[str]):
+    def __init__(self, backend: str, names: list[str], options: dict[str, Any]):
         self.status = 0
-        self.process = subprocess.Popen([sys.executable, "-m", "hobbit.conformance", backend],
+        self.process = subprocess.Popen([sys.executable, "-m", "hobbit.conformance", backend, json.dumps(options)],
                                         stdin=subprocess.PIPE, stdout=subprocess.PIPE)
         self.process.stdin.write("".join(f"{name}\n" for name in names).encode())
         self.process.stdin.close()
@@ -187,7 +190,7 @@ def _exit_reason(status: int) -> str:
     return f"exit status {status}"
 
 
-def _worker(backend_name: str) -> None:
+def _worker(backend_name: str, options: dict[str, Any]) -> None:
     """Run the named tests read from stdin: a tab-separated start line and result line each,
     flushed. Ctrl-C is left to the parent, which kills this process, so a terminal's SIGINT
     to the whole process group prints no second traceback from here."""
@@ -200,7 +203,7 @@ def _worker(backend_name: str) -> None:
     by_name = {c.name: c for c in node_tests()}
     for name in wanted:
         print(f"start\t{name}", flush=True)
-        outcome = run_case(backend, by_name[name])
+        outcome = run_case(backend, by_name[name], options)
         reason = outcome.reason.replace("\t", " ").replace("\n", " ")
         print(f"done\t{name}\t{int(outcome.passed)}\t{reason}", flush=True)
 
@@ -309,8 +312,10 @@ def _cell(text: str) -> str:
 
 
 def measure(cases: list[TestCase], progress: Callable[[str], None] | None = None,
-            timeout: float = DEFAULT_TIMEOUT) -> tuple[dict[str, Outcome], dict[str, Outcome], float]:
-    """Run the cases on hobbit and on onnxruntime, each case under the same time limit."""
+            timeout: float = DEFAULT_TIMEOUT,
+            options: dict[str, Any] | None = None) -> tuple[dict[str, Outcome], dict[str, Outcome], float]:
+    """Run the cases on hobbit (with `options` for compile) and on onnxruntime, each case under
+    the same time limit."""
     start = time.perf_counter()
     counter = {"done": 0}
 
@@ -319,10 +324,10 @@ def measure(cases: list[TestCase], progress: Callable[[str], None] | None = None
         if progress is not None and counter["done"] % 100 == 0:
             progress(f"{counter['done']}/{2 * len(cases)} test runs")
 
-    hobbit = run_suite("hobbit", cases, tick, timeout)
+    hobbit = run_suite("hobbit", cases, tick, timeout, options)
     ort = run_suite("onnxruntime", cases, tick, timeout)
     return hobbit, ort, time.perf_counter() - start
 
 
 if __name__ == "__main__":
-    _worker(sys.argv[1])
+    _worker(sys.argv[1], json.loads(sys.argv[2]) if len(sys.argv) > 2 else {})

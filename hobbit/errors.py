@@ -15,6 +15,11 @@ class ConfigError(HobbitError):
     environment variable such as HOBBIT_NUM_THREADS; the message names it and its value."""
 
 
+class TargetError(ConfigError):
+    """A target hobbit cannot use: an unknown CPU, architecture or feature, or code built for
+    a CPU this host is not, asked to run in-process (export it and run it there)."""
+
+
 class ModelFormatError(HobbitError):
     """The model file is not a valid model: bad bytes, broken graph, dangling names."""
 

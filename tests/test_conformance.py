@@ -137,8 +137,8 @@ def _results(monkeypatch, outcomes: dict[str, Outcome]) -> dict:
     """run_suite replaced by fixed outcomes; the call's arguments are recorded."""
     calls = {}
 
-    def run_suite(backend, cases, on_case=None, timeout=None):
-        calls.update(backend=backend, cases=[c.name for c in cases], timeout=timeout)
+    def run_suite(backend, cases, on_case=None, timeout=None, options=None):
+        calls.update(backend=backend, cases=[c.name for c in cases], timeout=timeout, options=options)
         for name, outcome in outcomes.items():
             on_case(name, outcome)
         return outcomes
@@ -149,7 +149,8 @@ def _results(monkeypatch, outcomes: dict[str, Outcome]) -> dict:
 def test_exit_1_when_a_test_fails_that_is_not_expected_to(listing, monkeypatch, capsys) -> None:
     calls = _results(monkeypatch, {"test_abs": Outcome(False, "ShapeError: x"), "test_acos": Outcome(False, "y")})
     assert main(["conformance", "--filter", "^test_a(bs|cos)$", "--timeout", "7.5"]) == 1
-    assert calls == {"backend": "hobbit", "cases": ["test_abs", "test_acos"], "timeout": 7.5}
+    assert calls == {"backend": "hobbit", "cases": ["test_abs", "test_acos"], "timeout": 7.5,
+                     "options": {"target": "host"}}
     out = capsys.readouterr().out
     assert "FAIL  test_abs  ShapeError: x" in out and "not expected to fail: test_abs\n" in out
 
@@ -175,3 +176,20 @@ def test_a_real_run_on_hobbit(tmp_path: Path, monkeypatch, capsys) -> None:
     out = capsys.readouterr().out
     assert "pass  test_abs" in out and "FAIL  test_nonmaxsuppression_center_point_box_format  Unsupported" in out
     assert "(none found at" in out and "not expected to fail: test_nonmaxsuppression_center_point_box_format" in out
+
+
+def test_the_target_reaches_the_worker_processes() -> None:
+    """Options go to the workers' compile: a target the host cannot run fails every case there."""
+    cases = [c for c in conformance.node_tests() if c.name == "test_relu"]
+    outcomes = conformance.run_suite("hobbit", cases, options={"target": "aarch64-linux-gnu:neoverse-n1"})
+    assert not outcomes["test_relu"].passed
+    assert "TargetError" in outcomes["test_relu"].reason
+    assert conformance.run_suite("hobbit", cases, options={"target": "x86-64-v3"})["test_relu"].passed
+
+
+def test_cli_conformance_takes_a_target(listing, monkeypatch, capsys) -> None:
+    calls = _results(monkeypatch, {"test_abs": Outcome(True)})
+    assert main(["conformance", "--filter", "^test_abs$", "--target", "x86-64-v3"]) == 0
+    assert calls["options"]["target"].startswith("x86_64-unknown-linux-gnu:x86-64-v3:+sse3")
+    assert main(["conformance", "--filter", "^test_abs$", "--target", "aarch64-linux-gnu:neoverse-n1"]) == 2
+    assert "cannot run on this host" in capsys.readouterr().err

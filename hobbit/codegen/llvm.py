@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import re
+
 import llvmlite.binding as llvm
 from llvmlite import ir
 
@@ -15,7 +17,7 @@ def optimize(module: ir.Module | str, target: Target, opt_level: int = 3) -> llv
     for the target CPU."""
     tm = target_machine(target)
     try:
-        mod = llvm.parse_assembly(str(module))
+        mod = llvm.parse_assembly(with_vector_length(str(module), target))
         mod.verify()
     except RuntimeError as exc:
         raise CodegenError(f"generated LLVM IR is invalid: {exc}") from exc
@@ -28,6 +30,23 @@ def optimize(module: ir.Module | str, target: Target, opt_level: int = 3) -> llv
         pb = llvm.create_pass_builder(tm, pto)
         pb.getModulePassManager().run(mod, pb)
     return mod
+
+
+# SVE's vector length is a multiple of 128 bits, at most 2048: vscale is at most 16.
+_MAX_VSCALE = 16
+
+
+def with_vector_length(text: str, target: Target) -> str:
+    """On an SVE target, each function says the vector length it may assume at least
+    (`vscale_range(min, 16)`): only then does LLVM's AArch64 back end lower fixed-width
+    vectors wider than NEON's 128 bits (hobbit's 256-bit vectors on a Neoverse V1) to SVE
+    instructions, rather than splitting each into NEON halves. The upper bound stays open, so
+    the code is right on any longer vector length. llvmlite's IR builder has no vscale_range
+    attribute, so it is added to each definition's line here."""
+    if not target.sve_bits:
+        return text
+    attribute = f" vscale_range({target.sve_bits // 128},{_MAX_VSCALE})"
+    return re.sub(r"^(define [^\n]*?)$", lambda m: m.group(1) + attribute, text, flags=re.MULTILINE)
 
 
 def emit_assembly(mod: llvm.ModuleRef, target: Target) -> str:

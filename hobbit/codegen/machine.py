@@ -20,8 +20,8 @@ def target_machine(target: Target) -> llvm.TargetMachine:
 
 def new_target_machine(target: Target) -> llvm.TargetMachine:
     """A TargetMachine of our own: an MCJIT engine takes ownership of the one it is given."""
-    llvm.initialize_native_target()
-    llvm.initialize_native_asmprinter()
+    llvm.initialize_all_targets()  # the host's and the cross targets' (AArch64), each once
+    llvm.initialize_all_asmprinters()
     llvm_target = llvm.Target.from_triple(target.triple)
     return llvm_target.create_target_machine(
         cpu=target.cpu, features=target.features, opt=3, reloc="pic", codemodel="default"

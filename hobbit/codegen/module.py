@@ -96,11 +96,16 @@ def _reset(module: ir.Module, b: ir.IRBuilder, arena: ir.Value, plan: MemoryPlan
     b.call(memset, [at, ir.Constant(ir.IntType(8), 0), ir.Constant(I64, plan.reset_bytes), ir.Constant(ir.IntType(1), 0)])
 
 
+def status_records(graph: Graph, plan: MemoryPlan) -> list[tuple[int, str, str]]:
+    """The run-time check records (arena offset, node, op), in kernel order: STATUS_TABLE's rows."""
+    return [(plan.status[id(node)].index, node.name, node.op) for node in kernel_nodes(graph)
+            if id(node) in plan.status]
+
+
 def _status(module: ir.Module, b: ir.IRBuilder, graph: Graph, plan: MemoryPlan, arena: ir.Value) -> ir.Value:
     """The entry point's result: 1 + the position of the first check record that is set, else 0.
     Also records the table of check records in the module (STATUS_TABLE)."""
-    records = [(plan.status[id(node)].index, node.name, node.op) for node in kernel_nodes(graph)
-               if id(node) in plan.status]
+    records = status_records(graph, plan)
     text = bytearray(json.dumps(records).encode()) + b"\0"
     table = ir.GlobalVariable(module, ir.ArrayType(ir.IntType(8), len(text)), name=STATUS_TABLE)
     table.global_constant = True

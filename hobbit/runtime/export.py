@@ -1,4 +1,4 @@
-"""AOT export for the host: a compiled model -> a shared library with a C API, run without Python.
+"""AOT export: a compiled model -> a shared library with a C API, run without Python.
 
 `export_library` writes, into one folder:
   lib<name>.so   the model's machine code, hobbit's thread runtime and the C API (capi.c)
@@ -8,9 +8,13 @@
   <name>.json    the manifest hobbit.load reads: target CPU and features, sizes, checksums
 
 The model's code is the very object MCJIT made for the in-process model (CompiledModel
-keeps it), so JIT and AOT run the same instructions; the thread runtime is compiled by
-LLVM from the same IR the JIT loads (hobbit.runtime.pool). The system C compiler (`cc`,
-or $CC) compiles capi.c and links; the library needs only libc, libm and libgcc_s.
+keeps it), so JIT and AOT run the same instructions; for a CPU this host cannot run it is
+the object LLVM emits for that target (ExportOnlyModel). The thread runtime is compiled by
+LLVM from the same IR the JIT loads (hobbit.runtime.pool), for the model's target. The C
+compiler for the target's architecture compiles capi.c and links: the system's (`cc`, or
+$CC) for the host's, the cross toolchain `<arch>-linux-gnu-gcc` (with its objcopy and ar)
+for another, e.g. Debian's gcc-aarch64-linux-gnu. The library needs only libc, libm and
+libgcc_s.
 
 The weights always go in their own file, never into the IR or the library: a constant in
 the IR text costs seconds and gigabytes to parse for a 100 MB model, and one file format
@@ -33,6 +37,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import platform
 import re
 import shutil
 import subprocess
@@ -116,7 +121,7 @@ def export_library(model: NativeModel, directory: str | os.PathLike, name: str |
         (build / "model.o").write_bytes(model.code)
         (build / "runtime.o").write_bytes(emit_object(optimize(runtime_module(model.target), model.target,
                                                                RUNTIME_OPT_LEVEL), model.target))
-        _link(build, name)
+        _link(build, name, model.target)
         blob.tofile(build / f"{name}.weights")
         manifest = _manifest(model, facts, (build / f"lib{name}.so").read_bytes())
         (build / f"{name}.json").write_text(json.dumps(manifest, indent=1) + "\n")
@@ -125,9 +130,9 @@ def export_library(model: NativeModel, directory: str | os.PathLike, name: str |
     return files
 
 
-def _link(build: Path, name: str) -> None:
+def _link(build: Path, name: str, target: Target) -> None:
     """capi.c and the two objects -> lib<name>.so and lib<name>.a, only <name>_* global in either."""
-    compiler = _tool(os.environ.get("CC", "cc"), "a C compiler ($CC, else cc)")
+    compiler, objcopy, ar = _toolchain(target)
     (build / "capi.c").write_text(resources.files("hobbit.runtime").joinpath("capi.c").read_text())
     _run([compiler, "-c", "-fPIC", "-O2", "-std=c11", "-D_GNU_SOURCE", f"-DHOBBIT_PREFIX={name}", "-I", str(build),
           "-o", str(build / "capi.o"), str(build / "capi.c")], "compiling the C API")
@@ -139,15 +144,26 @@ def _link(build: Path, name: str) -> None:
     # The archive holds one object whose only globals are the API, as the .so's version script does.
     _run([compiler, "-r", "-nostdlib", "-o", str(build / "all.o"), *objects], "joining the objects")
     api = [f"{name}_{fn}" for fn in API_FUNCTIONS]
-    _run([_tool("objcopy", "binutils' objcopy"), *[f"--keep-global-symbol={sym}" for sym in api],
-          str(build / "all.o")], "hiding the internal symbols")
-    _run([_tool("ar", "binutils' ar"), "rcs", str(build / f"lib{name}.a"), str(build / "all.o")],
-         f"archiving lib{name}.a")
+    _run([objcopy, *[f"--keep-global-symbol={sym}" for sym in api], str(build / "all.o")],
+         "hiding the internal symbols")
+    _run([ar, "rcs", str(build / f"lib{name}.a"), str(build / "all.o")], f"archiving lib{name}.a")
 
 
-def _tool(program: str, what: str) -> str:
+def _toolchain(target: Target) -> tuple[str, str, str]:
+    """The C compiler, objcopy and ar that make code for the target's architecture."""
+    if target.arch == platform.machine():
+        return (_tool(os.environ.get("CC", "cc"), "a C compiler ($CC, else cc)", "gcc"),
+                _tool("objcopy", "binutils' objcopy", "binutils"), _tool("ar", "binutils' ar", "binutils"))
+    prefix = f"{target.arch}-linux-gnu-"
+    package = f"gcc-{target.arch}-linux-gnu"
+    return tuple(_tool(prefix + tool, f"the {target.arch} cross toolchain", package)
+                 for tool in ("gcc", "objcopy", "ar"))
+
+
+def _tool(program: str, what: str, package: str) -> str:
     if shutil.which(program) is None:
-        raise ConfigError(f"exporting a library needs {what}: '{program}' was not found; install gcc and binutils")
+        raise ConfigError(f"exporting a library needs {what}: '{program}' was not found; install {package} "
+                          f"(e.g. apt-get install {package})")
     return program
 
 

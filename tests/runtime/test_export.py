@@ -4,7 +4,6 @@ JIT runs, needs only libc/libm/libgcc_s, and a bad artifact is a clear error, ne
 from __future__ import annotations
 
 import ctypes
-import dataclasses
 import json
 import os
 import pickle
@@ -20,11 +19,8 @@ from onnx import helper
 import hobbit
 from hobbit import zoo
 from hobbit.cli import main
-from hobbit.compiler import lower_to_llvm
 from hobbit.errors import ArtifactError, ConfigError, RunError, ShapeError
-from hobbit.runtime.jit import CompiledModel, TensorSpec
 from hobbit.runtime.load import bind_api
-from hobbit.target import host_target
 from tests.helpers import make_model, rand, run_in_four_threads
 
 EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "c" / "classify.c"
@@ -206,13 +202,6 @@ def _classify(program: Path, files, image: Path, scores: Path, wrap: list[str] =
     return done.stdout + done.stderr
 
 
-def _avx2_target():
-    """The host without AVX-512 (valgrind 3.19 cannot decode AVX-512 instructions)."""
-    host = host_target()
-    features = ",".join("-" + f[1:] if f.startswith("+avx512") else f for f in host.features.split(","))
-    return dataclasses.replace(host, features=features, vector_bits=256, vector_registers=16)
-
-
 @pytest.mark.slow
 def test_c_example_matches_the_jit_and_runs_clean_under_valgrind(tmp_path):
     model = zoo.build("squeezenet1_1")
@@ -231,14 +220,8 @@ def test_c_example_matches_the_jit_and_runs_clean_under_valgrind(tmp_path):
     _classify(static, files, tmp_path / "image.raw", tmp_path / "scores_static.raw")
     np.testing.assert_array_equal(np.fromfile(tmp_path / "scores_static.raw", np.float32), got.reshape(-1))
 
-    # valgrind runs a build without AVX-512, compared with that build's JIT.
-    target = _avx2_target()
-    report = lower_to_llvm(model, target, threads=2)
-    graph = report.graph
-    avx2 = CompiledModel(report.optimized, target, report.weights, report.plan.arena_bytes,
-                         [TensorSpec(v.name, tuple(v.shape), np.dtype(v.dtype)) for v in graph.inputs],
-                         [TensorSpec(n, tuple(v.shape), np.dtype(v.dtype))
-                          for n, v in zip(graph.output_names, graph.outputs)], report)
+    # valgrind 3.19 cannot decode AVX-512: it runs the x86-64-v3 (AVX2) build, against that build's JIT.
+    avx2 = hobbit.compile(model, target="x86-64-v3", threads=2, cache=False)
     avx2_files = avx2.export(tmp_path / "avx2", name="squeezenet_avx2")
     avx2_program = _build_example(avx2_files, "squeezenet_avx2", tmp_path)
     assert shutil.which("valgrind"), "valgrind is needed (.ci/run installs it: apt-get install -y valgrind)"
@@ -246,7 +229,7 @@ def test_c_example_matches_the_jit_and_runs_clean_under_valgrind(tmp_path):
                         VALGRIND)
     assert re.search(r"ERROR SUMMARY: 0 errors", printed), printed
     got = np.fromfile(tmp_path / "scores_avx2.raw", np.float32).reshape(want.shape)
-    want_avx2 = avx2.run({graph.inputs[0].name: image})[0]
+    want_avx2 = avx2.run({avx2.inputs[0].name: image})[0]
     assert np.abs(got - want_avx2).max() <= 1e-5
 
 
