@@ -252,7 +252,7 @@ def _emit_kernel(module: ir.Module, node: Node, target: Target, plan: MemoryPlan
         kb.status = status
     team = Threads(kb, tid, count, threads, claims)
     try:
-        opdef.lower(KernelArgs(kb, node, target, inputs, outputs, epilogue, scratch, team))
+        opdef.lower(KernelArgs(kb, node, target, inputs, outputs, epilogue, scratch, team, plan.kernels.get(id(node))))
     except Exception as exc:  # a lowering that cannot handle this variant: name the node, never a bare trace
         shapes = ", ".join(str(v.type) for v in node.inputs if v is not None)
         detail = str(exc) if isinstance(exc, CodegenError) else f"{type(exc).__name__}: {exc}"

@@ -33,8 +33,6 @@ class OpDef:
     # For kernels that accept fused epilogues: the index space the kernel hands to
     # its epilogue (innermost dim contiguous), as a function of the node.
     epilogue_view: Callable[[Node], tuple[int, ...]] | None = None
-    # Bytes of per-call scratch memory the kernel needs for (node, target, threads), placed in the arena.
-    scratch_bytes: Callable[..., int] | None = None
     # Arithmetic work of one node (multiply-add = 2), for GFLOP/s in profiles and
     # benchmarks; None means one flop per output element.
     flops: Callable[[Node], int] | None = None

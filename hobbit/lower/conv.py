@@ -1,11 +1,7 @@
-"""2-D convolution, lowered by shape:
-
-* depthwise (groups == channels): vectorised rows (lower/depthwise.py);
-* 1x1, stride 1, no padding: a GEMM straight on the input ([C, H*W] is B);
-* at most four input channels (RGB stems): the same GEMM reading B straight from
-  padded input rows (lower/direct_conv.py);
-* everything else: im2col into scratch ([C*KH*KW, OH*OW], with padding decided
-  statically per kernel tap), then the same GEMM.
+"""2-D convolution, lowered as its plan says (hobbit.plan.conv: the variants and why):
+depthwise rows (lower/depthwise.py), one GEMM on the input or on an im2col of the
+whole image, a GEMM reading padded input rows (lower/direct_conv.py), or blocks of
+rows lowered by im2col into each thread's scratch, then the GEMM.
 
 Bias and fused epilogue steps are applied to the accumulators before the single
 store, indexed in the view [N, OC, OH*OW]."""
@@ -15,90 +11,39 @@ from __future__ import annotations
 import numpy as np
 from llvmlite import ir
 
-from hobbit.target import Target
-from hobbit.graph.ir import Node
 from hobbit.lower.builder import KernelBuilder
 from hobbit.lower.copy import emit_fill
-from hobbit.lower.depthwise import depthwise_scratch_elems, lower_depthwise
-from hobbit.lower.direct_conv import direct_scratch_elems, is_direct, lower_direct_conv
+from hobbit.lower.depthwise import lower_depthwise
+from hobbit.lower.direct_conv import lower_direct_conv
 from hobbit.lower.elementwise import Epilogue
-from hobbit.lower.gemm import MatA, MatB, MatC, emit_gemm, pack_elems, row_major_a
+from hobbit.lower.gemm import MatA, MatB, MatC, emit_gemm, row_major_a
 from hobbit.lower.kernel import KernelArgs
-from hobbit.lower.parallel import Threads, band_heights
+from hobbit.lower.parallel import Threads
 from hobbit.lower.scalar import Emit
+from hobbit.plan.conv import ConvPlan, ConvShape
 from hobbit.plan.gemm import gemm_schedule
-from hobbit.plan.conv import ConvShape, conv_shape
-
-
-def _col_elems(s: ConvShape) -> int:
-    """im2col buffer size (none for pointwise convs, which read the input directly)."""
-    return 0 if s.pointwise else s.cg * s.kh * s.kw * s.oh * s.ow
-
-
-def block_rows(s: ConvShape, target: Target) -> int:
-    """Most output rows per im2col block: the block's columns fit in half of L2."""
-    k = s.cg * s.kh * s.kw
-    return max(1, min(s.oh, (target.l2_bytes // 2) // (k * s.ow * 4)))
-
-
-def conv_scratch_bytes(node: Node, target: Target, threads: int) -> int:
-    s = conv_shape(node)
-    itemsize = np.dtype(node.inputs[0].dtype).itemsize
-    if s.depthwise:
-        return depthwise_scratch_elems(s, threads) * itemsize
-    if node.attrs.get("weight_layout") == "KO":
-        return (_col_elems(s) + s.oh * s.ow * s.ocg) * itemsize
-    if s.pointwise:
-        return threads * _pointwise_pack(s, target) * itemsize
-    if is_direct(s):
-        return direct_scratch_elems(s, target, threads) * itemsize
-    col, pack = _block_slices(s, target, threads)
-    return threads * (col + pack) * itemsize
-
-
-def _b_pack(rows: int, cols: int, k: int, target: Target) -> int:
-    """Elements of a thread's B packing buffer for a conv GEMM, or 0 to read B in place."""
-    return pack_elems(gemm_schedule(rows, cols, k, target), rows)
-
-
-def _pointwise_pack(s: ConvShape, target: Target) -> int:
-    return _b_pack(s.ocg, s.oh * s.ow, s.cg, target)
-
-
-def _block_slices(s: ConvShape, target: Target, threads: int) -> tuple[int, int]:
-    """Per-thread elements of the im2col block and of the B packing buffer."""
-    rows = block_rows(s, target)
-    k = s.cg * s.kh * s.kw
-    pack = max(_b_pack(s.ocg, r * s.ow, k, target) for r in band_heights(s.oh, rows, threads))
-    return k * rows * s.ow, pack
 
 
 def lower_conv(k: KernelArgs) -> None:
-    s = conv_shape(k.node)
-    if s.depthwise:
-        lower_depthwise(k, s)
-    elif s.pointwise or k.node.attrs.get("weight_layout") == "KO":
-        _gemm_conv(k, s)
-    elif is_direct(s):
-        lower_direct_conv(k, s)
-    else:
-        _blocked_im2col_conv(k, s)
+    plan: ConvPlan = k.plan
+    emit = {"depthwise": lower_depthwise, "gemm": _gemm_conv, "direct": lower_direct_conv,
+            "im2col": _blocked_im2col_conv}[plan.variant]
+    emit(k, plan)
 
 
-def _gemm_conv(k: KernelArgs, s: ConvShape) -> None:
+def _gemm_conv(k: KernelArgs, plan: ConvPlan) -> None:
     """Per image and group: (im2col,) then one GEMM with bias and epilogue at the store.
 
     Normally rows are output channels and vectors run along the H*W positions. With
     weights in "KO" layout ([C*KH*KW, OC], chosen by the layout pass when H*W is a poor
     fit for the vector width, e.g. 7x7) the GEMM is transposed: rows are positions,
     vectors run along output channels and are stored with a stride of H*W."""
-    kb, node = k.kb, k.node
+    kb, node, s, sched = k.kb, k.node, plan.shape, plan.gemm
     dtype = node.inputs[0].dtype
     x, w, bias = k.inputs[0], k.inputs[1], k.inputs[2] if len(k.inputs) > 2 else None
     K, P = s.cg * s.kh * s.kw, s.oh * s.ow
-    by_channel = node.attrs.get("weight_layout") == "KO"
+    by_channel = plan.by_channel
     rows, cols = (P, s.ocg) if by_channel else (s.ocg, P)
-    sched = gemm_schedule(rows, cols, K, k.target, np.dtype(dtype).itemsize)
     epilogue = Epilogue(kb, node, k.epilogue, (s.n, s.oc, P))
     with kb.loop(0, s.n, name="n") as n, kb.loop(0, s.group, name="g") as g:
         x_off = kb.mul(kb.add(kb.mul(n, s.c), kb.mul(g, s.cg)), s.h * s.w)
@@ -113,7 +58,7 @@ def _gemm_conv(k: KernelArgs, s: ConvShape) -> None:
         if by_channel:
             a = MatA(src, src_off, panel=sched.mr, k=P, m=1)
             b = MatB(w, 0, k=sched.nr, panel=K * sched.nr)  # packed panels; KO implies one group
-            partial = MatC(k.scratch, _col_elems(s), m=s.ocg) if K > sched.kc else None
+            partial = MatC(k.scratch, plan.col, m=s.ocg) if K > sched.kc else None
             c = MatC(k.outputs[0], y_off, m=1, n=P, partial=partial)
         else:
             a = row_major_a(w, kb.mul(oc0, K), K, sched.mr)
@@ -134,27 +79,23 @@ def _gemm_conv(k: KernelArgs, s: ConvShape) -> None:
         def touch(m, col, n=n, oc0=oc0):
             epilogue.prefetch([n, kb.add(oc0, m), col])
 
-        pack = None
-        if s.pointwise and not by_channel and _pointwise_pack(s, k.target):
-            pack = k.thread_scratch(0, _pointwise_pack(s, k.target), dtype)
+        pack = k.thread_scratch(0, plan.pack, dtype) if plan.pack else None
         emit_gemm(kb, sched, rows, cols, K, a, b, c, dtype, epi, k.threads, pack,
                   None if by_channel else touch)
         if not s.pointwise and s.n * s.group > 1:
             k.threads.sync()  # the next im2col overwrites the scratch others may still read
 
 
-def _blocked_im2col_conv(k: KernelArgs, s: ConvShape) -> None:
+def _blocked_im2col_conv(k: KernelArgs, plan: ConvPlan) -> None:
     """im2col + GEMM over blocks of output rows. Each thread takes whole blocks and
     lowers them into its own L2-sized slice of scratch, so the columns are consumed
     while still in cache and threads never wait for each other."""
-    kb, node = k.kb, k.node
+    kb, node, s = k.kb, k.node, plan.shape
     dtype = node.inputs[0].dtype
     x, w, bias = k.inputs[0], k.inputs[1], k.inputs[2] if len(k.inputs) > 2 else None
     K, P = s.cg * s.kh * s.kw, s.oh * s.ow
-    rows = block_rows(s, k.target)
-    col_elems, pack_size = _block_slices(s, k.target, k.threads.max_threads)
-    col = k.thread_scratch(0, col_elems, dtype)
-    pack = k.thread_scratch(col_elems * k.threads.max_threads, pack_size, dtype) if pack_size else None
+    col = k.thread_scratch(0, plan.col, dtype)
+    pack = k.thread_scratch(plan.col * plan.threads, plan.pack, dtype) if plan.pack else None
     epilogue = Epilogue(kb, node, k.epilogue, (s.n, s.oc, P))
     alone = k.threads.alone()
 
@@ -181,7 +122,7 @@ def _blocked_im2col_conv(k: KernelArgs, s: ConvShape) -> None:
 
         emit_gemm(kb, sched, s.ocg, count * s.ow, K, a, b, c, dtype, epi, alone, pack, touch)
 
-    k.threads.bands(s.oh, rows, block, images=s.n * s.group)
+    k.threads.bands(s.oh, plan.rows, block, images=s.n * s.group)
 
 
 def _im2col(kb: KernelBuilder, s: ConvShape, x, x_off, col, dtype, threads: Threads,

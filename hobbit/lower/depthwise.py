@@ -20,34 +20,11 @@ import numpy as np
 from llvmlite import ir
 
 from hobbit.lower.builder import I1, I32, KernelBuilder
-from hobbit.plan.conv import ConvShape
+from hobbit.plan.conv import ConvPlan, ConvShape
 from hobbit.lower.copy import emit_deinterleaved_row_copy, emit_fill, emit_row_copy
 from hobbit.lower.elementwise import Epilogue
 from hobbit.lower.kernel import KernelArgs
 from hobbit.lower.scalar import Emit
-
-SLACK = 64  # elements past the last plane that a strided tail vector may read
-
-
-def plane_elems(s: ConvShape) -> int:
-    hp, wp = s.padded_hw
-    return hp * wp + SLACK
-
-
-def depthwise_scratch_elems(s: ConvShape, threads: int) -> int:
-    """One padded plane per thread, reused for every channel so it stays in cache (none
-    when the taps read the input directly)."""
-    return 0 if reads_input(s) else threads * plane_elems(s)
-
-
-def reads_input(s: ConvShape) -> bool:
-    """Taps of stride-1 and stride-2 convs load straight from the input, masked at the
-    borders (stride 2: two vectors, even lanes kept). Copying each plane into a padded one
-    first cost two thirds of the time of a 7x7 depthwise conv: the taps reloaded rows just
-    stored, at other offsets, which stalls on store forwarding. For stride 2 it was also
-    slower at every size measured (MobileNetV2's 14x14x576: 0.021 -> 0.015 ms)."""
-    return s.stride[1] in (1, 2)
-
 
 def row_width(s: ConvShape, lanes: int) -> int:
     """Vector width for rows of s.ow outputs: the target's, or the power of two that covers ow."""
@@ -57,14 +34,14 @@ def row_width(s: ConvShape, lanes: int) -> int:
     return width
 
 
-def lower_depthwise(k: KernelArgs, s: ConvShape) -> None:
-    kb, node = k.kb, k.node
+def lower_depthwise(k: KernelArgs, plan: ConvPlan) -> None:
+    kb, node, s = k.kb, k.node, plan.shape
     dtype = node.inputs[0].dtype
     x, w, bias = k.inputs[0], k.inputs[1], k.inputs[2] if len(k.inputs) > 2 else None
     mult = s.oc // s.c
     epilogue = Epilogue(kb, node, k.epilogue, (s.n, s.oc, s.oh * s.ow))
     width = row_width(s, k.width(dtype))
-    if reads_input(s):
+    if not plan.plane:  # the taps read the input (hobbit.plan.conv.reads_input)
         c_lo, c_hi = k.threads.split(s.c)
         with kb.loop(0, s.n, name="n") as n, kb.loop(c_lo, c_hi, name="c") as c:
             plane_base = kb.mul(kb.add(kb.mul(n, s.c), c), s.h * s.w)
@@ -73,8 +50,8 @@ def lower_depthwise(k: KernelArgs, s: ConvShape) -> None:
                 emit_rows_direct(kb, s, DepthwiseRows(w, bias, k.outputs[0], epilogue, dtype, width), x,
                                  lambda ih, base=plane_base: kb.add(base, kb.mul(ih, s.w)), n, oc)
         return
-    pad = k.thread_scratch(0, plane_elems(s), dtype)
-    emit_fill(kb, pad, dtype, 0, plane_elems(s), kb.const(dtype, 0))  # channels only overwrite the inside
+    pad = k.thread_scratch(0, plan.plane, dtype)
+    emit_fill(kb, pad, dtype, 0, plan.plane, kb.const(dtype, 0))  # channels only overwrite the inside
     c_lo, c_hi = k.threads.split(s.c)
     lanes = k.width(dtype)
     with kb.loop(0, s.n, name="n") as n, kb.loop(c_lo, c_hi, name="c") as c:

@@ -12,60 +12,27 @@ inner loops have no bounds checks."""
 
 from __future__ import annotations
 
-import dataclasses
-
-import numpy as np
-
-from hobbit.target import Target
-from hobbit.plan.conv import ConvShape, input_rows
+from hobbit.plan.conv import ConvPlan, input_rows
 from hobbit.lower.copy import emit_fill
-from hobbit.lower.depthwise import SLACK, copy_row, tap_column
+from hobbit.lower.depthwise import copy_row, tap_column
 from hobbit.lower.elementwise import Epilogue
 from hobbit.lower.gemm import MatB, MatC, emit_gemm, row_major_a
 from hobbit.lower.kernel import KernelArgs
 from hobbit.lower.scalar import Emit
-from hobbit.plan.gemm import gemm_schedule
 
-MAX_CHANNELS = 4  # wider inputs have enough multiply-adds per column to amortise im2col
-
-
-def is_direct(s: ConvShape) -> bool:
-    return s.group == 1 and s.c <= MAX_CHANNELS and s.stride[1] in (1, 2) and not s.pointwise
-
-
-def band_rows(s: ConvShape, target: Target, threads: int) -> int:
-    """Output rows per band: the band's planes take at most a quarter of L2, and every
-    thread gets at least one band."""
-    wp = s.padded_hw[1]
-    rows = 1
-    while rows < -(-s.oh // threads) and s.c * input_rows(s, rows + 1) * wp * 4 <= target.l2_bytes // 4:
-        rows += 1
-    return rows
-
-
-def _plane_elems(s: ConvShape, target: Target, threads: int) -> int:
-    return s.c * input_rows(s, band_rows(s, target, threads)) * s.padded_hw[1] + SLACK
-
-
-def direct_scratch_elems(s: ConvShape, target: Target, threads: int) -> int:
-    return threads * _plane_elems(s, target, threads)
-
-
-def lower_direct_conv(k: KernelArgs, s: ConvShape) -> None:
-    kb, node = k.kb, k.node
+def lower_direct_conv(k: KernelArgs, plan: ConvPlan) -> None:
+    kb, node, s, sched = k.kb, k.node, plan.shape, plan.gemm
     dtype = node.inputs[0].dtype
     x, w, bias = k.inputs[0], k.inputs[1], k.inputs[2] if len(k.inputs) > 2 else None
     K, P = s.c * s.kh * s.kw, s.oh * s.ow
     _, wp = s.padded_hw
-    band = band_rows(s, k.target, k.threads.max_threads)
+    band = plan.rows
     rows_held = input_rows(s, band)
-    plane_size = _plane_elems(s, k.target, k.threads.max_threads)
+    plane_size = plan.plane
     plane = k.thread_scratch(0, plane_size, dtype)
     zero = kb.const(dtype, 0)
     emit_fill(kb, plane, dtype, 0, plane_size, zero)  # the padding columns stay zero
     lanes = k.width(dtype)
-    sched = gemm_schedule(s.oc, s.ow, K, k.target, np.dtype(dtype).itemsize)
-    sched = dataclasses.replace(sched, kc=K)  # one K chunk: the taps of a channel stay together
     taps = tuple(kh * s.dilation[0] * wp + tap_column(s, kw * s.dilation[1])
                  for kh in range(s.kh) for kw in range(s.kw))
     epilogue = Epilogue(kb, node, k.epilogue, (s.n, s.oc, P))

@@ -87,18 +87,6 @@ def _imbalance(work: list[int], threads: int) -> float:
 PACKED_B_SLACK = 1.1
 
 
-# Below this K a B panel is copied for too little work: the k loop of each block is short,
-# and MobileNetV2's stem (K = 27) and first projection (K = 32) ran 13% and 40% faster
-# reading B in place.
-MIN_PACKED_K = 64
-
-
-def pack_elems(s: GemmSchedule, M: int) -> int:
-    """Size of one thread's B packing buffer (one K chunk of one NR-column panel), or 0
-    when too few MR-row blocks or k steps would use a packed panel to pay for the copy."""
-    return s.kc * s.nr if M > 2 * s.mr and s.kc >= MIN_PACKED_K else 0
-
-
 # A GEMM of at least this many multiply-adds, in one K chunk and split by N, is shared by
 # claimed runs of panels (Threads.runs) rather than a static split: a run packs its own
 # panels. Split by M, every run would pack all of B again (ResNet-50's 1x1 convs at 14x14
@@ -115,7 +103,7 @@ def emit_gemm(kb: KernelBuilder, s: GemmSchedule, M: int, N: int, K: int,
     others; otherwise each thread keeps the same static slice of C across K chunks, so no
     sync is needed (shares are claimed whole, Threads.shares).
 
-    With `pack` (this thread's buffer of pack_elems(s)), each K chunk of a B panel is
+    With `pack` (this thread's buffer of hobbit.plan.gemm.pack_elems(s)), each K chunk of a B panel is
     first copied into one contiguous [kc, NR] block that every MR-row block then
     streams: a row-major B with long rows would otherwise touch a new page per k."""
     n_panels, n_rem = divmod(N, s.nr)

@@ -1,8 +1,10 @@
-"""What a lowering function receives: the node, its pointers, a builder, the target."""
+"""What a lowering function receives: the node, its pointers, a builder, the target, and
+the node's plan (hobbit.plan.kernels) where it has one."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 from llvmlite import ir
@@ -23,6 +25,7 @@ class KernelArgs:
     epilogue: list[ir.Value | None]  # one pointer per epilogue step (None for unary steps)
     scratch: ir.Value | None
     threads: Threads
+    plan: Any = None  # the frozen plan (hobbit.plan.kernels) memory planning sized the scratch by
 
     def thread_scratch(self, offset: int, per_thread: int, dtype: np.dtype) -> ir.Value:
         """This thread's slice of scratch: elements [offset + tid*per_thread, ... + per_thread)."""

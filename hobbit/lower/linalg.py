@@ -13,11 +13,6 @@ from hobbit.lower.kernel import KernelArgs
 from hobbit.lower.scalar import Emit
 
 
-def det_scratch_bytes(node, target, threads: int) -> int:
-    n = node.inputs[0].shape[-1]
-    return threads * max(n * n, 1) * np.dtype(node.inputs[0].dtype).itemsize
-
-
 def lower_det(k: KernelArgs) -> None:
     kb, node = k.kb, k.node
     x = node.inputs[0]
@@ -25,7 +20,7 @@ def lower_det(k: KernelArgs) -> None:
     n = x.shape[-1]
     count = node.outputs[0].type.size
     e = Emit(kb, dtype, 1)
-    a = k.thread_scratch(0, max(n * n, 1), dtype)
+    a = k.thread_scratch(0, k.plan.matrix, dtype)
     det = kb.alloca(e.c(0.0).type)
     pivot_row = kb.alloca(kb.i64(0).type)
     best = kb.alloca(e.c(0.0).type)

@@ -35,6 +35,7 @@ from llvmlite import ir
 from hobbit.errors import CodegenError
 from hobbit.lower.builder import I64, PTR, KernelBuilder
 from hobbit.plan.arena import CLAIM_STRIDE, CLAIMED_LOOPS
+from hobbit.plan.bands import cut, share_sizes
 
 BandBody = Callable[[int | ir.Value, int | ir.Value, int], None]  # (image, first row, rows)
 RunBody = Callable[[int | ir.Value, int | ir.Value], None]  # (first, end)
@@ -63,28 +64,6 @@ def runtime_function(module: ir.Module, name: str) -> ir.Function:
         return existing
     ret, args = RUNTIME_ABI[name]
     return ir.Function(module, ir.FunctionType(ret, list(args)), name=name)
-
-
-def band_heights(total: int, max_band: int, threads: int) -> list[int]:
-    """The band heights Threads.bands hands out (all static), for sizing scratch and packing."""
-    heights = set()
-    for share in _share_sizes(total, threads):
-        count, small, big = _cut(share, max_band)
-        heights |= ({small + 1} if big else set()) | ({small} if count > big else set())
-    return sorted(heights)
-
-
-def _share_sizes(total: int, threads: int) -> list[int]:
-    """The sizes of split's shares of `total` among `threads` (two at most, none empty)."""
-    return sorted({total // threads, -(-total // threads)} - {0})
-
-
-def _cut(share: int, max_band: int) -> tuple[int, int, int]:
-    """(bands, height, taller): a share in bands of at most max_band rows, the first
-    `taller` of them one row taller than `height`."""
-    count = -(-share // max_band)
-    small, big = divmod(share, count)
-    return count, small, big
 
 
 RUNS_PER_THREAD = 8  # Threads.runs: a slowed thread's last run is small, claims stay few
@@ -143,7 +122,7 @@ class Threads:
         """body(image, first_row, rows) over `total` rows of each of `images` images: the rows
         are cut into one share per thread (balanced to within one row), each share into
         near-equal bands of at most `max_band` rows, whose heights are static (kernels
-        specialise on shapes and size their scratch by band_heights).
+        specialise on shapes and size their scratch by hobbit.plan.bands.band_heights).
 
         Each thread claims the bands of its own share, in order, from that share's counter,
         then helps with the others' (work stealing): on a quiet machine every thread does
@@ -157,13 +136,13 @@ class Threads:
             return
         self.used = True
         most = self.max_threads
-        pieces = images * sum(_cut(hi - lo, max_band)[0] for lo, hi in _shares(total, most) if hi > lo)
+        pieces = images * sum(cut(hi - lo, max_band)[0] for lo, hi in _shares(total, most) if hi > lo)
         loop = self._loop(kb.i64(pieces))
 
         def share(lo: ir.Value, hi: ir.Value, counter: ir.Value) -> None:
-            for size in _share_sizes(total, most):
+            for size in share_sizes(total, most):
                 with kb.if_then(b.icmp_unsigned("==", b.sub(hi, lo), kb.i64(size))):
-                    count, small, big = _cut(size, max_band)
+                    count, small, big = cut(size, max_band)
                     self._claim(counter, kb.i64(images * count), loop,
                                 lambda unit, count=count, small=small, big=big:
                                 self._band(unit, lo, count, small, big, body))
@@ -301,7 +280,7 @@ def _shares(total: int, threads: int) -> list[tuple[int, int]]:
 def _share_in_bands(kb: KernelBuilder, first: int | ir.Value, share: int, max_band: int, body: BandBody) -> None:
     """body over rows first .. first + share in ceil(share / max_band) bands whose heights
     differ by at most one (the taller ones first)."""
-    count, small, big = _cut(share, max_band)
+    count, small, big = cut(share, max_band)
     if big:
         with kb.loop(0, big, name="band") as i:
             body(kb.add(first, kb.mul(i, small + 1)), small + 1)

@@ -4,7 +4,7 @@ The input projection X·Wᵀ (+ biases) of every time step is one MatMul before 
 kernel (graph ops), so what is left here is inherently sequential: per step, each
 gate is the precomputed projection plus a dot product of a row of R with the
 previous hidden state, then the cell's element-wise update. Batch rows and
-directions are independent, so blocks of up to ROW_BLOCK rows of one direction
+directions are independent, so blocks of up to ROW_BLOCK rows (hobbit/plan/rnn.py) of one direction
 are shared among threads; within a block every row of R is read once per step
 and dotted with all the block's hidden states (R stays in cache however large
 the batch). Each row walks its own sequence length (sequence_lens; one outside
@@ -28,8 +28,7 @@ from hobbit.lower.kernel import KernelArgs
 from hobbit.lower.reduce import hreduce, row_width, vector_type
 from hobbit.lower.scalar import Emit
 from hobbit.lower.status import check_range
-
-GATES = {"RNN": 1, "GRU": 3, "LSTM": 4}
+from hobbit.plan.rnn import GATES, RecurrencePlan
 
 ActivationEmit = Callable[[Emit, ir.Value, float, float], ir.Value]
 
@@ -46,22 +45,6 @@ ACTIVATIONS: dict[str, ActivationEmit] = {
     "Softsign": lambda e, x, a, b: e.div(x, e.add(e.c(1.0), e.abs(x))),
     "Softplus": lambda e, x, a, b: e.log(e.add(e.exp(x), e.c(1.0))),
 }
-
-
-ROW_BLOCK = 8  # batch rows that share each pass over a row of R
-
-
-def _block(node) -> int:
-    return max(1, min(node.inputs[0].shape[1], ROW_BLOCK))
-
-
-def _row_stride(node) -> int:
-    """Scratch elements of one batch row: its G gate rows plus one row for GRU's r (.) h."""
-    return (GATES[node.attrs["cell"]] + 1) * node.attrs["hidden_size"]
-
-
-def recurrence_scratch_bytes(node, target, threads: int) -> int:
-    return threads * _block(node) * _row_stride(node) * np.dtype(node.inputs[0].dtype).itemsize
 
 
 def _dots(kb: KernelBuilder, dtype: np.dtype, lanes: int, a: ir.Value, a_base, rows: list[ir.Value],
@@ -108,7 +91,7 @@ class _Row:
         self.dirs = len(node.attrs["reverse"])
         self.d, self.row, self.step = d, row, step
         self.e = Emit(kb, self.dtype, 1)
-        self.gates = kb.gep(scratch, self.dtype, kb.mul(slot, _row_stride(node)))
+        self.gates = kb.gep(scratch, self.dtype, kb.mul(slot, k.plan.row_stride))
         self.temp = kb.gep(self.gates, self.dtype, self.g * self.hidden)
         # Where this row starts in the [dirs, batch, H] state tensors.
         self.state_base = kb.mul(kb.add(kb.mul(d, self.batch), row), self.hidden)
@@ -292,11 +275,12 @@ def lower_recurrence(k: KernelArgs) -> None:
     dtype = np.dtype(node.inputs[0].dtype)
     seq, batch, _ = node.inputs[0].shape
     reverse = node.attrs["reverse"]
-    block = _block(node)
+    plan: RecurrencePlan = k.plan
+    block = plan.block
     blocks = -(-batch // block)
     last = batch - (blocks - 1) * block
     lo, hi = k.threads.split(len(reverse) * blocks)
-    scratch = k.thread_scratch(0, block * _row_stride(node), dtype)
+    scratch = k.thread_scratch(0, block * plan.row_stride, dtype)
     with kb.loop(lo, hi, name="unit") as unit:
         d = kb.b.udiv(unit, kb.i64(blocks))
         first_row = kb.mul(kb.b.urem(unit, kb.i64(blocks)), block)

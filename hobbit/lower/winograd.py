@@ -27,34 +27,15 @@ from llvmlite import ir
 
 from hobbit.target import Target
 from hobbit.lower.builder import I32, KernelBuilder
-from hobbit.plan.conv import ConvShape, conv_shape
+from hobbit.plan.conv import ConvShape
 from hobbit.lower.copy import emit_deinterleaved_row_copy, emit_fill
 from hobbit.lower.elementwise import Epilogue
-from hobbit.lower.gemm import MatA, MatB, MatC, emit_gemm, pack_elems
+from hobbit.lower.gemm import MatA, MatB, MatC, emit_gemm
 from hobbit.lower.kernel import KernelArgs
-from hobbit.lower.parallel import band_heights
 from hobbit.lower.reduce import combine
 from hobbit.lower.scalar import Emit
-from hobbit.plan.gemm import gemm_schedule
-from hobbit.plan.winograd import Variant, VARIANTS, tiles, tiles_as_rows, weight_panel
-
-
-def plane_hw(s: ConvShape, m: int) -> tuple[int, int]:
-    """Padded plane big enough that every tile's input patch is in bounds."""
-    th, tw = tiles(s, m)
-    return m * th + 2, m * tw + 2
-
-
-def phase_len(s: ConvShape, m: int) -> int:
-    """Elements per phase of a padded plane row stored by phase: columns m*j + p for
-    j = 0 .. tw (tile tw - 1 reads two columns past its own m)."""
-    return tiles(s, m)[1] + 1
-
-
-def plane_row(s: ConvShape, m: int) -> int:
-    """Elements per padded plane row stored by phase (lower/copy.emit_deinterleaved_row_copy):
-    m phases, so column m*j + p of consecutive tiles j is one contiguous load."""
-    return m * phase_len(s, m)
+from hobbit.plan.winograd import (Variant, VARIANTS, WinogradPlan, phase_len, plane_hw, plane_row, tile_gemm,
+                                  tiles)
 
 
 def tile_lanes(s: ConvShape, m: int, target: Target) -> int:
@@ -66,93 +47,32 @@ def tile_lanes(s: ConvShape, m: int, target: Target) -> int:
     return width
 
 
-def scratch_elems(s: ConvShape, m: int, target: Target, threads: int) -> int:
-    if band_rows(s, m, target, threads):
-        return threads * band_layout(s, m, target, threads)[4]
-    return scratch_layout(s, m, target, threads)[3]
-
-
-def scratch_layout(s: ConvShape, m: int, target: Target, threads: int) -> tuple[int, int, int, int]:
-    """Element offsets in scratch of V, M and the per-thread GEMM packing buffers (after
-    the padded planes at 0), and the total."""
-    th, tw = tiles(s, m)
-    ph, _ = plane_hw(s, m)
-    t, aa = th * tw, (m + 2) ** 2
-    v_off = threads * ph * plane_row(s, m)  # one padded plane per thread, reused for every channel
-    m_off = v_off + aa * s.c * t
-    pack_off = m_off + aa * s.oc * t
-    return v_off, m_off, pack_off, pack_off + threads * _pack_size(s, m, t, target)
-
-
-def _pack_size(s: ConvShape, m: int, t: int, target: Target) -> int:
-    if tiles_as_rows(s, m, target):
-        return 0
-    return pack_elems(_schedule(s, m, t, target), s.oc)
-
-
-def _schedule(s: ConvShape, m: int, t: int, target: Target):
-    return gemm_schedule(s.oc, t, s.c, target, mr=weight_panel(s, m, target))
-
-
 def _weights(kb: KernelBuilder, u, xi, s: ConvShape, rows: int) -> MatA:
     """U[xi] as the GEMM's A, read from its packed panels."""
     return MatA(u, kb.mul(xi, -(-s.oc // rows) * s.c * rows), panel=s.c * rows, k=rows, m=1)
 
 
-MAX_BANDED_WEIGHTS = 8 << 20  # U is re-read once per band: keep it L3-sized
-MIN_BAND_VECTORS = 3  # tiles per band, in vectors: narrower GEMMs lose more than L2 saves
-
-
-def band_rows(s: ConvShape, m: int, target: Target, threads: int) -> int:
-    """Tile rows per band when the whole image's V and M would overflow L2 (0: no bands).
-
-    A band's V and M take about half of L2 but hold at least three vectors of tiles (narrower
-    GEMMs lose more than L2 saves); the transformed weights, read again for every band, must
-    stay small. With vectorised transforms bands won on one thread too (VGG-16's
-    224x224x64 conv: 19 ms whole-image, 15 ms in bands)."""
-    th, tw = tiles(s, m)
-    aa = (m + 2) ** 2
-    if tiles_as_rows(s, m, target) or aa * (s.c + s.oc) * th * tw * 4 <= target.l2_bytes \
-            or aa * s.oc * s.c * 4 > MAX_BANDED_WEIGHTS:
-        return 0
-    rows = max(1, (target.l2_bytes // 2) // (aa * (s.c + s.oc) * tw * 4), -(-MIN_BAND_VECTORS * target.lanes(4) // tw))
-    rows = min(rows, -(-th // threads))  # several threads share bands, not one whole image
-    return rows if rows < th else 0
-
-
-def band_layout(s: ConvShape, m: int, target: Target, threads: int) -> tuple[int, int, int, int, int]:
-    """Per-thread elements of (band plane, V, M, pack) and their total, for banded convs."""
-    rows = band_rows(s, m, target, threads)
-    th, tw = tiles(s, m)
-    aa = (m + 2) ** 2
-    parts = ((rows * m + 2) * plane_row(s, m), aa * s.c * rows * tw, aa * s.oc * rows * tw,
-             max(_pack_size(s, m, r * tw, target) for r in band_heights(th, rows, threads)))
-    return (*parts, sum(parts))
-
-
 def lower_winograd(k: KernelArgs) -> None:
-    s = conv_shape(k.node)
-    var = VARIANTS[k.node.attrs["tile"]]
-    if band_rows(s, var.m, k.target, k.threads.max_threads):
-        _banded(k, s, var)
+    plan: WinogradPlan = k.plan
+    var = VARIANTS[plan.m]
+    if plan.band:
+        _banded(k, plan, var)
     else:
-        _whole_image(k, s, var)
+        _whole_image(k, plan, var)
 
 
-def _whole_image(k: KernelArgs, s: ConvShape, var: Variant) -> None:
+def _whole_image(k: KernelArgs, plan: WinogradPlan, var: Variant) -> None:
     """All tiles at once, in three phases shared out in claimed runs (Threads.runs): the
     input transform by channels, then whole GEMMs (one per xi, claimed one at a time: a
     thread reads only its own GEMMs' V and U), then the output transform by output channels."""
-    kb, node = k.kb, k.node
+    kb, node, s, sched = k.kb, k.node, plan.shape, plan.gemm
     dtype = node.inputs[0].dtype
     u, bias = k.inputs[1], k.inputs[2] if len(k.inputs) > 2 else None
     th, tw = tiles(s, var.m)
     t = th * tw
-    v_off, m_off, pack_off, _ = scratch_layout(s, var.m, k.target, k.threads.max_threads)
-    pack_size = _pack_size(s, var.m, t, k.target)
-    pack = k.thread_scratch(pack_off, pack_size, dtype) if pack_size else None
-    by_tile = tiles_as_rows(s, var.m, k.target)
-    sched = gemm_schedule(t, s.oc, s.c, k.target) if by_tile else _schedule(s, var.m, t, k.target)
+    v_off, m_off = plan.v_off, plan.m_off
+    pack = k.thread_scratch(plan.pack_off, plan.pack, dtype) if plan.pack else None
+    by_tile = plan.by_tile
     epilogue = _epilogue(k, s)
     alone = k.threads.alone()
 
@@ -333,15 +253,16 @@ def _combine(e: Emit, coefs, values):
     return acc if acc is not None else e.c(0.0)
 
 
-def _banded(k: KernelArgs, s: ConvShape, var: Variant) -> None:
+def _banded(k: KernelArgs, plan: WinogradPlan, var: Variant) -> None:
     """Bands of tile rows, each carried through all phases while its V and M sit in L2.
     Threads take whole bands into their own scratch, so they never wait for each other."""
-    kb, node = k.kb, k.node
+    kb, node, s = k.kb, k.node, plan.shape
     dtype = node.inputs[0].dtype
     m, a = var.m, var.alpha
     th, tw = tiles(s, m)
-    rows = band_rows(s, m, k.target, k.threads.max_threads)
-    band, v_size, m_size, pack_size, per_thread = band_layout(s, m, k.target, k.threads.max_threads)
+    rows = plan.band
+    band, v_size, m_size, pack_size = plan.plane, plan.v, plan.mm, plan.pack
+    per_thread = band + v_size + m_size + pack_size
     plane = k.thread_scratch(0, per_thread, dtype)
     v_blk = k.thread_scratch(band, per_thread, dtype)
     m_blk = k.thread_scratch(band + v_size, per_thread, dtype)
@@ -354,7 +275,7 @@ def _banded(k: KernelArgs, s: ConvShape, var: Variant) -> None:
     def run_band(n, tr0, count: int, holds_last_row: bool) -> None:
         t_blk = count * tw
         _band_input(kb, k, s, var, n, tr0, count, plane, v_blk, t_blk, dtype)
-        sched = _schedule(s, m, t_blk, k.target)
+        sched = tile_gemm(s, m, t_blk, k.target)
         with kb.loop(0, a * a, name="xi") as xi:
             gemm_a = _weights(kb, k.inputs[1], xi, s, sched.mr)
             gemm_b = MatB(v_blk, kb.mul(xi, s.c * t_blk), k=t_blk)

@@ -4,16 +4,14 @@ from __future__ import annotations
 
 import numpy as np
 
-from hobbit.target import Target
 from hobbit.errors import ShapeError
 from hobbit.graph.ir import Node, TensorType
 from hobbit.graph.registry import OpDef, register_op
 from hobbit.graph import per_sample
 from hobbit.graph.shapes import broadcast, conv_out_size
-from hobbit.lower.conv import conv_scratch_bytes, lower_conv
-from hobbit.lower.winograd import lower_winograd, scratch_elems
+from hobbit.lower.conv import lower_conv
+from hobbit.lower.winograd import lower_winograd
 from hobbit.lower.matmul import lower_matmul
-from hobbit.plan.conv import conv_shape
 from hobbit.plan.gemm import unpack_panels
 from hobbit.plan.winograd import VARIANTS, unpack_weights
 
@@ -82,8 +80,7 @@ def matmul_flops(node: Node) -> int:
 
 register_op(OpDef(
     "Conv", infer=conv_infer, reference=conv_reference, lower=lower_conv, flops=conv_flops,
-    epilogue_view=_conv_view,
-    scratch_bytes=conv_scratch_bytes, per_sample=per_sample.first_input,
+    epilogue_view=_conv_view, per_sample=per_sample.first_input,
     attrs={"strides": (1, 1), "dilations": (1, 1), "pads": (0, 0, 0, 0), "group": 1,
            "weight_layout": "OIHW", "weight_shape": ()},
     doc="2-D convolution, NCHW, explicit pads (top, left, bottom, right); inputs X, W[, B]. "
@@ -167,14 +164,10 @@ def winograd_infer(node: Node) -> list[TensorType]:
                                  (w + pl + pr - 2) // pool))]
 
 
-def winograd_scratch_bytes(node: Node, target: Target, threads: int) -> int:
-    return scratch_elems(conv_shape(node), node.attrs["tile"], target, threads) * np.dtype(node.inputs[0].dtype).itemsize
-
-
 register_op(OpDef(
     "ConvWinograd", infer=winograd_infer, reference=winograd_reference, lower=lower_winograd,
     flops=conv_flops,
-    epilogue_view=_conv_view, scratch_bytes=winograd_scratch_bytes,
+    epilogue_view=_conv_view,
     attrs={"strides": (1, 1), "dilations": (1, 1), "pads": (0, 0, 0, 0), "group": 1, "weight_shape": (),
            "tile": 2, "pool": 1},
     doc="3x3 stride-1 Conv by Winograd F(m x m, 3x3), m = attrs['tile'] (2 or 4); inputs X, "

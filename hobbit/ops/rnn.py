@@ -17,7 +17,8 @@ import numpy as np
 from hobbit.errors import ShapeError
 from hobbit.graph.ir import Node, TensorType
 from hobbit.graph.registry import OpDef, register_op
-from hobbit.lower.rnn import ACTIVATIONS, GATES, lower_recurrence, recurrence_scratch_bytes
+from hobbit.lower.rnn import ACTIVATIONS, lower_recurrence
+from hobbit.plan.rnn import GATES
 
 
 def _sigmoid(x: np.ndarray) -> np.ndarray:
@@ -120,7 +121,7 @@ def _flops(node: Node) -> int:
 
 register_op(OpDef(
     "Recurrence", infer=_infer, reference=_reference, lower=lower_recurrence, flops=_flops,
-    scratch_bytes=recurrence_scratch_bytes, checks_data=True,
+    checks_data=True,
     attrs={"cell": "RNN", "hidden_size": 1, "reverse": (0,), "activations": ((("Tanh", 0.0, 0.0),),),
            "clip": 0.0, "linear_before_reset": 0, "input_forget": 0},
     doc="the sequential part of RNN/GRU/LSTM: inputs XW[seq, batch, dirs*G*H] (input projection with "

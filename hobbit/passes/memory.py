@@ -3,7 +3,8 @@
 Every runtime tensor gets a place: a graph input or output buffer, the weights
 blob (constants), or an offset in one arena. View ops (Reshape, Flatten, ...)
 share their input's place. Arena tensors whose lifetimes do not overlap share
-bytes, placed greedily largest-first at the lowest offset that fits."""
+bytes, placed greedily largest-first at the lowest offset that fits. A kernel's scratch
+is what its plan (hobbit.plan.kernels) says; the plan is kept here for the emitter."""
 
 from __future__ import annotations
 
@@ -13,6 +14,7 @@ from hobbit.target import Target, host_target
 from hobbit.graph.ir import Graph, Node, Value
 from hobbit.graph.registry import get_op
 from hobbit.plan.arena import STATUS_BYTES, claim_bytes
+from hobbit.plan.kernels import kernel_plan
 
 ALIGN = 64
 
@@ -33,6 +35,7 @@ class MemoryPlan:
     scratch: dict[int, Place] = field(default_factory=dict)  # id(node) -> arena place
     claims: dict[int, Place] = field(default_factory=dict)  # id(node) -> its work-claim counters
     status: dict[int, Place] = field(default_factory=dict)  # id(node) -> its run-time check record
+    kernels: dict[int, object] = field(default_factory=dict)  # id(node) -> its frozen plan, for those that have one
     # The claim counters and status records of all kernels: arena bytes [offset, offset + bytes),
     # zeroed at the start of every inference.
     reset_offset: int = 0
@@ -111,8 +114,11 @@ def plan_memory(graph: Graph, target: Target | None = None, threads: int = 1) ->
     for key, root in roots.items():
         requests.append((_align(root.type.nbytes), first[key], last[key], ("value", key)))
     for pos, node in enumerate(graph.nodes):
-        scratch = get_op(node.op).scratch_bytes
-        size = scratch(node, target, threads) if scratch else 0
+        kernel = kernel_plan(node, target, threads) if needs_code(node) else None
+        if kernel is None:
+            continue
+        plan.kernels[id(node)] = kernel
+        size = kernel.scratch_bytes
         if size:
             requests.append((_align(size), pos, pos, ("scratch", id(node))))
 

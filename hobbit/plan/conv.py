@@ -1,14 +1,34 @@
-"""A 2-D convolution's shape, as every conv decision reads it.
+"""A 2-D convolution's shape, as every conv decision reads it, and the plan of a Conv node.
 
 The passes that choose a conv's form (winograd, expand-depthwise) and the emitters
 of each variant (hobbit.lower.conv, depthwise, direct_conv, winograd) all start
-from this one record, so it lives below both."""
+from the one shape record, so it lives below both. `conv_plan` decides, once per
+node, which variant a Conv runs as and how big its blocks, bands, planes and
+packing buffers are: memory planning reserves the plan's scratch_bytes and the
+emitter lays out that scratch from the same plan.
+
+Variants, by shape:
+
+* depthwise (groups == channels): vectorised rows (lower/depthwise.py);
+* gemm: a 1x1, stride-1, unpadded conv is one GEMM straight on the input ([C, H*W]
+  is B); so is any conv whose weights the layout pass stored "KO" (after an
+  im2col of the whole image);
+* direct: at most four input channels (RGB stems), the GEMM reading B straight
+  from padded input rows (lower/direct_conv.py);
+* im2col: everything else, L2-sized blocks of rows lowered into each thread's
+  own scratch, then the GEMM."""
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass
 
+import numpy as np
+
 from hobbit.graph.ir import Node
+from hobbit.plan.bands import band_heights
+from hobbit.plan.gemm import GemmSchedule, gemm_schedule, pack_elems
+from hobbit.target import Target
 
 
 @dataclass(frozen=True)
@@ -64,3 +84,101 @@ def conv_shape(node: Node) -> ConvShape:
 def input_rows(s: ConvShape, out_rows: int) -> int:
     """Input rows that `out_rows` consecutive output rows read (padding rows included)."""
     return (out_rows - 1) * s.stride[0] + (s.kh - 1) * s.dilation[0] + 1
+
+
+SLACK = 64  # elements past the last plane that a strided tail vector may read
+MAX_DIRECT_CHANNELS = 4  # wider inputs have enough multiply-adds per column to amortise im2col
+
+
+def reads_input(s: ConvShape) -> bool:
+    """Whether a depthwise conv's taps load straight from the input, masked at the borders
+    (stride 2: two vectors, even lanes kept). Copying each plane into a padded one first
+    cost two thirds of the time of a 7x7 depthwise conv: the taps reloaded rows just
+    stored, at other offsets, which stalls on store forwarding. For stride 2 it was also
+    slower at every size measured (MobileNetV2's 14x14x576: 0.021 -> 0.015 ms)."""
+    return s.stride[1] in (1, 2)
+
+
+def is_direct(s: ConvShape) -> bool:
+    """Whether a conv reads B straight from padded input rows instead of an im2col buffer."""
+    return s.group == 1 and s.c <= MAX_DIRECT_CHANNELS and s.stride[1] in (1, 2) and not s.pointwise
+
+
+def block_rows(s: ConvShape, target: Target) -> int:
+    """Most output rows per im2col block: the block's columns fit in half of L2."""
+    k = s.cg * s.kh * s.kw
+    return max(1, min(s.oh, (target.l2_bytes // 2) // (k * s.ow * 4)))
+
+
+def direct_band_rows(s: ConvShape, target: Target, threads: int) -> int:
+    """Output rows per band of a direct conv: the band's planes take at most a quarter of
+    L2, and every thread gets at least one band."""
+    wp = s.padded_hw[1]
+    rows = 1
+    while rows < -(-s.oh // threads) and s.c * input_rows(s, rows + 1) * wp * 4 <= target.l2_bytes // 4:
+        rows += 1
+    return rows
+
+
+@dataclass(frozen=True)
+class ConvPlan:
+    """How one Conv node runs. Element counts; per thread unless said otherwise."""
+    variant: str  # "depthwise", "gemm", "direct" or "im2col"
+    shape: ConvShape
+    threads: int
+    itemsize: int
+    by_channel: bool = False  # gemm on "KO" weights: rows are positions, vectors run along channels
+    rows: int = 0  # output rows per band (direct) or per im2col block (im2col)
+    col: int = 0  # im2col columns: of the whole image, shared (gemm), or of one block (im2col)
+    partial: int = 0  # gemm by channel: the shared [OH*OW, OC/group] buffer of partial sums
+    pack: int = 0  # the GEMM's B packing buffer (0: B is read in place)
+    plane: int = 0  # zero-padded input plane(s): depthwise with stride > 2, direct
+    gemm: GemmSchedule | None = None  # the one GEMM schedule of gemm and direct convs
+
+    @property
+    def scratch_elems(self) -> int:
+        """Scratch elements: shared regions first, then every thread's slices."""
+        if self.by_channel:
+            return self.col + self.partial
+        return self.threads * (self.col + self.pack + self.plane)
+
+    @property
+    def scratch_bytes(self) -> int:
+        return self.scratch_elems * self.itemsize
+
+
+def conv_plan(node: Node, target: Target, threads: int) -> ConvPlan:
+    s = conv_shape(node)
+    itemsize = np.dtype(node.inputs[0].dtype).itemsize
+    plan = ConvPlan("depthwise", s, threads, itemsize)
+    if s.depthwise:
+        return dataclasses.replace(plan, plane=0 if reads_input(s) else depthwise_plane_elems(s))
+    k, positions = s.cg * s.kh * s.kw, s.oh * s.ow
+    if s.pointwise or node.attrs.get("weight_layout") == "KO":
+        by_channel = node.attrs.get("weight_layout") == "KO"
+        rows, cols = (positions, s.ocg) if by_channel else (s.ocg, positions)
+        col = 0 if s.pointwise else k * positions
+        if by_channel:
+            return dataclasses.replace(plan, variant="gemm", by_channel=True, col=col, partial=positions * s.ocg,
+                                       gemm=gemm_schedule(rows, cols, k, target, itemsize))
+        return dataclasses.replace(plan, variant="gemm", col=col, pack=_b_pack(s.ocg, positions, s.cg, target),
+                                   gemm=gemm_schedule(rows, cols, k, target, itemsize))
+    if is_direct(s):
+        rows = direct_band_rows(s, target, threads)
+        gemm = dataclasses.replace(gemm_schedule(s.oc, s.ow, k, target, itemsize), kc=k)  # a channel's taps together
+        return dataclasses.replace(plan, variant="direct", rows=rows, gemm=gemm,
+                                   plane=s.c * input_rows(s, rows) * s.padded_hw[1] + SLACK)
+    rows = block_rows(s, target)
+    pack = max(_b_pack(s.ocg, r * s.ow, k, target) for r in band_heights(s.oh, rows, threads))
+    return dataclasses.replace(plan, variant="im2col", rows=rows, col=k * rows * s.ow, pack=pack)
+
+
+def depthwise_plane_elems(s: ConvShape) -> int:
+    """A zero-padded input plane of a depthwise conv, with room for a strided tail vector."""
+    hp, wp = s.padded_hw
+    return hp * wp + SLACK
+
+
+def _b_pack(rows: int, cols: int, k: int, target: Target) -> int:
+    """Elements of a thread's B packing buffer for a conv GEMM, or 0 to read B in place."""
+    return pack_elems(gemm_schedule(rows, cols, k, target), rows)

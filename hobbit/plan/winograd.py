@@ -1,8 +1,9 @@
 """Winograd F(m x m, 3x3): the transform matrices, the weight transform and the panel
-layout of the transformed weights.
+layout of the transformed weights, and the plan of a ConvWinograd node.
 
 The winograd pass transforms and packs the weights at compile time and the emitter
-(hobbit.lower.winograd) reads them back in that layout; both take it from here."""
+(hobbit.lower.winograd) reads them back in that layout; both take it from here, and
+memory planning and the emitter read one WinogradPlan for the bands and the scratch."""
 
 from __future__ import annotations
 
@@ -10,8 +11,10 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from hobbit.plan.conv import ConvShape
-from hobbit.plan.gemm import gemm_schedule, pack_panels, unpack_panels
+from hobbit.graph.ir import Node
+from hobbit.plan.bands import band_heights
+from hobbit.plan.conv import ConvShape, conv_shape
+from hobbit.plan.gemm import GemmSchedule, gemm_schedule, pack_elems, pack_panels, unpack_panels
 from hobbit.target import Target
 
 
@@ -86,3 +89,112 @@ def unpack_weights(packed: np.ndarray, oc: int) -> np.ndarray:
 
 def tiles(s: ConvShape, m: int) -> tuple[int, int]:
     return -(-s.oh // m), -(-s.ow // m)
+
+
+def plane_hw(s: ConvShape, m: int) -> tuple[int, int]:
+    """Padded plane big enough that every tile's input patch is in bounds."""
+    th, tw = tiles(s, m)
+    return m * th + 2, m * tw + 2
+
+
+def phase_len(s: ConvShape, m: int) -> int:
+    """Elements per phase of a padded plane row stored by phase: columns m*j + p for
+    j = 0 .. tw (tile tw - 1 reads two columns past its own m)."""
+    return tiles(s, m)[1] + 1
+
+
+def plane_row(s: ConvShape, m: int) -> int:
+    """Elements per padded plane row stored by phase (lower/copy.emit_deinterleaved_row_copy):
+    m phases, so column m*j + p of consecutive tiles j is one contiguous load."""
+    return m * phase_len(s, m)
+
+
+def tile_gemm(s: ConvShape, m: int, t: int, target: Target) -> GemmSchedule:
+    """The schedule of the tile-wise GEMMs M[xi] = U[xi] @ V[xi] over t tiles: MR is U's panel."""
+    return gemm_schedule(s.oc, t, s.c, target, mr=weight_panel(s, m, target))
+
+
+MAX_BANDED_WEIGHTS = 8 << 20  # U is re-read once per band: keep it L3-sized
+MIN_BAND_VECTORS = 3  # tiles per band, in vectors: narrower GEMMs lose more than L2 saves
+
+
+def band_rows(s: ConvShape, m: int, target: Target, threads: int) -> int:
+    """Tile rows per band when the whole image's V and M would overflow L2 (0: no bands).
+
+    A band's V and M take about half of L2 but hold at least three vectors of tiles (narrower
+    GEMMs lose more than L2 saves); the transformed weights, read again for every band, must
+    stay small. With vectorised transforms bands won on one thread too (VGG-16's
+    224x224x64 conv: 19 ms whole-image, 15 ms in bands)."""
+    th, tw = tiles(s, m)
+    aa = (m + 2) ** 2
+    if tiles_as_rows(s, m, target) or aa * (s.c + s.oc) * th * tw * 4 <= target.l2_bytes \
+            or aa * s.oc * s.c * 4 > MAX_BANDED_WEIGHTS:
+        return 0
+    rows = max(1, (target.l2_bytes // 2) // (aa * (s.c + s.oc) * tw * 4), -(-MIN_BAND_VECTORS * target.lanes(4) // tw))
+    rows = min(rows, -(-th // threads))  # several threads share bands, not one whole image
+    return rows if rows < th else 0
+
+
+@dataclass(frozen=True)
+class WinogradPlan:
+    """How one ConvWinograd node runs: all tiles at once, or in bands of tile rows.
+
+    Scratch, in elements. Whole image: every thread's padded plane from 0, then V and M
+    (shared), then every thread's packing buffer. Banded: every thread's band plane, V
+    and M of its band, and packing buffer, region by region."""
+    shape: ConvShape
+    m: int
+    threads: int
+    itemsize: int
+    by_tile: bool  # the GEMMs run transposed (tiles_as_rows)
+    band: int  # tile rows per band (0: the whole image at once)
+    plane: int  # a thread's padded plane (of the image, or of a band of input rows)
+    v: int  # V: of the image (shared), or of a thread's band
+    mm: int  # M, likewise
+    pack: int  # a thread's B packing buffer (0: B is read in place)
+    gemm: GemmSchedule | None  # the whole image's GEMM schedule (banded: tile_gemm per band height)
+
+    @property
+    def v_off(self) -> int:
+        return self.threads * self.plane
+
+    @property
+    def m_off(self) -> int:
+        return self.v_off + self.v
+
+    @property
+    def pack_off(self) -> int:
+        return self.m_off + self.mm
+
+    @property
+    def scratch_elems(self) -> int:
+        if self.band:
+            return self.threads * (self.plane + self.v + self.mm + self.pack)
+        return self.pack_off + self.threads * self.pack
+
+    @property
+    def scratch_bytes(self) -> int:
+        return self.scratch_elems * self.itemsize
+
+
+def winograd_plan(node: Node, target: Target, threads: int) -> WinogradPlan:
+    s, m = conv_shape(node), node.attrs["tile"]
+    itemsize = np.dtype(node.inputs[0].dtype).itemsize
+    th, tw = tiles(s, m)
+    aa = (m + 2) ** 2
+    by_tile = tiles_as_rows(s, m, target)
+    band = band_rows(s, m, target, threads)
+    if band:
+        pack = max(_pack_size(s, m, r * tw, target) for r in band_heights(th, band, threads))
+        return WinogradPlan(s, m, threads, itemsize, by_tile, band, (band * m + 2) * plane_row(s, m),
+                            aa * s.c * band * tw, aa * s.oc * band * tw, pack, None)
+    t = th * tw
+    gemm = gemm_schedule(t, s.oc, s.c, target) if by_tile else tile_gemm(s, m, t, target)
+    return WinogradPlan(s, m, threads, itemsize, by_tile, 0, plane_hw(s, m)[0] * plane_row(s, m),
+                        aa * s.c * t, aa * s.oc * t, _pack_size(s, m, t, target), gemm)
+
+
+def _pack_size(s: ConvShape, m: int, t: int, target: Target) -> int:
+    if tiles_as_rows(s, m, target):
+        return 0
+    return pack_elems(tile_gemm(s, m, t, target), s.oc)

@@ -15,7 +15,7 @@ import sys
 SCRIPT = """
 import sys
 import numpy as np
-import hobbit.target, hobbit.plan.arena, hobbit.plan.conv, hobbit.plan.gemm, hobbit.plan.winograd
+import hobbit.target, hobbit.plan.arena, hobbit.plan.conv, hobbit.plan.gemm, hobbit.plan.winograd, hobbit.plan.kernels
 import hobbit.passes
 from hobbit.graph import per_sample, registry, separable, shapes
 from hobbit.graph.ir import Graph, Node, TensorType, Value

@@ -8,8 +8,7 @@ from onnx import helper
 
 import hobbit
 from hobbit.compiler import lower_to_llvm
-from hobbit.plan.conv import conv_shape
-from hobbit.lower.direct_conv import is_direct
+from hobbit.plan.conv import conv_shape, is_direct
 from tests.helpers import make_model, rand, run_ort
 
 CASES = [

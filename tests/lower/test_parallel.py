@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import pytest
 
-from hobbit.lower.parallel import band_heights
+from hobbit.plan.bands import band_heights
 
 
 @pytest.mark.parametrize("total,max_band,threads,heights", [

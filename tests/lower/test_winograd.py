@@ -64,7 +64,7 @@ def test_batched_whole_image_convs_on_two_threads(c, hw, oc):
 def test_large_images_run_in_bands():
     from hobbit.target import host_target
     from hobbit.plan.conv import conv_shape
-    from hobbit.lower.winograd import band_rows
+    from hobbit.plan.winograd import band_rows
     for hw, banded in ((48, True), (12, False)):
         model, _ = _model(32, hw, hw, 32, (1, 1, 1, 1))
         node = hobbit.compile(model).report.graph.nodes[0]

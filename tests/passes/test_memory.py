@@ -13,6 +13,7 @@ from hobbit.graph.registry import get_op
 from hobbit.passes import run_pipeline
 from hobbit.target import host_target
 from hobbit.passes.memory import ALIGN, MemoryPlan, plan_memory
+from hobbit.plan.kernels import kernel_plan
 from tests.helpers import assert_matches_ort, make_model, rand
 from tests.passes import import_model
 
@@ -49,7 +50,7 @@ def _arena_blocks(graph: Graph, plan: MemoryPlan) -> list[tuple[str, int, int, i
     blocks = [(v.name, plan.place(v).index, v.type.nbytes, first[k], last[k]) for k, v in values.items()]
     for pos, node in enumerate(graph.nodes):
         if id(node) in plan.scratch:
-            size = get_op(node.op).scratch_bytes(node, host_target(), 1)
+            size = kernel_plan(node, host_target(), 1).scratch_bytes
             blocks.append((f"{node.name}/scratch", plan.scratch[id(node)].index, size, pos, pos))
     return blocks
 

@@ -1,0 +1,36 @@
+"""Which ops have a plan, and the one call that makes it.
+
+A kernel whose schedule sizes its scratch (or that chooses among variants) has a
+planner here: a pure function of (node, target, threads) that returns a frozen
+plan with at least `scratch_bytes`. Memory planning computes each node's plan
+once and reserves its scratch; codegen hands that same plan to the emitter
+(KernelArgs.plan), which lays the scratch out from it instead of deciding again.
+Ops without a planner need no scratch and decide nothing ahead of emission."""
+
+from __future__ import annotations
+
+from typing import Any, Callable
+
+from hobbit.graph.ir import Node
+from hobbit.plan.conv import conv_plan
+from hobbit.plan.expand_depthwise import expand_depthwise_plan
+from hobbit.plan.linalg import det_plan
+from hobbit.plan.rnn import recurrence_plan
+from hobbit.plan.winograd import winograd_plan
+from hobbit.target import Target
+
+Planner = Callable[[Node, Target, int], Any]
+
+PLANNERS: dict[str, Planner] = {
+    "Conv": conv_plan,
+    "ConvWinograd": winograd_plan,
+    "ExpandDepthwise": expand_depthwise_plan,
+    "Recurrence": recurrence_plan,
+    "Det": det_plan,
+}
+
+
+def kernel_plan(node: Node, target: Target, threads: int) -> Any:
+    """The node's frozen plan, or None for an op that has no planner."""
+    planner = PLANNERS.get(node.op)
+    return planner(node, target, threads) if planner is not None else None
