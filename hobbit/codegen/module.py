@@ -1,6 +1,10 @@
 """Graph + memory plan -> one LLVM module with one C-callable entry point.
 
-    int32_t hobbit_main(void **inputs, void **outputs, char *weights, char *arena)
+    int32_t hobbit_main(void **inputs, void **outputs, char *weights, char *arena, int64_t threads)
+
+`threads` is how many threads may work on this inference: 0 (or anything outside 1..built)
+means the count the module was built for; fewer is correct because every piece of work is
+claimed by whichever thread gets to it (hobbit.codegen.team).
 
 It returns 0, or k > 0 when the k-th run-time check record (STATUS_TABLE, in
 kernel order) found invalid data, e.g. an index out of range (hobbit.lower.status).
@@ -59,10 +63,11 @@ def build_module(graph: Graph, plan: MemoryPlan, target: Target, threads: int = 
     rather than barriers."""
     module = ir.Module(name=graph.name)
     module.triple = target.triple
-    entry = ir.Function(module, ir.FunctionType(ir.IntType(32), [PTR] * 4), name=ENTRY)
-    for arg, name in zip(entry.args, ("inputs", "outputs", "weights", "arena")):
+    entry = ir.Function(module, ir.FunctionType(ir.IntType(32), [PTR] * 4 + [I64]), name=ENTRY)
+    for arg, name in zip(entry.args, ("inputs", "outputs", "weights", "arena", "threads")):
         arg.name = name
-        arg.add_attribute("noalias")
+        if name != "threads":
+            arg.add_attribute("noalias")
     builder = ir.IRBuilder(entry.append_basic_block("entry"))
     calls = _kernel_calls(module, graph, plan, target, threads, on_kernel)
     _reset(module, builder, entry.args[3], plan)
@@ -71,7 +76,7 @@ def build_module(graph: Graph, plan: MemoryPlan, target: Target, threads: int = 
         one, zero = ir.Constant(I64, 1), ir.Constant(I64, 0)
         for index, call in enumerate(calls):
             start = timer.now() if timer else None
-            builder.call(call.fn, call.args(builder, tuple(entry.args)) + [zero, one])
+            builder.call(call.fn, call.args(builder, tuple(entry.args[:4])) + [zero, one])
             if timer:
                 timer.add(index, start)
     else:
@@ -79,9 +84,11 @@ def build_module(graph: Graph, plan: MemoryPlan, target: Target, threads: int = 
         team = emit_team(module, steps, threads, lambda b, tables, step: _step_state(b, tables, plan, step),
                          len(calls) if profile else None)
         ctx_table = builder.alloca(PTR, size=4)
-        for i, arg in enumerate(entry.args):
+        for i, arg in enumerate(entry.args[:4]):
             builder.store(arg, builder.gep(ctx_table, [ir.Constant(I64, i)], source_etype=PTR))
-        builder.call(runtime_function(module, "hobbit_team_run"), [team, ctx_table, ir.Constant(I64, threads)])
+        asked, built = entry.args[4], ir.Constant(I64, threads)
+        fewer = builder.and_(builder.icmp_signed(">", asked, ir.Constant(I64, 0)), builder.icmp_signed("<", asked, built))
+        builder.call(runtime_function(module, "hobbit_team_run"), [team, ctx_table, builder.select(fewer, asked, built)])
     builder.ret(_status(module, builder, graph, plan, entry.args[3]))
     return module
 

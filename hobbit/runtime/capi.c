@@ -38,13 +38,14 @@ struct hobbit_check {
 
 #include "hobbit_model.h"
 
-int32_t hobbit_main(void **inputs, void **outputs, char *weights, char *arena);
+int32_t hobbit_main(void **inputs, void **outputs, char *weights, char *arena, int64_t threads);
 
 struct HB(ctx) {
     char *weights;          /* the mapped weights file (or a dummy byte when there are none) */
     size_t weights_mapped;  /* bytes mapped, 0 when nothing is mapped */
     char *arena;
     int owns_arena;
+    int threads;            /* threads per inference: 1..HOBBIT_THREADS */
     char message[512];
 };
 
@@ -145,9 +146,10 @@ int HB(create)(const char *weights_path, int threads, void *arena, size_t arena_
     *out = ctx;
     if (ctx == NULL)
         return HOBBIT_E_MEMORY;
-    if (threads != 0 && threads != HOBBIT_THREADS)
-        return fail(ctx, HOBBIT_E_ARGUMENT, "this library was built for %d thread(s) and runs with those; got threads=%d "
-                    "(0 means as built; export again with another thread count)", HOBBIT_THREADS, threads);
+    if (threads < 0 || threads > HOBBIT_THREADS)
+        return fail(ctx, HOBBIT_E_ARGUMENT, "this library was built for %d thread(s): threads must be 1 to %d, or 0 for "
+                    "all of them; got threads=%d (export again for more)", HOBBIT_THREADS, HOBBIT_THREADS, threads);
+    ctx->threads = threads ? threads : HOBBIT_THREADS;
     int code = set_arena(ctx, arena, arena_bytes);
     return code ? code : map_weights(ctx, weights_path);
 }
@@ -157,7 +159,7 @@ int HB(run)(struct HB(ctx) *ctx, const void *const *inputs, void *const *outputs
     if (ctx == NULL || ctx->arena == NULL || ctx->weights == NULL)
         return HOBBIT_E_ARGUMENT;
     ctx->message[0] = '\0';
-    int32_t status = hobbit_main((void **)inputs, (void **)outputs, ctx->weights, ctx->arena);
+    int32_t status = hobbit_main((void **)inputs, (void **)outputs, ctx->weights, ctx->arena, ctx->threads);
     if (status <= 0 || status > HOBBIT_NUM_CHECKS)
         return status == 0 ? HOBBIT_OK : fail(ctx, HOBBIT_E_INVALID_DATA, "unknown status %d", (int)status);
     const struct hobbit_check *check = &hobbit_checks[status - 1];

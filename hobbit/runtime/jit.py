@@ -29,7 +29,10 @@ from hobbit.runtime.profile import KernelTime, kernel_times
 from hobbit.runtime.runargs import check_out, pick_outputs, split_run_args
 from hobbit.runtime.status import read_status_table, status_error
 
-_ENTRY_TYPE = ctypes.CFUNCTYPE(ctypes.c_int32, ctypes.c_void_p, ctypes.c_void_p, ctypes.c_void_p, ctypes.c_void_p)
+_ENTRY_TYPE = ctypes.CFUNCTYPE(ctypes.c_int32, ctypes.c_void_p, ctypes.c_void_p, ctypes.c_void_p, ctypes.c_void_p,
+                               ctypes.c_int64)
+# The entry point's thread count for the JIT: 0, every thread the code was built for.
+_ALL_THREADS = 0
 
 
 def load_runtime_libraries(target: Target) -> None:
@@ -211,7 +214,7 @@ class CompiledModel:
         out_table = (ctypes.c_void_p * max(1, len(results)))(*[r.ctypes.data for r in results])
         arena = self._arena()
         status = self._entry(ctypes.addressof(in_table), ctypes.addressof(out_table),
-                             self._weights.ctypes.data, arena.ctypes.data)
+                             self._weights.ctypes.data, arena.ctypes.data, _ALL_THREADS)
         if status:
             raise status_error(status, self._status_table, arena)
 

@@ -29,7 +29,7 @@ from pathlib import Path
 
 import numpy as np
 
-from hobbit.errors import ArtifactError, HobbitError, RunError
+from hobbit.errors import ArtifactError, ConfigError, HobbitError, RunError
 from hobbit.runtime.export import MANIFEST_FORMAT, artifact_files
 from hobbit.runtime.jit import CompiledModel, TensorSpec, _per_output
 from hobbit.runtime.trust import check_private_tree
@@ -53,9 +53,10 @@ class LoadedReport:
         return int(self.manifest["threads"])
 
 
-def load(directory: str | os.PathLike, name: str | None = None) -> LoadedModel:
+def load(directory: str | os.PathLike, name: str | None = None, threads: int | None = None) -> LoadedModel:
     """The library exported into `directory` (by CompiledModel.export), ready to run.
-    `name` picks one when the folder holds several exports."""
+    `name` picks one when the folder holds several exports; `threads` (1 to the count it was
+    built for, default all of them) is how many threads work on each inference."""
     folder = Path(directory)
     problem = check_private_tree(folder, "artifact folder")
     if problem is not None:
@@ -66,13 +67,17 @@ def load(directory: str | os.PathLike, name: str | None = None) -> LoadedModel:
     _check_cpu(manifest["target"], files.library)
     _check_library(files.library, manifest["library"]["sha256"])
     _check_weights_size(files.weights, int(manifest["weights"]["bytes"]))
-    return LoadedModel(files.library, files.weights, manifest, LoadedReport(str(folder), manifest))
+    built = int(manifest["threads"])
+    if threads is not None and (isinstance(threads, bool) or not isinstance(threads, int) or not 1 <= threads <= built):
+        raise ConfigError(f"threads= must be 1 to {built} (the library was built for {built} thread(s); export "
+                          f"again for more) or None for all of them; got {threads!r}")
+    return LoadedModel(files.library, files.weights, manifest, LoadedReport(str(folder), manifest), threads or 0)
 
 
 class LoadedModel(CompiledModel):
     """An exported library run through ctypes; see hobbit.runtime.load."""
 
-    def __init__(self, library: Path, weights: Path, manifest: dict, report: LoadedReport):
+    def __init__(self, library: Path, weights: Path, manifest: dict, report: LoadedReport, threads: int = 0):
         self.inputs = [_spec(s) for s in manifest["inputs"]]
         self.outputs = [_spec(s) for s in manifest["outputs"]]
         layout = manifest["layout"]
@@ -82,6 +87,7 @@ class LoadedModel(CompiledModel):
         self.report = report
         self._name = manifest["name"]
         self._weights_path = os.fsencode(weights)
+        self._threads = threads
         self._lib = ctypes.CDLL(os.fspath(library), mode=os.RTLD_NOW | os.RTLD_LOCAL)
         self._api = bind_api(self._lib, self._name)
         self._check_sizes(manifest, library)
@@ -100,7 +106,7 @@ class LoadedModel(CompiledModel):
     def _context(self) -> ctypes.c_void_p:
         context = getattr(self._local, "context", None)
         if context is None:
-            context = self._local.context = _Context(self._api, self._weights_path)
+            context = self._local.context = _Context(self._api, self._weights_path, self._threads)
         return context.handle
 
     def _call_native(self, arrays: list[np.ndarray], results: list[np.ndarray]) -> None:
@@ -125,10 +131,10 @@ class LoadedModel(CompiledModel):
 class _Context:
     """One <name>_ctx: mapped weights and an arena, destroyed with this object."""
 
-    def __init__(self, api: dict, weights_path: bytes):
+    def __init__(self, api: dict, weights_path: bytes, threads: int):
         self._destroy = api["destroy"]
         self.handle = ctypes.c_void_p()
-        code = api["create"](weights_path, 0, None, 0, ctypes.byref(self.handle))
+        code = api["create"](weights_path, threads, None, 0, ctypes.byref(self.handle))
         if code:
             message = api["error"](self.handle).decode(errors="replace")
             raise ArtifactError(f"the library refused to start: {message}")

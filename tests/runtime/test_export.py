@@ -10,6 +10,7 @@ import pickle
 import re
 import shutil
 import subprocess
+import sys
 from pathlib import Path
 
 import numpy as np
@@ -259,7 +260,7 @@ def test_a_model_from_the_compile_cache_exports_the_same_code(tmp_path):
 
 def test_c_api_checks_threads_and_a_caller_provided_arena(tiny):
     """The C API itself, through ctypes: a caller's arena must be big enough and 64-byte aligned,
-    and threads is 0 or the count the library was built for (2 here)."""
+    and threads is 0 (all) or 1 to the count the library was built for (2 here)."""
     _, feeds, files = tiny
     api = bind_api(ctypes.CDLL(str(files.library)), "tiny")
     weights = str(files.weights).encode()
@@ -272,7 +273,7 @@ def test_c_api_checks_threads_and_a_caller_provided_arena(tiny):
         code = api["create"](weights, threads, arena, nbytes, ctypes.byref(handle))
         return code, api["error"](handle).decode(), handle
 
-    for threads, arena, nbytes, message in ((3, None, 0, "built for 2 thread"),
+    for threads, arena, nbytes, message in ((3, None, 0, "built for 2 thread"), (-1, None, 0, "threads must be 1 to 2"),
                                             (0, aligned, size - 1, f"the model needs {size}"),
                                             (0, aligned + 8, size, "aligned to 64")):
         code, text, handle = create(threads, arena, nbytes)
@@ -295,3 +296,37 @@ def test_a_loaded_model_runs_from_four_threads_at_once(tmp_path):
                        {"x": rand(8, 64)}, ["z"], {"W": rand(64, 64, seed=2)})
     hobbit.compile(model, threads=2, cache=False).export(tmp_path / "four")
     run_in_four_threads(hobbit.load(tmp_path / "four"), model, [rand(8, 64, seed=s) for s in range(4)], runs=50)
+
+
+_THREADS_CHILD = """
+import os, sys
+import numpy as np
+import hobbit
+model = hobbit.load(sys.argv[1], threads=int(sys.argv[2]) or None)
+feeds = dict(np.load(sys.argv[3]))
+before = len(os.listdir("/proc/self/task"))
+outputs = model.run(feeds)
+np.savez(sys.argv[4], *outputs)
+print(len(os.listdir("/proc/self/task")) - before)
+"""
+
+
+@pytest.mark.parametrize("threads, workers", [(1, 0), (2, 1), (0, 1)])
+def test_a_context_runs_with_fewer_threads_than_built(tiny, tmp_path, threads, workers):
+    """threads=1 on a 2-thread library starts no worker and gives the JIT's answers; 0 is all."""
+    compiled, feeds, files = tiny
+    np.savez(tmp_path / "feeds.npz", **feeds)
+    env = {**os.environ, "OPENBLAS_NUM_THREADS": "1", "OMP_NUM_THREADS": "1"}
+    done = subprocess.run([sys.executable, "-c", _THREADS_CHILD, str(files.library.parent), str(threads),
+                           str(tmp_path / "feeds.npz"), str(tmp_path / "out.npz")],
+                          capture_output=True, text=True, env=env, timeout=300)
+    assert done.returncode == 0, done.stderr
+    assert int(done.stdout.split()[-1]) == workers
+    got = np.load(tmp_path / "out.npz")
+    for i, want in enumerate(compiled.run(feeds)):
+        np.testing.assert_array_equal(got[f"arr_{i}"], want)
+
+
+def test_load_refuses_more_threads_than_built(tiny):
+    with pytest.raises(ConfigError, match="threads= must be 1 to 2"):
+        hobbit.load(tiny[2].library.parent, threads=3)
