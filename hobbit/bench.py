@@ -11,8 +11,11 @@ is only meaningful when the answers agree, so `run_benchmark` reports no timings
 they do not. hobbit's GFLOP/s is set against this machine's measured FMA peak
 (hobbit.runtime.peak) to show how much of the hardware the generated code uses. With `aot`, the
 model exported as a library and loaded back with hobbit.load is timed in the same rounds as a
-third engine, after its outputs are checked against the JIT's (hobbit.bench_aot). Reports: a
-markdown table (BENCHMARKS.md), JSON with every number, and a bar chart of the ratios."""
+third engine, after its outputs are checked against the JIT's (hobbit.bench_aot). Every hobbit
+compile of a benchmark, in this process or another, gets the same BuildOptions (passes and a
+target this host can run, e.g. x86-64-v3 code on an AVX-512 machine); the reports name a target
+that is not the host, and the FMA peak stays the host's. Reports: a markdown table
+(BENCHMARKS.md), JSON with every number, and a bar chart of the ratios."""
 
 from __future__ import annotations
 
@@ -30,11 +33,11 @@ import onnx
 
 import hobbit
 from hobbit import bench_aot, bench_load, bench_memory
-from hobbit.bench_load import BLOCK, COOLDOWN_S, LOADS, MODES, Measured, describe_mode
+from hobbit.bench_load import BLOCK, COOLDOWN_S, LOADS, MODES, BuildOptions, Measured, describe_mode
 from hobbit.bench_memory import MemoryUse
 from hobbit.bench_ort import ModelSource, ort_options, ort_session
 from hobbit.target import host_target
-from hobbit.errors import HobbitError, ShapeError
+from hobbit.errors import HobbitError, ShapeError, TargetError
 from hobbit.frontend.onnx import load_model
 from hobbit.graph.ir import Graph
 from hobbit.graph.registry import node_flops
@@ -295,16 +298,17 @@ def _check_counts(runs: int, threads: int, warmup: int, batch: int, streams: int
                           f"runs={runs}, threads={threads}, warmup={warmup}, batch={batch}, streams={streams})")
 
 
-def _setup(model: ModelSource, name: str, runs: int, threads: int, passes: list[str] | None, seed: int,
+def _setup(model: ModelSource, name: str, runs: int, threads: int, build: BuildOptions, seed: int,
            batch: int, aot: bool = False) -> _Setup:
     """Compile hobbit, open onnxruntime, and compare their outputs on seeded inputs, once per model
     and thread count: every load condition then times the same engines. With `aot` (and agreeing
     outputs) the compiled model is also exported, loaded back and checked against the JIT
     (bench_aot.check_parity raises an ArtifactError if it differs)."""
+    require_runnable(build)
     t0 = time.perf_counter()
     try:
         # A real compile, not a compile-cache hit: the compile time is reported and the graph is needed.
-        compiled = hobbit.compile(model, threads=threads, passes=passes, cache=False)
+        compiled = hobbit.compile(model, threads=threads, cache=False, **build.kwargs())
     except ShapeError as exc:
         if batch == 1:
             raise
@@ -354,9 +358,11 @@ def _timed_result(setup: _Setup, mode: str, measured: dict[str, Measured], strea
 
 
 def run_loads(model: ModelSource, name: str, loads: Sequence[str] = ("none",), runs: int = 30, threads: int = 1,
-              warmup: int = 3, passes: list[str] | None = None, seed: int = 0, batch: int = 1,
+              warmup: int = 3, build: BuildOptions = BuildOptions(), seed: int = 0, batch: int = 1,
               memory: bool = False, aot: bool = False) -> list[BenchResult]:
     """Compile and check once, then time both engines under each load condition (LOADS) in turn.
+
+    Every hobbit.compile of it, in this process and in any other, gets `build` (passes, target).
 
     At batch > 1 the model first gets that batch (with_batch); inferences/s count batch items.
     `memory` also measures both engines' resident memory, each in a fresh process
@@ -369,16 +375,16 @@ def run_loads(model: ModelSource, name: str, loads: Sequence[str] = ("none",), r
     _check_counts(runs, threads, warmup, batch)
     if batch > 1:
         model = with_batch(model, batch)
-    setup = _setup(model, name, runs, threads, passes, seed, batch, aot)
+    setup = _setup(model, name, runs, threads, build, seed, batch, aot)
     try:
         if memory:
-            setup.result.memory = bench_memory.measure(model, setup.feeds, threads, ort_options(threads), passes)
+            setup.result.memory = bench_memory.measure(model, setup.feeds, threads, ort_options(threads), build)
         if setup.result.mismatch is not None:
             return [replace(setup.result, mode=load) for load in loads]
         results = []
         for load in loads:
             if load == "two-procs":
-                measured = bench_load.run_two_procs(model, threads, passes, setup.feeds, setup.names, runs, warmup,
+                measured = bench_load.run_two_procs(model, threads, build, setup.feeds, setup.names, runs, warmup,
                                                     batch)
             else:
                 measured = bench_load.combine([bench_load.run_in_process(load, setup.engines(), runs, warmup)], batch)
@@ -389,14 +395,14 @@ def run_loads(model: ModelSource, name: str, loads: Sequence[str] = ("none",), r
 
 
 def run_benchmark(model: ModelSource, name: str, runs: int = 30, threads: int = 1, warmup: int = 3,
-                  passes: list[str] | None = None, seed: int = 0, load: str = "none", batch: int = 1,
+                  build: BuildOptions = BuildOptions(), seed: int = 0, load: str = "none", batch: int = 1,
                   aot: bool = False) -> BenchResult:
     """Compile, check against onnxruntime, then time the engines alternately under one load condition."""
-    return run_loads(model, name, [load], runs, threads, warmup, passes, seed, batch, aot=aot)[0]
+    return run_loads(model, name, [load], runs, threads, warmup, build, seed, batch, aot=aot)[0]
 
 
 def run_streams(model: ModelSource, name: str, streams: int, runs: int = 30, warmup: int = 3,
-                passes: list[str] | None = None, seed: int = 0, batch: int = 1, aot: bool = False) -> BenchResult:
+                build: BuildOptions = BuildOptions(), seed: int = 0, batch: int = 1, aot: bool = False) -> BenchResult:
     """Throughput mode: `streams` Python threads at once on one hobbit model compiled with
     threads=1, against one onnxruntime session with one intra-op thread shared the same way
     (and with `aot`, one loaded library: each thread gets its own context).
@@ -404,7 +410,7 @@ def run_streams(model: ModelSource, name: str, streams: int, runs: int = 30, war
     _check_counts(runs, 1, warmup, batch, streams)
     if batch > 1:
         model = with_batch(model, batch)
-    setup = _setup(model, name, runs, 1, passes, seed, batch, aot)
+    setup = _setup(model, name, runs, 1, build, seed, batch, aot)
     try:
         if setup.result.mismatch is not None:
             return replace(setup.result, mode="streams", streams=streams)
@@ -415,16 +421,16 @@ def run_streams(model: ModelSource, name: str, streams: int, runs: int = 30, war
 
 
 def profile_model(model: ModelSource, name: str, threads: int, runs: int = 30,
-                  passes: list[str] | None = None, seed: int = 0) -> str:
+                  build: BuildOptions = BuildOptions(), seed: int = 0) -> str:
     """Per-kernel table (time, GFLOP/s, % of the FMA peak) of one model at one thread count."""
-    compiled = hobbit.compile(model, threads=threads, passes=passes, profile=True, cache=False)
+    compiled = hobbit.compile(model, threads=threads, profile=True, cache=False, **build.kwargs())
     times = compiled.profile(random_inputs(compiled.inputs, seed), runs=runs)
     return f"profile of {name} at {threads} thread(s), median of {runs} runs per kernel:\n" + \
         format_profile(times, fma_peak_gflops(threads))
 
 
 def run_suite(models: Iterable[tuple[str, Callable[[], ModelSource]]], threads: list[int], runs: int = 30,
-              warmup: int = 3, passes: list[str] | None = None,
+              warmup: int = 3, build: BuildOptions = BuildOptions(),
               report: Callable[[BenchResult], None] | None = None, loads: Sequence[str] = ("none",),
               batch: int = 1, streams: int | None = None, memory: bool = True,
               aot: bool = False) -> list[BenchResult]:
@@ -432,8 +438,10 @@ def run_suite(models: Iterable[tuple[str, Callable[[], ModelSource]]], threads: 
     model in throughput mode; each model is loaded once, when its turn comes. With `memory`,
     both engines' resident memory is measured once per model, at the first thread count.
 
-    The FMA peaks are measured first, while nothing else of ours is running.
+    The FMA peaks (this host's, whatever the target of `build`: the code runs on this hardware)
+    are measured first, while nothing else of ours is running.
     Results come back ordered by mode, then thread count, then model, like the tables."""
+    require_runnable(build)
     for n in threads:
         fma_peak_gflops(n)
     results: list[BenchResult] = []
@@ -447,10 +455,10 @@ def run_suite(models: Iterable[tuple[str, Callable[[], ModelSource]]], threads: 
     for name, load in models:
         model = load()
         for n in threads:
-            keep(run_loads(model, name, loads, runs, n, warmup, passes, batch=batch,
+            keep(run_loads(model, name, loads, runs, n, warmup, build, batch=batch,
                            memory=memory and n == threads[0], aot=aot))
         if streams is not None:
-            keep([run_streams(model, name, streams, runs, warmup, passes, batch=batch, aot=aot)])
+            keep([run_streams(model, name, streams, runs, warmup, build, batch=batch, aot=aot)])
     # Streams run at one thread per stream, which need not be one of `threads`.
     return sorted(results, key=lambda r: (MODES.index(r.mode), threads.index(r.threads) if r.mode != "streams" else 0))
 
@@ -471,10 +479,29 @@ def contention_warning(threads: list[int]) -> str | None:
             f"so timings at those thread counts are unreliable")
 
 
+def require_runnable(build: BuildOptions) -> None:
+    """A TargetError unless this host can run code built for the target of `build`: the
+    benchmark runs every engine here."""
+    target = build.built_for
+    why = None if target is None else target.runs_on(host_target())
+    if why:
+        raise TargetError(f"the benchmark runs the model here, and code for {target.triple} '{target.cpu}' "
+                          f"cannot run on this host: {why}")
+
+
+def describe_build(build: BuildOptions) -> str | None:
+    """'code built for CPU (SPEC, N-bit vectors)' when the target is not this host, else None."""
+    target = build.built_for
+    if target is None:
+        return None
+    return f"code built for {target.cpu} ({build.target}, {target.vector_bits}-bit vectors), not for this host's CPU"
+
+
 # -- reports -----------------------------------------------------------------------------
-def machine_info() -> dict[str, Any]:
-    """What the numbers were measured on: CPU, cores, memory, library versions, date, and the
-    1-minute load average when called (take it before benchmarking: other work skews the timings)."""
+def machine_info(build: BuildOptions = BuildOptions()) -> dict[str, Any]:
+    """What the numbers were measured on: CPU, cores, memory, library versions, date, the
+    1-minute load average when called (take it before benchmarking: other work skews the timings),
+    and what the code was built for when that is not this host (None when it is)."""
     cpu = "unknown CPU"
     try:
         with open("/proc/cpuinfo") as f:
@@ -489,7 +516,16 @@ def machine_info() -> dict[str, Any]:
     target = host_target()
     return {"cpu": cpu, "llvm_cpu": target.cpu, "vector_bits": target.vector_bits, "cores": target.cores,
             "memory_gib": _memory_gib(), "hobbit": hobbit.__version__, "onnxruntime": ort_version,
-            "date": datetime.date.today().isoformat(), "load_average": round(os.getloadavg()[0], 2)}
+            "date": datetime.date.today().isoformat(), "load_average": round(os.getloadavg()[0], 2),
+            "built_for": _built_for(build)}
+
+
+def _built_for(build: BuildOptions) -> dict[str, Any] | None:
+    target = build.built_for
+    if target is None:
+        return None
+    return {"target": build.target, "cpu": target.cpu, "vector_bits": target.vector_bits,
+            "description": describe_build(build)}
 
 
 def _memory_gib() -> float | None:
@@ -640,6 +676,8 @@ def markdown_report(results: list[BenchResult], machine: dict[str, Any], command
         f"Machine: {machine['cpu']} (LLVM CPU {machine['llvm_cpu']}, {machine['vector_bits']}-bit vectors), "
         f"{machine['cores']} cores{memory}, 1-minute load average {machine['load_average']} at the start. "
         f"Measured float32 FMA peak: {peaks}.\n\n"
+        + (f"Target: {built['description']}; the FMA peak and the % of it are this host's.\n\n"
+           if (built := machine.get("built_for")) else "")
         + (f"**Warning:** {warning}.\n\n" if warning else "")
         + f"Inputs: seeded N(0, 1) data ({'; '.join(inputs)}); zoo models carry random weights. "
         "Ratio is hobbit's median over onnxruntime's; below 1 means hobbit is faster. GFLOP/s is "

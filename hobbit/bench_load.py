@@ -21,7 +21,7 @@ import sys
 import tempfile
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any
@@ -31,6 +31,7 @@ import onnx
 
 from hobbit.bench_ort import ort_session
 from hobbit.errors import HobbitError
+from hobbit.target import Target, cpu_target, host_target, parse_target
 
 # Engines alternate in short blocks with a pause between them: both keep their
 # worker threads spinning for a while after a run, and a spinning team steals a
@@ -63,6 +64,42 @@ LOADS = {
 STREAMS = ("{streams} Python threads run inferences at once on one model: one hobbit compile with threads=1, "
            "one onnxruntime session with intra_op_num_threads=1")
 MODES = (*LOADS, "streams")
+
+
+@dataclass(frozen=True)
+class BuildOptions:
+    """What every hobbit.compile of one benchmark gets besides the model and thread count: the
+    pass pipeline (None: the default one) and the target. One object, so that the engines of
+    the benchmark's process, the two-procs workers (given it pickled) and the memory children
+    (given kwargs() as JSON) all time the same code. The target is kept as a spec string,
+    "host" or "TRIPLE:CPU[:FEATURE CHANGES]" (`spec_of`), which pickles, goes through JSON and
+    parses back to the same Target."""
+
+    passes: tuple[str, ...] | None = None
+    target: str = "host"
+
+    @classmethod
+    def of(cls, passes: Sequence[str] | None = None, target: Target | str = "host") -> BuildOptions:
+        return cls(None if passes is None else tuple(passes), spec_of(parse_target(target)))
+
+    def kwargs(self) -> dict[str, object]:
+        """hobbit.compile's keyword arguments for these options, JSON-ready."""
+        return {"passes": None if self.passes is None else list(self.passes), "target": self.target}
+
+    @property
+    def built_for(self) -> Target | None:
+        """The target the code is built for when it is not this host, else None."""
+        return None if self.target == "host" else parse_target(self.target)
+
+
+def spec_of(target: Target) -> str:
+    """The shortest spec that parse_target turns back into `target`: "host" for this machine,
+    else its triple and CPU, and the feature changes against that CPU's own features."""
+    if target == host_target():
+        return "host"
+    own = set(cpu_target(target.triple, target.cpu).features.split(","))
+    changes = [item for item in target.features.split(",") if item and item not in own]
+    return f"{target.triple}:{target.cpu}" + (f":{','.join(changes)}" if changes else "")
 
 
 def describe_mode(mode: str, streams: int = 1) -> str:
@@ -246,7 +283,7 @@ def run_streams(engines: dict[str, Engine], streams: int, runs: int, warmup: int
 
 
 # -- two processes at once -----------------------------------------------------------------
-def _worker(index: int, model_path: str, threads: int, passes: list[str] | None, feeds: dict[str, np.ndarray],
+def _worker(index: int, model_path: str, threads: int, build: BuildOptions, feeds: dict[str, np.ndarray],
             names: list[str], runs: int, warmup: int, barrier: Any, results: Any) -> None:
     """One of the two-procs processes: compile both engines, then time them in step with the other.
 
@@ -256,7 +293,7 @@ def _worker(index: int, model_path: str, threads: int, passes: list[str] | None,
 
         if index == 1:
             barrier.wait(BARRIER_TIMEOUT_S)
-        compiled = hobbit.compile(model_path, threads=threads, passes=passes)
+        compiled = hobbit.compile(model_path, threads=threads, **build.kwargs())
         if index == 0:
             barrier.wait(BARRIER_TIMEOUT_S)
         session = ort_session(model_path, threads)
@@ -267,28 +304,28 @@ def _worker(index: int, model_path: str, threads: int, passes: list[str] | None,
         results.put((index, f"{type(exc).__name__}: {exc}"))
 
 
-def run_two_procs(model: onnx.ModelProto | str | os.PathLike, threads: int, passes: list[str] | None,
+def run_two_procs(model: onnx.ModelProto | str | os.PathLike, threads: int, build: BuildOptions,
                   feeds: dict[str, np.ndarray], names: list[str], runs: int, warmup: int,
                   batch: int) -> dict[str, Measured]:
     """Two processes ("spawn": nothing inherited from this one) each run the model with
-    `threads` threads at the same time as the other: hobbit in both, then onnxruntime in
+    `threads` threads, built with `build`, at the same time as the other: hobbit in both, then onnxruntime in
     both, round after round. The processes are stopped and reaped however this ends.
     They load the model from a file: a ModelProto is saved to a temporary one first."""
     if not isinstance(model, onnx.ModelProto):
-        return _two_procs(os.fspath(model), threads, passes, feeds, names, runs, warmup, batch)
+        return _two_procs(os.fspath(model), threads, build, feeds, names, runs, warmup, batch)
     with tempfile.TemporaryDirectory(prefix="hobbit-bench-") as folder:
         path = os.path.join(folder, "model.onnx")
         onnx.save(model, path)
-        return _two_procs(path, threads, passes, feeds, names, runs, warmup, batch)
+        return _two_procs(path, threads, build, feeds, names, runs, warmup, batch)
 
 
-def _two_procs(model_path: str, threads: int, passes: list[str] | None, feeds: dict[str, np.ndarray],
+def _two_procs(model_path: str, threads: int, build: BuildOptions, feeds: dict[str, np.ndarray],
                names: list[str], runs: int, warmup: int, batch: int) -> dict[str, Measured]:
     ctx = multiprocessing.get_context("spawn")
     barrier = ctx.Barrier(2)
     results = ctx.Queue()
     procs = [ctx.Process(target=_worker, name=f"bench-proc-{i}", daemon=True,
-                         args=(i, model_path, threads, passes, feeds, names, runs, warmup, barrier, results))
+                         args=(i, model_path, threads, build, feeds, names, runs, warmup, barrier, results))
              for i in range(2)]
     try:
         for p in procs:

@@ -22,6 +22,7 @@ from pathlib import Path
 import numpy as np
 import onnx
 
+from hobbit.bench_load import BuildOptions
 from hobbit.errors import HobbitError
 
 ENGINES = ("hobbit", "onnxruntime")
@@ -31,7 +32,7 @@ TIMEOUT_S = 600.0
 _CHILD = r"""
 import json, sys
 engine, model, feeds_path, threads = sys.argv[1], sys.argv[2], sys.argv[3], int(sys.argv[4])
-ort_options, passes = json.loads(sys.argv[5]), json.loads(sys.argv[6])
+ort_options, build = json.loads(sys.argv[5]), json.loads(sys.argv[6])
 
 def status():
     found = {}
@@ -51,7 +52,7 @@ base = status()["VmRSS"]
 with np.load(feeds_path) as npz:
     feeds = {name: npz[name] for name in npz.files}
 if engine == "hobbit":
-    model = compile(model, threads=threads, passes=passes, cache=False)
+    model = compile(model, threads=threads, cache=False, **build)
     run = lambda: model.run(feeds)
 else:
     opts = ort.SessionOptions()
@@ -82,17 +83,17 @@ class MemoryUse:
 
 
 def measure(model: onnx.ModelProto | str | os.PathLike, feeds: dict[str, np.ndarray], threads: int,
-            ort_options: dict[str, object], passes: list[str] | None = None) -> dict[str, MemoryUse] | None:
+            ort_options: dict[str, object], build: BuildOptions = BuildOptions()) -> dict[str, MemoryUse] | None:
     """Each engine's MemoryUse for the model (a ModelProto is written to a file first, so both
     children read it the same way), or None where Linux's /proc/self/status is absent.
-    `ort_options` are onnxruntime's SessionOptions (bench.ort_options), `passes` hobbit's."""
+    `ort_options` are onnxruntime's SessionOptions (bench.ort_options), `build` hobbit's compile options."""
     if not os.path.exists("/proc/self/status"):
         return None
     with tempfile.TemporaryDirectory(prefix="hobbit-memory-") as tmp:
         path = _model_file(model, Path(tmp))
         feeds_path = Path(tmp) / "feeds.npz"
         np.savez(feeds_path, **feeds)
-        return {engine: _child(engine, path, feeds_path, threads, ort_options, passes) for engine in ENGINES}
+        return {engine: _child(engine, path, feeds_path, threads, ort_options, build) for engine in ENGINES}
 
 
 def _model_file(model: onnx.ModelProto | str | os.PathLike, folder: Path) -> str:
@@ -107,10 +108,10 @@ def _model_file(model: onnx.ModelProto | str | os.PathLike, folder: Path) -> str
 
 
 def _child(engine: str, model: str, feeds_path: Path, threads: int, ort_options: dict[str, object],
-           passes: list[str] | None) -> MemoryUse:
+           build: BuildOptions) -> MemoryUse:
     """Run the measuring child for one engine and read its report."""
     command = [sys.executable, "-c", _CHILD, engine, model, str(feeds_path), str(threads),
-               json.dumps(ort_options), json.dumps(passes)]
+               json.dumps(ort_options), json.dumps(build.kwargs())]
     try:
         done = subprocess.run(command, capture_output=True, text=True, timeout=TIMEOUT_S, check=False)
     except subprocess.TimeoutExpired as exc:

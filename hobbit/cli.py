@@ -340,19 +340,23 @@ def _bench_model(name: str, flags: list[ShapeFlag], batch: int) -> onnx.ModelPro
 
 
 def cmd_bench(args: argparse.Namespace) -> int:
+    runnable_here(args.target, "bench")
+    build = bench.BuildOptions.of(pipeline(args), args.target)
     models = bench_models(args.model, args.input_shape, args.batch)
     threads = args.threads
     if args.plot:
         bench.pyplot()  # fail before minutes of benchmarking, not after
-    print(f"measuring the FMA peak at {', '.join(map(str, threads))} thread(s), then benchmarking "
+    built_for = bench.describe_build(build)
+    print((f"{built_for}\n" if built_for else "")
+          + f"measuring the FMA peak at {', '.join(map(str, threads))} thread(s), then benchmarking "
           f"{', '.join(name for name, _ in models)}: compile, check against onnxruntime, time both ...",
           flush=True)
 
     def show(result: bench.BenchResult) -> None:
         print(result.format() + "\n", flush=True)
 
-    machine = bench.machine_info()
-    results = bench.run_suite(models, threads, runs=args.runs, warmup=args.warmup, passes=pipeline(args),
+    machine = bench.machine_info(build)
+    results = bench.run_suite(models, threads, runs=args.runs, warmup=args.warmup, build=build,
                               report=show, loads=args.load, batch=args.batch, streams=args.streams, aot=args.aot)
     tables = (bench.markdown_table(results), bench.scaling_table(results), bench.memory_table(results),
               bench.load_tables(results))
@@ -366,7 +370,8 @@ def cmd_bench(args: argparse.Namespace) -> int:
                    + "".join(f" {flag}" for flag in args.input_shape)
                    + (f" --batch {args.batch}" if args.batch > 1 else "")
                    + (f" --streams {args.streams}" if args.streams else "")
-                   + (" --aot" if args.aot else ""))
+                   + (" --aot" if args.aot else "")
+                   + (f" --target {build.target}" if build.target != "host" else ""))
         if args.markdown:
             _write(bench.markdown_report(results, machine, command, args.warmup), args.markdown)
         if args.json:
@@ -378,7 +383,7 @@ def cmd_bench(args: argparse.Namespace) -> int:
     if args.profile:
         for name, load in models:
             for count in threads:
-                print("\n" + bench.profile_model(load(), name, count, args.runs, pipeline(args)), flush=True)
+                print("\n" + bench.profile_model(load(), name, count, args.runs, build), flush=True)
     return 0 if all(r.mismatch is None for r in results) else 1
 
 
@@ -461,7 +466,10 @@ _BENCH_EXAMPLES = """examples:
   hobbit bench                                 zoo resnet18 at 1 thread
   hobbit bench --model model.onnx --threads 1,2 --markdown BENCHMARKS.md
   hobbit bench --model dynamic.onnx --input-shape input=1x3x224x224
-  hobbit bench --model mobilenet_v2 --batch 8 --streams 2 --load none,busy-core"""
+  hobbit bench --model mobilenet_v2 --batch 8 --streams 2 --load none,busy-core
+  hobbit bench --model squeezenet1_1,resnet18 --threads 1,2 --aot
+                                               the exported library beside the JIT and onnxruntime
+  hobbit bench --target x86-64-v3              AVX2 code, timed on this machine"""
 
 
 def _common(p: argparse.ArgumentParser) -> None:
@@ -584,6 +592,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--passes", metavar="A,B,C", help="graph passes to run, in order (default: the standard pipeline)")
     p.add_argument("--disable", metavar="NAME", action="append", default=[], help="drop this pass (repeatable)")
     _input_shape(p)
+    _target(p)
     p.add_argument("--markdown", metavar="FILE", help="write the table with a header naming the machine (BENCHMARKS.md)")
     p.add_argument("--json", metavar="FILE", help="write every number per model and thread count as JSON")
     p.add_argument("--plot", metavar="FILE.png", help="write a bar chart of the ratios (needs matplotlib)")

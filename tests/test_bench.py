@@ -8,6 +8,8 @@ import contextlib
 import json
 import multiprocessing
 import os
+import pickle
+import queue
 import sys
 import threading
 import time
@@ -20,7 +22,8 @@ from onnx import helper
 import hobbit
 from hobbit import bench, bench_aot, bench_load, bench_memory, zoo
 from hobbit.cli import main, parse_loads, parse_threads
-from hobbit.errors import ArtifactError, HobbitError, ShapeError
+from hobbit.errors import ArtifactError, HobbitError, ShapeError, TargetError
+from hobbit.target import host_target, parse_target
 from tests.helpers import make_model, rand
 
 # Reshape (a view: no work) -> MatMul 4x8 @ 8x16 (2*4*16*8 = 1024 flops) -> Relu fused (64 flops).
@@ -72,7 +75,7 @@ def test_threads_list_json_and_markdown(tiny_path, tmp_path, capsys):
         assert r["outputs_agree"] and r["flops"] == TINY_FLOPS and r["ratio"] > 0
         assert set(r["hobbit_ms"]) == {"median", "p10", "p90"} and r["peak_gflops"] == FAKE_PEAK * r["threads"]
         assert r["ratio"] == pytest.approx(r["hobbit_ms"]["median"] / r["onnxruntime_ms"]["median"])
-    assert doc["machine"]["cores"] >= 1 and doc["machine"]["onnxruntime"]
+    assert doc["machine"]["cores"] >= 1 and doc["machine"]["onnxruntime"] and doc["machine"]["built_for"] is None
     assert doc["fma_peak_gflops"] == {"1": FAKE_PEAK, "2": 2 * FAKE_PEAK}
     md = out_md.read_text()
     assert md.startswith("# Benchmarks") and "Machine: " in md and "cores" in md and "onnxruntime 1." in md
@@ -307,7 +310,7 @@ def test_alternate_result_interleaves_the_real_engines(monkeypatch):
 
 def test_two_procs_pools_both_workers_runs():
     feeds = {"x": rand(4, 2, 4)}
-    measured = bench_load.run_two_procs(tiny_model(), 1, None, feeds, ["y"], runs=3, warmup=0, batch=1)
+    measured = bench_load.run_two_procs(tiny_model(), 1, bench.BuildOptions(), feeds, ["y"], runs=3, warmup=0, batch=1)
     expected = np.maximum(feeds["x"].reshape(4, 8) @ rand(8, 16, seed=1), 0)
     for engine in ("hobbit", "onnxruntime"):
         assert len(measured[engine].seconds) == 6 and measured[engine].per_second > 0
@@ -322,7 +325,7 @@ def test_two_procs_result_and_worker_failure_cleanup(tmp_path):
     assert result.mode == "two-procs" and result.streams == 2 and result.mismatch is None
     assert result.hobbit_ips > 0 and result.onnxruntime_ips > 0 and result.ips_ratio > 0
     with pytest.raises(HobbitError, match="worker 0: ModelFormatError"):  # the cause, not the partner's abort
-        bench_load.run_two_procs(str(tmp_path / "missing.onnx"), 1, None, {}, ["y"], 3, 0, 1)
+        bench_load.run_two_procs(str(tmp_path / "missing.onnx"), 1, bench.BuildOptions(), {}, ["y"], 3, 0, 1)
     assert multiprocessing.active_children() == []
 
 
@@ -507,3 +510,75 @@ def test_parity_check_against_the_jit():
                        (jit[0][:3], "float32\\[3\\]")]:
         with pytest.raises(ArtifactError, match=why):
             bench_aot.check_parity([wrong], jit, ["y"])
+
+
+def _recorded_targets(monkeypatch) -> list:
+    """hobbit.compile, recording the target of every model it builds in this process."""
+    built, compile_ = [], hobbit.compile
+
+    def recording(*args, **kwargs):
+        model = compile_(*args, **kwargs)
+        built.append(model.report.target)
+        return model
+
+    monkeypatch.setattr(hobbit, "compile", recording)
+    return built
+
+
+AVX2 = "x86-64-v3"
+
+
+@pytest.mark.skipif(parse_target(AVX2).runs_on(host_target()) is not None, reason="this host cannot run AVX2 code")
+def test_bench_target_builds_every_engine_for_it_and_says_so(tiny_path, tmp_path, monkeypatch, capsys):
+    built = _recorded_targets(monkeypatch)
+    out_json, out_md = tmp_path / "b.json", tmp_path / "b.md"
+    argv = ["bench", "--model", tiny_path, "--target", AVX2, "--runs", "2", "--warmup", "0", "--streams", "2",
+            "--aot", "--profile", "--json", str(out_json), "--markdown", str(out_md)]
+    assert main(argv) == 0
+    # setup at 1 thread, the streams' setup, the profile: all AVX2 (the host here may have AVX-512)
+    assert len(built) == 3 and all(t == parse_target(AVX2) and t.vector_bits == 256 for t in built)
+    spec = "x86_64-unknown-linux-gnu:x86-64-v3"
+    assert f"code built for x86-64-v3 ({spec}, 256-bit vectors)" in capsys.readouterr().out
+    machine = json.loads(out_json.read_text())["machine"]
+    assert machine["built_for"]["target"] == spec and machine["built_for"]["vector_bits"] == 256
+    assert machine["vector_bits"] == host_target().vector_bits  # the machine is still the host
+    md = out_md.read_text()
+    assert f"--target {spec}" in md and "Target: code built for x86-64-v3" in md
+    assert "the FMA peak and the % of it are this host's" in md
+
+
+def test_bench_refuses_a_target_this_host_cannot_run(tiny_path, monkeypatch, capsys):
+    monkeypatch.setattr(bench, "run_suite", lambda *a, **k: pytest.fail("measured code it cannot run"))
+    assert main(["bench", "--model", tiny_path, "--target", "aarch64-linux-gnu:neoverse-n1"]) == 2
+    err = capsys.readouterr().err
+    assert "`hobbit bench` runs the model here" in err and "it is aarch64 code and this host is x86_64" in err
+
+
+def test_build_options_reach_other_processes_unchanged():
+    build = bench.BuildOptions.of(["fuse"], parse_target("x86_64-linux-gnu:znver4:-avx512bf16,+avxvnni"))
+    assert build.target == "x86_64-unknown-linux-gnu:znver4:-avx512bf16,+avxvnni"
+    assert pickle.loads(pickle.dumps(build)) == build  # the two-procs workers
+    sent = json.loads(json.dumps(build.kwargs()))  # the memory child
+    assert sent == {"passes": ["fuse"], "target": build.target}
+    assert parse_target(sent["target"]) == parse_target("x86_64-linux-gnu:znver4:-avx512bf16,+avxvnni")
+    assert bench.BuildOptions.of(None, host_target()).kwargs() == {"passes": None, "target": "host"}
+    with pytest.raises(TargetError, match="cannot run on this host"):
+        bench.run_suite([("tiny", tiny_model)], [1], build=bench.BuildOptions.of(target="aarch64-linux-gnu"))
+
+
+@pytest.mark.skipif(parse_target(AVX2).runs_on(host_target()) is not None, reason="this host cannot run AVX2 code")
+def test_two_procs_worker_compiles_for_the_target(tiny_path, monkeypatch):
+    built = _recorded_targets(monkeypatch)
+    results = queue.Queue()
+    bench_load._worker(0, tiny_path, 1, bench.BuildOptions.of(target=AVX2), {"x": rand(4, 2, 4)}, ["y"], 1, 0,
+                       threading.Barrier(1), results)
+    index, samples = results.get_nowait()
+    assert index == 0 and isinstance(samples, dict), samples
+    assert [t.vector_bits for t in built] == [256]
+
+
+def test_memory_child_compiles_for_the_target():
+    # Code for AArch64 compiles here but cannot run: the child failing on its run shows it got the target.
+    build = bench.BuildOptions(target="aarch64-linux-gnu:neoverse-n1")
+    with pytest.raises(HobbitError, match="memory measurement .*TargetError: this model was compiled for aarch64"):
+        bench_memory.measure(tiny_model(), {"x": rand(4, 2, 4)}, 1, bench.ort_options(1), build)
