@@ -200,8 +200,8 @@ def _export(args: argparse.Namespace) -> int:
     shapes = input_shapes(declared(read_model(source), args.input_shape), args.input_shape)
     model = hobbit.compile(source, target=args.target, threads=args.threads, passes=pipeline(args),
                            input_shapes=shapes or None)
-    files = model.export(args.output, name=args.name)
-    for path in (files.library, files.archive, files.header, files.weights, files.manifest):
+    files = model.export(args.output, name=args.name, weights=args.weights)
+    for path in files.written:
         print(f"wrote {path}", file=sys.stderr)
     return 0
 
@@ -544,6 +544,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("-o", "--output", metavar="FILE", help="write to FILE instead of standard output")
     p.add_argument("--name", help="with --emit lib: the C prefix of the library's functions "
                                   "(default: the folder's name)")
+    p.add_argument("--weights", choices=["auto", "embed", "file"], default="auto",
+                   help="with --emit lib: the weights inside the library (embed), in NAME.weights beside it "
+                        "(file), or inside up to 16 MiB and beside it above (auto, the default)")
     p.set_defaults(func=cmd_compile)
 
     p = sub.add_parser("inspect", formatter_class=_HelpFormatter, epilog=_INSPECT_EXAMPLES,

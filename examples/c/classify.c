@@ -68,18 +68,26 @@ static void print_top(const float *scores, size_t count)
 
 int main(int argc, char **argv)
 {
-    if (argc < 3 || argc > 4) {
-        fprintf(stderr, "usage: %s WEIGHTS INPUT.raw [OUTPUT.raw]\n", argv[0]);
+#if SQUEEZENET_WEIGHTS_EMBEDDED
+    const char *weights = NULL; /* inside the library */
+    const char *usage = "INPUT.raw [OUTPUT.raw]";
+#else
+    const char *weights = argc > 1 ? argv[1] : NULL;
+    const char *usage = "WEIGHTS INPUT.raw [OUTPUT.raw]";
+    argv++, argc--;
+#endif
+    if (argc < 2 || argc > 3) {
+        fprintf(stderr, "usage: %s %s\n", argv[0], usage);
         return 2;
     }
     squeezenet_ctx *ctx = NULL;
-    if (squeezenet_create(argv[1], 0, NULL, 0, &ctx) != HOBBIT_OK) {
+    if (squeezenet_create(weights, 0, NULL, 0, &ctx) != HOBBIT_OK) {
         fprintf(stderr, "cannot start the model: %s\n", squeezenet_error(ctx));
         squeezenet_destroy(ctx);
         return 1;
     }
     size_t out_bytes = squeezenet_output_bytes(0);
-    float *input = read_file(argv[2], squeezenet_input_bytes(0));
+    float *input = read_file(argv[1], squeezenet_input_bytes(0));
     float *scores = malloc(out_bytes);
     int status = 1;
     if (input != NULL && scores != NULL) {
@@ -89,7 +97,7 @@ int main(int argc, char **argv)
             fprintf(stderr, "the run failed: %s\n", squeezenet_error(ctx));
         else {
             print_top(scores, out_bytes / sizeof(float));
-            status = argc == 4 && !write_file(argv[3], scores, out_bytes);
+            status = argc == 3 && !write_file(argv[2], scores, out_bytes);
         }
     }
     free(input);

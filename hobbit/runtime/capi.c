@@ -51,6 +51,10 @@ struct HB(ctx) {
 
 static char no_weights;
 
+#if HOBBIT_WEIGHTS_EMBEDDED
+extern const unsigned char hobbit_weights_data[]; /* assembled into the library by export.py */
+#endif
+
 static int fail(struct HB(ctx) *ctx, int code, const char *format, ...)
 {
     va_list args;
@@ -82,8 +86,18 @@ static int map_weights(struct HB(ctx) *ctx, const char *path)
         ctx->weights = &no_weights;
         return 0;
     }
+#if HOBBIT_WEIGHTS_EMBEDDED
+    if (path != NULL)
+        return fail(ctx, HOBBIT_E_ARGUMENT, "this library carries its weights: pass NULL as weights_path, not '%s'", path);
+    ctx->weights = (char *)hobbit_weights_data;
+    uint32_t inside = crc32_of(hobbit_weights_data, HOBBIT_WEIGHTS_BYTES);
+    if (inside != HOBBIT_WEIGHTS_CRC32)
+        return fail(ctx, HOBBIT_E_WEIGHTS, "the weights inside this library are damaged: their crc32 is %08x, "
+                    "it was built with %08x", (unsigned)inside, (unsigned)HOBBIT_WEIGHTS_CRC32);
+    return 0;
+#else
     if (path == NULL)
-        return fail(ctx, HOBBIT_E_ARGUMENT, "the weights file path is NULL");
+        return fail(ctx, HOBBIT_E_ARGUMENT, "the weights file path is NULL (this library's weights are in a file)");
     int fd = open(path, O_RDONLY | O_CLOEXEC);
     if (fd < 0)
         return fail(ctx, HOBBIT_E_WEIGHTS, "cannot open the weights file '%s': %s", path, strerror(errno));
@@ -104,6 +118,7 @@ static int map_weights(struct HB(ctx) *ctx, const char *path)
         return fail(ctx, HOBBIT_E_WEIGHTS, "the weights file '%s' is damaged or from another export: its crc32 "
                     "is %08x, this library was built with %08x", path, (unsigned)crc, (unsigned)HOBBIT_WEIGHTS_CRC32);
     return 0;
+#endif
 }
 
 static int set_arena(struct HB(ctx) *ctx, void *arena, size_t arena_bytes)

@@ -4,7 +4,7 @@
   lib<name>.so   the model's machine code, hobbit's thread runtime and the C API (capi.c)
   lib<name>.a    the same as one object in an archive, for static linking (link with -lm)
   <name>.h       the tensors and the API, documented
-  <name>.weights the packed constants, mapped read-only by <name>_create
+  <name>.weights the packed constants, mapped read-only by <name>_create (or inside the library)
   <name>.json    the manifest hobbit.load reads: target CPU and features, sizes, checksums
 
 The model's code is the very object MCJIT made for the in-process model (CompiledModel
@@ -16,12 +16,16 @@ $CC) for the host's, the cross toolchain `<arch>-linux-gnu-gcc` (with its objcop
 for another, e.g. Debian's gcc-aarch64-linux-gnu. The library needs only libc, libm and
 libgcc_s.
 
-The weights always go in their own file, never into the IR or the library: a constant in
-the IR text costs seconds and gigabytes to parse for a 100 MB model, and one file format
-for every size means one loader and one checksum path. <name>_create checks the file's
-size and crc32 before the first run, so a damaged or mismatched file is an error, not
-wrong answers (the check reads every byte once: 17 ms for SqueezeNet's 7.5 MB here, so a
-100 MB model pays ~0.2 s per context).
+The weights never go into the IR: a constant in the IR text costs seconds and gigabytes
+to parse for a 100 MB model. Up to EMBED_LIMIT they are assembled into the library itself
+(`.incbin` of the packed blob, 64-byte aligned, read-only): one file to ship and nothing to
+keep in step. Above it they go into <name>.weights beside the library, mapped read-only:
+a static link would otherwise copy hundreds of MB into every executable, and the file can
+be replaced, checked or paged without touching the code. <name>_create checks the
+weights' crc32 (and a file's size) before the first run, so damaged or mismatched weights
+are an error, not wrong answers (the check reads every byte once: 17 ms for SqueezeNet's
+7.5 MB here, so a 100 MB model pays ~0.2 s per context). `weights="embed"` or `"file"`
+chooses either way for any size.
 
 Linking choices, each for a reason:
 - a version script keeps only <name>_* global: hobbit_main and the runtime's symbols stay
@@ -55,7 +59,13 @@ from hobbit.runtime.export_c import LibraryFacts, model_config, public_header
 from hobbit.runtime.pool import runtime_module
 from hobbit.target import Target
 
-MANIFEST_FORMAT = 1
+MANIFEST_FORMAT = 2
+# Weights up to this size go inside the library (weights="auto"): SqueezeNet (5 MB) and
+# MobileNetV2 (14 MB) ship as one file; ResNet-18's 47 MB and up stay beside it, where a
+# static link does not copy them into each executable. At this size the per-context crc32
+# check costs ~40 ms.
+EMBED_LIMIT = 16 * 1024 * 1024
+WEIGHTS_CHOICES = ("auto", "embed", "file")
 # The thread runtime's optimisation level, as the JIT builds it (hobbit.runtime.pool.load_runtime).
 RUNTIME_OPT_LEVEL = 2
 # The C API's functions (hobbit/runtime/capi.c), each <name>_<function> in the library.
@@ -80,18 +90,22 @@ class NativeModel:
 
 @dataclass(frozen=True)
 class ArtifactFiles:
-    """The paths one export wrote."""
+    """The paths one export wrote (`weights` is None when they are inside the library)."""
 
     library: Path
     archive: Path
     header: Path
-    weights: Path
+    weights: Path | None
     manifest: Path
 
+    @property
+    def written(self) -> list[Path]:
+        return [p for p in (self.library, self.archive, self.header, self.weights, self.manifest) if p is not None]
 
-def artifact_files(directory: Path, name: str) -> ArtifactFiles:
-    return ArtifactFiles(directory / f"lib{name}.so", directory / f"lib{name}.a", directory / f"{name}.h", directory / f"{name}.weights",
-                         directory / f"{name}.json")
+
+def artifact_files(directory: Path, name: str, embedded: bool = False) -> ArtifactFiles:
+    return ArtifactFiles(directory / f"lib{name}.so", directory / f"lib{name}.a", directory / f"{name}.h",
+                         None if embedded else directory / f"{name}.weights", directory / f"{name}.json")
 
 
 def library_name(directory: Path, name: str | None) -> str:
@@ -105,15 +119,21 @@ def library_name(directory: Path, name: str | None) -> str:
     return name
 
 
-def export_library(model: NativeModel, directory: str | os.PathLike, name: str | None = None) -> ArtifactFiles:
-    """Write the library, header, weights and manifest of `model` into `directory` (made if missing)."""
+def export_library(model: NativeModel, directory: str | os.PathLike, name: str | None = None,
+                   weights: str = "auto") -> ArtifactFiles:
+    """Write the library, header, weights and manifest of `model` into `directory` (made if
+    missing). `weights`: "auto" (inside the library up to EMBED_LIMIT, else a file), "embed"
+    or "file"."""
+    if weights not in WEIGHTS_CHOICES:
+        raise ConfigError(f"export weights= is one of {', '.join(WEIGHTS_CHOICES)}; got {weights!r}")
     folder = Path(directory)
     name = library_name(folder, name)
-    folder.mkdir(parents=True, exist_ok=True)
-    files = artifact_files(folder, name)
     blob = np.ascontiguousarray(model.weights).view(np.uint8).reshape(-1)
+    embedded = weights == "embed" or (weights == "auto" and blob.nbytes <= EMBED_LIMIT)
+    folder.mkdir(parents=True, exist_ok=True)
+    files = artifact_files(folder, name, embedded)
     facts = LibraryFacts(name, model.inputs, model.outputs, model.arena_bytes, blob.nbytes,
-                         zlib.crc32(memoryview(blob)), model.threads, model.checks)
+                         zlib.crc32(memoryview(blob)), model.threads, model.checks, embedded)
     with tempfile.TemporaryDirectory(prefix="hobbit-export-") as tmp:
         build = Path(tmp)
         (build / f"{name}.h").write_text(public_header(facts))
@@ -121,22 +141,40 @@ def export_library(model: NativeModel, directory: str | os.PathLike, name: str |
         (build / "model.o").write_bytes(model.code)
         (build / "runtime.o").write_bytes(emit_object(optimize(runtime_module(model.target), model.target,
                                                                RUNTIME_OPT_LEVEL), model.target))
-        _link(build, name, model.target)
-        blob.tofile(build / f"{name}.weights")
+        blob.tofile(build / ("weights.bin" if embedded else f"{name}.weights"))
+        _link(build, name, model.target, embedded)
         manifest = _manifest(model, facts, (build / f"lib{name}.so").read_bytes())
         (build / f"{name}.json").write_text(json.dumps(manifest, indent=1) + "\n")
-        for path in (files.header, files.weights, files.archive, files.library, files.manifest):
-            shutil.move(build / path.name, path)  # the manifest last: a reader never sees it before the rest
+        stale = folder / f"{name}.weights"
+        if embedded and stale.exists():
+            stale.unlink()  # an earlier export's file: it would only mislead
+        for path in files.written:  # the manifest last: a reader never sees it before the rest
+            shutil.move(build / path.name, path)
     return files
 
 
-def _link(build: Path, name: str, target: Target) -> None:
-    """capi.c and the two objects -> lib<name>.so and lib<name>.a, only <name>_* global in either."""
+# The embedded weights: the packed blob as read-only data, aligned as the arena is (kernels
+# use aligned vector loads on constants too).
+_WEIGHTS_ASM = """\t.section .rodata.hobbit_weights,"a"
+\t.balign 64
+\t.globl hobbit_weights_data
+hobbit_weights_data:
+\t.incbin "{path}"
+\t.section .note.GNU-stack,"",%progbits
+"""
+
+
+def _link(build: Path, name: str, target: Target, embedded: bool) -> None:
+    """capi.c and the objects -> lib<name>.so and lib<name>.a, only <name>_* global in either."""
     compiler, objcopy, ar = _toolchain(target)
     (build / "capi.c").write_text(resources.files("hobbit.runtime").joinpath("capi.c").read_text())
     _run([compiler, "-c", "-fPIC", "-O2", "-std=c11", "-D_GNU_SOURCE", f"-DHOBBIT_PREFIX={name}", "-I", str(build),
           "-o", str(build / "capi.o"), str(build / "capi.c")], "compiling the C API")
     objects = [str(build / "capi.o"), str(build / "model.o"), str(build / "runtime.o")]
+    if embedded:
+        (build / "weights.S").write_text(_WEIGHTS_ASM.format(path=build / "weights.bin"))
+        _run([compiler, "-c", "-o", str(build / "weights.o"), str(build / "weights.S")], "assembling the weights")
+        objects.append(str(build / "weights.o"))
     (build / "exports.map").write_text(f"{{ global: {name}_*; local: *; }};\n")
     _run([compiler, "-shared", "-o", str(build / f"lib{name}.so"), *objects,
           f"-Wl,--version-script={build / 'exports.map'}", "-Wl,-z,nodelete", "-Wl,-z,noexecstack", "-lm"],
@@ -181,7 +219,8 @@ def _manifest(model: NativeModel, facts: LibraryFacts, library: bytes) -> dict:
         "threads": model.threads,
         "arena_bytes": model.arena_bytes,
         "library": {"file": f"lib{facts.name}.so", "sha256": hashlib.sha256(library).hexdigest()},
-        "weights": {"file": f"{facts.name}.weights", "bytes": facts.weights_bytes, "crc32": facts.weights_crc32},
+        "weights": {"file": None if facts.embedded else f"{facts.name}.weights", "bytes": facts.weights_bytes,
+                    "crc32": facts.weights_crc32},
         "inputs": [_spec(s) for s in model.inputs],
         "outputs": [_spec(s) for s in model.outputs],
         "layout": None if model.layout is None else [list(item) for item in model.layout],

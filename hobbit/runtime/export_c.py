@@ -20,7 +20,7 @@ STATUS_CODES = (
     ("HOBBIT_OK", 0, "success"),
     ("HOBBIT_E_ARGUMENT", 1, "a bad argument: threads, the arena's size or alignment, a NULL pointer"),
     ("HOBBIT_E_MEMORY", 2, "the context or its arena could not be allocated"),
-    ("HOBBIT_E_WEIGHTS", 3, "the weights file is missing, has the wrong size or fails its crc32"),
+    ("HOBBIT_E_WEIGHTS", 3, "the weights (a file, or inside the library) are missing, the wrong size or fail their crc32"),
     ("HOBBIT_E_INVALID_DATA", 4, "the run found invalid data in an input (e.g. an index out of range); "
                                  "the outputs are not valid"),
 )
@@ -38,6 +38,7 @@ class LibraryFacts:
     weights_crc32: int
     threads: int
     checks: list[tuple[int, str, str]]  # (arena offset, node, op) per run-time check record
+    embedded: bool = False  # the weights are inside the library, not in <name>.weights
 
 
 def public_header(facts: LibraryFacts) -> str:
@@ -51,8 +52,10 @@ def public_header(facts: LibraryFacts) -> str:
     lines += [f" *   {i}  {_describe(s)}" for i, s in enumerate(facts.outputs)]
     lines += [
         " *",
-        f" * Use: {n}_create(\"{n}.weights\", 0, NULL, 0, &ctx) maps the weights file (checking its",
-        " * size and crc32) and allocates the arena; on failure it still sets ctx (unless it is out of",
+        *([f" * Use: {n}_create(NULL, 0, NULL, 0, &ctx) checks the weights inside this library (their crc32)",
+           " * and allocates the arena; on failure it still sets ctx (unless it is out of"] if facts.embedded else
+          [f" * Use: {n}_create(\"{n}.weights\", 0, NULL, 0, &ctx) maps the weights file (checking its",
+           " * size and crc32) and allocates the arena; on failure it still sets ctx (unless it is out of"]),
         f" * memory) so {n}_error(ctx) says why; call {n}_destroy(ctx) in every case.",
         f" * {n}_run(ctx, inputs, outputs) runs one inference; pointers must be aligned to their dtype.",
         " * A context runs one inference at a time: give each concurrent thread its own context.",
@@ -67,7 +70,9 @@ def public_header(facts: LibraryFacts) -> str:
     lines += [f"#define {code} {value}  /* {what} */" for code, value, what in STATUS_CODES]
     lines += ["#endif", "",
               f"#define {n.upper()}_NUM_INPUTS {len(facts.inputs)}",
-              f"#define {n.upper()}_NUM_OUTPUTS {len(facts.outputs)}", "",
+              f"#define {n.upper()}_NUM_OUTPUTS {len(facts.outputs)}",
+              f"#define {n.upper()}_WEIGHTS_EMBEDDED {int(facts.embedded)}"
+              "  /* 1: pass NULL as weights_path; 0: the path of the weights file */", "",
               f"typedef struct {n}_ctx {n}_ctx;", "",
               f"int {n}_create(const char *weights_path, int threads, void *arena, size_t arena_bytes, {n}_ctx **ctx);",
               f"int {n}_run({n}_ctx *ctx, const void *const *inputs, void *const *outputs);",
@@ -87,6 +92,7 @@ def model_config(facts: LibraryFacts) -> str:
              f"#define HOBBIT_ARENA_BYTES {facts.arena_bytes}u",
              f"#define HOBBIT_WEIGHTS_BYTES {facts.weights_bytes}u",
              f"#define HOBBIT_WEIGHTS_CRC32 0x{facts.weights_crc32:08x}u",
+             f"#define HOBBIT_WEIGHTS_EMBEDDED {int(facts.embedded)}",
              f"#define HOBBIT_THREADS {facts.threads}",
              f"#define HOBBIT_NUM_INPUTS {len(facts.inputs)}",
              f"#define HOBBIT_NUM_OUTPUTS {len(facts.outputs)}",

@@ -50,10 +50,10 @@ class ExportOnlyModel:
     def get_outputs(self) -> list[NodeArg]:
         return compiled_args(self.outputs, self.layout)
 
-    def export(self, directory: str | os.PathLike, name: str | None = None) -> ArtifactFiles:
+    def export(self, directory: str | os.PathLike, name: str | None = None, weights: str = "auto") -> ArtifactFiles:
         """Write the library, header, weights and manifest for the target (see
         CompiledModel.export); linking uses the target's C toolchain (hobbit.runtime.export)."""
-        return export_library(self.native, directory, name)
+        return export_library(self.native, directory, name, weights)
 
     def run(self, *args: object, **kwargs: object) -> list[np.ndarray]:
         target = self.native.target

@@ -218,15 +218,17 @@ class CompiledModel:
         if status:
             raise status_error(status, self._status_table, arena)
 
-    def export(self, directory: str | os.PathLike, name: str | None = None) -> ArtifactFiles:
-        """Write lib<name>.so, <name>.h, <name>.weights and <name>.json into `directory`: this
-        model as a library with a C API that runs without Python (hobbit.runtime.export), and
-        that hobbit.load(directory) runs again in Python. `name` (a C identifier) prefixes the
-        API's functions; by default it is the folder's name."""
+    def export(self, directory: str | os.PathLike, name: str | None = None, weights: str = "auto") -> ArtifactFiles:
+        """Write lib<name>.so, lib<name>.a, <name>.h and <name>.json (and <name>.weights) into
+        `directory`: this model as a library with a C API that runs without Python
+        (hobbit.runtime.export), and that hobbit.load(directory) runs again in Python. `name`
+        (a C identifier) prefixes the API's functions; by default it is the folder's name.
+        `weights`: "auto" (inside the library up to 16 MiB, else in <name>.weights), "embed"
+        or "file"."""
         threads = getattr(self.report, "threads", None) or (self.recipe.options["threads"] if self.recipe else 1)
         native = NativeModel(self._code, self._target, self._weights, self._arena_bytes, self.inputs,
                              self.outputs, self.layout, self._status_table, threads)
-        return export_library(native, directory, name)
+        return export_library(native, directory, name, weights)
 
     def profile(self, feeds: dict[str, np.ndarray], runs: int = 20) -> list[KernelTime]:
         """Mean time per kernel over `runs` inferences (needs compile(..., profile=True))."""

@@ -63,10 +63,11 @@ def load(directory: str | os.PathLike, name: str | None = None, threads: int | N
         raise ArtifactError(f"hobbit.load refuses to load native code: {problem}")
     manifest_path = _manifest_path(folder, name)
     manifest = _read_manifest(manifest_path)
-    files = artifact_files(folder, manifest["name"])
+    files = artifact_files(folder, manifest["name"], embedded=manifest["weights"]["file"] is None)
     _check_cpu(manifest["target"], files.library)
-    _check_library(files.library, manifest["library"]["sha256"])
-    _check_weights_size(files.weights, int(manifest["weights"]["bytes"]))
+    _check_library(files.library, manifest["library"]["sha256"])  # embedded weights included
+    if files.weights is not None:
+        _check_weights_size(files.weights, int(manifest["weights"]["bytes"]))
     built = int(manifest["threads"])
     if threads is not None and (isinstance(threads, bool) or not isinstance(threads, int) or not 1 <= threads <= built):
         raise ConfigError(f"threads= must be 1 to {built} (the library was built for {built} thread(s); export "
@@ -77,7 +78,7 @@ def load(directory: str | os.PathLike, name: str | None = None, threads: int | N
 class LoadedModel(CompiledModel):
     """An exported library run through ctypes; see hobbit.runtime.load."""
 
-    def __init__(self, library: Path, weights: Path, manifest: dict, report: LoadedReport, threads: int = 0):
+    def __init__(self, library: Path, weights: Path | None, manifest: dict, report: LoadedReport, threads: int = 0):
         self.inputs = [_spec(s) for s in manifest["inputs"]]
         self.outputs = [_spec(s) for s in manifest["outputs"]]
         layout = manifest["layout"]
@@ -86,7 +87,7 @@ class LoadedModel(CompiledModel):
         self._per_output = _per_output(self.outputs, self.layout)
         self.report = report
         self._name = manifest["name"]
-        self._weights_path = os.fsencode(weights)
+        self._weights_path = None if weights is None else os.fsencode(weights)  # None: inside the library
         self._threads = threads
         self._lib = ctypes.CDLL(os.fspath(library), mode=os.RTLD_NOW | os.RTLD_LOCAL)
         self._api = bind_api(self._lib, self._name)
@@ -131,7 +132,7 @@ class LoadedModel(CompiledModel):
 class _Context:
     """One <name>_ctx: mapped weights and an arena, destroyed with this object."""
 
-    def __init__(self, api: dict, weights_path: bytes, threads: int):
+    def __init__(self, api: dict, weights_path: bytes | None, threads: int):
         self._destroy = api["destroy"]
         self.handle = ctypes.c_void_p()
         code = api["create"](weights_path, threads, None, 0, ctypes.byref(self.handle))

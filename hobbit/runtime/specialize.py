@@ -115,7 +115,7 @@ class SpecializingModel:
     def __reduce__(self) -> tuple:
         return reduce_with_recipe(self)
 
-    def export(self, directory: object, name: str | None = None) -> None:
+    def export(self, directory: object, name: str | None = None, weights: str = "auto") -> None:
         """A library runs one fixed-shape build (hobbit.runtime.export), so this model cannot be
         exported until compile(..., input_shapes=...) sizes its symbolic dims."""
         symbolic = [f"{d.name}{_show(d)}" for d in self._declared if None in d.shape]

@@ -47,8 +47,15 @@ def tiny(tmp_path_factory):
     model, feeds = _tiny_model()
     compiled = hobbit.compile(model, threads=2, cache=False)
     folder = tmp_path_factory.mktemp("tiny")
-    files = compiled.export(folder / "tiny")
+    files = compiled.export(folder / "tiny", weights="file")  # the weights file's checks need the file
     return compiled, feeds, files
+
+
+@pytest.fixture(scope="module")
+def embedded(tiny, tmp_path_factory):
+    """The tiny model exported the default way: its 2 KB of weights inside the library."""
+    compiled, feeds, _ = tiny
+    return compiled.export(tmp_path_factory.mktemp("embedded") / "tiny")
 
 
 def _copy(files, tmp_path: Path) -> Path:
@@ -138,7 +145,7 @@ def test_weights_of_another_export_are_refused(tiny, tmp_path):
     """Same model, other weights: same size, so only the checksum can tell."""
     model, _ = _tiny_model()
     model.graph.initializer[0].raw_data = rand(16, 32, seed=7).tobytes()
-    other = hobbit.compile(model, threads=1, cache=False).export(tmp_path / "other", name="tiny")
+    other = hobbit.compile(model, threads=1, cache=False).export(tmp_path / "other", name="tiny", weights="file")
     folder = _copy(tiny[2], tmp_path)
     shutil.copy(other.weights, folder / "tiny.weights")
     with pytest.raises(ArtifactError, match=r"from another export: its crc32"):
@@ -186,7 +193,7 @@ def test_a_name_that_is_not_a_c_identifier_is_refused(tiny, tmp_path):
 def _build_example(files, name: str, build: Path, static: bool = False) -> Path:
     """examples/c/classify.c, written for `squeezenet_`, compiled for an export named `name`
     and linked with its shared library, or with its archive when `static`."""
-    source = EXAMPLE.read_text().replace("squeezenet", name)
+    source = EXAMPLE.read_text().replace("squeezenet", name).replace("SQUEEZENET", name.upper())
     (build / f"classify_{name}.c").write_text(source)
     program = build / f"classify_{name}{'_static' if static else ''}"
     folder = str(files.library.parent)
@@ -197,7 +204,8 @@ def _build_example(files, name: str, build: Path, static: bool = False) -> Path:
 
 
 def _classify(program: Path, files, image: Path, scores: Path, wrap: list[str] = ()) -> str:
-    done = subprocess.run([*wrap, str(program), str(files.weights), str(image), str(scores)],
+    weights = [str(files.weights)] if files.weights else []  # no argument when they are inside the library
+    done = subprocess.run([*wrap, str(program), *weights, str(image), str(scores)],
                           capture_output=True, text=True, timeout=600)
     assert done.returncode == 0, done.stderr
     return done.stdout + done.stderr
@@ -210,6 +218,7 @@ def test_c_example_matches_the_jit_and_runs_clean_under_valgrind(tmp_path):
     image.tofile(tmp_path / "image.raw")
     compiled = hobbit.compile(model, threads=2, cache=False)
     files = compiled.export(tmp_path / "native", name="squeezenet")
+    assert files.weights is None  # 5 MB: inside the library
     program = _build_example(files, "squeezenet", tmp_path)
     printed = _classify(program, files, tmp_path / "image.raw", tmp_path / "scores.raw")
     want = compiled.run({compiled.inputs[0].name: image})[0]
@@ -221,9 +230,10 @@ def test_c_example_matches_the_jit_and_runs_clean_under_valgrind(tmp_path):
     _classify(static, files, tmp_path / "image.raw", tmp_path / "scores_static.raw")
     np.testing.assert_array_equal(np.fromfile(tmp_path / "scores_static.raw", np.float32), got.reshape(-1))
 
-    # valgrind 3.19 cannot decode AVX-512: it runs the x86-64-v3 (AVX2) build, against that build's JIT.
+    # valgrind 3.19 cannot decode AVX-512: it runs the x86-64-v3 (AVX2) build, against that build's JIT,
+    # with its weights in a file (the mmap path).
     avx2 = hobbit.compile(model, target="x86-64-v3", threads=2, cache=False)
-    avx2_files = avx2.export(tmp_path / "avx2", name="squeezenet_avx2")
+    avx2_files = avx2.export(tmp_path / "avx2", name="squeezenet_avx2", weights="file")
     avx2_program = _build_example(avx2_files, "squeezenet_avx2", tmp_path)
     assert shutil.which("valgrind"), "valgrind is needed (.ci/run installs it: apt-get install -y valgrind)"
     printed = _classify(avx2_program, avx2_files, tmp_path / "image.raw", tmp_path / "scores_avx2.raw",
@@ -330,3 +340,51 @@ def test_a_context_runs_with_fewer_threads_than_built(tiny, tmp_path, threads, w
 def test_load_refuses_more_threads_than_built(tiny):
     with pytest.raises(ConfigError, match="threads= must be 1 to 2"):
         hobbit.load(tiny[2].library.parent, threads=3)
+
+
+# -- weights inside the library -------------------------------------------------------------
+def test_small_weights_go_inside_the_library(tiny, embedded):
+    compiled, feeds, _ = tiny
+    folder = embedded.library.parent
+    assert embedded.weights is None and not (folder / "tiny.weights").exists()
+    assert json.loads(embedded.manifest.read_text())["weights"]["file"] is None
+    assert "tiny_create(NULL," in embedded.header.read_text()
+    assert "#define TINY_WEIGHTS_EMBEDDED 1" in embedded.header.read_text()
+    for got, want in zip(hobbit.load(folder).run(feeds), compiled.run(feeds)):
+        np.testing.assert_array_equal(got, want)
+
+
+def test_weights_choice_is_checked(tiny, tmp_path):
+    with pytest.raises(ConfigError, match="weights= is one of auto, embed, file"):
+        tiny[0].export(tmp_path / "x", weights="inline")
+
+
+def test_embedded_weights_take_no_path_and_are_checked(tiny, embedded, tmp_path):
+    """The C API refuses a path for a library that carries its weights, and checks their crc32:
+    a library whose weights bytes were changed (bypassing hobbit.load's sha256) does not start."""
+    blob = np.ascontiguousarray(tiny[0]._weights).tobytes()
+    data = bytearray(embedded.library.read_bytes())
+    at = data.find(blob)
+    assert at > 0
+    api = bind_api(ctypes.CDLL(str(embedded.library)), "tiny")
+    handle = ctypes.c_void_p()
+    assert api["create"](b"tiny.weights", 0, None, 0, ctypes.byref(handle)) == 1
+    assert "pass NULL as weights_path" in api["error"](handle).decode()
+    api["destroy"](handle)
+    data[at + 100] ^= 0x40
+    damaged = tmp_path / "libtiny_damaged.so"
+    damaged.write_bytes(bytes(data))
+    api = bind_api(ctypes.CDLL(str(damaged)), "tiny")
+    assert api["create"](None, 0, None, 0, ctypes.byref(handle)) == 3  # HOBBIT_E_WEIGHTS
+    assert "weights inside this library are damaged" in api["error"](handle).decode()
+    api["destroy"](handle)
+
+
+def test_a_replaced_library_with_embedded_weights_is_refused(embedded, tmp_path):
+    folder = tmp_path / "copy"
+    shutil.copytree(embedded.library.parent, folder)
+    data = bytearray((folder / "libtiny.so").read_bytes())
+    data[-1] ^= 1
+    (folder / "libtiny.so").write_bytes(bytes(data))
+    with pytest.raises(ArtifactError, match="sha256"):
+        hobbit.load(folder)
