@@ -5,11 +5,14 @@
  * Build:  cc -O2 -I build/squeezenet classify.c -L build/squeezenet -lsqueezenet \
  *            -Wl,-rpath,build/squeezenet -o classify
  *   or statically: cc -O2 -I build/squeezenet classify.c build/squeezenet/libsqueezenet.a -lm -o classify
- * Run:    ./classify build/squeezenet/squeezenet.weights image.raw [scores.raw]
+ * Run:    ./classify image.raw [scores.raw]
+ *   for a library whose weights are in a file (above 16 MiB, or exported with weights="file"):
+ *          ./classify build/squeezenet/squeezenet.weights image.raw [scores.raw]
  *
  * image.raw holds the model's first input as raw float32 values in C order (for an ImageNet
  * model: 1x3x224x224, normalised); scores.raw, when given, receives the first output the same
- * way. For a model exported under another name, replace the squeezenet_ prefix. */
+ * way. For a model exported under another name, replace the squeezenet_ and SQUEEZENET_
+ * prefixes. */
 
 #include <stdio.h>
 #include <stdlib.h>
