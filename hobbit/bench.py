@@ -40,7 +40,7 @@ from hobbit.target import host_target
 from hobbit.errors import HobbitError, ShapeError, TargetError
 from hobbit.frontend.onnx import load_model
 from hobbit.graph.ir import Graph
-from hobbit.graph.registry import node_flops
+from hobbit.ops.registry import node_flops
 from hobbit.passes.memory import needs_code
 from hobbit.runtime.jit import TensorSpec
 from hobbit.runtime.peak import fma_peak_gflops

@@ -30,8 +30,9 @@ from hobbit.target import Target
 from hobbit.codegen.team import KernelCall, Step, emit_team, team_steps
 from hobbit.errors import CodegenError
 from hobbit.graph.ir import Graph, Node
-from hobbit.graph.registry import get_op
+from hobbit.ops.registry import get_op
 from hobbit.lower.builder import I64, PTR, KernelBuilder
+from hobbit.lower.cpu import CPU
 from hobbit.lower.kernel import KernelArgs
 from hobbit.lower.parallel import Threads, runtime_function
 from hobbit.plan.arena import step_bytes
@@ -228,8 +229,9 @@ def _emit_kernel(module: ir.Module, node: Node, target: Target, plan: MemoryPlan
                  threads: int) -> tuple[ir.Function, bool]:
     """The kernel function of one fused group, and whether it splits work across threads."""
     opdef = get_op(node.op)
-    if opdef.lower is None:
+    if opdef.kernel is None:
         raise CodegenError(f"op {node.op} at node '{node.name}' has no lowering and was not folded")
+    lower = CPU.lookup(opdef.kernel).lower
     values = _kernel_values(node)
     n_params = len(values) + (id(node) in plan.scratch) + (id(node) in plan.claims) + (id(node) in plan.status)
     fn = ir.Function(module, ir.FunctionType(ir.VoidType(), [PTR] * n_params + [I64, I64]),
@@ -259,7 +261,7 @@ def _emit_kernel(module: ir.Module, node: Node, target: Target, plan: MemoryPlan
         kb.status = status
     team = Threads(kb, tid, count, threads, claims)
     try:
-        opdef.lower(KernelArgs(kb, node, target, inputs, outputs, epilogue, scratch, team, plan.kernels.get(id(node))))
+        lower(KernelArgs(kb, node, target, inputs, outputs, epilogue, scratch, team, plan.kernels.get(id(node))))
     except Exception as exc:  # a lowering that cannot handle this variant: name the node, never a bare trace
         shapes = ", ".join(str(v.type) for v in node.inputs if v is not None)
         detail = str(exc) if isinstance(exc, CodegenError) else f"{type(exc).__name__}: {exc}"

@@ -22,7 +22,7 @@ from hobbit.frontend import functions, validate
 from hobbit.frontend.converters import lookup
 from hobbit.frontend.onnx_types import NeedsInputValues, Sequence, Unsupported, onnx_dtype
 from hobbit.graph.ir import Graph, Node, TensorType, Value
-from hobbit.graph.registry import get_op
+from hobbit.ops.registry import get_op
 
 
 class SymbolicInputShape(HobbitError):
@@ -111,7 +111,7 @@ class ConvertContext:
         merged = {**opdef.attrs, **attrs}
         node.attrs = merged
         present = [v for v in inputs if v is not None]
-        if present and all(v.const is not None for v in present) or (not present and opdef.lower is None):
+        if present and all(v.const is not None for v in present) or (not present and opdef.kernel is None):
             validate.check_fold_size(node, opdef.infer)
             results = opdef.reference([None if v is None else v.const for v in inputs], merged)
             return [Value(o.name, const=np.asarray(r)) for o, r in zip(outputs, results)]

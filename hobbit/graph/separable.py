@@ -4,7 +4,7 @@ When it does, running batch N equals running the graph compiled for batch b over
 of b samples (hobbit/runtime/batching.py), so one compiled variant serves every batch
 size. Two facts are combined, both required:
 
-- per op: the registry's `per_sample` predicate (hobbit/graph/per_sample.py) for every
+- per op: the registry's `per_sample` predicate (hobbit/ops/per_sample.py) for every
   node that touches a batched value; an op without one ends the analysis;
 - structure: the model imported at two batch sizes gives the same nodes with the same
   wiring and attributes; each value derived from a batched input has dim 0 = k * batch
@@ -23,7 +23,7 @@ from typing import Any
 import numpy as np
 
 from hobbit.graph.ir import Graph, Node, Value
-from hobbit.graph.registry import get_op
+from hobbit.ops.registry import get_op
 
 
 @dataclass(frozen=True)

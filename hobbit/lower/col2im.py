@@ -10,7 +10,6 @@ construction. Contributions are added in block-offset order, as onnxruntime does
 from __future__ import annotations
 
 import itertools
-from dataclasses import dataclass
 
 import numpy as np
 from llvmlite import ir
@@ -22,27 +21,9 @@ from hobbit.lower.half import compute_dtype, narrow, widen
 from hobbit.lower.index import loop_nest, share
 from hobbit.lower.parallel import Threads
 from hobbit.lower.scalar import Emit
-
-
-@dataclass(frozen=True)
-class Geometry:
-    """Spatial sizes of one Col2Im: per dim image size, block size, block count and the
-    stride, dilation and leading pad that map (offset, position) to an image coordinate."""
-
-    image: tuple[int, ...]
-    block: tuple[int, ...]
-    blocks: tuple[int, ...]
-    strides: tuple[int, ...]
-    dilations: tuple[int, ...]
-    pads_begin: tuple[int, ...]
-
-    def valid(self, d: int, offset: int) -> range:
-        """Positions along dim d whose coordinate for block offset `offset` lies in the image."""
-        shift = offset * self.dilations[d] - self.pads_begin[d]
-        stride = self.strides[d]
-        lo = max(0, -(shift // stride))  # ceil(-shift / stride)
-        hi = min(self.blocks[d], -((shift - self.image[d]) // stride))  # ceil((image - shift) / stride)
-        return range(lo, max(lo, hi))
+from hobbit.lower.kernel import KernelArgs
+from hobbit.lower.kernels import CPU
+from hobbit.ops.col2im import Geometry, geometry
 
 
 def emit_col2im(kb: KernelBuilder, x: ir.Value, dst: ir.Value, dtype: np.dtype, planes: int, g: Geometry,
@@ -75,3 +56,12 @@ def emit_col2im(kb: KernelBuilder, x: ir.Value, dst: ir.Value, dtype: np.dtype, 
                 kb.store(narrow(b, total, dtype), dst, dtype, at)
 
             loop_nest(kb, shape, add, name=f"k{flat}_")
+
+
+def _lower(k: KernelArgs) -> None:
+    x, out = k.node.inputs[0], k.node.outputs[0]
+    emit_col2im(k.kb, k.inputs[0], k.outputs[0], x.dtype, out.shape[0] * out.shape[1], geometry(k.node.attrs),
+                k.threads)
+
+
+CPU.register("Col2Im", lower=_lower)

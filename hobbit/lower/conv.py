@@ -20,6 +20,7 @@ from hobbit.lower.gemm import MatA, MatB, MatC, emit_gemm, row_major_a
 from hobbit.lower.kernel import KernelArgs
 from hobbit.lower.parallel import Threads
 from hobbit.lower.scalar import Emit
+from hobbit.lower.kernels import CPU
 from hobbit.plan.conv import ConvPlan, ConvShape
 from hobbit.plan.gemm import gemm_schedule
 
@@ -168,3 +169,6 @@ def _valid_range(out_len: int, in_len: int, stride: int, offset: int) -> tuple[i
     lo = -(offset // stride) if offset < 0 else 0
     hi = min(out_len, (in_len - 1 - offset) // stride + 1) if in_len - 1 - offset >= 0 else 0
     return min(lo, out_len), max(min(lo, out_len), hi)
+
+
+CPU.register("Conv", lower=lower_conv)

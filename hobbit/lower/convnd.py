@@ -17,6 +17,7 @@ from hobbit.lower.builder import KernelBuilder, llvm_type
 from hobbit.lower.kernel import KernelArgs
 from hobbit.lower.half import compute_dtype, narrow, widen
 from hobbit.lower.scalar import Emit
+from hobbit.lower.kernels import CPU
 
 
 def _input_position(kb: KernelBuilder, a: dict, d: int, o: ir.Value, tap: ir.Value,
@@ -90,3 +91,6 @@ def lower_convnd(k: KernelArgs) -> None:
             kb.store(narrow(b, b.load(acc), dtype), k.outputs[0], dtype, at)
 
         outputs(0, [])
+
+
+CPU.register("ConvND", lower=lower_convnd)

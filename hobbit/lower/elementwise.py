@@ -9,15 +9,24 @@ vector load: one pass over memory."""
 
 from __future__ import annotations
 
+from typing import Any, Callable
+
 from llvmlite import ir
 
 from hobbit.graph.ir import EpilogueStep, Node
-from hobbit.graph.registry import get_op
+from hobbit.ops.registry import get_op
 from hobbit.graph.shapes import broadcast_strides, view_strides
 from hobbit.lower.builder import KernelBuilder
 from hobbit.lower.half import compute_dtype, narrow, widen
+from hobbit.lower.kernel import KernelArgs
+from hobbit.lower.kernels import CPU
 from hobbit.lower.parallel import Threads
 from hobbit.lower.scalar import Emit
+
+
+def scalar_expr(op: str) -> Callable[..., Any]:
+    """The CPU scalar expression of element-wise op `op` (registered in hobbit/lower/scalar_ops.py)."""
+    return CPU.lookup(get_op(op).kernel).scalar
 
 
 class Epilogue:
@@ -39,7 +48,7 @@ class Epilogue:
               axis: int = -1) -> ir.Value:
         """Run the steps on `x`, whose lanes lie along view dim `axis` starting at `index`."""
         for step, ptr, strides in self.steps:
-            scalar = get_op(step.op).scalar
+            scalar = scalar_expr(step.op)
             if ptr is None:
                 x = scalar(e, [x], step.attrs)
                 continue
@@ -128,7 +137,7 @@ def emit_elementwise(kb: KernelBuilder, node: Node, input_ptrs: list[ir.Value], 
     shape, collapsed = collapse(out_shape, strides + [broadcast_strides(out_shape, out_shape)])
     in_strides, store_strides = collapsed[: len(node.inputs)], collapsed[-1]
     epilogue = Epilogue(kb, node, epilogue_ptrs, shape)
-    scalar = get_op(node.op).scalar
+    scalar = scalar_expr(node.op)
     in_dtype = node.inputs[0].dtype
 
     def body(index, w, mask):
@@ -139,3 +148,11 @@ def emit_elementwise(kb: KernelBuilder, node: Node, input_ptrs: list[ir.Value], 
         kb.vstore(narrow(kb.b, x, out.dtype), out_ptr, out.dtype, kb.affine(list(zip(index, store_strides))), mask)
 
     emit_loop_nest(kb, shape, width, body, threads)
+
+
+def lower_elementwise(k: KernelArgs) -> None:
+    out = k.node.outputs[0]
+    width = k.width(max((compute_dtype(v.dtype) for v in k.node.inputs + [out]), key=lambda d: d.itemsize))
+    # Below ~16K elements a parallel region costs more than it saves.
+    team = k.threads if out.type.size >= 16384 else None
+    emit_elementwise(k.kb, k.node, k.inputs, k.epilogue, k.outputs[0], width, team)

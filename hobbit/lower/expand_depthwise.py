@@ -18,16 +18,16 @@ from __future__ import annotations
 import numpy as np
 from llvmlite import ir
 
-from hobbit.graph.registry import get_op
 from hobbit.lower.builder import KernelBuilder
 from hobbit.plan.conv import ConvShape, input_rows
 from hobbit.lower.copy import emit_fill
 from hobbit.lower.depthwise import DepthwiseRows, copy_row, emit_depthwise_rows, emit_rows_direct, row_width
-from hobbit.lower.elementwise import Epilogue
+from hobbit.lower.elementwise import Epilogue, scalar_expr
 from hobbit.lower.gemm import MatB, MatC, emit_gemm, row_major_a
 from hobbit.lower.kernel import KernelArgs
 from hobbit.lower.parallel import Threads
 from hobbit.lower.scalar import Emit
+from hobbit.lower.kernels import CPU
 from hobbit.plan.expand_depthwise import ExpandDepthwisePlan
 from hobbit.plan.gemm import gemm_schedule
 
@@ -40,7 +40,7 @@ class _Steps:
 
     def apply(self, e: Emit, x, index=None, mask=None, axis: int = -1):
         for step in self.steps:
-            x = get_op(step.op).scalar(e, [x], step.attrs)
+            x = scalar_expr(step.op)(e, [x], step.attrs)
         return x
 
 
@@ -148,3 +148,6 @@ def _clamp(kb: KernelBuilder, v: ir.Value | int, lo: int, hi: int) -> ir.Value |
     b = kb.b
     v = b.select(b.icmp_signed("<", v, kb.i64(lo)), kb.i64(lo), v)
     return b.select(b.icmp_signed(">", v, kb.i64(hi)), kb.i64(hi), v)
+
+
+CPU.register("ExpandDepthwise", lower=lower_expand_depthwise)

@@ -20,6 +20,7 @@ from hobbit.lower.builder import KernelBuilder
 from hobbit.lower.kernel import KernelArgs
 from hobbit.lower.half import compute_dtype, narrow, widen
 from hobbit.lower.scalar import Emit
+from hobbit.lower.kernels import CPU
 
 CUBIC_A = -0.75
 
@@ -152,3 +153,6 @@ def lower_gridsample(k: KernelArgs) -> None:
                 value = widen(b, kb.load(k.inputs[0], dtype, kb.add(x_plane, offset)), dtype)
                 acc = e.fma(value, weight, acc)
             kb.store(narrow(b, acc, dtype), k.outputs[0], dtype, kb.add(y_image, kb.mul(ch, positions)))
+
+
+CPU.register("GridSample", lower=lower_gridsample)

@@ -11,6 +11,7 @@ import numpy as np
 
 from hobbit.lower.kernel import KernelArgs
 from hobbit.lower.scalar import Emit
+from hobbit.lower.kernels import CPU
 
 
 def lower_det(k: KernelArgs) -> None:
@@ -62,3 +63,6 @@ def _choose_pivot(kb, e: Emit, a, n: int, col, pivot_row, best) -> None:
         better = e.gt(v, kb.b.load(best))
         kb.b.store(e.select(better, v, kb.b.load(best)), best)
         kb.b.store(kb.b.select(better, r, kb.b.load(pivot_row)), pivot_row)
+
+
+CPU.register("Det", lower=lower_det)

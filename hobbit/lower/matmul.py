@@ -9,6 +9,7 @@ from hobbit.lower.elementwise import Epilogue
 from hobbit.lower.gemm import MatB, MatC, emit_gemm, row_major_a
 from hobbit.lower.kernel import KernelArgs
 from hobbit.lower.scalar import Emit
+from hobbit.lower.kernels import CPU
 from hobbit.plan.gemm import gemm_schedule
 
 
@@ -45,3 +46,6 @@ def lower_matmul(k: KernelArgs) -> None:
         emit_gemm(kb, sched, M, N, K, a, b, c, dtype, epi, k.threads)
 
     level(0, [])
+
+
+CPU.register("MatMul", lower=lower_matmul)

@@ -18,6 +18,7 @@ from hobbit.lower.elementwise import emit_loop_nest
 from hobbit.lower.kernel import KernelArgs
 from hobbit.lower.reduce import combine, hreduce, reduce_row, row_width, vector_type
 from hobbit.lower.scalar import Emit
+from hobbit.lower.kernels import CPU
 
 
 def softmax_view(shape: tuple[int, ...], axis: int) -> tuple[int, int, int]:
@@ -154,3 +155,8 @@ def lower_layernorm(k: KernelArgs) -> None:
             kb.vstore(v, y, dtype, at, mask)
 
         emit_loop_nest(kb, (length,), width, normalise)
+
+
+CPU.register("Softmax", lower=lower_softmax)
+CPU.register("LogSoftmax", lower=lower_softmax)
+CPU.register("LayerNormalization", lower=lower_layernorm)

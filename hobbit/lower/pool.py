@@ -20,8 +20,10 @@ from llvmlite import ir
 from hobbit.lower.builder import KernelBuilder, llvm_type
 from hobbit.lower.elementwise import emit_loop_nest
 from hobbit.lower.kernel import KernelArgs
-from hobbit.lower.reduce import combine, identity, row_width
+from hobbit.lower.reduce import combine, row_width
 from hobbit.lower.scalar import Emit
+from hobbit.lower.kernels import CPU
+from hobbit.ops.reduce import identity
 
 
 @dataclass(frozen=True)
@@ -140,3 +142,7 @@ def _scale_row(kb: KernelBuilder, e: Emit, y: ir.Value, y_row: ir.Value, rows: i
         with kb.loop(seg.start, seg.stop, name="ow") as o:
             at = kb.add(y_row, o)
             kb.store(e.mul(kb.load(y, e.dtype, at), scale), y, e.dtype, at)
+
+
+CPU.register("MaxPool", lower=lower_pool)
+CPU.register("AveragePool", lower=lower_pool)

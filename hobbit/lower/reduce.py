@@ -18,11 +18,13 @@ from typing import Callable
 import numpy as np
 from llvmlite import ir
 
-from hobbit.lower.builder import I32, KernelBuilder, is_float, llvm_type
+from hobbit.lower.builder import I32, KernelBuilder, llvm_type
 from hobbit.lower.elementwise import emit_loop_nest
 from hobbit.lower.half import compute_dtype, widen
 from hobbit.lower.kernel import KernelArgs
 from hobbit.lower.scalar import Emit
+from hobbit.lower.kernels import CPU
+from hobbit.ops.reduce import identity
 
 
 @dataclass(frozen=True)
@@ -45,18 +47,6 @@ REDUCERS: dict[str, Reducer] = {
     "ReduceL2": Reducer("add", pre="square", post="sqrt"),
     "ReduceLogSum": Reducer("add", post="log"),
 }
-
-
-def identity(dtype: np.dtype, combine: str) -> float | int:
-    """The neutral element of `combine` in `dtype`."""
-    if combine == "add":
-        return 0
-    if combine == "mul":
-        return 1
-    if is_float(dtype):
-        return -np.inf if combine == "max" else np.inf
-    info = np.iinfo(dtype)
-    return int(info.min) if combine == "max" else int(info.max)
 
 
 def combine(e: Emit, how: str, acc, x):
@@ -307,3 +297,9 @@ def lower_arg_reduce(k: KernelArgs) -> None:
 
     with kb.loop(0, outer, name="o") as o:
         emit_loop_nest(kb, (inner,), row_width(k.width(dtype), inner), columns)
+
+
+for _name in REDUCERS:
+    CPU.register(_name, lower=lower_reduce)
+CPU.register("ArgMax", lower=lower_arg_reduce)
+CPU.register("ArgMin", lower=lower_arg_reduce)

@@ -19,6 +19,7 @@ from hobbit.lower.gather import emit_table_copy
 from hobbit.lower.half import compute_dtype, narrow, widen
 from hobbit.lower.kernel import KernelArgs
 from hobbit.lower.scalar import Emit
+from hobbit.lower.kernels import CPU
 
 
 def constant_array(kb: KernelBuilder, values: Sequence[float | int], dtype: np.dtype) -> ir.GlobalVariable:
@@ -78,3 +79,7 @@ def lower_resample_axis(k: KernelArgs) -> None:
                 flag = b.icmp_signed("!=", kb.load(outside, np.int8, j), ir.Constant(ir.IntType(8), 0))
                 total = e.select(flag, e.c(a["extrapolation_value"]), total)
             kb.store(narrow(b, total, dtype), dst, dtype, kb.add(y_base, i))
+
+
+CPU.register("ResizeNearest", lower=lower_resize_nearest)
+CPU.register("ResampleAxis", lower=lower_resample_axis)

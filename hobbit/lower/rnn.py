@@ -28,6 +28,8 @@ from hobbit.lower.kernel import KernelArgs
 from hobbit.lower.reduce import hreduce, row_width, vector_type
 from hobbit.lower.scalar import Emit
 from hobbit.lower.status import check_range
+from hobbit.lower.kernels import CPU
+from hobbit.ops.rnn import NUMPY_ACTIVATIONS
 from hobbit.plan.rnn import GATES, RecurrencePlan
 
 ActivationEmit = Callable[[Emit, ir.Value, float, float], ir.Value]
@@ -45,6 +47,7 @@ ACTIVATIONS: dict[str, ActivationEmit] = {
     "Softsign": lambda e, x, a, b: e.div(x, e.add(e.c(1.0), e.abs(x))),
     "Softplus": lambda e, x, a, b: e.log(e.add(e.exp(x), e.c(1.0))),
 }
+assert ACTIVATIONS.keys() == NUMPY_ACTIVATIONS.keys()
 
 
 def _dots(kb: KernelBuilder, dtype: np.dtype, lanes: int, a: ir.Value, a_base, rows: list[ir.Value],
@@ -314,3 +317,6 @@ def _direction_flag(kb: KernelBuilder, reverse: tuple[int, ...], d: ir.Value) ->
         return ir.Constant(ir.IntType(1), 1)
     first_reverse = reverse.index(1)
     return kb.b.icmp_unsigned("==", d, kb.i64(first_reverse))
+
+
+CPU.register("Recurrence", lower=lower_recurrence)

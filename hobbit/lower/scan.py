@@ -15,7 +15,8 @@ from hobbit.lower.builder import KernelBuilder
 from hobbit.lower.half import compute_dtype, narrow, widen
 from hobbit.lower.index import share
 from hobbit.lower.parallel import Threads
-from hobbit.lower.reduce import combine, identity
+from hobbit.lower.reduce import combine
+from hobbit.ops.reduce import identity
 from hobbit.lower.scalar import Emit
 
 

@@ -34,6 +34,7 @@ from hobbit.lower.gemm import MatA, MatB, MatC, emit_gemm
 from hobbit.lower.kernel import KernelArgs
 from hobbit.lower.reduce import combine
 from hobbit.lower.scalar import Emit
+from hobbit.lower.kernels import CPU
 from hobbit.plan.winograd import (Variant, VARIANTS, WinogradPlan, phase_len, plane_hw, plane_row, tile_gemm,
                                   tiles)
 
@@ -316,3 +317,6 @@ def _band_input(kb: KernelBuilder, k: KernelArgs, s: ConvShape, var: Variant, n,
                 with zero:
                     emit_fill(kb, plane, dtype, 0, row, kb.const(dtype, 0), base=dst)
         _tiles_in(kb, k, s, var, plane, count, v_blk, kb.mul(c, t_blk), s.c * t_blk)
+
+
+CPU.register("ConvWinograd", lower=lower_winograd)

@@ -19,8 +19,8 @@ def _np_shift(x: np.ndarray, amount: np.ndarray, attrs: dict) -> np.ndarray:
     return np.where(in_range, np.right_shift(x, safe), fill).astype(x.dtype)
 
 
-binary_with_attrs("BitShift", lambda e, x, y, a: e.shift(x, y, bool(a["left"])), _np_shift, {"left": 1})
-binary("BitwiseAnd", lambda e, x, y: e.b.and_(x, y), np.bitwise_and)
-binary("BitwiseOr", lambda e, x, y: e.b.or_(x, y), np.bitwise_or)
-binary("BitwiseXor", lambda e, x, y: e.b.xor(x, y), np.bitwise_xor)
-unary("BitwiseNot", lambda e, x, a: e.b.not_(x), lambda x, a: np.invert(x))
+binary_with_attrs("BitShift", _np_shift, {"left": 1})
+binary("BitwiseAnd", np.bitwise_and)
+binary("BitwiseOr", np.bitwise_or)
+binary("BitwiseXor", np.bitwise_xor)
+unary("BitwiseNot", lambda x, a: np.invert(x))

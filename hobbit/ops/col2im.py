@@ -6,14 +6,34 @@ and `pads` (begins then ends) with one entry per spatial dim."""
 from __future__ import annotations
 
 import itertools
+from dataclasses import dataclass
 
 import numpy as np
 
 from hobbit.errors import ShapeError
 from hobbit.graph.ir import Node, TensorType
-from hobbit.graph.registry import OpDef, register_op
-from hobbit.lower.col2im import Geometry, emit_col2im
-from hobbit.lower.kernel import KernelArgs
+from hobbit.ops.registry import OpDef, register_op
+
+
+@dataclass(frozen=True)
+class Geometry:
+    """Spatial sizes of one Col2Im: per dim image size, block size, block count and the
+    stride, dilation and leading pad that map (offset, position) to an image coordinate."""
+
+    image: tuple[int, ...]
+    block: tuple[int, ...]
+    blocks: tuple[int, ...]
+    strides: tuple[int, ...]
+    dilations: tuple[int, ...]
+    pads_begin: tuple[int, ...]
+
+    def valid(self, d: int, offset: int) -> range:
+        """Positions along dim d whose coordinate for block offset `offset` lies in the image."""
+        shift = offset * self.dilations[d] - self.pads_begin[d]
+        stride = self.strides[d]
+        lo = max(0, -(shift // stride))  # ceil(-shift / stride)
+        hi = min(self.blocks[d], -((shift - self.image[d]) // stride))  # ceil((image - shift) / stride)
+        return range(lo, max(lo, hi))
 
 
 def geometry(a: dict) -> Geometry:
@@ -53,13 +73,7 @@ def _reference(ins: list[np.ndarray], a: dict) -> list[np.ndarray]:
     return [np.ascontiguousarray(padded[(slice(None), slice(None)) + crop])]
 
 
-def _lower(k: KernelArgs) -> None:
-    x, out = k.node.inputs[0], k.node.outputs[0]
-    emit_col2im(k.kb, k.inputs[0], k.outputs[0], x.dtype, out.shape[0] * out.shape[1], geometry(k.node.attrs),
-                k.threads)
-
-
 register_op(OpDef(
-    "Col2Im", infer=_infer, reference=_reference, lower=_lower,
+    "Col2Im", infer=_infer, reference=_reference,
     attrs={"image": (), "block": (), "strides": (), "dilations": (), "pads": ()},
     doc="sum column blocks back into images (torch fold); every loop bound is static"))

@@ -16,9 +16,8 @@ import numpy as np
 
 from hobbit.errors import ShapeError
 from hobbit.graph.ir import Node, TensorType
-from hobbit.graph.registry import OpDef, register_op
-from hobbit.graph import per_sample
-from hobbit.lower.convnd import lower_convnd
+from hobbit.ops.registry import OpDef, register_op
+from hobbit.ops import per_sample
 
 
 def out_channels(node: Node) -> int:
@@ -111,7 +110,7 @@ def _flops(node: Node) -> int:
 
 
 register_op(OpDef(
-    "ConvND", infer=_infer, reference=_reference, lower=lower_convnd, flops=_flops,
+    "ConvND", infer=_infer, reference=_reference, flops=_flops,
     attrs={"strides": (), "dilations": (), "pads": (), "group": 1, "transposed": 0, "output_padding": ()},
     per_sample=per_sample.first_input,
     doc="direct N-D convolution (transposed=1: ConvTranspose, W [C, OC/group, *k]); pads (begins..., ends...), "

@@ -12,8 +12,7 @@ from __future__ import annotations
 import numpy as np
 
 from hobbit.graph.ir import Node, TensorType
-from hobbit.graph.registry import OpDef, get_op, register_op
-from hobbit.lower.expand_depthwise import lower_expand_depthwise
+from hobbit.ops.registry import OpDef, get_op, register_op
 from hobbit.plan.expand_depthwise import projects, shapes
 from hobbit.ops.nn import conv_reference
 
@@ -56,7 +55,7 @@ def _view(node: Node) -> tuple[int, ...]:
 
 
 register_op(OpDef(
-    "ExpandDepthwise", infer=_infer, reference=_reference, lower=lower_expand_depthwise, flops=_flops,
+    "ExpandDepthwise", infer=_infer, reference=_reference, flops=_flops,
     epilogue_view=_view,
     attrs={"strides": (1, 1), "dilations": (1, 1), "pads": (0, 0, 0, 0), "group": 1, "inner": (), "middle": ()},
     doc="1x1 conv (+ bias, activation) feeding a depthwise conv (+ optionally a 1x1 projection), "

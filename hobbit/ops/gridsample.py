@@ -14,8 +14,7 @@ import numpy as np
 
 from hobbit.errors import ShapeError
 from hobbit.graph.ir import Node, TensorType
-from hobbit.graph.registry import OpDef, register_op
-from hobbit.lower.gridsample import lower_gridsample
+from hobbit.ops.registry import OpDef, register_op
 
 CUBIC_A = -0.75
 
@@ -94,7 +93,7 @@ def _reference(ins: list[np.ndarray], a: dict) -> list[np.ndarray]:
 
 
 register_op(OpDef(
-    "GridSample", infer=_infer, reference=_reference, lower=lower_gridsample,
+    "GridSample", infer=_infer, reference=_reference,
     attrs={"mode": "linear", "padding_mode": "zeros", "align_corners": 0},
     doc="sample X [N, C, *in] at grid [N, *out, rank] (normalised, x first); mode nearest/linear/cubic, "
         "padding_mode zeros/border/reflection; float dtypes (float16 computed in float32)"))

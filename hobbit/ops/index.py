@@ -8,28 +8,23 @@ clamped by the kernels, never used as unchecked addresses."""
 
 from __future__ import annotations
 
+import ml_dtypes
 import numpy as np
 
 from hobbit.errors import ShapeError
 from hobbit.graph.ir import Node, TensorType
-from hobbit.graph.registry import OpDef, register_op
-from hobbit.graph import per_sample
-from hobbit.lower.copy import emit_strided_copy
-from hobbit.lower.half import compute_dtype
-from hobbit.lower.index import emit_reverse_sequence
-from hobbit.lower.kernel import KernelArgs
-from hobbit.lower.mask import emit_one_hot, emit_trilu, load_scalar_index
-from hobbit.lower.scan import emit_cumulative
-from hobbit.lower.topk import emit_top_k
+from hobbit.ops.registry import OpDef, register_op
+from hobbit.ops import per_sample
 from hobbit.ops.norm import axis_infer
-from hobbit.ops.scatter import normalised_indices, size_of
+from hobbit.ops.scatter import normalised_indices
 
 # -- OneHot and Trilu ----------------------------------------------------------------
 
 def _one_hot_infer(node: Node) -> list[TensorType]:
     indices, values = node.inputs
     axis, depth = node.attrs["axis"], node.attrs["depth"]
-    if compute_dtype(indices.dtype).kind not in "iuf" or values.type.size != 2:
+    numeric = indices.dtype.kind in "iuf" or indices.dtype == np.dtype(ml_dtypes.bfloat16)
+    if not numeric or values.type.size != 2:
         raise ShapeError(f"OneHot needs numeric indices and two values, got {indices.type}, {values.type}")
     if not 0 <= axis <= len(indices.shape) or depth < 0:
         raise ShapeError(f"OneHot axis {axis} or depth {depth} does not fit {indices.type}")
@@ -46,16 +41,8 @@ def _one_hot_reference(ins: list[np.ndarray], a: dict) -> list[np.ndarray]:
     return [np.where(hit, flat[1], flat[0]).astype(values.dtype)]
 
 
-def _lower_one_hot(k: KernelArgs) -> None:
-    indices, values = k.node.inputs
-    axis = k.node.attrs["axis"]
-    emit_one_hot(k.kb, k.inputs[0], indices.dtype, k.inputs[1], k.outputs[0], values.dtype,
-                 size_of(tuple(indices.shape[:axis])), k.node.attrs["depth"], size_of(tuple(indices.shape[axis:])),
-                 k.threads)
-
-
 register_op(OpDef(
-    "OneHot", infer=_one_hot_infer, reference=_one_hot_reference, lower=_lower_one_hot,
+    "OneHot", infer=_one_hot_infer, reference=_one_hot_reference,
     attrs={"depth": 0, "axis": 0},
     doc="values[1] where the position along the new `axis` equals the index (negatives count from the end), "
         "values[0] elsewhere"))
@@ -76,18 +63,8 @@ def _trilu_reference(ins: list[np.ndarray], a: dict) -> list[np.ndarray]:
     return [np.triu(x, k) if a["upper"] else np.tril(x, k)]
 
 
-def _lower_trilu(k: KernelArgs) -> None:
-    x = k.node.inputs[0]
-    k_value = k.node.inputs[1] if len(k.node.inputs) > 1 else None
-    shift = load_scalar_index(k.kb, k.inputs[1] if k_value is not None else None,
-                              None if k_value is None else k_value.dtype, 0)
-    rows, cols = x.shape[-2], x.shape[-1]
-    emit_trilu(k.kb, k.inputs[0], k.outputs[0], x.dtype, shift, size_of(tuple(x.shape[:-2])), rows, cols,
-               bool(k.node.attrs["upper"]), k.threads)
-
-
 register_op(OpDef(
-    "Trilu", infer=_trilu_infer, reference=_trilu_reference, lower=_lower_trilu, attrs={"upper": 1},
+    "Trilu", infer=_trilu_infer, reference=_trilu_reference, attrs={"upper": 1},
     doc="upper (col - row >= k) or lower (col - row <= k) triangle of the last two dims; k may be a run-time input"))
 
 
@@ -119,24 +96,13 @@ def _reverse_sequence_reference(ins: list[np.ndarray], a: dict) -> list[np.ndarr
     return [out]
 
 
-def _lower_reverse_sequence(k: KernelArgs) -> None:
-    x, lengths = k.node.inputs
-    emit_reverse_sequence(k.kb, k.inputs[0], k.inputs[1], k.outputs[0], x.dtype, lengths.dtype, tuple(x.shape),
-                          k.node.attrs["batch_axis"], k.node.attrs["time_axis"], k.threads)
-
-
 register_op(OpDef(
     "ReverseSequence", infer=_reverse_sequence_infer, reference=_reverse_sequence_reference,
-    lower=_lower_reverse_sequence, attrs={"batch_axis": 1, "time_axis": 0}, checks_data=True,
+    attrs={"batch_axis": 1, "time_axis": 0}, checks_data=True,
     doc="reverse the first lengths[b] steps along time_axis of every batch entry b (lengths in [0, steps])"))
 
 
 # -- CumSum and CumProd ---------------------------------------------------------------
-
-def _axis_view(shape: tuple[int, ...], axis: int) -> tuple[int, int, int]:
-    """(outer, length, inner) of `shape` around `axis`."""
-    return size_of(shape[:axis]), shape[axis], size_of(shape[axis + 1:])
-
 
 def _cumulative_reference(how: str):
     def reference(ins: list[np.ndarray], a: dict) -> list[np.ndarray]:
@@ -156,19 +122,9 @@ def _cumulative_reference(how: str):
     return reference
 
 
-def _lower_cumulative(how: str):
-    def lower(k: KernelArgs) -> None:
-        x = k.node.inputs[0]
-        a = k.node.attrs
-        outer, length, inner = _axis_view(tuple(x.shape), a["axis"])
-        emit_cumulative(k.kb, k.inputs[0], k.outputs[0], x.dtype, outer, length, inner, how,
-                        bool(a["exclusive"]), bool(a["reverse"]), k.threads)
-    return lower
-
-
 for _name, _how in (("CumSum", "add"), ("CumProd", "mul")):
     register_op(OpDef(
-        _name, infer=axis_infer, reference=_cumulative_reference(_how), lower=_lower_cumulative(_how),
+        _name, infer=axis_infer, reference=_cumulative_reference(_how),
         attrs={"axis": 0, "exclusive": 0, "reverse": 0}, per_sample=per_sample.axis_not_batch(),
         doc=f"running {'sum' if _how == 'add' else 'product'} along `axis`; exclusive and reverse as in ONNX"))
 
@@ -195,16 +151,8 @@ def _top_k_reference(ins: list[np.ndarray], a: dict) -> list[np.ndarray]:
     return [np.take_along_axis(x, indices, axis=axis), indices]
 
 
-def _lower_top_k(k: KernelArgs) -> None:
-    x = k.node.inputs[0]
-    a = k.node.attrs
-    outer, length, inner = _axis_view(tuple(x.shape), a["axis"])
-    emit_top_k(k.kb, k.inputs[0], k.outputs[0], k.outputs[1], x.dtype, outer, length, inner, a["k"],
-               bool(a["largest"]), k.threads)
-
-
 register_op(OpDef(
-    "TopK", infer=_top_k_infer, reference=_top_k_reference, lower=_lower_top_k,
+    "TopK", infer=_top_k_infer, reference=_top_k_reference,
     attrs={"axis": 0, "k": 1, "largest": 1}, per_sample=per_sample.axis_not_batch(),
     doc="the k largest (or smallest) values along `axis`, sorted, and their int64 indices; "
         "equal values in ascending index order"))
@@ -229,7 +177,7 @@ def _unique_reference(ins: list[np.ndarray], a: dict) -> list[np.ndarray]:
 
 
 register_op(OpDef(
-    "Unique", infer=_folded_only, reference=_unique_reference, lower=None, attrs={"axis": None, "sorted": 1},
+    "Unique", infer=_folded_only, reference=_unique_reference, kernel=None, attrs={"axis": None, "sorted": 1},
     doc="unique values (or slices along `axis`), first indices, inverse indices and counts; always folded"))
 
 
@@ -243,13 +191,7 @@ def _bit_cast_infer(node: Node) -> list[TensorType]:
     return [TensorType(to, x.shape)]
 
 
-def _lower_bit_cast(k: KernelArgs) -> None:
-    """Same-size elements: copying them as the target dtype copies their bits."""
-    out = k.node.outputs[0]
-    emit_strided_copy(k.kb, k.inputs[0], k.outputs[0], out.dtype, (out.type.size,), [1], 0, threads=k.threads)
-
-
 register_op(OpDef(
-    "BitCast", infer=_bit_cast_infer, lower=_lower_bit_cast, attrs={"to": "float32"},
+    "BitCast", infer=_bit_cast_infer, attrs={"to": "float32"},
     reference=lambda ins, a: [np.ascontiguousarray(ins[0]).view(np.dtype(a["to"]))],
     doc="the input's bits read as dtype `to` of the same size"))

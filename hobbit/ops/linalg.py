@@ -6,8 +6,7 @@ import numpy as np
 
 from hobbit.errors import ShapeError
 from hobbit.graph.ir import Node, TensorType
-from hobbit.graph.registry import OpDef, register_op
-from hobbit.lower.linalg import lower_det
+from hobbit.ops.registry import OpDef, register_op
 
 
 def _det_infer(node: Node) -> list[TensorType]:
@@ -23,6 +22,6 @@ def _det_flops(node: Node) -> int:
 
 
 register_op(OpDef(
-    "Det", infer=_det_infer, lower=lower_det, flops=_det_flops,
+    "Det", infer=_det_infer, flops=_det_flops,
     reference=lambda ins, a: [np.asarray(np.linalg.det(ins[0])).astype(ins[0].dtype)],
     doc="determinant of each [n, n] matrix in the last two dims (LU with partial pivoting)"))

@@ -6,12 +6,9 @@ import numpy as np
 
 from hobbit.errors import ShapeError
 from hobbit.graph.ir import Node, TensorType
-from hobbit.graph.registry import OpDef, register_op
-from hobbit.graph import per_sample
+from hobbit.ops.registry import OpDef, register_op
+from hobbit.ops import per_sample
 from hobbit.graph.shapes import broadcast, conv_out_size
-from hobbit.lower.conv import lower_conv
-from hobbit.lower.winograd import lower_winograd
-from hobbit.lower.matmul import lower_matmul
 from hobbit.plan.gemm import unpack_panels
 from hobbit.plan.winograd import VARIANTS, unpack_weights
 
@@ -79,7 +76,7 @@ def matmul_flops(node: Node) -> int:
 
 
 register_op(OpDef(
-    "Conv", infer=conv_infer, reference=conv_reference, lower=lower_conv, flops=conv_flops,
+    "Conv", infer=conv_infer, reference=conv_reference, flops=conv_flops,
     epilogue_view=_conv_view, per_sample=per_sample.first_input,
     attrs={"strides": (1, 1), "dilations": (1, 1), "pads": (0, 0, 0, 0), "group": 1,
            "weight_layout": "OIHW", "weight_shape": ()},
@@ -111,7 +108,7 @@ def matmul_reference(ins: list[np.ndarray], a: dict) -> list[np.ndarray]:
 
 register_op(OpDef(
     "MatMul", infer=matmul_infer, reference=matmul_reference,
-    lower=lower_matmul, epilogue_view=lambda n: tuple(n.outputs[0].shape), flops=matmul_flops,
+    epilogue_view=lambda n: tuple(n.outputs[0].shape), flops=matmul_flops,
     attrs={"b_layout": "KN", "n": 0}, per_sample=per_sample.matmul_per_sample,
     doc="numpy matmul of rank >= 2 operands with broadcast batch dims; b_layout 'panels' (set by the "
         "layout pass for constant 2-D B) stores B as [ceil(N/NR), K, NR] zero-padded panels"))
@@ -126,7 +123,7 @@ def batchnorm_reference(ins: list[np.ndarray], a: dict) -> list[np.ndarray]:
 
 register_op(OpDef(
     "BatchNormalization", infer=lambda n: [n.inputs[0].type], reference=batchnorm_reference,
-    lower=None, attrs={"epsilon": 1e-5}, per_sample=per_sample.first_input,
+    kernel=None, attrs={"epsilon": 1e-5}, per_sample=per_sample.first_input,
     doc="inference BatchNorm; folded into its producer or rewritten to Mul+Add by the batchnorm pass"))
 
 
@@ -165,7 +162,7 @@ def winograd_infer(node: Node) -> list[TensorType]:
 
 
 register_op(OpDef(
-    "ConvWinograd", infer=winograd_infer, reference=winograd_reference, lower=lower_winograd,
+    "ConvWinograd", infer=winograd_infer, reference=winograd_reference,
     flops=conv_flops,
     epilogue_view=_conv_view,
     attrs={"strides": (1, 1), "dilations": (1, 1), "pads": (0, 0, 0, 0), "group": 1, "weight_shape": (),

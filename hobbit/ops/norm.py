@@ -8,9 +8,8 @@ import numpy as np
 
 from hobbit.errors import ShapeError
 from hobbit.graph.ir import Node, TensorType
-from hobbit.graph.registry import OpDef, register_op
-from hobbit.graph import per_sample
-from hobbit.lower.norm import lower_layernorm, lower_softmax
+from hobbit.ops.registry import OpDef, register_op
+from hobbit.ops import per_sample
 
 
 def axis_infer(node: Node) -> list[TensorType]:
@@ -33,7 +32,7 @@ def _softmax_reference(log: bool):
 
 for _name, _log in (("Softmax", False), ("LogSoftmax", True)):
     register_op(OpDef(
-        _name, infer=axis_infer, reference=_softmax_reference(_log), lower=lower_softmax,
+        _name, infer=axis_infer, reference=_softmax_reference(_log),
         attrs={"axis": 0}, per_sample=per_sample.axis_not_batch(), doc=f"{_name} over one axis, max-subtracted for stability"))
 
 
@@ -64,7 +63,7 @@ def _layernorm_reference(ins: list[np.ndarray], a: dict) -> list[np.ndarray]:
 
 
 register_op(OpDef(
-    "LayerNormalization", infer=_layernorm_infer, reference=_layernorm_reference, lower=lower_layernorm,
+    "LayerNormalization", infer=_layernorm_infer, reference=_layernorm_reference,
     attrs={"axis": 0, "epsilon": 1e-5}, per_sample=per_sample.axis_not_batch(),
     doc="LayerNormalization over dims [axis, rank); inputs X, Scale[, B]; outputs Y[, Mean, InvStdDev] "
         "(the statistics keep the normalised dims as 1s)"))

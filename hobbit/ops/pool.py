@@ -12,10 +12,9 @@ import numpy as np
 
 from hobbit.errors import ShapeError
 from hobbit.graph.ir import Node, TensorType
-from hobbit.graph.registry import OpDef, register_op
-from hobbit.graph import per_sample
+from hobbit.ops.registry import OpDef, register_op
+from hobbit.ops import per_sample
 from hobbit.graph.shapes import pool_out_size
-from hobbit.lower.pool import lower_pool
 
 
 def _out_hw(shape: tuple[int, ...], a: dict) -> tuple[int, int]:
@@ -66,11 +65,11 @@ def _reference(op: str):
 _COMMON = {"kernel_shape": (1, 1), "strides": (1, 1), "dilations": (1, 1), "pads": (0, 0, 0, 0), "ceil_mode": 0}
 
 register_op(OpDef(
-    "MaxPool", infer=_infer, reference=_reference("MaxPool"), lower=lower_pool, attrs=dict(_COMMON),
+    "MaxPool", infer=_infer, reference=_reference("MaxPool"), attrs=dict(_COMMON),
     per_sample=per_sample.first_input,
     doc="2-D max pooling, NCHW, explicit pads (top, left, bottom, right); padding never wins"))
 
 register_op(OpDef(
-    "AveragePool", infer=_infer, reference=_reference("AveragePool"), lower=lower_pool,
+    "AveragePool", infer=_infer, reference=_reference("AveragePool"),
     attrs={**_COMMON, "count_include_pad": 0}, per_sample=per_sample.first_input,
     doc="2-D average pooling, NCHW; count_include_pad counts explicit pads, not the ceil_mode overhang"))

@@ -13,12 +13,8 @@ import numpy as np
 
 from hobbit.errors import ShapeError
 from hobbit.graph.ir import Node, TensorType
-from hobbit.graph.registry import OpDef, register_op
+from hobbit.ops.registry import OpDef, register_op
 from hobbit.graph.shapes import broadcast
-from hobbit.lower.scalar import Emit
-from hobbit.ops.elementwise import lower_elementwise
-
-_WIDE = np.dtype(np.int64)
 
 
 def _check_shapes(node: Node) -> tuple[int, ...]:
@@ -44,17 +40,9 @@ def _quantize_reference(ins: list[np.ndarray], a: dict) -> list[np.ndarray]:
     return [np.clip(np.nan_to_num(q, nan=0.0), info.min, info.max).astype(a["to"])]
 
 
-def _quantize_scalar(e: Emit, args: list, a: dict):
-    x, scale, zero = args
-    to = np.dtype(a["to"])
-    zero_f = Emit(e.kb, to, e.width).convert(zero, e.dtype)
-    q = e.add(e.round_even(e.div(x, scale)), zero_f)
-    return e.convert(q, to)  # saturating float -> int, NaN -> 0
-
-
 register_op(OpDef(
-    "QuantizeLinear", infer=_quantize_infer, reference=_quantize_reference, lower=lower_elementwise,
-    kind="elementwise", scalar=_quantize_scalar, attrs={"to": "uint8"},
+    "QuantizeLinear", infer=_quantize_infer, reference=_quantize_reference,
+    kind="elementwise", attrs={"to": "uint8"},
     doc="saturate(round_half_even(x / scale) + zero_point) as integer dtype `to`; inputs x, scale, "
         "zero_point (zero_point has dtype `to`; scale and zero_point broadcast into x)"))
 
@@ -73,16 +61,8 @@ def _dequantize_reference(ins: list[np.ndarray], a: dict) -> list[np.ndarray]:
     return [((x.astype(np.int64) - zero.astype(np.int64)).astype(a["to"]) * scale).astype(a["to"])]
 
 
-def _dequantize_scalar(e: Emit, args: list, a: dict):
-    x, scale, zero = args
-    wide = Emit(e.kb, _WIDE, e.width)
-    difference = wide.sub(e.convert(x, _WIDE), e.convert(zero, _WIDE))
-    to = np.dtype(a["to"])
-    return Emit(e.kb, to, e.width).mul(wide.convert(difference, to), scale)
-
-
 register_op(OpDef(
-    "DequantizeLinear", infer=_dequantize_infer, reference=_dequantize_reference, lower=lower_elementwise,
-    kind="elementwise", scalar=_dequantize_scalar, attrs={"to": "float32"},
+    "DequantizeLinear", infer=_dequantize_infer, reference=_dequantize_reference,
+    kind="elementwise", attrs={"to": "float32"},
     doc="(x - zero_point) * scale in float dtype `to` (scale's dtype); inputs x, scale, zero_point "
         "(same integer dtype as x; scale and zero_point broadcast into x)"))

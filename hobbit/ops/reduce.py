@@ -13,9 +13,24 @@ import numpy as np
 
 from hobbit.errors import ShapeError
 from hobbit.graph.ir import Node, TensorType
-from hobbit.graph.registry import OpDef, register_op
-from hobbit.graph import per_sample
-from hobbit.lower.reduce import REDUCERS, identity, lower_arg_reduce, lower_reduce
+from hobbit.ops.registry import OpDef, register_op
+from hobbit.ops import per_sample
+
+# The ReduceX ops; each backend's kernel table says how it combines (hobbit/lower/reduce.py).
+REDUCE_OPS = ("ReduceSum", "ReduceMean", "ReduceMax", "ReduceMin", "ReduceProd", "ReduceSumSquare", "ReduceL1",
+              "ReduceL2", "ReduceLogSum")
+
+
+def identity(dtype: np.dtype, combine: str) -> float | int:
+    """The neutral element of `combine` ("add", "mul", "max", "min") in `dtype`."""
+    if combine == "add":
+        return 0
+    if combine == "mul":
+        return 1
+    if np.dtype(dtype).kind == "f":
+        return -np.inf if combine == "max" else np.inf
+    info = np.iinfo(dtype)
+    return int(info.min) if combine == "max" else int(info.max)
 
 
 def reduced_shape(shape: tuple[int, ...], axes: tuple[int, ...], keepdims: bool) -> tuple[int, ...]:
@@ -56,9 +71,9 @@ def _reference(op: str):
     return reference
 
 
-for _name in REDUCERS:
+for _name in REDUCE_OPS:
     register_op(OpDef(
-        _name, infer=_infer, reference=_reference(_name), lower=lower_reduce,
+        _name, infer=_infer, reference=_reference(_name),
         attrs={"axes": (), "keepdims": 1}, per_sample=per_sample.reduce_not_batch,
         doc=f"{_name} over static axes (sorted, non-negative), keepdims 0/1"))
 
@@ -89,6 +104,6 @@ def _arg_reference(op: str):
 
 for _name in ("ArgMax", "ArgMin"):
     register_op(OpDef(
-        _name, infer=_arg_infer, reference=_arg_reference(_name), lower=lower_arg_reduce,
+        _name, infer=_arg_infer, reference=_arg_reference(_name),
         attrs={"axis": 0, "keepdims": 1, "select_last_index": 0}, per_sample=per_sample.axis_not_batch(),
         doc=f"{_name} over one non-negative axis, int64 indices; ties pick the first (or last) index"))

@@ -12,9 +12,8 @@ import numpy as np
 
 from hobbit.errors import ShapeError
 from hobbit.graph.ir import Node, TensorType
-from hobbit.graph.registry import OpDef, register_op
-from hobbit.graph import per_sample
-from hobbit.lower.resize import lower_resample_axis, lower_resize_nearest
+from hobbit.ops.registry import OpDef, register_op
+from hobbit.ops import per_sample
 
 
 def _nearest_infer(node: Node) -> list[TensorType]:
@@ -33,7 +32,7 @@ def _nearest_reference(ins: list[np.ndarray], a: dict) -> list[np.ndarray]:
 
 
 register_op(OpDef(
-    "ResizeNearest", infer=_nearest_infer, reference=_nearest_reference, lower=lower_resize_nearest,
+    "ResizeNearest", infer=_nearest_infer, reference=_nearest_reference,
     attrs={"sources": ()},
     doc="y[i0, i1, ...] = x[sources[0][i0], sources[1][i1], ...] (nearest-neighbour resampling)"))
 
@@ -70,7 +69,7 @@ def _resample_reference(ins: list[np.ndarray], a: dict) -> list[np.ndarray]:
 
 
 register_op(OpDef(
-    "ResampleAxis", infer=_resample_infer, reference=_resample_reference, lower=lower_resample_axis,
+    "ResampleAxis", infer=_resample_infer, reference=_resample_reference,
     flops=lambda n: 2 * n.outputs[0].type.size * n.attrs["taps"],
     attrs={"axis": 0, "taps": 1, "indices": (), "weights": (), "outside": (), "extrapolation_value": 0.0},
     per_sample=per_sample.axis_not_batch(),

@@ -16,8 +16,7 @@ import numpy as np
 
 from hobbit.errors import ShapeError
 from hobbit.graph.ir import Node, TensorType
-from hobbit.graph.registry import OpDef, register_op
-from hobbit.lower.rnn import ACTIVATIONS, lower_recurrence
+from hobbit.ops.registry import OpDef, register_op
 from hobbit.plan.rnn import GATES
 
 
@@ -38,7 +37,6 @@ NUMPY_ACTIVATIONS: dict[str, Callable[[np.ndarray, float, float], np.ndarray]] =
     "Softsign": lambda x, a, b: x / (1 + np.abs(x)),
     "Softplus": lambda x, a, b: np.log1p(np.exp(x)),
 }
-assert NUMPY_ACTIVATIONS.keys() == ACTIVATIONS.keys()
 
 
 def _infer(node: Node) -> list[TensorType]:
@@ -120,7 +118,7 @@ def _flops(node: Node) -> int:
 
 
 register_op(OpDef(
-    "Recurrence", infer=_infer, reference=_reference, lower=lower_recurrence, flops=_flops,
+    "Recurrence", infer=_infer, reference=_reference, flops=_flops,
     checks_data=True,
     attrs={"cell": "RNN", "hidden_size": 1, "reverse": (0,), "activations": ((("Tanh", 0.0, 0.0),),),
            "clip": 0.0, "linear_before_reset": 0, "input_forget": 0},

@@ -13,15 +13,7 @@ import numpy as np
 
 from hobbit.errors import ShapeError
 from hobbit.graph.ir import Node, TensorType, Value
-from hobbit.graph.registry import OpDef, register_op
-from hobbit.lower.index import (
-    emit_gather_elements,
-    emit_gather_nd,
-    emit_scatter_elements,
-    emit_scatter_nd,
-    emit_tensor_scatter,
-)
-from hobbit.lower.kernel import KernelArgs
+from hobbit.ops.registry import OpDef, register_op
 
 
 def size_of(shape: tuple[int, ...]) -> int:
@@ -84,15 +76,9 @@ def _gather_elements_reference(ins: list[np.ndarray], a: dict) -> list[np.ndarra
     return [np.take_along_axis(block, valid_indices(indices, data.shape[axis]), axis=axis)]
 
 
-def _lower_gather_elements(k: KernelArgs) -> None:
-    data, indices = k.node.inputs
-    emit_gather_elements(k.kb, k.inputs[0], k.inputs[1], k.outputs[0], data.dtype, indices.dtype,
-                         tuple(data.shape), tuple(indices.shape), k.node.attrs["axis"], k.threads)
-
-
 register_op(OpDef(
     "GatherElements", infer=_gather_elements_infer, reference=_gather_elements_reference,
-    lower=_lower_gather_elements, attrs={"axis": 0}, checks_data=True,
+    attrs={"axis": 0}, checks_data=True,
     doc="out[i] = data[i with i[axis] = indices[i]]; an index out of range is a RunError"))
 
 
@@ -129,15 +115,9 @@ def _scatter_elements_reference(ins: list[np.ndarray], a: dict) -> list[np.ndarr
     return [out]
 
 
-def _lower_scatter_elements(k: KernelArgs) -> None:
-    data, indices, _ = k.node.inputs
-    emit_scatter_elements(k.kb, k.inputs[0], k.inputs[1], k.inputs[2], k.outputs[0], data.dtype, indices.dtype,
-                          tuple(data.shape), tuple(indices.shape), k.node.attrs["axis"], k.node.attrs["reduction"])
-
-
 register_op(OpDef(
     "ScatterElements", infer=_scatter_elements_infer, reference=_scatter_elements_reference,
-    lower=_lower_scatter_elements, attrs={"axis": 0, "reduction": "none"}, checks_data=True,
+    attrs={"axis": 0, "reduction": "none"}, checks_data=True,
     doc="copy of data with out[i with i[axis] = indices[i]] (reduction)= updates[i], in index order"))
 
 
@@ -169,17 +149,8 @@ def _gather_nd_reference(ins: list[np.ndarray], a: dict) -> list[np.ndarray]:
     return [np.array(rows, dtype=data.dtype).reshape(out_shape)]
 
 
-def _lower_gather_nd(k: KernelArgs) -> None:
-    data, indices = k.node.inputs
-    batch, q = k.node.attrs["batch_dims"], indices.shape[-1]
-    batches = size_of(tuple(data.shape[:batch]))
-    count = size_of(tuple(indices.shape[batch:-1]))
-    emit_gather_nd(k.kb, k.inputs[0], k.inputs[1], k.outputs[0], data.dtype, indices.dtype, batches, count,
-                   tuple(data.shape[batch:batch + q]), size_of(tuple(data.shape[batch + q:])), batch, k.threads)
-
-
 register_op(OpDef(
-    "GatherND", infer=_gather_nd_infer, reference=_gather_nd_reference, lower=_lower_gather_nd,
+    "GatherND", infer=_gather_nd_infer, reference=_gather_nd_reference,
     attrs={"batch_dims": 0}, checks_data=True,
     doc="slices of data picked by the index tuples in indices' last dim, after `batch_dims` shared dims"))
 
@@ -207,16 +178,8 @@ def _scatter_nd_reference(ins: list[np.ndarray], a: dict) -> list[np.ndarray]:
     return [out]
 
 
-def _lower_scatter_nd(k: KernelArgs) -> None:
-    data, indices, _ = k.node.inputs
-    q = indices.shape[-1]
-    emit_scatter_nd(k.kb, k.inputs[0], k.inputs[1], k.inputs[2], k.outputs[0], data.dtype, indices.dtype,
-                    size_of(tuple(indices.shape[:-1])), tuple(data.shape[:q]), size_of(tuple(data.shape[q:])),
-                    k.node.attrs["reduction"])
-
-
 register_op(OpDef(
-    "ScatterND", infer=_scatter_nd_infer, reference=_scatter_nd_reference, lower=_lower_scatter_nd,
+    "ScatterND", infer=_scatter_nd_infer, reference=_scatter_nd_reference,
     attrs={"reduction": "none"}, checks_data=True,
     doc="copy of data with the slices named by indices' last dim (reduction)= updates, in index order"))
 
@@ -253,17 +216,8 @@ def _tensor_scatter_reference(ins: list[np.ndarray], a: dict) -> list[np.ndarray
     return [out]
 
 
-def _lower_tensor_scatter(k: KernelArgs) -> None:
-    cache, update = k.node.inputs[:2]
-    axis = k.node.attrs["axis"]
-    starts = k.inputs[2] if len(k.inputs) > 2 else None
-    outer, length, inner = size_of(tuple(cache.shape[:axis])), cache.shape[axis], size_of(tuple(cache.shape[axis + 1:]))
-    emit_tensor_scatter(k.kb, k.inputs[0], k.inputs[1], starts, k.outputs[0], cache.dtype, cache.shape[0], outer,
-                        length, update.shape[axis], inner, k.node.attrs["mode"] == "circular", axis)
-
-
 register_op(OpDef(
-    "TensorScatter", infer=_tensor_scatter_infer, reference=_tensor_scatter_reference, lower=_lower_tensor_scatter,
+    "TensorScatter", infer=_tensor_scatter_infer, reference=_tensor_scatter_reference,
     attrs={"axis": 1, "mode": "linear"},
     checks_data=True,
     doc="copy of the cache with each batch entry's update written from its write index along `axis` "

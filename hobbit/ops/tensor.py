@@ -1,6 +1,7 @@
 """Data-movement and shape ops. View ops share their input's memory; the rest
-are strided copies (or index-table copies for Gather and reflect/edge Pad).
-Shape-only ops have no lowering: they are always folded. The comparison,
+are strided copies (or index-table copies for Gather and reflect/edge Pad; the CPU
+kernels are in hobbit/lower/tensor.py). Shape-only ops have no kernel: they are
+always folded. The comparison,
 logic and Where ops that shape arithmetic uses are element-wise with bool values,
 so they also run (and fuse) at run time."""
 
@@ -8,21 +9,11 @@ from __future__ import annotations
 
 import numpy as np
 
-from llvmlite import ir
-
 from hobbit.errors import ShapeError
 from hobbit.graph.ir import Node, TensorType
-from hobbit.graph.registry import OpDef, register_op
-from hobbit.graph import per_sample
-from hobbit.graph.shapes import broadcast, contiguous_strides
-from hobbit.lower.builder import llvm_type
-from hobbit.lower.copy import emit_fill, emit_strided_copy
-from hobbit.graph.shapes import broadcast_strides
-from hobbit.lower.elementwise import emit_elementwise
-from hobbit.lower.gather import emit_runtime_gather, emit_table_copy
-from hobbit.lower.kernel import KernelArgs
-from hobbit.lower.scalar import Emit
-from hobbit.ops.elementwise import lower_elementwise
+from hobbit.ops.registry import OpDef, register_op
+from hobbit.ops import per_sample
+from hobbit.graph.shapes import broadcast
 
 
 def _reshape_infer(node: Node) -> list[TensorType]:
@@ -36,18 +27,13 @@ def _reshape_infer(node: Node) -> list[TensorType]:
 register_op(OpDef(
     "Reshape", infer=_reshape_infer, kind="view",
     reference=lambda ins, a: [np.reshape(ins[0], a["shape"])],
-    lower=lambda k: None, attrs={"shape": ()}, per_sample=per_sample.first_input,
+    attrs={"shape": ()}, per_sample=per_sample.first_input,
     doc="reinterpret the input with a static shape (Reshape, Flatten, Squeeze, Unsqueeze); no copy"))
-
-
-def _lower_copy(k: KernelArgs) -> None:
-    out = k.node.outputs[0]
-    emit_elementwise(k.kb, k.node, k.inputs, k.epilogue, k.outputs[0], k.width(out.dtype))
 
 
 register_op(OpDef(
     "Copy", infer=lambda n: [n.inputs[0].type], reference=lambda ins, a: [np.array(ins[0])],
-    lower=_lower_copy, kind="elementwise", scalar=lambda e, args, a: args[0],
+    kind="elementwise",
     per_sample=per_sample.broadcasting,
     doc="materialise a tensor in its own buffer (graph outputs that alias inputs or constants)"))
 
@@ -61,7 +47,7 @@ register_op(OpDef(
     "Shape",
     infer=lambda n: [TensorType(np.dtype(np.int64),
                                 (len(n.inputs[0].shape[n.attrs["start"]:n.attrs["end"]]),))],
-    reference=_shape_reference, lower=None, attrs={"start": 0, "end": None},
+    reference=_shape_reference, kernel=None, attrs={"start": 0, "end": None},
     doc="the static shape of a tensor, dims[start:end]; always folded"))
 
 
@@ -77,16 +63,8 @@ def _transpose_reference(ins: list[np.ndarray], a: dict) -> list[np.ndarray]:
     return [np.ascontiguousarray(np.transpose(ins[0], a["perm"] or None))]
 
 
-def _lower_transpose(k: KernelArgs) -> None:
-    x = k.node.inputs[0]
-    perm = tuple(k.node.attrs["perm"]) or tuple(reversed(range(len(x.shape))))
-    in_strides = contiguous_strides(tuple(x.shape))
-    emit_strided_copy(k.kb, k.inputs[0], k.outputs[0], x.dtype, tuple(k.node.outputs[0].shape),
-                      [in_strides[p] for p in perm], 0, threads=k.threads)
-
-
 register_op(OpDef(
-    "Transpose", infer=_transpose_infer, reference=_transpose_reference, lower=_lower_transpose,
+    "Transpose", infer=_transpose_infer, reference=_transpose_reference,
     attrs={"perm": ()}, per_sample=per_sample.transpose_keeps_batch, doc="permute dims (empty perm reverses them)"))
 
 
@@ -107,19 +85,8 @@ def _concat_infer(node: Node) -> list[TensorType]:
     return [TensorType(first.dtype, tuple(shape))]
 
 
-def _lower_concat(k: KernelArgs) -> None:
-    out = k.node.outputs[0]
-    axis = k.node.attrs["axis"]
-    out_strides = contiguous_strides(tuple(out.shape))
-    start = 0
-    for v, ptr in zip(k.node.inputs, k.inputs):
-        emit_strided_copy(k.kb, ptr, k.outputs[0], out.dtype, tuple(v.shape), contiguous_strides(tuple(v.shape)),
-                          0, out_strides, start * out_strides[axis], threads=k.threads)
-        start += v.shape[axis]
-
-
 register_op(OpDef(
-    "Concat", infer=_concat_infer, lower=_lower_concat, attrs={"axis": 0}, per_sample=per_sample.concat_not_batch,
+    "Concat", infer=_concat_infer, attrs={"axis": 0}, per_sample=per_sample.concat_not_batch,
     reference=lambda ins, a: [np.concatenate(ins, axis=a["axis"])],
     doc="join inputs along `axis` (non-negative); each input is copied into its slice"))
 
@@ -137,19 +104,8 @@ def _split_reference(ins: list[np.ndarray], a: dict) -> list[np.ndarray]:
     return [np.ascontiguousarray(p) for p in np.split(ins[0], cuts, axis=a["axis"])]
 
 
-def _lower_split(k: KernelArgs) -> None:
-    x = k.node.inputs[0]
-    axis = k.node.attrs["axis"]
-    in_strides = contiguous_strides(tuple(x.shape))
-    start = 0
-    for out, ptr in zip(k.node.outputs, k.outputs):
-        emit_strided_copy(k.kb, k.inputs[0], ptr, x.dtype, tuple(out.shape), in_strides,
-                          start * in_strides[axis], threads=k.threads)
-        start += out.shape[axis]
-
-
 register_op(OpDef(
-    "Split", infer=_split_infer, reference=_split_reference, lower=_lower_split,
+    "Split", infer=_split_infer, reference=_split_reference,
     attrs={"axis": 0, "split": ()}, per_sample=per_sample.axis_not_batch(), doc="cut `axis` into pieces of the sizes in `split`, one output each"))
 
 
@@ -174,17 +130,8 @@ def _slice_reference(ins: list[np.ndarray], a: dict) -> list[np.ndarray]:
     return [np.ascontiguousarray(ins[0][tuple(index)])]
 
 
-def _lower_slice(k: KernelArgs) -> None:
-    x = k.node.inputs[0]
-    a = k.node.attrs
-    in_strides = contiguous_strides(tuple(x.shape))
-    offset = sum(s * st for s, st in zip(a["starts"], in_strides))
-    emit_strided_copy(k.kb, k.inputs[0], k.outputs[0], x.dtype, tuple(a["sizes"]),
-                      [step * st for step, st in zip(a["steps"], in_strides)], offset, threads=k.threads)
-
-
 register_op(OpDef(
-    "Slice", infer=_slice_infer, reference=_slice_reference, lower=_lower_slice,
+    "Slice", infer=_slice_infer, reference=_slice_reference,
     attrs={"starts": (), "steps": (), "sizes": ()}, per_sample=per_sample.slice_keeps_batch,
     doc="out[i] = x[starts + i * steps] per dim, with output dims `sizes` (steps may be negative)"))
 
@@ -215,40 +162,8 @@ def _pad_reference(ins: list[np.ndarray], a: dict) -> list[np.ndarray]:
     return [np.pad(x[crop], widths, mode=mode)]
 
 
-def pad_source_index(j: int, size: int, mode: str) -> int:
-    """Source index along one dim for position `j` (relative to the input's start) outside [0, size)."""
-    if mode == "edge":
-        return min(max(j, 0), size - 1)
-    if mode == "wrap":
-        return j % size
-    period = 2 * (size - 1)  # reflect, the edge element not repeated
-    if period == 0:
-        return 0
-    j = j % period
-    return j if j < size else period - j
-
-
-def _lower_pad(k: KernelArgs) -> None:
-    x, out = k.node.inputs[0], k.node.outputs[0]
-    a = k.node.attrs
-    rank, pads = len(x.shape), a["pads"]
-    in_strides = contiguous_strides(tuple(x.shape))
-    if a["mode"] != "constant":
-        offsets = [[pad_source_index(o - pads[d], x.shape[d], a["mode"]) * in_strides[d]
-                    for o in range(out.shape[d])] for d in range(rank)]
-        emit_table_copy(k.kb, k.inputs[0], k.outputs[0], x.dtype, offsets)
-        return
-    emit_fill(k.kb, k.outputs[0], x.dtype, 0, out.type.size, a["value"])
-    out_strides = contiguous_strides(tuple(out.shape))
-    begin = [max(0, -pads[d]) for d in range(rank)]
-    shape = tuple(x.shape[d] - begin[d] - max(0, -pads[d + rank]) for d in range(rank))
-    emit_strided_copy(k.kb, k.inputs[0], k.outputs[0], x.dtype, shape, in_strides,
-                      sum(b * s for b, s in zip(begin, in_strides)), out_strides,
-                      sum(max(0, pads[d]) * out_strides[d] for d in range(rank)))
-
-
 register_op(OpDef(
-    "Pad", infer=_pad_infer, reference=_pad_reference, lower=_lower_pad,
+    "Pad", infer=_pad_infer, reference=_pad_reference,
     attrs={"pads": (), "mode": "constant", "value": 0.0}, per_sample=per_sample.pad_keeps_batch,
     doc="pad (begins..., ends...) per dim, negative pads crop; mode constant, reflect, edge or wrap"))
 
@@ -269,24 +184,8 @@ def _gather_reference(ins: list[np.ndarray], a: dict) -> list[np.ndarray]:
     return [np.take(ins[0], ins[1].astype(np.int64), axis=a["axis"])]
 
 
-def _lower_gather(k: KernelArgs) -> None:
-    data, indices = k.node.inputs
-    axis = k.node.attrs["axis"]
-    outer = int(np.prod(data.shape[:axis], dtype=np.int64))
-    inner = int(np.prod(data.shape[axis + 1:], dtype=np.int64))
-    dim = data.shape[axis]
-    if indices.const is None:
-        emit_runtime_gather(k.kb, k.inputs[0], k.inputs[1], k.outputs[0], data.dtype, indices.dtype,
-                            outer, dim, indices.type.size, inner, axis)
-        return
-    idx = [int(i) % dim for i in indices.const.reshape(-1)]  # the converter range-checked them
-    offsets = [range(0, outer * dim * inner, dim * inner) if outer else [],
-               [i * inner for i in idx], range(inner)]
-    emit_table_copy(k.kb, k.inputs[0], k.outputs[0], data.dtype, offsets)
-
-
 register_op(OpDef(
-    "Gather", infer=_gather_infer, reference=_gather_reference, lower=_lower_gather, attrs={"axis": 0},
+    "Gather", infer=_gather_infer, reference=_gather_reference, attrs={"axis": 0},
     per_sample=per_sample.gather_per_sample,
     bakes_constants=True, checks_data=True,
     doc="numpy take along `axis`; a run-time index out of range is a RunError (see lower/gather.py)"))
@@ -299,19 +198,13 @@ def _expand_infer(node: Node) -> list[TensorType]:
     return [TensorType(x.dtype, broadcast(tuple(x.shape), tuple(node.attrs["shape"])))]
 
 
-def _lower_expand(k: KernelArgs) -> None:
-    x, out = k.node.inputs[0], k.node.outputs[0]
-    shape = tuple(out.shape)
-    emit_strided_copy(k.kb, k.inputs[0], k.outputs[0], x.dtype, shape, broadcast_strides(tuple(x.shape), shape), 0)
-
-
 def _expand_reference(ins: list[np.ndarray], a: dict) -> list[np.ndarray]:
     shape = broadcast(ins[0].shape, tuple(a["shape"]))
     return [np.ascontiguousarray(np.broadcast_to(ins[0], shape))]
 
 
 register_op(OpDef(
-    "Expand", infer=_expand_infer, lower=_lower_expand, attrs={"shape": ()}, reference=_expand_reference,
+    "Expand", infer=_expand_infer, attrs={"shape": ()}, reference=_expand_reference,
     per_sample=per_sample.expand_keeps_batch,
     doc="broadcast the input to `shape` (ONNX two-way broadcasting)"))
 
@@ -324,19 +217,8 @@ def _tile_infer(node: Node) -> list[TensorType]:
     return [TensorType(x.dtype, tuple(d * r for d, r in zip(x.shape, reps)))]
 
 
-def _lower_tile(k: KernelArgs) -> None:
-    """The output viewed as [r0, d0, r1, d1, ...] reads the input with stride 0 on each r."""
-    x = k.node.inputs[0]
-    in_strides = contiguous_strides(tuple(x.shape))
-    shape, strides = [], []
-    for d, r, s in zip(x.shape, k.node.attrs["repeats"], in_strides):
-        shape += [r, d]
-        strides += [0, s]
-    emit_strided_copy(k.kb, k.inputs[0], k.outputs[0], x.dtype, tuple(shape), strides, 0)
-
-
 register_op(OpDef(
-    "Tile", infer=_tile_infer, lower=_lower_tile, attrs={"repeats": ()},
+    "Tile", infer=_tile_infer, attrs={"repeats": ()},
     reference=lambda ins, a: [np.tile(ins[0], tuple(a["repeats"]))], per_sample=per_sample.tile_keeps_batch,
     doc="repeat the input `repeats[d]` times along each dim d"))
 
@@ -349,11 +231,11 @@ def _folded_only(node: Node) -> list[TensorType]:
 
 register_op(OpDef(
     "Size", infer=lambda n: [TensorType(np.dtype(np.int64), ())],
-    reference=lambda ins, a: [np.array(ins[0].size, dtype=np.int64)], lower=None,
+    reference=lambda ins, a: [np.array(ins[0].size, dtype=np.int64)], kernel=None,
     doc="the element count of a tensor; always folded"))
 
 register_op(OpDef(
-    "Range", infer=_folded_only, lower=None,
+    "Range", infer=_folded_only, kernel=None,
     reference=lambda ins, a: [np.arange(*(np.asarray(x).reshape(-1)[0] for x in ins)).astype(ins[0].dtype)],
     doc="start, limit, delta -> 1-D arange; always folded"))
 
@@ -367,28 +249,18 @@ def _constant_of_shape_type(node: Node) -> list[TensorType]:
 
 
 register_op(OpDef(
-    "ConstantOfShape", infer=_constant_of_shape_type, lower=None, attrs={"value": np.zeros(1, np.float32)},
+    "ConstantOfShape", infer=_constant_of_shape_type, kernel=None, attrs={"value": np.zeros(1, np.float32)},
     reference=lambda ins, a: [np.full(tuple(int(d) for d in ins[0]), np.asarray(a["value"]).reshape(-1)[0],
                                       dtype=np.asarray(a["value"]).dtype)],
     doc="a tensor of the given shape filled with `value` (a one-element array); always folded"))
 
 register_op(OpDef(
-    "NonZero", infer=_folded_only, lower=None,
+    "NonZero", infer=_folded_only, kernel=None,
     reference=lambda ins, a: [np.array(np.nonzero(ins[0]), dtype=np.int64).reshape(ins[0].ndim, -1)],
     doc="indices of non-zero elements, [rank, count]; always folded (data-dependent shape)"))
 
 
 # -- Comparisons, logic and Where: element-wise with bool values --------------------
-
-def _as_bool(e: Emit, flag: ir.Value) -> ir.Value:
-    """An i1 (vector) result stored as a 0/1 byte, numpy's bool."""
-    ty = llvm_type(np.dtype(np.bool_))
-    return e.b.zext(flag, ir.VectorType(ty, e.width) if e.width > 1 else ty)
-
-
-def _truth(e: Emit, v: ir.Value) -> ir.Value:
-    return e.b.icmp_unsigned("!=", v, ir.Constant(v.type, None))
-
 
 def _bool_binary_infer(node: Node) -> list[TensorType]:
     a, b = node.inputs
@@ -397,37 +269,26 @@ def _bool_binary_infer(node: Node) -> list[TensorType]:
     return [TensorType(np.dtype(np.bool_), broadcast(tuple(a.shape), tuple(b.shape)))]
 
 
-def _bool_binary(name: str, expr, ref) -> None:
+def _bool_binary(name: str, ref) -> None:
     register_op(OpDef(
-        name, infer=_bool_binary_infer, lower=lower_elementwise, kind="elementwise",
-        scalar=lambda e, args, a: _as_bool(e, expr(e, args[0], args[1])),
+        name, infer=_bool_binary_infer, kind="elementwise",
         reference=lambda ins, a: [np.asarray(ref(ins[0], ins[1]), dtype=np.bool_)],
         per_sample=per_sample.broadcasting,
         doc=f"element-wise {ref.__name__} with broadcasting; bool result"))
 
 
-def _eq(e: Emit, a, b):
-    return e.b.fcmp_ordered("==", a, b) if e.float else e.b.icmp_signed("==", a, b)
-
-
-def _le(e: Emit, a, b):
-    if e.float:
-        return e.b.fcmp_ordered("<=", a, b)
-    return e.b.icmp_signed("<=", a, b) if e.dtype.kind == "i" else e.b.icmp_unsigned("<=", a, b)
-
-
-_bool_binary("Equal", _eq, np.equal)
-_bool_binary("Less", lambda e, a, b: e.lt(a, b), np.less)
-_bool_binary("Greater", lambda e, a, b: e.gt(a, b), np.greater)
-_bool_binary("LessOrEqual", _le, np.less_equal)
-_bool_binary("GreaterOrEqual", lambda e, a, b: _le(e, b, a), np.greater_equal)
-_bool_binary("And", lambda e, a, b: e.b.and_(_truth(e, a), _truth(e, b)), np.logical_and)
-_bool_binary("Or", lambda e, a, b: e.b.or_(_truth(e, a), _truth(e, b)), np.logical_or)
-_bool_binary("Xor", lambda e, a, b: e.b.xor(_truth(e, a), _truth(e, b)), np.logical_xor)
+_bool_binary("Equal", np.equal)
+_bool_binary("Less", np.less)
+_bool_binary("Greater", np.greater)
+_bool_binary("LessOrEqual", np.less_equal)
+_bool_binary("GreaterOrEqual", np.greater_equal)
+_bool_binary("And", np.logical_and)
+_bool_binary("Or", np.logical_or)
+_bool_binary("Xor", np.logical_xor)
 
 register_op(OpDef(
-    "Not", infer=lambda n: [TensorType(np.dtype(np.bool_), n.inputs[0].shape)], lower=lower_elementwise,
-    kind="elementwise", scalar=lambda e, args, a: _as_bool(e, e.b.not_(_truth(e, args[0]))),
+    "Not", infer=lambda n: [TensorType(np.dtype(np.bool_), n.inputs[0].shape)],
+    kind="elementwise",
     reference=lambda ins, a: [np.logical_not(ins[0])], per_sample=per_sample.broadcasting, doc="logical not of a bool tensor"))
 
 
@@ -439,7 +300,6 @@ def _where_infer(node: Node) -> list[TensorType]:
 
 
 register_op(OpDef(
-    "Where", infer=_where_infer, lower=lower_elementwise, kind="elementwise",
-    scalar=lambda e, args, a: e.b.select(_truth(e, args[0]), args[1], args[2]),
+    "Where", infer=_where_infer, kind="elementwise",
     reference=lambda ins, a: [np.where(ins[0], ins[1], ins[2])], per_sample=per_sample.broadcasting,
     doc="cond ? x : y with three-way broadcasting"))

@@ -12,7 +12,7 @@ from __future__ import annotations
 import numpy as np
 
 from hobbit.graph.ir import Graph, Node, Value
-from hobbit.graph.registry import get_op
+from hobbit.ops.registry import get_op
 from hobbit.graph.rewrite import replace_uses
 
 

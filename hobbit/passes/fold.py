@@ -7,7 +7,7 @@ import numpy as np
 
 from hobbit.errors import ShapeError
 from hobbit.graph.ir import Graph, Value
-from hobbit.graph.registry import get_op
+from hobbit.ops.registry import get_op
 from hobbit.graph.rewrite import replace_uses
 
 

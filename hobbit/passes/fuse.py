@@ -10,7 +10,7 @@ ready). Conv -> Add(bias) -> Add(residual) -> Relu thus becomes one kernel."""
 from __future__ import annotations
 
 from hobbit.graph.ir import EpilogueStep, Graph, Node, Value
-from hobbit.graph.registry import get_op
+from hobbit.ops.registry import get_op
 from hobbit.graph.rewrite import use_counts
 from hobbit.graph.shapes import view_strides
 
@@ -46,7 +46,7 @@ def _fusable(producer: Node, node: Node, x: Value, other: Value | None) -> bool:
     out = node.outputs[0]
     if len(producer.outputs) != 1 or tuple(out.shape) != tuple(x.shape) or out.dtype != x.dtype:
         return False
-    if len(node.inputs) > 2 or get_op(node.op).scalar is None:
+    if len(node.inputs) > 2 or get_op(node.op).kind != "elementwise":
         return False
     if other is None:
         return True

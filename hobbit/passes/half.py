@@ -28,7 +28,7 @@ import numpy as np
 
 from hobbit.errors import HobbitError
 from hobbit.graph.ir import Graph, Node, TensorType, Value
-from hobbit.graph.registry import get_op
+from hobbit.ops.registry import get_op
 from hobbit.passes.dce import eliminate_dead_code
 
 HALF = (np.dtype(np.float16), np.dtype(ml_dtypes.bfloat16))

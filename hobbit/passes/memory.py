@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 
 from hobbit.target import Target, host_target
 from hobbit.graph.ir import Graph, Node, Value
-from hobbit.graph.registry import get_op
+from hobbit.ops.registry import get_op
 from hobbit.plan.arena import STATUS_BYTES, claim_bytes
 from hobbit.plan.kernels import kernel_plan
 

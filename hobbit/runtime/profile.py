@@ -9,7 +9,7 @@ import numpy as np
 
 from hobbit.codegen.module import kernel_name, kernel_nodes
 from hobbit.graph.ir import Graph
-from hobbit.graph.registry import node_flops
+from hobbit.ops.registry import node_flops
 
 
 @dataclass(frozen=True)

@@ -1,11 +1,8 @@
-"""Importing the ground floor, the graph layer, the plan floor and the graph passes
-does not import llvmlite (DESIGN.md: nothing in the graph layer knows about LLVM), so
-a tool that reads or rewrites graphs does not pay for LLVM. Checked in a fresh
-interpreter: this test process has long imported everything.
-
-Running a pass that asks the op registry (fold's numpy references) still does: the
-op definitions in hobbit/ops name their CPU emitters, so filling the op table imports
-hobbit.lower, until a per-backend kernel table holds the emitters."""
+"""Importing the ground floor, the graph layer with the op definitions, the plan floor
+and the graph passes, and running constant folding (the op definitions' numpy
+references), does not import llvmlite (DESIGN.md: nothing in the graph layer knows
+about LLVM), so a tool that reads or rewrites graphs does not pay for LLVM. Checked in
+a fresh interpreter: this test process has long imported everything."""
 
 from __future__ import annotations
 
@@ -17,7 +14,10 @@ import sys
 import numpy as np
 import hobbit.target, hobbit.plan.arena, hobbit.plan.conv, hobbit.plan.gemm, hobbit.plan.winograd, hobbit.plan.kernels
 import hobbit.passes
-from hobbit.graph import per_sample, registry, separable, shapes
+import hobbit.ops
+from hobbit.graph import separable, shapes
+from hobbit.ops import per_sample, registry
+from hobbit.passes.fold import fold_constants
 from hobbit.graph.ir import Graph, Node, TensorType, Value
 from hobbit.graph.rewrite import replace_uses
 
@@ -25,6 +25,10 @@ x = Value("x", TensorType(np.dtype(np.float32), (2, 3)))
 y = Value("y", TensorType(np.dtype(np.float32), (2, 3)))
 graph = Graph("g", [x], [y], [Node("Relu", "relu", [x], [y])])
 replace_uses(graph, y, Value("z", const=np.zeros((2, 3), np.float32)))
+c = Value("c", const=np.array([-1.0, 2.0], np.float32))
+r = Value("r", TensorType(np.dtype(np.float32), (2,)))
+folded = fold_constants(Graph("f", [], [r], [Node("Relu", "relu", [c], [r])]))
+assert not folded.nodes and folded.outputs[0].const.tolist() == [0.0, 2.0], folded
 print(" ".join(sorted(m for m in sys.modules if m.partition(".")[0] in ("llvmlite", "hobbit"))))
 """
 

@@ -1,4 +1,4 @@
-"""Per-sample facts (OpDef.per_sample, hobbit/graph/per_sample.py): which ops have one, and
+"""Per-sample facts (OpDef.per_sample, hobbit/ops/per_sample.py): which ops have one, and
 what the predicates answer for batched and shared operands."""
 
 from __future__ import annotations
@@ -6,8 +6,8 @@ from __future__ import annotations
 import numpy as np
 
 from hobbit.graph.ir import Node, TensorType, Value
-from hobbit.graph.per_sample import broadcasting, matmul_per_sample
-from hobbit.graph.registry import _REGISTRY, _ensure_loaded, get_op
+from hobbit.ops.per_sample import broadcasting, matmul_per_sample
+from hobbit.ops.registry import _REGISTRY, get_op
 
 # Ops without a fact: a batched operand reaching one makes the model compile per batch size.
 # Adding an op to the registry means deciding, here, whether it keeps samples independent.
@@ -20,7 +20,6 @@ WITHOUT_FACT = {
 
 
 def test_every_op_either_has_a_fact_or_is_listed_without_one():
-    _ensure_loaded()
     without = {name for name, op in _REGISTRY.items() if op.per_sample is None}
     assert without == WITHOUT_FACT
     for name in ("Conv", "MatMul", "Softmax", "Reshape", "Add", "Relu", "Gather", "ReduceMean", "Concat"):

@@ -9,7 +9,7 @@ from onnx import helper
 
 import hobbit
 from hobbit.target import Target
-from hobbit.graph.registry import get_op
+from hobbit.ops.registry import get_op
 from hobbit.plan.winograd import pack_weights, transform_weights
 from tests.helpers import make_model, rand, run_ort
 

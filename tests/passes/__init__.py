@@ -9,7 +9,7 @@ import onnx
 
 from hobbit.frontend.onnx import import_onnx
 from hobbit.graph.ir import Graph, Value
-from hobbit.graph.registry import get_op, with_defaults
+from hobbit.ops.registry import get_op, with_defaults
 from tests.helpers import make_model
 
 

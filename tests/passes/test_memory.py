@@ -9,7 +9,7 @@ import numpy as np
 from onnx import helper
 
 from hobbit.graph.ir import Graph, Value
-from hobbit.graph.registry import get_op
+from hobbit.ops.registry import get_op
 from hobbit.passes import run_pipeline
 from hobbit.target import host_target
 from hobbit.passes.memory import ALIGN, MemoryPlan, plan_memory

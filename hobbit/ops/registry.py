@@ -1,9 +1,13 @@
 """The op registry: the one place that says what a graph op is.
 
 An OpDef carries the op's attribute defaults, its type/shape inference, a
-numpy reference (used by constant folding and by tests), and how it is lowered.
-The graph layer only stores the lowering callables; they are defined in
-`hobbit.ops` on top of `hobbit.lower`, so nothing here knows about LLVM."""
+numpy reference (used by constant folding and by tests), and the name of the
+kernel that implements it. Which code emits that kernel is a backend's business
+(hobbit/lower/kernels.py), so nothing here knows about LLVM.
+
+The table is complete whenever code outside hobbit/ops can call get_op: importing
+this module (or any hobbit.ops module) first runs hobbit/ops/__init__.py, which
+imports every definition module, and the definition modules only register."""
 
 from __future__ import annotations
 
@@ -23,13 +27,13 @@ class OpDef:
     name: str
     infer: Infer
     reference: Reference
-    # How the op becomes code; None means it must be folded away at compile time.
-    lower: Callable[..., None] | None = None
+    # The kernel that implements the op in a backend's table (hobbit/lower/kernels.py);
+    # "" (the default) means the op's own name, None that the op must be folded away
+    # at compile time.
+    kernel: str | None = ""
     # "elementwise" ops are scalar expressions run by the shared loop emitter and
     # can be fused as epilogues; "view" ops reinterpret their input's memory.
     kind: str = "kernel"
-    # Scalar expression of an element-wise op: scalar(emitter, args, attrs) -> value.
-    scalar: Callable[..., Any] | None = None
     # For kernels that accept fused epilogues: the index space the kernel hands to
     # its epilogue (innermost dim contiguous), as a function of the node.
     epilogue_view: Callable[[Node], tuple[int, ...]] | None = None
@@ -49,6 +53,10 @@ class OpDef:
     attrs: dict[str, Any] = field(default_factory=dict)
     doc: str = ""
 
+    def __post_init__(self) -> None:
+        if self.kernel == "":
+            self.kernel = self.name
+
 
 _REGISTRY: dict[str, OpDef] = {}
 
@@ -61,13 +69,7 @@ def register_op(opdef: OpDef) -> OpDef:
 
 
 def get_op(name: str) -> OpDef:
-    _ensure_loaded()
     return _REGISTRY[name]
-
-
-def _ensure_loaded() -> None:
-    """Op definitions live in hobbit.ops; importing it fills the table."""
-    import hobbit.ops  # noqa: F401
 
 
 def with_defaults(node: Node) -> dict[str, Any]:

@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from hobbit.graph.ir import Node
-from hobbit.graph.registry import with_defaults
+from hobbit.ops.registry import with_defaults
 
 PerSample = Callable[[Node, list[bool]], bool]
 

@@ -1,0 +1,53 @@
+"""Per-backend kernel tables: which code implements each kernel an op definition names.
+
+An op definition (hobbit/ops) says what an op means and names its kernel (OpDef.kernel);
+it knows nothing about LLVM. A backend's table maps kernel names to the functions that
+emit them: `lower(KernelArgs)` writes a kernel body, and an element-wise kernel also has
+`scalar(emit, args, attrs)`, the expression the shared loop emitter and fused epilogues
+run. Each lower/* module registers the kernels it implements in its own file, so a new
+op is one registration per layer that knows a fact about it. A table may have a parent:
+a backend that differs from another in a few kernels overrides those and inherits the
+rest."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Callable
+
+from hobbit.errors import CodegenError
+
+
+@dataclass(frozen=True)
+class Kernel:
+    lower: Callable[..., None]
+    # Scalar expression of an element-wise kernel: scalar(emitter, args, attrs) -> value.
+    scalar: Callable[..., Any] | None = None
+
+
+class KernelTable:
+    def __init__(self, backend: str, parent: KernelTable | None = None):
+        self.backend = backend
+        self.parent = parent
+        self._kernels: dict[str, Kernel] = {}
+
+    def register(self, name: str, lower: Callable[..., None], scalar: Callable[..., Any] | None = None) -> None:
+        if name in self._kernels:
+            raise ValueError(f"kernel {name!r} registered twice for backend {self.backend}")
+        self._kernels[name] = Kernel(lower, scalar)
+
+    def lookup(self, name: str) -> Kernel:
+        """The kernel `name` of this backend, else of its nearest ancestor that has one."""
+        table: KernelTable | None = self
+        while table is not None:
+            if name in table._kernels:
+                return table._kernels[name]
+            table = table.parent
+        raise CodegenError(f"backend {self.backend} has no kernel {name!r}")
+
+    def names(self) -> set[str]:
+        """Every kernel name this table or an ancestor implements."""
+        own = set(self._kernels)
+        return own | self.parent.names() if self.parent is not None else own
+
+
+CPU = KernelTable("cpu")
