@@ -10,7 +10,7 @@ from importlib import import_module
 from hobbit.errors import (ArtifactError, CodegenError, ConfigError, HobbitError, InputError, ModelFormatError,
                            RunError, ShapeError, TargetError, UnsupportedModelError)
 
-__version__ = "0.1.0"
+from hobbit.version import __version__
 
 _LOADED_ON_USE = {"compile": "hobbit.compiler", "load": "hobbit.runtime.load", "LoadedModel": "hobbit.runtime.load",
                   "CompiledModel": "hobbit.runtime.jit", "TensorSpec": "hobbit.runtime.jit",

@@ -43,6 +43,7 @@ import numpy as np
 import onnx
 
 from hobbit.target import Target
+from hobbit.version import __version__
 from hobbit.runtime import trust
 from hobbit.runtime import weights as shared_weights
 from hobbit.runtime.jit import CompiledModel, TensorSpec
@@ -95,7 +96,7 @@ def compile_key(model: object, target: Target, options: dict[str, Any]) -> str |
     """The entry name for compiling `model` with these options, or None when the model
     cannot be read (the frontend then reports why)."""
     h = hashlib.sha256()
-    head = {"format": FORMAT, "hobbit": _hobbit_version(), "sources": _source_hash(),
+    head = {"format": FORMAT, "hobbit": __version__, "sources": _source_hash(),
             "llvmlite": llvmlite.__version__, "numpy": np.__version__, "onnx": onnx.__version__,
             "target": [target.triple, target.cpu, target.features, target.vector_bits, target.vector_registers,
                        target.l1_bytes, target.l2_bytes, target.cores],
@@ -200,11 +201,6 @@ def _hash_file(h, path: Path) -> None:
             return
         with mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ) as data:
             h.update(data)
-
-
-def _hobbit_version() -> str:
-    from hobbit import __version__
-    return __version__
 
 
 @functools.cache
