@@ -15,11 +15,10 @@ import numpy as np
 
 from hobbit.errors import TargetError
 from hobbit.runtime.export import ArtifactFiles, NativeModel, export_library
-from hobbit.runtime.jit import TensorSpec
-from hobbit.runtime.nodearg import NodeArg, compiled_args
+from hobbit.runtime.jit import ModelTensors, TensorSpec, sequence_layout
 
 
-class ExportOnlyModel:
+class ExportOnlyModel(ModelTensors):
     # Set by hobbit.compile, as on a CompiledModel.
     recipe = None
 
@@ -28,7 +27,7 @@ class ExportOnlyModel:
         self.report = report
         self.inputs: list[TensorSpec] = native.inputs
         self.outputs: list[TensorSpec] = native.outputs
-        self.layout = native.layout if native.layout and any(n is not None for _, n in native.layout) else None
+        self.layout = sequence_layout(native.layout)
         self._why = why
 
     @property
@@ -39,16 +38,6 @@ class ExportOnlyModel:
     def object_code(self) -> bytes:
         """The model's ELF object for its target (what --emit obj writes)."""
         return self.native.code
-
-    @property
-    def output_names(self) -> list[str]:
-        return [name for name, _ in self.layout] if self.layout else [s.name for s in self.outputs]
-
-    def get_inputs(self) -> list[NodeArg]:
-        return compiled_args(self.inputs, None)
-
-    def get_outputs(self) -> list[NodeArg]:
-        return compiled_args(self.outputs, self.layout)
 
     def export(self, directory: str | os.PathLike, name: str | None = None, weights: str = "auto") -> ArtifactFiles:
         """Write the library, header, weights and manifest for the target (see

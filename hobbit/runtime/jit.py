@@ -133,7 +133,33 @@ def _group(flat: list[np.ndarray], layout: list[tuple[str, int | None]]) -> list
     return grouped
 
 
-class CompiledModel:
+def sequence_layout(layout: list[tuple[str, int | None]] | None) -> list[tuple[str, int | None]] | None:
+    """A model's output layout, kept only when some output is a sequence (else None)."""
+    return layout if layout is not None and any(n is not None for _, n in layout) else None
+
+
+class ModelTensors:
+    """What every compiled model says about its tensors, from `inputs`, `outputs` and `layout`."""
+
+    inputs: list[TensorSpec]
+    outputs: list[TensorSpec]
+    layout: list[tuple[str, int | None]] | None
+
+    @property
+    def output_names(self) -> list[str]:
+        """The model's output names, in the order run() returns them (a sequence is one)."""
+        return [name for name, _ in self.layout] if self.layout else [s.name for s in self.outputs]
+
+    def get_inputs(self) -> list[NodeArg]:
+        """The inputs as onnxruntime's InferenceSession.get_inputs() describes them."""
+        return compiled_args(self.inputs, None)
+
+    def get_outputs(self) -> list[NodeArg]:
+        """The outputs as onnxruntime's InferenceSession.get_outputs() describes them."""
+        return compiled_args(self.outputs, self.layout)
+
+
+class CompiledModel(ModelTensors):
     # Set by hobbit.compile: how to build this model again, which is what a pickle carries.
     recipe = None
 
@@ -144,7 +170,7 @@ class CompiledModel:
         self.inputs = inputs
         self.outputs = outputs
         # Model outputs that are sequences come back as lists of the next n flat outputs.
-        self.layout = layout if layout is not None and any(n is not None for _, n in layout) else None
+        self.layout = sequence_layout(layout)
         self._per_output = _per_output(outputs, self.layout)
         self.report = report
         self._weights = weights
@@ -161,19 +187,6 @@ class CompiledModel:
         self._entry = _ENTRY_TYPE(self._engine.get_function_address(ENTRY))
         self._status_table = read_status_table(self._engine.get_global_value_address(STATUS_TABLE))
         self._local = threading.local()
-
-    @property
-    def output_names(self) -> list[str]:
-        """The model's output names, in the order run() returns them (a sequence is one)."""
-        return [name for name, _ in self.layout] if self.layout else [s.name for s in self.outputs]
-
-    def get_inputs(self) -> list[NodeArg]:
-        """The inputs as onnxruntime's InferenceSession.get_inputs() describes them."""
-        return compiled_args(self.inputs, None)
-
-    def get_outputs(self) -> list[NodeArg]:
-        """The outputs as onnxruntime's InferenceSession.get_outputs() describes them."""
-        return compiled_args(self.outputs, self.layout)
 
     def __call__(self, *arrays: np.ndarray) -> np.ndarray | list[np.ndarray]:
         return call_positionally(self, arrays)

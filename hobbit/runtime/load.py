@@ -31,7 +31,7 @@ import numpy as np
 
 from hobbit.errors import ArtifactError, ConfigError, HobbitError, RunError
 from hobbit.runtime.export import MANIFEST_FORMAT, artifact_files
-from hobbit.runtime.jit import CompiledModel, TensorSpec, _per_output
+from hobbit.runtime.jit import CompiledModel, TensorSpec, _per_output, sequence_layout
 from hobbit.runtime.trust import check_private_tree
 from hobbit.target import host_target
 
@@ -83,7 +83,7 @@ class LoadedModel(CompiledModel):
         self.outputs = [_spec(s) for s in manifest["outputs"]]
         layout = manifest["layout"]
         layout = None if layout is None else [(str(n), None if c is None else int(c)) for n, c in layout]
-        self.layout = layout if layout is not None and any(c is not None for _, c in layout) else None
+        self.layout = sequence_layout(layout)
         self._per_output = _per_output(self.outputs, self.layout)
         self.report = report
         self._name = manifest["name"]
