@@ -24,6 +24,21 @@ class ModelFormatError(HobbitError):
     """The model file is not a valid model: bad bytes, broken graph, dangling names."""
 
 
+class CorruptModelError(ModelFormatError):
+    """A model file cannot be read as the format its path says: truncated or foreign bytes,
+    or a part of it missing (a SavedModel without its variables); the message names the
+    file and the format expected."""
+
+
+class GraphStructureError(ModelFormatError):
+    """The model's graph is not a graph hobbit can order: a cycle, or an input that names a
+    node or output that does not exist; the message names the node."""
+
+
+class SignatureError(HobbitError):
+    """The SavedModel has no signature of the requested name; the message lists those it has."""
+
+
 @dataclass(frozen=True)
 class UnsupportedItem:
     op_type: str
