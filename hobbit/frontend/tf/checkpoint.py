@@ -74,7 +74,9 @@ def _read_file(path: str, what: str) -> bytes:
 def _block(data: bytes, path: str, handle: _Reader) -> memoryview:
     offset, size = handle.varint(), handle.varint()
     if offset + size + _BLOCK_TRAILER_SIZE > len(data):
-        raise CorruptModelError(f"{path}: a block at {offset} (+{size} bytes) lies past the end of the file (truncated?)")
+        raise CorruptModelError(
+            f"{path}: a block at {offset} (+{size} bytes) lies past the end of the file (truncated?)"
+        )
     compression = data[offset + size]
     if compression != 0:
         raise UnsupportedModelError(
@@ -173,15 +175,17 @@ class Checkpoint:
 
     def _bytes(self, key: str, entry) -> memoryview:
         if not 0 <= entry.shard_id < self.num_shards:
-            raise CorruptModelError(f"{self.prefix}.index: entry '{key}' names shard {entry.shard_id} of {self.num_shards}")
+            raise CorruptModelError(
+                f"{self.prefix}.index: entry '{key}' names shard {entry.shard_id} of {self.num_shards}"
+            )
         if entry.shard_id not in self._shards:
             path = self._shard_path(entry.shard_id)
             self._shards[entry.shard_id] = _read_file(path, "TensorFlow checkpoint data")
         shard = self._shards[entry.shard_id]
         if entry.offset < 0 or entry.offset + entry.size > len(shard):
             raise CorruptModelError(
-                f"{self._shard_path(entry.shard_id)}: entry '{key}' lies at bytes {entry.offset}..{entry.offset + entry.size}, "
-                f"the file has {len(shard)} (truncated?)"
+                f"{self._shard_path(entry.shard_id)}: entry '{key}' lies at bytes "
+                f"{entry.offset}..{entry.offset + entry.size}, the file has {len(shard)} (truncated?)"
             )
         return memoryview(shard)[entry.offset : entry.offset + entry.size]
 
@@ -208,5 +212,7 @@ def read_checkpoint(prefix: str | os.PathLike) -> Checkpoint:
     except DecodeError:
         raise CorruptModelError(f"{prefix}.index: an entry is not a BundleEntryProto") from None
     if header.endianness != 0:
-        raise UnsupportedModelError([UnsupportedItem("big-endian checkpoint", "tf", 0, prefix, "only little-endian bundles are read")])
+        raise UnsupportedModelError(
+            [UnsupportedItem("big-endian checkpoint", "tf", 0, prefix, "only little-endian bundles are read")]
+        )
     return Checkpoint(prefix, max(header.num_shards, 1), entries)

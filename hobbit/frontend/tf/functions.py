@@ -83,7 +83,8 @@ def inline_calls(
             continue
         if name not in library:
             raise GraphStructureError(
-                f"{source}: node '{node.name}' ({node.op}) calls function '{name}', which the graph's library does not define"
+                f"{source}: node '{node.name}' ({node.op}) calls function '{name}', "
+                "which the graph's library does not define"
             )
         if name in chain:
             raise GraphStructureError(f"{source}: node '{node.name}' calls function '{name}' recursively")
@@ -159,7 +160,9 @@ class _Body:
         self.args = _bound_args(call, function, source)
         bindings = _call_attrs(call)
         self.nodes = {
-            body.name: RawNode(_unique(f"{call.name}/{body.name}", taken), body.op, [], _substituted(body.attr, bindings))
+            body.name: RawNode(
+                _unique(f"{call.name}/{body.name}", taken), body.op, [], _substituted(body.attr, bindings)
+            )
             for body in function.node_def
         }
         self.seen_out_args: dict[str, str] = {}
@@ -180,9 +183,8 @@ class _Body:
         if spec is None:
             first = self.seen_out_args.setdefault(body_name, out_arg)
             if first != out_arg:
-                raise UnsupportedModelError(
-                    [UnsupportedItem(node.op, "tf", 0, node.name, f"outputs '{first}' and '{out_arg}' of an op whose outputs hobbit cannot number")]
-                )
+                reason = f"outputs '{first}' and '{out_arg}' of an op whose outputs hobbit cannot number"
+                raise UnsupportedModelError([UnsupportedItem(node.op, "tf", 0, node.name, reason)])
             return index
         offset = 0
         for name, size in spec:

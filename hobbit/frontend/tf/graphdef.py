@@ -54,7 +54,9 @@ def parse_graphdef(data: bytes, source: str):
     try:
         graph_def = GraphDef.FromString(data)
     except DecodeError:
-        raise CorruptModelError(f"{source}: not a TensorFlow GraphDef (the protobuf does not decode; truncated?)") from None
+        raise CorruptModelError(
+            f"{source}: not a TensorFlow GraphDef (the protobuf does not decode; truncated?)"
+        ) from None
     if not graph_def.node:
         raise CorruptModelError(f"{source}: not a TensorFlow GraphDef (it has no nodes)")
     return graph_def

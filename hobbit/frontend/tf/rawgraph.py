@@ -83,8 +83,8 @@ def needed(nodes: Mapping[str, RawNode], roots: Iterable[TensorRef], source: str
 def to_tfgraph(
     nodes: Mapping[str, RawNode], inputs: list[TFTensor], outputs: list[TFTensor], fmt: str, source: str
 ) -> TFGraph:
-    decoded = {
-        name: TFNode(name, node.op, node.inputs, {**decode_attrs(node.proto_attrs, f"{source}: node '{name}'"), **node.attrs})
-        for name, node in nodes.items()
-    }
+    decoded = {}
+    for name, node in nodes.items():
+        attrs = decode_attrs(node.proto_attrs, f"{source}: node '{name}'")
+        decoded[name] = TFNode(name, node.op, node.inputs, {**attrs, **node.attrs})
     return TFGraph(decoded, inputs, outputs, fmt, source)

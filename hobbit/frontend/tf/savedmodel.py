@@ -36,6 +36,12 @@ from hobbit.frontend.tf.protos import SavedModel
 from hobbit.frontend.tf.rawgraph import RawNode, parse_ref, raw_nodes, to_tfgraph
 
 _VARIABLE_OPS = frozenset({"VarHandleOp", "VariableV2", "Variable"})
+_INT32 = np.dtype(np.int32)
+
+
+def _type_attr(node: RawNode, name: str) -> np.dtype:
+    """A type attr of a variable-reading op; int32, TF's default, where it is unset."""
+    return dtype_of(node.proto_attrs[name].type) if name in node.proto_attrs else _INT32
 
 
 def _saved_model(directory: str):
@@ -50,7 +56,9 @@ def _saved_model(directory: str):
     except OSError as e:
         raise CorruptModelError(f"{path}: cannot be read as a TensorFlow SavedModel: {e.strerror}") from None
     except DecodeError:
-        raise CorruptModelError(f"{path}: not a TensorFlow SavedModel (the protobuf does not decode; truncated?)") from None
+        raise CorruptModelError(
+            f"{path}: not a TensorFlow SavedModel (the protobuf does not decode; truncated?)"
+        ) from None
     if not saved.meta_graphs or not any(meta.graph_def.node for meta in saved.meta_graphs):
         raise CorruptModelError(f"{path}: not a TensorFlow SavedModel (it has no MetaGraph with a graph)")
     return saved, path
@@ -76,9 +84,8 @@ def _tensors(infos: Mapping, path: str, signature: str) -> list[TFTensor]:
     for name in sorted(infos):
         info = infos[name]
         if info.WhichOneof("encoding") != "name":
-            raise UnsupportedModelError(
-                [UnsupportedItem("sparse or composite signature tensor", "tf", 0, name, f"in signature '{signature}' of {path}")]
-            )
+            item = UnsupportedItem("sparse or composite tensor", "tf", 0, name, f"in signature '{signature}' of {path}")
+            raise UnsupportedModelError([item])
         shape = shape_of(info.tensor_shape) if info.HasField("tensor_shape") else None
         tensors.append(TFTensor(name, parse_ref(info.name), dtype_of(info.dtype), shape))
     return tensors
@@ -99,13 +106,14 @@ def _object_paths(saved_graph) -> dict[int, tuple[str, ...]]:
     return paths
 
 
-def _checkpoint_key(trackable, path: tuple[str, ...]) -> str | None:
+def _checkpoint_key(trackable, children: list[dict[str, int]], path: tuple[str, ...]) -> str | None:
+    """The VARIABLE_VALUE key of the checkpoint object at `path` (child names from the
+    root); `children` is each object's child name -> node id."""
     node_id = 0
     for name in path:
-        children = {child.local_name: child.node_id for child in trackable.nodes[node_id].children}
-        if name not in children or children[name] >= len(trackable.nodes):
+        node_id = children[node_id].get(name, len(children))
+        if node_id >= len(children):
             return None
-        node_id = children[name]
     for attribute in trackable.nodes[node_id].attributes:
         if attribute.name == "VARIABLE_VALUE":
             return attribute.checkpoint_key
@@ -119,6 +127,7 @@ def _bound_variable_keys(nodes: Mapping[str, RawNode], meta, checkpoint: Checkpo
     if trackable is None or not trackable.nodes:
         return {}
     paths = _object_paths(saved_graph)
+    children = [{child.local_name: child.node_id for child in node.children} for node in trackable.nodes]
     keys: dict[str, str] = {}
     for node in nodes.values():
         if node.op not in CALL_OPS or "f" not in node.proto_attrs:
@@ -128,7 +137,7 @@ def _bound_variable_keys(nodes: Mapping[str, RawNode], meta, checkpoint: Checkpo
             continue
         captured = node.inputs[len(node.inputs) - len(function.bound_inputs) :]
         for ref, object_id in zip(captured, function.bound_inputs):
-            key = _checkpoint_key(trackable, paths[object_id]) if object_id in paths else None
+            key = _checkpoint_key(trackable, children, paths[object_id]) if object_id in paths else None
             if key is not None:
                 keys.setdefault(ref.node, key)
     return keys
@@ -158,7 +167,8 @@ class _Variables:
             if node.op in _VARIABLE_OPS:
                 value = self.checkpoint.tensor(self._key(node))
                 if not isinstance(value, np.ndarray):
-                    raise UnsupportedModelError([UnsupportedItem(node.op, "tf", 0, name, f"a variable of dtype {value.name}")])
+                    item = UnsupportedItem(node.op, "tf", 0, name, f"a variable of dtype {value.name}")
+                    raise UnsupportedModelError([item])
                 nodes[name] = RawNode(name, "Const", [], {}, {"dtype": value.dtype, "value": value})
                 frozen[name] = value
         for name, node in list(nodes.items()):
@@ -171,14 +181,14 @@ class _Variables:
         if node.op == "ReadVariableOp":
             nodes[node.name] = RawNode(node.name, "Identity", node.inputs, {}, {"T": value.dtype})
         elif node.op == "VariableShape":
-            out_type = dtype_of(node.proto_attrs["out_type"].type) if "out_type" in node.proto_attrs else np.dtype(np.int32)
+            out_type = _type_attr(node, "out_type")
             nodes[node.name] = RawNode(node.name, "Shape", node.inputs, {}, {"T": value.dtype, "out_type": out_type})
         elif node.op == "ResourceGather" and len(node.inputs) == 2:
-            axis = RawNode(f"{node.name}/axis", "Const", [], {}, {"dtype": np.dtype(np.int32), "value": np.array(0, np.int32)})
+            axis = RawNode(f"{node.name}/axis", "Const", [], {}, {"dtype": _INT32, "value": np.array(0, np.int32)})
             nodes[axis.name] = axis
             batch_dims = node.proto_attrs["batch_dims"].i if "batch_dims" in node.proto_attrs else 0
-            indices = dtype_of(node.proto_attrs["Tindices"].type) if "Tindices" in node.proto_attrs else np.dtype(np.int32)
-            attrs = {"Tparams": value.dtype, "Tindices": indices, "Taxis": np.dtype(np.int32), "batch_dims": batch_dims}
+            attrs = {"Tparams": value.dtype, "Tindices": _type_attr(node, "Tindices"), "Taxis": _INT32,
+                     "batch_dims": batch_dims}
             nodes[node.name] = RawNode(node.name, "GatherV2", [*node.inputs, TensorRef(axis.name)], {}, attrs)
 
 
@@ -192,7 +202,9 @@ def read_saved_model(
     meta = _meta_graph(saved, tuple(tags), pb_path)
     signature_def = _signature(meta, signature, pb_path)
     if not os.path.isfile(os.path.join(directory, "variables", "variables.index")):
-        raise CorruptModelError(f"{directory}: a SavedModel without its variables (variables/variables.index is missing)")
+        raise CorruptModelError(
+            f"{directory}: a SavedModel without its variables (variables/variables.index is missing)"
+        )
     checkpoint = read_checkpoint(os.path.join(directory, "variables", "variables"))
     inputs = _tensors(signature_def.inputs, pb_path, signature)
     outputs = _tensors(signature_def.outputs, pb_path, signature)
@@ -203,6 +215,8 @@ def read_saved_model(
     outputs = [TFTensor(t.name, ref, t.dtype, t.shape) for t, ref in zip(outputs, refs)]
     for tensor in inputs:
         if tensor.ref.node not in nodes:
-            raise GraphStructureError(f"{pb_path}: signature input '{tensor.name}' names node '{tensor.ref.node}', which does not exist")
+            raise GraphStructureError(
+                f"{pb_path}: signature input '{tensor.name}' names node '{tensor.ref.node}', which does not exist"
+            )
         flat.setdefault(tensor.ref.node, nodes[tensor.ref.node])
     return to_tfgraph(flat, inputs, outputs, "savedmodel", pb_path)
