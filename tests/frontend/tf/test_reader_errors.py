@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from hobbit.errors import CorruptModelError, GraphStructureError, SignatureError
+from hobbit.errors import CorruptModelError, GraphStructureError, SignatureError, UnsupportedModelError
 from hobbit.frontend.tf.graph import TFDType
 from hobbit.frontend.tf.graphdef import read_graphdef
 from hobbit.frontend.tf.savedmodel import read_saved_model
@@ -156,3 +156,36 @@ def test_missing_signature_lists_those_available(saved):
 def test_missing_tags_list_those_available(saved):
     with pytest.raises(SignatureError, match=r"no MetaGraph tagged \['train'\].*\['serve'\]"):
         read_saved_model(saved, tags=("train",))
+
+
+def _graph_calling(body_op: str, body_inputs: list[str], ret: str) -> bytes:
+    """A GraphDef whose node 'call' calls library function 'fn' (x -> y), the body being
+    one node 'inner' of op `body_op`."""
+    graph = tf.compat.v1.GraphDef()
+    function = graph.library.function.add()
+    function.signature.name = "fn"
+    function.signature.input_arg.add(name="x", type=tf.float32.as_datatype_enum)
+    function.signature.output_arg.add(name="y", type=tf.float32.as_datatype_enum)
+    function.node_def.add(name="inner", op=body_op, input=body_inputs)
+    function.ret["y"] = ret
+    graph.node.add(name="x", op="Placeholder").attr["dtype"].type = tf.float32.as_datatype_enum
+    graph.node.add(name="call", op="fn", input=["x"])
+    return graph.SerializeToString()
+
+
+def test_recursive_function_is_named():
+    with pytest.raises(GraphStructureError, match=r"calls function 'fn' recursively"):
+        read_graphdef(_graph_calling("fn", ["x"], "inner:y:0"))
+
+
+def test_body_reference_to_nothing_names_the_function():
+    with pytest.raises(GraphStructureError, match=r"function 'fn'.*node 'inner' refers to 'missing'"):
+        read_graphdef(_graph_calling("Relu", ["missing"], "inner:activations:0"))
+
+
+def test_outputs_of_an_unknown_multi_output_op_are_not_guessed():
+    graph = tf.compat.v1.GraphDef.FromString(_graph_calling("Mystery", ["x"], "inner:first:0"))
+    graph.library.function[0].node_def.add(name="second", op="AddV2", input=["inner:first:0", "inner:other:0"])
+    graph.library.function[0].ret["y"] = "second:z:0"
+    with pytest.raises(UnsupportedModelError, match=r"(?s)Mystery.*'call/inner'.*outputs 'first' and 'other'"):
+        read_graphdef(graph.SerializeToString())
