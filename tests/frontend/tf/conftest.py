@@ -126,11 +126,14 @@ def assert_close(got: np.ndarray, want: np.ndarray, rtol: float = 1e-4) -> None:
         np.testing.assert_array_equal(got, want)
 
 
-def check_against_tf(fn, *inputs: np.ndarray, rtol: float = 1e-4) -> Graph:
-    """Freeze `fn` for the inputs' shapes, compile it with hobbit and compare every output
-    with TensorFlow's on the same inputs; returns the imported graph."""
+def check_against_tf(fn, *inputs: np.ndarray, op: str | None = None, rtol: float = 1e-4) -> Graph:
+    """Freeze `fn` for the inputs' shapes, check that its GraphDef has a node of `op` (the
+    converter under test), compile it with hobbit and compare every output with
+    TensorFlow's on the same inputs; returns the imported graph."""
     specs = [tf.TensorSpec(x.shape, tf.as_dtype(x.dtype), name=f"x{i}") for i, x in enumerate(inputs)]
     graph, frozen = freeze(fn, *specs)
+    if op is not None:
+        assert op in {node.op for node in graph.nodes.values()}, sorted({n.op for n in graph.nodes.values()})
     want = [np.asarray(w) for w in frozen(*[tf.constant(x) for x in inputs])]
     imported = import_tf(graph)
     feeds = {f"x{i}": x for i, x in enumerate(inputs)}

@@ -179,6 +179,13 @@ def unary_activation(ctx, node, ins):
     return [ctx.emit1(_UNARY[node.op], [ins[0]])]
 
 
+@tf_converter("Erfc")
+def erfc(ctx, node, ins):
+    """1 - erf(x): what tf.nn.gelu(approximate=False) computes its Gaussian CDF with."""
+    x = ins[0]
+    return [ctx.emit1("Sub", [ctx.const(1.0, x.dtype), ctx.emit1("Erf", [x])])]
+
+
 @tf_converter("Relu6")
 def relu6(ctx, node, ins):
     return [ctx.emit1("Clip", [ins[0]], {"min": 0.0, "max": 6.0})]
