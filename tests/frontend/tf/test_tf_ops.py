@@ -311,7 +311,7 @@ def test_reshape(shape):
 def test_reshape_from_computed_shape_folds():
     """Shape -> StridedSlice -> Pack -> Reshape, as Flatten layers emit: all folded at import."""
     def model(x):
-        batch = tf.shape(x)[0]
+        batch = tf.raw_ops.Shape(input=x)[0]  # tf.shape would fold a static shape already
         return tf.reshape(x, tf.stack([batch, -1]))
 
     imported = check_against_tf(model, rand(2, 3, 4), op="Shape")
@@ -380,7 +380,7 @@ def test_unpack(axis):
 
 
 @pytest.mark.parametrize("axis,batch_dims,indices", [
-    (0, 0, [[0, 2], [1, 1]]), (1, 0, [2, 0, 1]), (-1, 0, [3, 0]), (1, 1, [[2, 0], [1, 1]])])
+    (0, 0, [[0, 1], [1, 1]]), (1, 0, [2, 0, 1]), (-1, 0, [3, 0]), (1, 1, [[2, 0], [1, 1]])])
 def test_gather_v2(axis, batch_dims, indices):
     idx = tf.constant(indices, tf.int32)
     check_against_tf(lambda x: tf.gather(x, idx, axis=axis, batch_dims=batch_dims), rand(2, 3, 4), op="GatherV2")
@@ -399,12 +399,12 @@ def test_identities():
 def test_shape_ops_fold():
     def model(x):
         ones = tf.ones_like(x) + tf.zeros_like(x)
-        filled = tf.fill(tf.shape(x), tf.cast(tf.size(x), tf.float32))
-        ramp = tf.cast(tf.range(tf.rank(x), 10, 2), tf.float32)
+        filled = tf.fill(tf.raw_ops.Shape(input=x), tf.cast(tf.raw_ops.Size(input=x), tf.float32))
+        ramp = tf.cast(tf.range(tf.raw_ops.Rank(input=x), 10, 2), tf.float32)
         shapes = tf.raw_ops.ShapeN(input=[x, ones])
         return x * ones + filled + ramp[:4] + tf.cast(tf.reduce_sum(shapes[0] * shapes[1]), tf.float32)
 
-    imported = check_against_tf(model, rand(3, 4), op="Fill")
+    imported = check_against_tf(model, rand(3, 4), op="ShapeN")
     assert not {"Shape", "Size", "Range", "ConstantOfShape"} & {n.op for n in imported.nodes}
 
 
