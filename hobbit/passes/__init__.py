@@ -21,6 +21,7 @@ from hobbit.passes.half import widen_half
 from hobbit.passes.layout import choose_layouts
 from hobbit.passes.legalize import legalize
 from hobbit.passes.pool import fuse_pool
+from hobbit.passes.transpose import sink_transposes
 from hobbit.passes.winograd import use_winograd
 
 Pass = Callable[[Graph, Target], Graph]
@@ -35,6 +36,7 @@ PASSES: dict[str, Pass] = {
     "widen-half": _graph_only(widen_half),
     "dce": _graph_only(eliminate_dead_code),
     "fold": _graph_only(fold_constants),
+    "sink-transposes": _graph_only(sink_transposes),
     "fold-batchnorm": _graph_only(fold_batchnorm),
     "winograd": use_winograd,
     "layout": choose_layouts,
@@ -44,8 +46,8 @@ PASSES: dict[str, Pass] = {
     "concat-in-place": _graph_only(concat_in_place),
 }
 
-DEFAULT_PIPELINE: list[str] = ["widen-half", "dce", "fold", "fold-batchnorm", "winograd", "layout", "fuse", "fuse-pool",
-                               "fuse-depthwise", "dce", "concat-in-place"]
+DEFAULT_PIPELINE: list[str] = ["widen-half", "dce", "fold", "sink-transposes", "fold-batchnorm", "winograd", "layout",
+                               "fuse", "fuse-pool", "fuse-depthwise", "dce", "concat-in-place"]
 
 
 def run_pipeline(graph: Graph, pipeline: list[str] | None = None, target: Target | None = None) -> Graph:
