@@ -444,3 +444,25 @@ def test_resize_nearest_neighbor(align_corners, half_pixel_centers, size):
 
 def test_keras_upsampling_bilinear():
     check_against_tf(lambda x: tf.image.resize(x, (8, 10), "bilinear"), rand(1, 4, 5, 3), op="ResizeBilinear")
+
+
+@pytest.mark.parametrize("padding", ["SAME", "VALID"])
+def test_dilated_depthwise_conv_through_space_to_batch(padding):
+    """tf.nn.depthwise_conv2d dilates with SpaceToBatchND -> conv -> BatchToSpaceND."""
+    f = const(3, 3, 4, 2)
+    check_against_tf(lambda x: tf.nn.depthwise_conv2d(x, f, [1, 1, 1, 1], padding, dilations=[2, 2]),
+                     rand(1, 9, 10, 4), op="SpaceToBatchND")
+
+
+@pytest.mark.parametrize("block,paddings", [([2, 2], [[0, 0], [0, 0]]), ([2, 3], [[1, 1], [0, 2]]), ([3], [[1, 1]])])
+def test_space_to_batch_and_back(block, paddings):
+    def model(x):
+        y = tf.space_to_batch_nd(x, block, paddings) * 2.0
+        return tf.batch_to_space(y, block, paddings)
+
+    check_against_tf(model, rand(2, 4, 4, 3), op="BatchToSpaceND")
+
+
+def test_space_to_batch_alone():
+    check_against_tf(lambda x: tf.space_to_batch_nd(x, [2, 2], [[1, 1], [0, 2]]), rand(2, 4, 4, 3),
+                     op="SpaceToBatchND")
