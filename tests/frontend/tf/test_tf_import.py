@@ -123,3 +123,22 @@ def test_a_placeholder_that_is_not_an_input_is_unsupported():
     with pytest.raises(UnsupportedModelError) as info:
         import_tf(_graph(nodes, ["y"], {"x": (2, 3)}))
     assert [i.node for i in info.value.items] == ["other"]
+
+
+def test_a_keras_3_block_matches_tensorflow():
+    """What Keras 3 emits for Conv/BatchNorm/swish/depthwise/LayerNorm/gelu/pool/Dense: the
+    decomposed BatchNorm and LayerNorm arithmetic, Erfc, IdentityN of the swish gradient."""
+    import keras
+
+    inp = keras.Input((12, 12, 3), batch_size=1)
+    y = keras.layers.Conv2D(8, 3, padding="same")(inp)
+    y = keras.layers.BatchNormalization(moving_variance_initializer="ones", beta_initializer="random_normal")(y)
+    y = keras.layers.Activation("swish")(y)
+    y = keras.layers.DepthwiseConv2D(3, strides=2, padding="same")(y)
+    y = keras.layers.LayerNormalization()(y)
+    y = keras.layers.Activation("gelu")(y)
+    y = keras.layers.GlobalAveragePooling2D()(y)
+    y = keras.layers.Dense(5, activation="softmax")(y)
+    model = keras.Model(inp, y)
+    x = np.random.default_rng(1).standard_normal((1, 12, 12, 3)).astype(np.float32)
+    check_against_tf(lambda t: model(t, training=False), x, op="Rsqrt")
