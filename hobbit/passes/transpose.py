@@ -8,12 +8,14 @@ NHWC becomes (C, 1, 1) on NCHW, Concat's axis 3 becomes 1, a Mean over H, W beco
 Mean over 2, 3), until it meets the Transpose that undoes it and both disappear. What
 is left is the conversion at each graph input and output.
 
-A Transpose moves into all of its readers at once (a group): the readers are rewritten
-for the untransposed tensor and a Transpose goes after each of their outputs. The move
-is taken only when it does not add Transposes: the count after (new ones after the
-readers, inverses put on operands that were not transposed, minus the ones that die)
-is at most the count before. A move that keeps the count moves Transposes strictly
-down and inserts none on operands, so the walk ends. Two ops that cannot commute in
+A Transpose moves into a region of nodes at once: its readers, their readers and so on
+(a Gelu's two branches meet two ops down), each rewritten for the untransposed tensor,
+with a Transpose after each region output read outside it. Of the regions grown, the
+one that removes the most Transposes is taken, and only when it does not add any: the
+count after (new ones after the region, inverses put on operands that were not
+transposed, minus the ones that die or cancel) is at most the count before. A move that
+keeps the count moves Transposes strictly down and inserts none on operands, so the
+walk ends. Two ops that cannot commute in
 general are rewritten because a Keras model applies them to NHWC tensors: a MatMul of
 the channel axis by a constant matrix (Dense) is a 1x1 Conv of the NCHW tensor, and a
 Flatten that feeds a constant MatMul reads NCHW order once the weight rows are permuted.
@@ -140,12 +142,15 @@ class _Sinker:
         return f"{base}/nchw{self.serial}"
 
     def run(self) -> None:
-        changed = True
-        while changed:
-            changed = False
+        """Sweep until no Transpose moves. Each sweep that moves one takes it at least one
+        node further down, so the node count bounds the sweeps (a guard, never reached)."""
+        for _ in range(len(self.graph.nodes) + 1):
+            moved = False
             for node in list(self.graph.nodes):
                 if id(node) in self.live and node.op == "Transpose" and self._sink(node):
-                    changed = True
+                    moved = True
+            if not moved:
+                return
 
     def _sink(self, t: Node) -> bool:
         x, y, perm = t.inputs[0], t.outputs[0], perm_of(t)

@@ -216,6 +216,15 @@ def test_transposes_of_one_tensor_cancel_into_each_reader():
     _check(b.model({"x": rand(1, 4, 4, 3)}, [m]), {"x": rand(1, 4, 4, 3)}, 1)
 
 
+def test_transpose_does_not_grow_into_a_dead_end():
+    """Moving the output conversion below a Pad would copy more elements: it stays above."""
+    b = NHWC()
+    c = b.nchw("Conv", "x", rand(4, 3, 1, 1))
+    y = b.op("Pad", [c, b.op_const_int([0, 2, 2, 0, 0, 2, 2, 0])])
+    graph = _check(b.model({"x": rand(1, 4, 4, 3)}, [y]), {"x": rand(1, 4, 4, 3)}, 2)
+    assert graph.outputs[0].producer.op == "Pad"
+
+
 def test_softmax_and_split_along_channels():
     b = NHWC()
     c = b.conv("x", 3, 6)
