@@ -19,7 +19,7 @@ import numpy as np
 import onnx
 
 import hobbit
-from hobbit import bench, conformance, zoo
+from hobbit import bench, bench_tf, conformance, zoo
 from hobbit.bench import random_inputs
 from hobbit.cli_inputs import ShapeFlag, declared, input_shapes, load_feeds, parse_input_file, parse_input_shape, \
     require_static, with_input_shapes
@@ -27,8 +27,7 @@ from hobbit.codegen.llvm import emit_assembly, emit_object
 from hobbit.codegen.module import kernel_name
 from hobbit.compiler import CompileReport, lower_to_llvm
 from hobbit.errors import ConfigError, HobbitError, InputError, TargetError
-from hobbit.frontend.declared import declared_inputs
-from hobbit.frontend.onnx import load_model as read_model
+from hobbit.frontend.source import OnnxSource, Source, detect_format, open_source
 from hobbit.passes import DEFAULT_PIPELINE, PASSES
 from hobbit.passes.memory import needs_code
 from hobbit.target import CPUS, Target, host_target, parse_target
@@ -62,6 +61,11 @@ def load_model(spec: str) -> onnx.ModelProto | str:
     raise _not_a_model(spec)
 
 
+def model_source(args: argparse.Namespace) -> Source:
+    """MODEL and --signature -> the model's Source (its format read from the path)."""
+    return open_source(load_model(args.model), args.signature)
+
+
 def _not_a_model(spec: str) -> HobbitError:
     return HobbitError(f"{spec!r} is neither an existing file nor a zoo model "
                        f"(zoo models: {', '.join(zoo.MODELS)})")
@@ -81,10 +85,9 @@ def pipeline(args: argparse.Namespace) -> list[str] | None:
 def _report(args: argparse.Namespace, opt_level: int = 0) -> CompileReport:
     """The compile behind `compile` and `inspect`: one fixed-shape build, so --input-shape must
     size every symbolic dim (checked before compiling)."""
-    source = load_model(args.model)
-    proto = read_model(source)
-    shapes = input_shapes(declared(proto, args.input_shape), args.input_shape)
-    require_static(declared_inputs(proto, shapes),
+    source = model_source(args)
+    shapes = input_shapes(declared(source, args.input_shape), args.input_shape)
+    require_static(source.declared_inputs(shapes),
                    f"`hobbit {args.command}` builds one fixed-shape variant, so each symbolic dim needs a size")
     return lower_to_llvm(source, args.target, passes=pipeline(args), input_shapes=shapes or None,
                          opt_level=opt_level, threads=args.threads)
@@ -113,13 +116,12 @@ def cmd_run(args: argparse.Namespace) -> int:
     """Inputs are read and checked first; their shapes and --input-shape fix the symbolic dims,
     so the compile builds the one variant the run needs."""
     runnable_here(args.target, "run")
-    source = load_model(args.model)
-    proto = read_model(source)
-    model_inputs = declared(proto, args.input_shape)
+    source = model_source(args)
+    model_inputs = declared(source, args.input_shape)
     shapes = input_shapes(model_inputs, args.input_shape)
     given = load_feeds(model_inputs, args.input, shapes)
     shapes.update({name: array.shape for name, array in given.items()})
-    specs = declared_inputs(proto, shapes)
+    specs = source.declared_inputs(shapes)
     missing = [spec for spec in specs if spec.name not in given]
     require_static(missing, "random inputs need a size for each symbolic dim",
                    " (or give data with --input NAME=FILE.npy)")
@@ -128,8 +130,8 @@ def cmd_run(args: argparse.Namespace) -> int:
         raise InputError(f"inputs {sequences} are sequences of tensors; `hobbit run` cannot make them up "
                          f"(use the Python API)")
     t0 = time.perf_counter()
-    model = hobbit.compile(source, target=args.target, threads=args.threads, passes=pipeline(args),
-                           input_shapes=shapes or None)
+    model = hobbit.compile(source.model, target=args.target, threads=args.threads, passes=pipeline(args),
+                           input_shapes=shapes or None, signature=args.signature)
     compile_s = time.perf_counter() - t0
     feeds = {**random_inputs(missing, args.seed), **given}
     for spec in specs:
@@ -196,10 +198,10 @@ def _export(args: argparse.Namespace) -> int:
     """`--emit lib -o DIR`: the model as a library with a C API (hobbit.runtime.export)."""
     if not args.output:
         raise ConfigError("--emit lib writes a folder (library, header, weights, manifest): give it with -o DIR")
-    source = load_model(args.model)
-    shapes = input_shapes(declared(read_model(source), args.input_shape), args.input_shape)
-    model = hobbit.compile(source, target=args.target, threads=args.threads, passes=pipeline(args),
-                           input_shapes=shapes or None)
+    source = model_source(args)
+    shapes = input_shapes(declared(source, args.input_shape), args.input_shape)
+    model = hobbit.compile(source.model, target=args.target, threads=args.threads, passes=pipeline(args),
+                           input_shapes=shapes or None, signature=args.signature)
     files = model.export(args.output, name=args.name, weights=args.weights)
     for path in files.written:
         print(f"wrote {path}", file=sys.stderr)
@@ -292,6 +294,27 @@ def parse_threads(text: str) -> list[int]:
     return list(dict.fromkeys(counts))
 
 
+def _bench_tf(args: argparse.Namespace) -> int:
+    """A TensorFlow model: hobbit on it, TensorFlow on it, hobbit on its ONNX export (hobbit.bench_tf).
+    TensorFlow fixes its thread count once per process, hence one --threads value per run."""
+    if len(args.threads) > 1:
+        raise ConfigError("a TensorFlow model is benchmarked at one thread count per run (TensorFlow fixes its "
+                          "thread pool once per process): give --threads N")
+    if args.load != ["none"] or args.streams or args.aot or args.batch > 1 or args.target != host_target():
+        raise ConfigError("for a TensorFlow model, `hobbit bench` takes --threads, --runs, --warmup, --signature "
+                          "and --markdown (no --load, --streams, --aot, --batch or --target yet)")
+    result = bench_tf.run_tf_benchmark(args.model, args.threads[0], args.runs, args.warmup, args.signature)
+    print(result.format_text())
+    table = bench_tf.markdown_table([result])
+    print(table, end="")
+    if args.markdown:
+        machine = bench.machine_info()
+        header = (f"`hobbit bench --model {args.model} --threads {args.threads[0]} --runs {args.runs}` on "
+                  f"{machine['cpu']} (LLVM: {machine['llvm_cpu']}): medians (p10-p90) in ms\n\n")
+        _write(header + table, args.markdown)
+    return 0 if result.mismatch is None else 1
+
+
 def parse_loads(text: str) -> list[str]:
     """--load none,busy-core -> ["none", "busy-core"] (known conditions only, duplicates dropped, order kept)."""
     loads = list(dict.fromkeys(part.strip() for part in text.split(",") if part.strip()))
@@ -326,21 +349,26 @@ def bench_models(spec: str, flags: list[ShapeFlag] | None = None, batch: int = 1
 def _bench_model(name: str, flags: list[ShapeFlag], batch: int) -> onnx.ModelProto | str:
     """The model with its --input-shape dims written into its declared inputs (the benchmark
     compiles both engines from the model alone); --batch > 1 then sets every first dim."""
-    source = load_model(name)
-    proto = read_model(source)
-    shapes = input_shapes(declared(proto, flags), flags)
+    source = open_source(load_model(name))
+    if not isinstance(source, OnnxSource):
+        raise ConfigError(f"{name} is a {source.format} model: `hobbit bench` times a TensorFlow model on its own "
+                          "(--model FILE), beside TensorFlow")
+    proto = source.proto()
+    shapes = input_shapes(declared(source, flags), flags)
     if batch > 1:
         clash = [f"{n}={'x'.join(map(str, dims))}" for n, dims in shapes.items() if dims and dims[0] != batch]
         if clash:
             raise InputError(f"--batch {batch} sets the first dim of every input of {name}, but --input-shape "
                              f"gives {', '.join(clash)}")
     why = f"`hobbit bench` times one fixed-shape build of {name}, so each symbolic dim needs a size"
-    require_static(declared_inputs(proto, shapes), why, free_axis0=batch > 1)
-    return with_input_shapes(proto, shapes) if shapes else source
+    require_static(source.declared_inputs(shapes), why, free_axis0=batch > 1)
+    return with_input_shapes(proto, shapes) if shapes else source.model
 
 
 def cmd_bench(args: argparse.Namespace) -> int:
     runnable_here(args.target, "bench")
+    if os.path.exists(args.model) and detect_format(args.model) != "onnx":
+        return _bench_tf(args)
     build = bench.BuildOptions.of(pipeline(args), args.target)
     models = bench_models(args.model, args.input_shape, args.batch)
     threads = args.threads
@@ -473,7 +501,11 @@ _BENCH_EXAMPLES = """examples:
 
 
 def _common(p: argparse.ArgumentParser) -> None:
-    p.add_argument("model", metavar="MODEL", help="path to an .onnx file, or a zoo model name (see `hobbit zoo`)")
+    p.add_argument("model", metavar="MODEL",
+                   help="a model: an .onnx file, a TensorFlow frozen graph (.pb), SavedModel directory, Keras "
+                        "file (.keras, needs TensorFlow) or TFLite file (.tflite), or a zoo model name (see `hobbit zoo`)")
+    p.add_argument("--signature", metavar="NAME", default=None,
+                   help="the SavedModel or Keras signature to compile (default: serving_default)")
     p.add_argument("--passes", metavar="A,B,C",
                    help=f"graph passes to run, in order (default: {','.join(DEFAULT_PIPELINE)}; "
                         f"known: {', '.join(PASSES)}); an empty string runs none")
@@ -570,7 +602,11 @@ def build_parser() -> argparse.ArgumentParser:
                                    "several inferences at once; each adds a table whose ratios are all below 1 "
                                    "when hobbit is faster. Exits with status 1 when any outputs disagree.")
     p.add_argument("--model", default="resnet18", metavar="NAME|PATH|all",
-                   help="zoo model name, .onnx path, a comma list of those, or 'all' zoo models (default resnet18)")
+                   help="zoo model name, .onnx path, a comma list of those, or 'all' zoo models (default resnet18); "
+                        "or one TensorFlow model (.pb, SavedModel directory, .keras, .tflite), timed beside "
+                        "TensorFlow and beside hobbit on its ONNX export (tf2onnx)")
+    p.add_argument("--signature", metavar="NAME", default=None,
+                   help="with a SavedModel or Keras --model: the signature to time (default: serving_default)")
     p.add_argument("--runs", type=positive_int, default=30, metavar="N",
                    help="timed runs per engine after warm-up (default 30)")
     p.add_argument("--warmup", type=non_negative_int, default=3, metavar="N",

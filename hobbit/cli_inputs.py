@@ -12,7 +12,8 @@ import numpy as np
 import onnx
 
 from hobbit.errors import InputError
-from hobbit.frontend.declared import DeclaredInput, declared_inputs
+from hobbit.frontend.declared import DeclaredInput
+from hobbit.frontend.source import Source
 
 Shapes = dict[str, tuple[int, ...]]
 
@@ -55,17 +56,15 @@ def parse_input_file(text: str) -> InputFile:
     return InputFile(name, path)
 
 
-def declared(proto: onnx.ModelProto, flags: list[ShapeFlag]) -> list[DeclaredInput]:
+def declared(source: Source, flags: list[ShapeFlag]) -> list[DeclaredInput]:
     """The model's declared inputs; for an input that declares no shape at all, its
     --input-shape stands in for the declaration (there is nothing to check it against)."""
-    weights = {t.name for t in proto.graph.initializer}
-    shapeless = {vi.name for vi in proto.graph.input if vi.name not in weights
-                 and vi.type.HasField("tensor_type") and not vi.type.tensor_type.HasField("shape")}
+    shapeless = set(source.shapeless_inputs())
     stand_ins = {flag.name: flag.dims for flag in flags if flag.name in shapeless}
     missing = sorted(shapeless - set(stand_ins))
     if missing:
         raise InputError(f"inputs {missing} declare no shape; give each one with --input-shape NAME=DIMS")
-    return declared_inputs(proto, stand_ins)
+    return source.declared_inputs(stand_ins)
 
 
 def describe(spec: DeclaredInput) -> str:

@@ -4,19 +4,17 @@ from __future__ import annotations
 
 import hashlib
 import numbers
-import os
 import time
 from dataclasses import dataclass, field
 
 import numpy as np
-import onnx
 
 from hobbit.codegen.llvm import emit_object, optimize
 from hobbit.codegen.module import build_module, pack_weights, status_records, view_constants
 from hobbit.target import Target, host_target, parse_target
 from hobbit.errors import ConfigError
-from hobbit.frontend.declared import declared_inputs, declared_output_types
-from hobbit.frontend.onnx import InputValuesNeeded, SymbolicInputShape, import_onnx, load_model
+from hobbit.frontend.onnx import InputValuesNeeded, SymbolicInputShape
+from hobbit.frontend.source import ModelInput, OnnxSource, Source, open_source
 from hobbit.graph.ir import Graph
 from hobbit.passes import DEFAULT_PIPELINE, run_pipeline
 from hobbit.passes.memory import MemoryPlan, plan_memory
@@ -27,12 +25,12 @@ from hobbit.runtime.export import NativeModel
 from hobbit.runtime.export_only import ExportOnlyModel
 from hobbit.runtime.jit import CompiledModel, TensorSpec
 from hobbit.runtime.memory import release_garbage
-from hobbit.runtime.nodearg import declared_args
+from hobbit.runtime.nodearg import declared_args, node_args_of
 from hobbit.runtime.progress import Progress
 from hobbit.runtime.recipe import Recipe
 from hobbit.runtime.specialize import SpecializingModel, SymbolicSpec
 
-ModelSource = str | os.PathLike | bytes | onnx.ModelProto
+ModelSource = ModelInput | Source
 
 
 @dataclass
@@ -70,7 +68,7 @@ def lower_to_llvm(model: ModelSource, target: Target | str | None = None, passes
     times: dict[str, float] = {}
     t0 = time.perf_counter()
     show.stage("import")
-    graph = import_onnx(model, input_shapes, input_values)
+    graph = open_source(model).import_graph(input_shapes, input_values)
     times["import"] = time.perf_counter() - t0
     t0 = time.perf_counter()
     show.stage("passes")
@@ -117,8 +115,11 @@ def compile(model: ModelSource, target: str | Target = "host", threads: int | No
             passes: list[str] | None = None,
             input_shapes: dict[str, tuple[int, ...]] | None = None, profile: bool = False,
             cache: bool | None = None,
-            progress: bool | None = None) -> CompiledModel | SpecializingModel | ExportOnlyModel:
-    """Compile an ONNX model (path, bytes or ModelProto) for a CPU and JIT it.
+            progress: bool | None = None, signature: str | None = None
+            ) -> CompiledModel | SpecializingModel | ExportOnlyModel:
+    """Compile a model for a CPU and JIT it: ONNX (path, bytes or ModelProto), or TensorFlow
+    by path: a frozen GraphDef (.pb), a SavedModel directory (`signature` picks the signature,
+    default serving_default), a Keras file (.keras; needs TensorFlow) or TFLite (.tflite).
 
     `target` is "host" (this machine, the default), a CPU hobbit knows ("x86-64-v3",
     "znver4", "neoverse-v1"), "TRIPLE:CPU[:FEATURES]" ("aarch64-linux-gnu:neoverse-n1",
@@ -143,6 +144,7 @@ def compile(model: ModelSource, target: str | Target = "host", threads: int | No
     default, HOBBIT_CACHE=0 turns it off; profiled builds bypass it); a model loaded from it
     carries a CachedReport without the graph; `progress` shows the stages on stderr
     (default: only on a terminal, once a compile has taken a second)."""
+    source = open_source(model, signature)
     machine = parse_target(target)
     foreign = machine.runs_on(host_target())
     threads = resolve_threads(threads, machine)
@@ -151,30 +153,32 @@ def compile(model: ModelSource, target: str | Target = "host", threads: int | No
     def build(shapes: dict[str, tuple[int, ...]], values: dict[str, np.ndarray]) -> CompiledModel | ExportOnlyModel:
         with Progress.for_compile(progress) as show:
             if foreign:
-                return _compile_only(model, machine, foreign, threads, opt_level, passes,
+                return _compile_only(source, machine, foreign, threads, opt_level, passes,
                                      {**(input_shapes or {}), **shapes}, values, show)
-            return _compile(model, machine, threads, opt_level, passes, {**(input_shapes or {}), **shapes}, values,
+            return _compile(source, machine, threads, opt_level, passes, {**(input_shapes or {}), **shapes}, values,
                             profile, cache, show)
 
     try:
         compiled = build({}, {})
     except (SymbolicInputShape, InputValuesNeeded) as exc:
-        proto = load_model(model)
-        outputs = [SymbolicSpec(name, shape, dtype) for name, shape, dtype in declared_output_types(proto)]
+        declared = source.declared_outputs()
+        outputs = [SymbolicSpec(name, shape, dtype) for name, shape, dtype in declared]
         needed = exc.inputs if isinstance(exc, InputValuesNeeded) else []
-        compiled = SpecializingModel(declared_inputs(proto, input_shapes), outputs, needed, build,
-                                     importer=lambda shapes: import_onnx(model, {**(input_shapes or {}), **shapes}),
-                                     node_args=declared_args(proto, input_shapes))
+        node_args = (declared_args(source.proto(), input_shapes) if isinstance(source, OnnxSource)
+                     else node_args_of(source.declared_inputs(input_shapes), declared))
+        compiled = SpecializingModel(source.declared_inputs(input_shapes), outputs, needed, build,
+                                     importer=lambda shapes: source.import_graph({**(input_shapes or {}), **shapes}),
+                                     node_args=node_args)
     # What a pickle of the model carries (hobbit.runtime.recipe): threads as resolved, so
     # another process builds the same code and finds it in the compile cache.
     compiled.recipe = Recipe(compile, model, {"target": target, "threads": threads, "opt_level": opt_level,
                                               "passes": passes,
                                               "input_shapes": input_shapes, "profile": profile, "cache": cache,
-                                              "progress": progress})
+                                              "progress": progress, "signature": signature})
     return compiled
 
 
-def _compile_only(model: ModelSource, target: Target, why: str, threads: int, opt_level: int,
+def _compile_only(model: Source, target: Target, why: str, threads: int, opt_level: int,
                   passes: list[str] | None, input_shapes: dict[str, tuple[int, ...]] | None,
                   input_values: dict[str, np.ndarray], show: Progress) -> ExportOnlyModel:
     """compile() for a CPU this host cannot run: the pipeline to object code, nothing loaded.
@@ -195,7 +199,7 @@ def _compile_only(model: ModelSource, target: Target, why: str, threads: int, op
     return ExportOnlyModel(native, why, report)
 
 
-def _compile(model: ModelSource, host: Target, threads: int, opt_level: int, passes: list[str] | None,
+def _compile(model: Source, host: Target, threads: int, opt_level: int, passes: list[str] | None,
              input_shapes: dict[str, tuple[int, ...]] | None, input_values: dict[str, np.ndarray],
              profile: bool, cache: bool | None, show: Progress) -> CompiledModel:
     """compile() for code this host runs (`host`: this machine, or a CPU it can stand in for):

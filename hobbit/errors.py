@@ -35,6 +35,11 @@ class GraphStructureError(ModelFormatError):
     node or output that does not exist; the message names the node."""
 
 
+class MissingDependencyError(HobbitError):
+    """A feature needs an optional package that is not installed; the message says which extra
+    to install (e.g. reading .keras files needs TensorFlow: pip install 'hobbit[tf]')."""
+
+
 class SignatureError(HobbitError):
     """The SavedModel has no signature of the requested name; the message lists those it has."""
 

@@ -9,6 +9,7 @@ import onnx
 import pytest
 from onnx import helper
 
+from hobbit.frontend.source import OnnxSource
 from hobbit.cli_inputs import InputFile, ShapeFlag, declared, input_shapes, load_feeds, parse_input_file, \
     parse_input_shape, require_static, with_input_shapes
 from hobbit.errors import InputError
@@ -80,7 +81,7 @@ def test_an_input_without_a_shape_takes_its_input_shape() -> None:
                               [helper.make_tensor_value_info("y", onnx.TensorProto.FLOAT, None)])
     model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
     with pytest.raises(InputError, match=r"inputs \['x'\] declare no shape; give each one with --input-shape"):
-        declared(model, [])
-    (spec,) = declared(model, [ShapeFlag("x", (2, 3))])
+        declared(OnnxSource(model), [])
+    (spec,) = declared(OnnxSource(model), [ShapeFlag("x", (2, 3))])
     assert (spec.name, spec.shape, spec.dtype) == ("x", (2, 3), np.float32)
     assert [d.shape for d in declared_inputs(with_input_shapes(model, {"x": (2, 3)}))] == [(2, 3)]

@@ -42,6 +42,7 @@ import llvmlite
 import numpy as np
 import onnx
 
+from hobbit.frontend.source import OnnxSource, TFSource
 from hobbit.target import Target
 from hobbit.version import __version__
 from hobbit.runtime import trust
@@ -102,8 +103,17 @@ def compile_key(model: object, target: Target, options: dict[str, Any]) -> str |
                        target.l1_bytes, target.l2_bytes, target.cores],
             "options": options}
     _feed(h, "head", json.dumps(head, sort_keys=True, default=str).encode())
+    if isinstance(model, OnnxSource):
+        model = model.model
     try:
-        if isinstance(model, onnx.ModelProto):
+        if isinstance(model, TFSource):
+            _feed(h, "tf", json.dumps([model.format, model.signature]).encode())
+            if isinstance(model.model, (bytes, bytearray)):
+                _feed(h, "bytes", bytes(model.model))
+            for path in model.files():
+                _feed(h, "file", path.name.encode())
+                _hash_file(h, path)
+        elif isinstance(model, onnx.ModelProto):
             _hash_message(h, model, "")
         elif isinstance(model, (bytes, bytearray)):
             _feed(h, "bytes", bytes(model))

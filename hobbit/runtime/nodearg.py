@@ -11,6 +11,7 @@ from __future__ import annotations
 import numpy as np
 import onnx
 
+from hobbit.frontend.declared import DeclaredInput
 from hobbit.frontend.onnx_types import ONNX_DTYPES
 
 # numpy dtype -> ONNX element type, the inverse of the frontend's table (one place for the fact).
@@ -87,6 +88,16 @@ def declared_args(proto: onnx.ModelProto, input_shapes: dict[str, tuple[int, ...
     if any(not _has_shape(vi.type) for vi in outputs):
         outputs = _inferred_outputs(proto, outputs)
     return inputs, [_declared(vi) for vi in outputs]
+
+
+def node_args_of(inputs: list[DeclaredInput], outputs: list[tuple[str, tuple[int | None, ...], np.dtype | None]]
+                 ) -> tuple[list[NodeArg], list[NodeArg]]:
+    """NodeArgs of a model known only by its declarations (a TensorFlow model): a symbolic dim
+    is None, as onnxruntime shows an unnamed one."""
+    args_in = [NodeArg(d.name, list(d.shape), tensor_type(d.dtype)) for d in inputs]
+    args_out = [NodeArg(name, list(dims), tensor_type(dtype) if dtype is not None else "tensor(undefined)")
+                for name, dims, dtype in outputs]
+    return args_in, args_out
 
 
 def _declared(vi: onnx.ValueInfoProto) -> NodeArg:

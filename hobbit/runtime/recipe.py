@@ -20,6 +20,7 @@ import onnx
 
 from hobbit.errors import ModelFormatError
 from hobbit.frontend.onnx import load_model
+from hobbit.frontend.source import detect_format
 from hobbit.runtime import cache as compile_cache
 
 
@@ -43,11 +44,16 @@ def rebuild(recipe: Recipe) -> Any:
     return recipe.build(recipe.source, **recipe.options)
 
 
-def _portable_source(source: object) -> bytes | onnx.ModelProto:
+def _portable_source(source: object) -> str | bytes | onnx.ModelProto:
+    """ONNX travels as bytes. A TensorFlow model travels as its path: a SavedModel is a folder,
+    and the bytes of a frozen GraphDef would read as ONNX; a worker on this machine reads the
+    same files (and a changed file is a new cache key, so it cannot load stale code)."""
     if isinstance(source, (bytes, onnx.ModelProto)):
         return source
     if isinstance(source, bytearray):
         return bytes(source)
+    if detect_format(source) != "onnx":
+        return os.fspath(source)
     path = Path(os.fspath(source))
     try:
         data = path.read_bytes()
