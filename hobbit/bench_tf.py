@@ -79,6 +79,7 @@ def _tensorflow():
     except ImportError as exc:
         raise MissingDependencyError("benchmarking a TensorFlow model runs TensorFlow beside hobbit: "
                                      "pip install 'hobbit[tf]'") from exc
+    tf.get_logger().setLevel("ERROR")  # TF1-API deprecation notices from the GraphDef engine and tf2onnx
     return tf
 
 
@@ -117,15 +118,14 @@ def _frozen(tf: Any, function: Any) -> tuple[Any, list[str], list[str]]:
             [t.name for t in frozen.outputs])
 
 
-def _graphdef_function(tf: Any, path: str | os.PathLike, inputs: list[str], outputs: list[str]) -> Any:
+def _graphdef_session(tf: Any, path: str | os.PathLike, threads: int) -> tuple[Any, Any]:
+    """A TF1 session on the frozen graph: how frozen graphs are run."""
     graph_def = tf.compat.v1.GraphDef.FromString(Path(os.fspath(path)).read_bytes())
-
-    def imported():
+    graph = tf.Graph()
+    with graph.as_default():
         tf.compat.v1.import_graph_def(graph_def, name="")
-
-    wrapped = tf.compat.v1.wrap_function(imported, [])
-    return wrapped.prune([wrapped.graph.get_tensor_by_name(f"{n}:0") for n in inputs],
-                         [wrapped.graph.get_tensor_by_name(n) for n in outputs]), graph_def
+    config = tf.compat.v1.ConfigProto(intra_op_parallelism_threads=threads, inter_op_parallelism_threads=1)
+    return tf.compat.v1.Session(graph=graph, config=config), graph_def
 
 
 def _onnx_export(graph_def: Any, inputs: list[str], outputs: list[str], tflite: str | None = None) -> Any:
@@ -165,7 +165,8 @@ def run_tf_benchmark(path: str | os.PathLike, threads: int = 1, runs: int = 30, 
         engines: dict[str, Engine] = {"hobbit": lambda: compiled.run(feeds), "tensorflow": tf_run}
         try:
             exported = hobbit.compile(export(), threads=threads, cache=False)
-            engines["onnx"] = lambda: exported.run(feeds)
+            export_feeds = _export_feeds(exported.inputs, feeds)
+            engines["onnx"] = lambda: exported.run(export_feeds)
         except ImportError:
             result.onnx_missing = "tf2onnx is not installed (pip install tf2onnx)"
         except Exception as exc:  # tf2onnx, or hobbit on its output: reported in the table, not fatal
@@ -176,6 +177,14 @@ def run_tf_benchmark(path: str | os.PathLike, threads: int = 1, runs: int = 30, 
     if "onnx" in samples:
         result.onnx = Timing.of(samples["onnx"].seconds)
     return result
+
+
+def _export_feeds(specs: list[Any], feeds: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
+    """The feeds under the export's input names: tf2onnx names an input after its tensor
+    ("image:0" for "image"); inputs it renamed otherwise are matched by position."""
+    ours = list(feeds)
+    return {spec.name: feeds[spec.name.rsplit(":", 1)[0]] if spec.name.rsplit(":", 1)[0] in feeds else feeds[ours[i]]
+            for i, spec in enumerate(specs)}
 
 
 @contextlib.contextmanager
@@ -201,10 +210,12 @@ def _tensorflow_engine(tf: Any, source: TFSource, feeds: dict[str, np.ndarray], 
         graph = source.tf_graph()
         inputs = [t.name for t in graph.inputs]
         outputs = [f"{t.ref.node}:{t.ref.index}" for t in graph.outputs]
-        function, graph_def = _graphdef_function(tf, source.model, inputs, outputs)
-        args = [tf.constant(feeds[name]) for name in inputs]
-        yield (lambda: [t.numpy() for t in function(*args)],
-               lambda: _onnx_export(graph_def, [f"{n}:0" for n in inputs], outputs))
+        session, graph_def = _graphdef_session(tf, source.model, threads)
+        fetches = dict(zip(names, outputs))
+        feed = {f"{name}:0": feeds[name] for name in inputs}
+        with session:
+            yield (lambda: session.run([fetches[name] for name in names], feed),
+                   lambda: _onnx_export(graph_def, list(feed), outputs))
         return
     with _serving_function(tf, source) as (function, _loaded):
         kwargs = {name: tf.constant(array) for name, array in feeds.items()}
