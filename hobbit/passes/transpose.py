@@ -38,6 +38,7 @@ Perm = tuple[int, ...]
 _AXIS_OPS = ("Softmax", "LogSoftmax")
 _ARG_OPS = ("ArgMax", "ArgMin")
 NHWC_TO_NCHW_INVERSE: Perm = (0, 2, 3, 1)  # the perm that turns an NCHW tensor into NHWC
+_POINTWISE = {"strides": (1, 1), "dilations": (1, 1), "pads": (0, 0, 0, 0), "group": 1}
 # How many reader generations a move may look ahead, so a region stays a block's worth of ops.
 LOOKAHEAD = 24
 
@@ -452,15 +453,15 @@ def _reshape(trial: _Trial, node: Node, x: Value, perm: Perm) -> list[Node] | No
     if keeps_order(tuple(x.shape), perm):
         return [Node("Reshape", node.name, [x], node.outputs, dict(node.attrs))]
     flat = node.outputs[0]
-    readers = trial.sinker.readers.get(id(flat), [])
+    matmul = _sole_reader(trial, flat)
     shape = tuple(node.attrs["shape"])
-    if perm[0] != 0 or len(shape) != 2 or shape[0] != x.shape[0] or len(readers) != 1 \
-            or id(flat) in trial.sinker.outputs:
+    if perm[0] != 0 or len(shape) != 2 or matmul is None or matmul.op != "MatMul" or matmul.inputs[0] is not flat \
+            or matmul.epilogue or not _constant_matrix(matmul.inputs[1], matmul):
         return None
-    matmul = readers[0]
     w = matmul.inputs[1]
-    if matmul.op != "MatMul" or matmul.inputs[0] is not flat or matmul.epilogue or w.const is None \
-            or w.const.ndim != 2 or matmul.attrs.get("b_layout", "KN") != "KN":
+    if perm == NHWC_TO_NCHW_INVERSE and shape == (x.type.size // x.shape[1], x.shape[1]):
+        return _tensordot(trial, node, matmul, x, perm)
+    if shape[0] != x.shape[0]:
         return None
     y_dims = tuple(x.shape[p] for p in perm[1:])
     rows = w.const.reshape(y_dims + (w.shape[1],))
@@ -472,17 +473,42 @@ def _reshape(trial: _Trial, node: Node, x: Value, perm: Perm) -> list[Node] | No
     return [Node("Reshape", node.name, [x], [flat], dict(node.attrs))]
 
 
+def _sole_reader(trial: _Trial, v: Value) -> Node | None:
+    readers = trial.sinker.readers.get(id(v), [])
+    return readers[0] if len(readers) == 1 and id(v) not in trial.sinker.outputs else None
+
+
+def _constant_matrix(w: Value, matmul: Node) -> bool:
+    return w.const is not None and w.const.ndim == 2 and matmul.attrs.get("b_layout", "KN") == "KN" \
+        and np.dtype(w.dtype) == np.float32
+
+
+def _tensordot(trial: _Trial, node: Node, matmul: Node, x: Value, perm: Perm) -> list[Node] | None:
+    """TensorFlow's Dense on NHWC: Reshape to [N*H*W, C] -> MatMul -> Reshape to [N, H, W, K],
+    a 1x1 Conv of the NCHW tensor."""
+    back = _sole_reader(trial, matmul.outputs[0])
+    n, c, h, w = x.shape
+    k = matmul.inputs[1].shape[1]
+    if back is None or back.op != "Reshape" or tuple(back.attrs["shape"]) != (n, h, w, k):
+        return None
+    trial.replacements[id(matmul)] = []
+    trial.replacements[id(back)] = []
+    return trial.emit(back, "Conv", [x, _filters(trial, matmul.inputs[1])], dict(_POINTWISE), [perm])
+
+
+def _filters(trial: _Trial, w: Value) -> Value:
+    """A [C, K] Dense weight as [K, C, 1, 1] 1x1 Conv filters."""
+    filters = np.ascontiguousarray(w.const.T).reshape(w.shape[1], w.shape[0], 1, 1)
+    return Value(trial.sinker.fresh(w.name), const=filters)
+
+
 def _dense(trial: _Trial, node: Node) -> list[Node] | None:
     """y[n, h, w, :] @ W for NHWC y = transpose(x, (0, 2, 3, 1)): a 1x1 Conv of x by W^T."""
     y, w = node.inputs
     source = trial.source(y)
-    if source is None or source[1] != NHWC_TO_NCHW_INVERSE or w.const is None or w.const.ndim != 2 \
-            or node.attrs.get("b_layout", "KN") != "KN" or np.dtype(y.dtype) != np.float32:
+    if source is None or source[1] != NHWC_TO_NCHW_INVERSE or not _constant_matrix(w, node):
         return None
-    filters = np.ascontiguousarray(w.const.T).reshape(w.shape[1], w.shape[0], 1, 1)
-    weight = Value(trial.sinker.fresh(w.name), const=filters)
-    attrs = {"strides": (1, 1), "dilations": (1, 1), "pads": (0, 0, 0, 0), "group": 1}
-    return trial.emit(node, "Conv", [source[0], weight], attrs, [source[1]])
+    return trial.emit(node, "Conv", [source[0], _filters(trial, w)], dict(_POINTWISE), [source[1]])
 
 
 def _layernorm(trial: _Trial, node: Node, perm: Perm) -> list[Node] | None:

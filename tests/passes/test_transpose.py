@@ -304,3 +304,29 @@ def test_zoo_llvm_ir_is_unchanged(name):
     a = lower_to_llvm(_zoo(name), passes=DEFAULT_PIPELINE)
     b = lower_to_llvm(_zoo(name), passes=without)
     assert str(a.optimized) == str(b.optimized)
+
+
+def test_keras_block_through_the_tf_importer():
+    """A Keras 3 model read by hobbit's TF importer: BatchNorm, swish, depthwise conv,
+    LayerNorm, Dense (TensorFlow's Reshape -> MatMul -> Reshape) with gelu, residual Add,
+    ZeroPadding2D, pool, Flatten + Dense. Only the input's Transpose is left, and the
+    compiled graph matches TensorFlow."""
+    import os
+    os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+    import keras
+    import tensorflow as tf
+    from hobbit.frontend.tf.convert import import_tf
+    from tests.frontend.tf.conftest import assert_close, compile_graph, freeze
+
+    inp = keras.Input((12, 12, 3), batch_size=1)
+    r = keras.layers.Activation("swish")(keras.layers.BatchNormalization(beta_initializer="random_normal")(
+        keras.layers.Conv2D(8, 3, padding="same")(inp)))
+    y = keras.layers.LayerNormalization()(keras.layers.DepthwiseConv2D(3, padding="same")(r))
+    y = keras.layers.Dense(8)(keras.layers.Dense(16, activation="gelu")(y))
+    y = keras.layers.Conv2D(8, 3, strides=2)(keras.layers.ZeroPadding2D(1)(keras.layers.Add()([y, r])))
+    y = keras.layers.Flatten()(keras.layers.MaxPooling2D()(y))
+    model = keras.Model(inp, keras.layers.Dense(5, activation="softmax")(y))
+    graph, frozen = freeze(lambda t: model(t, training=False), tf.TensorSpec((1, 12, 12, 3), tf.float32, name="x0"))
+    x = rand(1, 12, 12, 3)
+    assert ops(sink_transposes(import_tf(graph))).count("Transpose") == 1
+    assert_close(compile_graph(import_tf(graph)).run({"x0": x})[0], np.asarray(frozen(tf.constant(x))[0]), 1e-3)
