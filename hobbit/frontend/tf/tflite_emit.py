@@ -12,7 +12,7 @@ from typing import Any
 import numpy as np
 from flatbuffers import number_types as N
 
-from hobbit.errors import GraphStructureError
+from hobbit.errors import GraphStructureError, ShapeError
 from hobbit.frontend.tf.graph import TensorRef, TFNode
 from hobbit.frontend.tf.tflite_model import Operator, Tensor, TFLiteModel
 
@@ -90,7 +90,21 @@ class OpContext:
             )
         return self.emitter.model.tensors[self.op.inputs[i]]
 
+    def static_shape(self, i: int, rank: int) -> tuple[int, ...]:
+        """Input i's shape, which the translation needs to be known and of this rank."""
+        tensor = self.tensor(i)
+        if tensor.shape is None or len(tensor.shape) != rank or any(d <= 0 for d in tensor.shape):
+            raise ShapeError(
+                f"{self.emitter.model.source}: {self.label} writing '{self.base}' needs input {i} "
+                f"('{tensor.name}') to have a known rank-{rank} shape, not {tensor.shape}"
+            )
+        return tensor.shape
+
     def output(self, i: int) -> Tensor:
+        if i >= len(self.op.outputs):
+            raise GraphStructureError(
+                f"{self.emitter.model.source}: {self.label} has no output {i}, which it needs"
+            )
         return self.emitter.model.tensors[self.op.outputs[i]]
 
     def input(self, i: int) -> TensorRef:

@@ -15,6 +15,7 @@ from collections.abc import Callable
 
 import numpy as np
 
+from hobbit.errors import ShapeError
 from hobbit.frontend.tf import tflite_schema as S
 from hobbit.frontend.tf.graph import TensorRef
 from hobbit.frontend.tf.tflite_emit import OpContext
@@ -22,6 +23,9 @@ from hobbit.frontend.tf.tflite_emit import OpContext
 Translation = Callable[[OpContext], list[TensorRef]]
 
 TRANSLATIONS: dict[str, Translation] = {}
+
+# More dims than any TensorFlow kernel takes; a larger count is a damaged file.
+MAX_RANK = 64
 
 
 def translates(*builtins: str):
@@ -148,13 +152,18 @@ def depthwise_conv_2d(c: OpContext) -> list[TensorRef]:
 
 def depthwise_filter(c: OpContext) -> TensorRef:
     """[1, H, W, C*M] -> [H, W, C, M]; output channel c*M+m is the same one in both."""
-    _, h, w, cm = c.tensor(1).shape
+    _, h, w, cm = c.static_shape(1, 4)
     in_shape = c.tensor(0).shape
-    if in_shape is not None and len(in_shape) == 4 and in_shape[3] > 0:
+    if in_shape is not None and len(in_shape) == 4 and 0 < in_shape[3] <= cm and cm % in_shape[3] == 0:
         channels = in_shape[3]
     else:
-        channels = cm // max(c.int_option(S.DepthwiseConv2DOptions.DEPTH_MULTIPLIER, 1), 1)
+        channels = max(cm // max(c.int_option(S.DepthwiseConv2DOptions.DEPTH_MULTIPLIER, 1), 1), 1)
     shape = [h, w, channels, cm // channels]
+    if channels * shape[3] != cm:
+        raise ShapeError(
+            f"{c.emitter.model.source}: {c.label} writing '{c.base}' has {cm} filter channels, "
+            f"not a multiple of its {channels} input channels"
+        )
     value = c.constant(1)
     if value is not None:
         return c.const(value.reshape(shape), value.dtype, "filter")
@@ -188,7 +197,7 @@ def fully_connected(c: OpContext) -> list[TensorRef]:
     dtype = c.dtype(0)
     x = c.input(0)
     in_shape = c.tensor(0).shape
-    depth = c.tensor(1).shape[1]
+    depth = c.static_shape(1, 2)[1]
     flat = in_shape is None or len(in_shape) != 2
     if flat:
         x = reshaped(c, x, [-1, depth], dtype)
@@ -211,7 +220,7 @@ def keep_leading_dims(c: OpContext, y: TensorRef, x: TensorRef) -> TensorRef:
         [shape, c.const([0]), c.const([-1]), c.const([1])],
         T=int32, Index=int32, begin_mask=1, end_mask=0, ellipsis_mask=0, new_axis_mask=0, shrink_axis_mask=0,
     )
-    depth = c.const([c.tensor(1).shape[0]])
+    depth = c.const([c.static_shape(1, 2)[0]])
     full = c.node("ConcatV2", [leading, depth, c.const(0)], N=2, T=int32, Tidx=int32)
     return c.node("Reshape", [y, full], T=dtype, Tshape=int32)
 
@@ -505,7 +514,10 @@ def strided_slice(c: OpContext) -> list[TensorRef]:
     if c.has_input(3):
         step = c.input(3)
     else:
-        step = c.const(np.ones(c.tensor(1).shape, dtype=index), index, "strides")
+        (count,) = c.static_shape(1, 1)
+        if count > MAX_RANK:
+            raise ShapeError(f"{c.emitter.model.source}: {c.label} writing '{c.base}' slices {count} dims")
+        step = c.const(np.ones(count, dtype=index), index, "strides")
     return [
         c.node(
             "StridedSlice",
