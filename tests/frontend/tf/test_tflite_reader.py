@@ -245,3 +245,27 @@ def test_untranslated_builtin_becomes_a_tflite_node():
     (node,) = [n for n in graph.nodes.values() if n.op.startswith("TFLite:")]
     assert node.op == "TFLite:TOPK_V2"
     assert graph.outputs[0].ref.node == node.name
+
+
+END_TO_END = [
+    "conv_same_relu", "conv_relu_n1_to_1", "depthwise_multiplier2_stride2", "transpose_conv_same_stride2",
+    "dense_3d", "pools", "softmax", "hard_swish", "gelu_exact", "strided_slice_masks", "split_and_split_v",
+    "resize_bilinear_half_pixel", "shape_fill_cast",
+]
+
+
+@pytest.mark.parametrize("case", END_TO_END)
+def test_compiled_matches_interpreter(case, tmp_path):
+    """The .tflite file through hobbit.compile (reader, TF converters, codegen)."""
+    import hobbit
+
+    fn, specs, _ = CASES[case]
+    content = convert(fn, specs)
+    path = tmp_path / "model.tflite"
+    path.write_bytes(content)
+    feeds = _feeds(content)
+    if case in FEED_RANGE:
+        feeds = {k: FEED_RANGE[case](v) for k, v in feeds.items()}
+    got = hobbit.compile(str(path)).run(feeds)
+    for g, e in zip(got, run_interpreter(content, feeds), strict=True):
+        np.testing.assert_allclose(g, e, rtol=1e-4, atol=1e-5 * max(1.0, float(np.max(np.abs(e)))))
