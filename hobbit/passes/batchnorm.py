@@ -4,7 +4,13 @@ Inference BatchNorm is y = x*s + t per channel (s = scale/sqrt(var+eps),
 t = B - mean*s). After a Conv whose weights are constant, s scales each output
 channel's filter and t becomes the bias: the BN disappears. After a MatMul
 with a constant 2-D right operand the same holds for its columns. Any other
-BatchNorm is rewritten to Mul+Add, which fusion can still merge into a producer."""
+BatchNorm is rewritten to Mul+Add, which fusion can still merge into a producer.
+
+Keras 3 and TFLite write inference BatchNorm (and a conv's bias) as separate Mul, Add,
+Sub and Div by per-channel constants. Right after such a Conv they fold the same way,
+into its filters and bias, so an imported Keras network computes exactly what the same
+network from ONNX does; fused as epilogue steps instead, each would cost an operation
+per output element on every run."""
 
 from __future__ import annotations
 
@@ -24,6 +30,8 @@ def fold_batchnorm(graph: Graph) -> Graph:
     uses = use_counts(graph)
     kept: list[Node] = []
     for node in graph.nodes:
+        if node.op in _AFFINE and _fold_affine(node, kept, uses):
+            continue
         if node.op != "BatchNormalization":
             kept.append(node)
             continue
@@ -60,6 +68,56 @@ def _fold_into(producer: Node, bn: Node) -> bool:
         producer.epilogue.append(EpilogueStep("Add", shift, {}, bn.name))
         return True
     return False
+
+
+_AFFINE = ("Mul", "Div", "Add", "Sub")
+
+
+def _fold_affine(node: Node, kept: list[Node], uses: dict[int, int]) -> bool:
+    """Fold `node`, an element-wise op of a Conv's output (read only here) and a per-channel
+    constant, into that Conv's filters (Mul, Div) or bias (Add, Sub)."""
+    for position in (0, 1):
+        x, c = node.inputs[position], node.inputs[1 - position]
+        conv = x.producer
+        if c.const is None or conv is None or conv.op != "Conv" or conv not in kept or uses.get(id(x)) != 1:
+            continue
+        if (position == 1 and node.op in ("Sub", "Div")) or not _foldable_conv(conv):
+            continue
+        per_channel = _per_channel(c.const, x.shape)
+        if per_channel is None or np.dtype(x.dtype).kind != "f" or node.outputs[0].dtype != x.dtype:
+            continue
+        w = conv.inputs[1].const.astype(np.float64)
+        bias = conv.inputs[2] if len(conv.inputs) > 2 else None
+        b = bias.const.astype(np.float64) if bias is not None else np.zeros(w.shape[0])
+        if node.op in ("Mul", "Div"):
+            scale = per_channel if node.op == "Mul" else 1.0 / per_channel
+            w, b = w * scale.reshape(-1, *(1,) * (w.ndim - 1)), b * scale
+        else:
+            b = b + per_channel if node.op == "Add" else b - per_channel
+        dtype = x.dtype
+        conv.inputs = [conv.inputs[0], Value(f"{node.name}/folded_W", const=w.astype(dtype)),
+                       Value(f"{node.name}/folded_B", const=b.astype(dtype))]
+        conv.outputs[0] = node.outputs[0]
+        node.outputs[0].producer = conv
+        return True
+    return False
+
+
+def _foldable_conv(conv: Node) -> bool:
+    return (not conv.epilogue and conv.inputs[1].const is not None
+            and all(v is None or v.const is not None for v in conv.inputs[2:]))
+
+
+def _per_channel(c: np.ndarray, shape: tuple) -> np.ndarray | None:
+    """The constant as one value per output channel (axis 1 of `shape`), if it broadcasts
+    only along that axis and does not change the output's shape."""
+    if c.ndim > len(shape):
+        return None
+    full = c.reshape((1,) * (len(shape) - c.ndim) + c.shape)
+    channels = shape[1]
+    if any(d != 1 for axis, d in enumerate(full.shape) if axis != 1) or full.shape[1] not in (1, channels):
+        return None
+    return np.broadcast_to(full.reshape(-1).astype(np.float64), (channels,))
 
 
 def decompose_batchnorm(bn: Node) -> list[Node]:

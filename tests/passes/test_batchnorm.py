@@ -109,3 +109,40 @@ def test_conv_with_runtime_weights_is_not_folded() -> None:
     x, w = rand(1, 3, 5, 5), rand(4, 3, 3, 3, seed=1)
     nodes = [helper.make_node("Conv", ["x", "w"], ["c"], name="conv"), _bn("c", "y")]
     _check(nodes, {"x": x, "w": w}, ["y"], _bn_params(4), ["Conv", "Mul", "Add"])
+
+
+def _conv_then(steps: list[tuple[str, str, bool]], consts: dict[str, np.ndarray]):
+    """Conv, then element-wise steps (op, constant name, constant first?) in a chain ending in y."""
+    nodes = [helper.make_node("Conv", ["x", "w"], ["t0"], name="conv", pads=[1, 1, 1, 1])]
+    for i, (op, const, first) in enumerate(steps):
+        out = "y" if i == len(steps) - 1 else f"t{i + 1}"
+        nodes.append(helper.make_node(op, [const, f"t{i}"] if first else [f"t{i}", const], [out], name=f"{op}{i}"))
+    return nodes, {"x": rand(2, 3, 6, 6)}, {"w": rand(4, 3, 3, 3, seed=1), **consts}
+
+
+def test_decomposed_batchnorm_folds_into_the_conv() -> None:
+    """Keras 3's inference BatchNorm: Sub mean, Mul by gamma/sqrt(var+eps), Add beta; and a Div,
+    per channel in the shapes a converter writes them: (C,1,1), (1,C,1,1), a scalar."""
+    consts = {"mean": rand(4, 1, 1, seed=3), "inv": rand(1, 4, 1, 1, seed=4) + 1.5, "beta": rand(4, 1, 1, seed=5),
+              "half": np.array(2.0, np.float32), "one": np.ones((1, 4, 1, 1), np.float32)}
+    nodes, feeds, inits = _conv_then([("Sub", "mean", False), ("Mul", "inv", True), ("Add", "beta", True),
+                                      ("Div", "half", False), ("Mul", "one", False)], consts)
+    graph = _check(nodes, feeds, ["y"], inits, ["Conv"])
+    assert graph.nodes[0].outputs[0] is graph.outputs[0]
+
+
+@pytest.mark.parametrize("step, const", [
+    (("Mul", "spatial", False), {"spatial": rand(1, 1, 6, 6, seed=3)}),  # not per channel
+    (("Sub", "c", True), {"c": rand(4, 1, 1, seed=3)}),  # c - conv negates the filters: left alone
+    (("Div", "c", True), {"c": rand(4, 1, 1, seed=3)}),
+    (("Add", "per_sample", False), {"per_sample": rand(2, 4, 1, 1, seed=3)}),  # differs along the batch
+])
+def test_what_is_not_per_channel_stays(step, const) -> None:
+    nodes, feeds, inits = _conv_then([step], const)
+    _check(nodes, feeds, ["y"], inits, ["Conv", step[0]])
+
+
+def test_a_conv_read_twice_keeps_its_affine_step() -> None:
+    nodes, feeds, inits = _conv_then([("Mul", "s", False)], {"s": rand(4, 1, 1, seed=3)})
+    nodes.append(helper.make_node("Relu", ["t0"], ["r"], name="relu"))
+    _check(nodes, feeds, ["y", "r"], inits, ["Conv", "Mul", "Relu"])
