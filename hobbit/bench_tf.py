@@ -195,14 +195,23 @@ def _tensorflow_engine(tf: Any, source: TFSource, feeds: dict[str, np.ndarray], 
     if source.format == "tflite":
         interpreter = tf.lite.Interpreter(model_path=os.fspath(source.model), num_threads=threads)
         interpreter.allocate_tensors()
-        ins = {d["name"]: d["index"] for d in interpreter.get_input_details()}
-        outs = {d["name"]: d["index"] for d in interpreter.get_output_details()}
+        signatures = list(interpreter.get_signature_list())
+        if signatures:  # hobbit names the inputs and outputs after the signature then (tflite.py)
+            key = "serving_default" if "serving_default" in signatures else signatures[0]
+            runner = interpreter.get_signature_runner(key)
 
-        def run_tflite() -> list[np.ndarray]:
-            for name, array in feeds.items():
-                interpreter.set_tensor(ins[name], array)
-            interpreter.invoke()
-            return [interpreter.get_tensor(outs[name]) for name in names]
+            def run_tflite() -> list[np.ndarray]:
+                results = runner(**feeds)
+                return [results[name] for name in names]
+        else:
+            ins = {d["name"]: d["index"] for d in interpreter.get_input_details()}
+            outs = {d["name"]: d["index"] for d in interpreter.get_output_details()}
+
+            def run_tflite() -> list[np.ndarray]:
+                for name, array in feeds.items():
+                    interpreter.set_tensor(ins[name], array)
+                interpreter.invoke()
+                return [interpreter.get_tensor(outs[name]) for name in names]
 
         yield run_tflite, lambda: _onnx_export(None, [], [], tflite=os.fspath(source.model))
         return

@@ -44,7 +44,7 @@ def test_run_takes_every_format(name, saved, tmp_path, capsys) -> None:
     root, model = saved
     x = np.random.default_rng(1).random(IMAGE, dtype=np.float32)
     np.save(tmp_path / "x.npy", x)
-    input_name = "serving_default_image:0" if name == "model.tflite" else "image"
+    input_name = "image"
     argv = ["run", str(root / name), "--input", f"{input_name}={tmp_path / 'x.npy'}", "--runs", "1"]
     if name in ("saved", "model.keras", "model.tflite"):
         argv += ["--input-shape", f"{input_name}={'x'.join(map(str, IMAGE))}"]

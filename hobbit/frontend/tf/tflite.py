@@ -78,4 +78,4 @@ def _placeholder(emitter: Emitter, model: TFLiteModel, index: int) -> TFTensor:
 
 def _declared(model: TFLiteModel, index: int, ref: TensorRef) -> TFTensor:
     tensor = model.tensors[index]
-    return TFTensor(tensor.name, ref, tensor.dtype, tensor.signature)
+    return TFTensor(model.signature_names.get(index, tensor.name), ref, tensor.dtype, tensor.signature)

@@ -46,6 +46,9 @@ class TFLiteModel:
     inputs: list[int]
     outputs: list[int]
     subgraph_count: int
+    # Tensor index -> its name in the model's signature (what TensorFlow's converter calls
+    # a Keras input or a SavedModel signature's key), for subgraph 0's inputs and outputs.
+    signature_names: dict[int, str]
 
 
 def decode_model(data: bytes | memoryview, source: str) -> TFLiteModel:
@@ -72,7 +75,28 @@ def decode_model(data: bytes | memoryview, source: str) -> TFLiteModel:
     ]
     inputs = _tensor_indices(fb, graph, S.SubGraphField.INPUTS, "subgraph 0's inputs", len(tensors))
     outputs = _tensor_indices(fb, graph, S.SubGraphField.OUTPUTS, "subgraph 0's outputs", len(tensors))
-    return TFLiteModel(source, tensors, operators, inputs, outputs, len(subgraphs))
+    names = _signature_names(model, len(tensors))
+    return TFLiteModel(source, tensors, operators, inputs, outputs, len(subgraphs), names)
+
+
+def _signature_names(model: Table, tensor_count: int) -> dict[int, str]:
+    """The names of subgraph 0's signature (serving_default if it has several), when every
+    name is unique and every index in range; else none, and tensors keep their own names."""
+    signatures = [t for t in model.tables(S.ModelField.SIGNATURE_DEFS, "signature def")
+                  if t.scalar(S.SignatureDefField.SUBGRAPH_INDEX, N.Uint32Flags, 0) == 0]
+    if not signatures:
+        return {}
+    keys = [t.string(S.SignatureDefField.SIGNATURE_KEY, f"{t.part}'s key") for t in signatures]
+    chosen = signatures[keys.index("serving_default")] if "serving_default" in keys else signatures[0]
+    names: dict[int, str] = {}
+    for field in (S.SignatureDefField.INPUTS, S.SignatureDefField.OUTPUTS):
+        for entry in chosen.tables(field, "signature tensor"):
+            name = entry.string(S.TensorMapField.NAME, f"{entry.part}'s name")
+            index = entry.scalar(S.TensorMapField.TENSOR_INDEX, N.Uint32Flags, 0)  # 0 is not written
+            if not name or index >= tensor_count or index in names:
+                return {}
+            names[index] = name
+    return names if len(set(names.values())) == len(names) else {}
 
 
 def _opcode(table: Table) -> tuple[str, str | None, int]:

@@ -17,6 +17,19 @@ class ModelField:
     OPERATOR_CODES = 1
     SUBGRAPHS = 2
     BUFFERS = 4
+    SIGNATURE_DEFS = 7
+
+
+class SignatureDefField:
+    INPUTS = 0
+    OUTPUTS = 1
+    SIGNATURE_KEY = 2
+    SUBGRAPH_INDEX = 4
+
+
+class TensorMapField:
+    NAME = 0
+    TENSOR_INDEX = 1
 
 
 class SubGraphField:

@@ -206,6 +206,23 @@ def test_inputs_and_outputs_are_the_interpreters():
     assert {graph.nodes[t.ref.node].op for t in graph.inputs} == {"Placeholder"}
 
 
+def test_inputs_and_outputs_take_their_signature_names():
+    """A model converted from Keras has a signature: its names (the Keras input's, output_0)
+    are the model's, as they are for the same model's SavedModel; its tensors' own names
+    ('serving_default_image:0') are the converter's."""
+    import keras
+
+    image = keras.Input((4, 4, 2), name="image")
+    model = keras.Model(image, keras.layers.Dense(3)(image))
+    content = tf.lite.TFLiteConverter.from_keras_model(model).convert()
+    graph = read_tflite(content)
+    signature = interpreter(content).get_signature_list()["serving_default"]
+    assert [t.name for t in graph.inputs] == signature["inputs"] == ["image"]
+    assert [t.name for t in graph.outputs] == signature["outputs"]
+    details = interpreter(content).get_input_details()
+    assert graph.inputs[0].ref.node == details[0]["name"] != "image"
+
+
 def test_constants_are_the_interpreters_tensors():
     content = convert(lambda x: tf.nn.relu(conv(x)) * weights(4), [IMAGE])
     model = decode_model(content, "model.tflite")

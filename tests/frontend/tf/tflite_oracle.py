@@ -55,7 +55,6 @@ def evaluate(graph: TFGraph, feeds: dict[str, np.ndarray]) -> list[np.ndarray]:
     which must be exactly those TensorFlow's op definition has (none unknown, none
     required missing, type attributes equal to the operands' types)."""
     results: dict[str, list] = {}
-    placeholders = {t.ref.node: t.name for t in graph.inputs}
 
     def value(ref: TensorRef):
         if ref.node not in results:
@@ -66,7 +65,7 @@ def evaluate(graph: TFGraph, feeds: dict[str, np.ndarray]) -> list[np.ndarray]:
         if node.op == "Const":
             return [tf.constant(node.attrs["value"])]
         if node.op == "Placeholder":
-            return [tf.constant(feeds[placeholders[node.name]])]
+            return [tf.constant(feeds[node.name])]  # feeds are keyed by tensor name, as the interpreter names them
         return _run_raw(node, [value(r) for r in node.inputs])
 
     return [np.asarray(value(t.ref)) for t in graph.outputs]
