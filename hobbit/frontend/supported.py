@@ -8,7 +8,10 @@ from __future__ import annotations
 import onnx
 
 import hobbit.frontend.onnx_ops  # noqa: F401  (its converters fill the converter table)
+import hobbit.frontend.tf.tf_ops  # noqa: F401  (the TensorFlow converters fill theirs)
 from hobbit.frontend.converters import table
+from hobbit.frontend.tf.converters import supported_ops as tf_ops
+from hobbit.frontend.tf.tflite_ops import TRANSLATIONS
 
 
 def supported_ops_markdown() -> str:
@@ -29,7 +32,21 @@ def supported_ops_markdown() -> str:
               "dtypes are supported). Operators above also fall back to their body when their converter",
               "declines an attribute value.", "",
               ", ".join(expanded), "", f"{len(expanded)} operators."]
-    return "\n".join(lines) + "\n"
+    return "\n".join(lines + _tensorflow_lines()) + "\n"
+
+
+def _tensorflow_lines() -> list[str]:
+    ops, builtins = tf_ops(), sorted(TRANSLATIONS)
+    return ["", "# Supported TensorFlow operators", "",
+            "Frozen GraphDefs, SavedModels and Keras files (through their SavedModel export) are imported",
+            "op by op from TensorFlow's own graph; a SavedModel's function calls are inlined first and its",
+            "variables read from the checkpoint. Shape arithmetic (Shape, StridedSlice of shapes, Fill,",
+            "Range ...) on static shapes is folded at import.", "",
+            ", ".join(ops), "", f"{len(ops)} operators.", "",
+            "# Supported TFLite builtins (float models)", "",
+            "Each builtin is translated into the TensorFlow operators above (a fused activation into its",
+            "own op), so both formats share one set of converters; quantized models are refused.", "",
+            ", ".join(builtins), "", f"{len(builtins)} builtins."]
 
 
 def function_ops() -> list[str]:
