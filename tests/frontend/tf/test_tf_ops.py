@@ -8,7 +8,8 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from tests.frontend.tf.conftest import check_against_tf
+from hobbit.frontend.tf.convert import import_tf
+from tests.frontend.tf.conftest import check_against_tf, compile_graph, freeze
 
 RNG = np.random.default_rng(0)
 
@@ -466,3 +467,115 @@ def test_space_to_batch_and_back(block, paddings):
 def test_space_to_batch_alone():
     check_against_tf(lambda x: tf.space_to_batch_nd(x, [2, 2], [[1, 1], [0, 2]]), rand(2, 4, 4, 3),
                      op="SpaceToBatchND")
+
+
+# -- ops the TFLite translations emit ---------------------------------------------------
+
+
+@pytest.mark.parametrize("fn,op", [(tf.reduce_all, "All"), (tf.reduce_any, "Any")])
+@pytest.mark.parametrize("axes,keep_dims", [([1], False), ([0, 2], True), (-1, True), ([], False)])
+def test_logical_reductions(fn, op, axes, keep_dims):
+    x = rand(3, 4, 5)
+    x[1] = 1.0  # a row that is all true, for All
+    check_against_tf(lambda x: tf.cast(fn(x > -0.5, axes, keepdims=keep_dims), tf.float32), x, op=op)
+
+
+def test_logical_reduction_of_an_empty_dim():
+    check_against_tf(lambda x: tf.cast(tf.stack([tf.reduce_all(x > 0, 1), tf.reduce_any(x > 0, 1)]), tf.float32),
+                     rand(2, 0, 3), op="All")
+
+
+SPECIAL = np.array([0.0, -0.0, 1.0, -1.0, 2.5, -0.3, np.inf, -np.inf, np.nan], np.float32)
+
+
+def test_atan2_of_every_quadrant_and_special_value():
+    y, x = (v.reshape(-1).copy() for v in np.meshgrid(SPECIAL, SPECIAL, indexing="ij"))
+    specs = [tf.TensorSpec(y.shape, tf.float32, name="x0"), tf.TensorSpec(x.shape, tf.float32, name="x1")]
+    graph, frozen = freeze(tf.math.atan2, *specs)
+    assert "Atan2" in {n.op for n in graph.nodes.values()}
+    want = np.asarray(frozen(tf.constant(y), tf.constant(x))[0])
+    (got,) = compile_graph(import_tf(graph)).run({"x0": y, "x1": x})
+    np.testing.assert_allclose(got, want, rtol=1e-6, atol=0)
+    np.testing.assert_array_equal(np.signbit(got), np.signbit(want))
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_atan2_broadcast(dtype):
+    check_against_tf(tf.math.atan2, (rand(3, 4) * 3).astype(dtype), (rand(4) * 3).astype(dtype), op="Atan2")
+
+
+@pytest.mark.parametrize("axis", [0, 1, -1])
+@pytest.mark.parametrize("exclusive,reverse", [(False, False), (True, False), (False, True), (True, True)])
+def test_cumsum(axis, exclusive, reverse):
+    check_against_tf(lambda x: tf.cumsum(x, axis, exclusive=exclusive, reverse=reverse), rand(3, 4, 5), op="Cumsum")
+
+
+def test_cumsum_int():
+    check_against_tf(lambda x: tf.cumsum(x, 1, exclusive=True), RNG.integers(-9, 9, (2, 6)).astype(np.int32),
+                     op="Cumsum")
+
+
+@pytest.mark.parametrize("block,shape", [(2, (1, 3, 4, 8)), (3, (2, 2, 2, 9)), (2, (1, 2, 3, 12))])
+def test_depth_to_space(block, shape):
+    check_against_tf(lambda x: tf.nn.depth_to_space(x, block), rand(*shape), op="DepthToSpace")
+
+
+@pytest.mark.parametrize("block,shape", [(2, (1, 4, 6, 3)), (3, (2, 6, 3, 2)), (2, (1, 2, 2, 5))])
+def test_space_to_depth(block, shape):
+    check_against_tf(lambda x: tf.nn.space_to_depth(x, block), rand(*shape), op="SpaceToDepth")
+
+
+@pytest.mark.parametrize("op", ["DepthToSpace", "SpaceToDepth"])
+def test_block_rearrangement_nchw(op):
+    """TensorFlow's CPU kernels take only NHWC, so the NCHW graph is checked against the
+    NHWC op between transposes."""
+    fn = getattr(tf.nn, "depth_to_space" if op == "DepthToSpace" else "space_to_depth")
+    x = rand(1, 8, 4, 6) if op == "DepthToSpace" else rand(1, 2, 4, 6)
+    graph, _ = freeze(lambda x: fn(x, 2, data_format="NCHW"), tf.TensorSpec(x.shape, tf.float32, name="x0"))
+    assert op in {n.op for n in graph.nodes.values()}
+    want = np.transpose(fn(np.transpose(x, (0, 2, 3, 1)), 2).numpy(), (0, 3, 1, 2))
+    (got,) = compile_graph(import_tf(graph)).run({"x0": x})
+    np.testing.assert_array_equal(got, want)
+
+
+@pytest.mark.parametrize("indices", [[[1, 0], [0, 2]], [[1], [0]], [[[0, 1, 3]], [[1, 2, 0]]], [[0, 2, 1]]])
+def test_gather_nd(indices):
+    idx = tf.constant(indices, tf.int32)
+    check_against_tf(lambda x: tf.gather_nd(x, idx), rand(2, 3, 4), op="GatherNd")
+
+
+def test_gather_nd_of_an_index_input():
+    check_against_tf(tf.gather_nd, rand(3, 4), np.array([[2, 1], [0, 3], [1, 1]], np.int64), op="GatherNd")
+
+
+@pytest.mark.parametrize("axis", [[0], [1], [-1], [0, 2], [], [0, 1, 2]])
+def test_reverse_v2(axis):
+    check_against_tf(lambda x: tf.reverse(x, axis), rand(2, 3, 4), op="ReverseV2")
+
+
+@pytest.mark.parametrize("axis,batch_dims,shape,indices", [
+    (2, 1, (2, 3, 4), [[3, 0], [1, 1]]), (3, 1, (2, 3, 2, 5), [[4, 0, 2], [1, 1, 3]]),
+    (3, 2, (2, 3, 2, 5), [[[4, 0], [1, 2], [3, 3]], [[0, 1], [2, 2], [4, 4]]]),
+    (2, 1, (2, 3, 4), [[[3], [0]], [[1], [2]]]), (-1, -1, (2, 3, 4), [[3, 0], [1, 1]])])
+def test_gather_v2_batch_dims_below_axis(axis, batch_dims, shape, indices):
+    idx = tf.constant(indices, tf.int32)
+    check_against_tf(lambda x: tf.gather(x, idx, axis=axis, batch_dims=batch_dims), rand(*shape), op="GatherV2")
+
+
+@pytest.mark.parametrize("dtype", [np.int32, np.int64])
+def test_floor_div_int(dtype):
+    a = np.array([[7, -7, 7, -7, 6, -6, 0, 0, 1, -1, 2147483647 // 2, -(2 ** 30)]], dtype)
+    b = np.array([[2, 2, -2, -2, 3, -3, 5, -5, 7, 7, 3, 7]], dtype)
+    check_against_tf(tf.math.floordiv, a, b, op="FloorDiv")
+
+
+def test_floor_div_int_broadcast():
+    a = RNG.integers(-50, 50, (3, 4)).astype(np.int32)
+    b = (RNG.integers(1, 7, (4,)) * np.array([1, -1, 1, -1])).astype(np.int32)
+    check_against_tf(tf.math.floordiv, a, b, op="FloorDiv")
+
+
+@pytest.mark.parametrize("depth_radius,bias,alpha,beta", [(5, 1.0, 1.0, 0.5), (2, 2.0, 1e-2, 0.75), (0, 0.5, 0.3, 1.0)])
+def test_lrn(depth_radius, bias, alpha, beta):
+    check_against_tf(lambda x: tf.nn.local_response_normalization(x, depth_radius, bias, alpha, beta),
+                     rand(1, 3, 4, 9), op="LRN")

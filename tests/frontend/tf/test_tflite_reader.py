@@ -114,10 +114,30 @@ CASES = {
     "shape_fill_cast": (
         lambda x: tf.fill(tf.shape(x), 2.0) * tf.cast(x > 0.0, tf.float32),
         [spec(None, 4)], {"Shape", "Fill", "Cast"}),
+    "logical_reductions": (
+        lambda x: tf.concat([tf.cast(tf.reduce_all(x > -1.0, 1), tf.float32),
+                             tf.cast(tf.reduce_any(x > 1.0, [1, 2]), tf.float32)[:, tf.newaxis]], axis=1),
+        [spec(4, 3, 2)], {"All", "Any"}),
+    "atan2": (lambda y, x: tf.math.atan2(y, x), [spec(3, 5), spec(3, 5)], {"Atan2"}),
+    "cumsum": (
+        lambda x: [tf.cumsum(x, 1), tf.cumsum(x, 0, exclusive=True, reverse=True)], [spec(3, 4)], {"Cumsum"}),
+    "depth_to_space": (lambda x: tf.nn.depth_to_space(x, 2), [spec(1, 3, 4, 8)], {"DepthToSpace"}),
+    "space_to_depth": (lambda x: tf.nn.space_to_depth(x, 2), [spec(1, 4, 6, 3)], {"SpaceToDepth"}),
+    "gather_nd": (lambda x: tf.gather_nd(x, [[1, 0], [0, 2], [1, 1]]), [spec(2, 3, 4)], {"GatherNd"}),
+    "reverse": (lambda x: [tf.reverse(x, [1]), tf.reverse(x, [-1])], [spec(2, 3, 4)], {"ReverseV2"}),
+    "local_response_normalization": (
+        lambda x: tf.nn.local_response_normalization(x, 2, 1.0, 0.1, 0.75), [spec(1, 3, 3, 7)], {"LRN"}),
+    "floor_div_int": (
+        lambda a: tf.math.floordiv(a, tf.constant([3, -2, 5, -4])), [tf.TensorSpec([3, 4], tf.int32)], {"FloorDiv"}),
+    "gather_batch_dims_below_axis": (
+        lambda x, i: tf.gather(x, i, axis=2, batch_dims=1),
+        [spec(2, 3, 4), tf.TensorSpec([2, 2], tf.int32)], {"GatherV2"}),
 }
 
-# Inputs the case needs: positive ones for logs and roots, wide ones to reach 6 in relu6.
-FEED_RANGE = {"unary_math": lambda v: np.abs(v) + 0.1, "relu6": lambda v: v * 5.0}
+# Inputs the case needs: positive ones for logs and roots, wide ones to reach 6 in relu6,
+# negative and positive dividends.
+FEED_RANGE = {"unary_math": lambda v: np.abs(v) + 0.1, "relu6": lambda v: v * 5.0,
+              "floor_div_int": lambda v: v * 9 - 10}
 
 # What each case must contain, so that the builtin (or option) it is named for is tested.
 BUILTINS = {
@@ -146,6 +166,16 @@ BUILTINS = {
     "unary_math": {"EXP", "LOG", "MAXIMUM", "MINIMUM", "NEG", "POW", "RSQRT", "SQRT", "SQUARE",
                    "SQUARED_DIFFERENCE"},
     "shape_fill_cast": {"CAST", "FILL", "SHAPE"},
+    "logical_reductions": {"REDUCE_ALL", "REDUCE_ANY"},
+    "atan2": {"ATAN2"},
+    "cumsum": {"CUMSUM"},
+    "depth_to_space": {"DEPTH_TO_SPACE"},
+    "space_to_depth": {"SPACE_TO_DEPTH"},
+    "gather_nd": {"GATHER_ND"},
+    "reverse": {"REVERSE_V2"},
+    "local_response_normalization": {"LOCAL_RESPONSE_NORMALIZATION"},
+    "floor_div_int": {"FLOOR_DIV"},
+    "gather_batch_dims_below_axis": {"GATHER"},
 }
 
 
@@ -267,7 +297,9 @@ def test_untranslated_builtin_becomes_a_tflite_node():
 END_TO_END = [
     "conv_same_relu", "conv_relu_n1_to_1", "depthwise_multiplier2_stride2", "transpose_conv_same_stride2",
     "dense_3d", "pools", "softmax", "hard_swish", "gelu_exact", "strided_slice_masks", "split_and_split_v",
-    "resize_bilinear_half_pixel", "shape_fill_cast",
+    "resize_bilinear_half_pixel", "shape_fill_cast", "logical_reductions", "atan2", "cumsum", "depth_to_space",
+    "space_to_depth", "gather_nd", "reverse", "local_response_normalization", "floor_div_int",
+    "gather_batch_dims_below_axis",
 ]
 
 

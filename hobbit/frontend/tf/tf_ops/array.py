@@ -10,6 +10,7 @@ import numpy as np
 
 from hobbit.frontend.onnx_types import Unsupported
 from hobbit.frontend.tf.converters import tf_converter
+from hobbit.frontend.tf.tf_ops.layout import data_format, from_nhwc, to_nhwc
 from hobbit.frontend.tf.tf_ops.operands import axis, const_int, const_ints, reshape
 
 
@@ -309,7 +310,9 @@ def _reversed_part(ctx, x, dim: int, start: int, count: int):
 
 @tf_converter("GatherV2", "Gather")
 def gather(ctx, node, ins):
-    """batch_dims 0 is hobbit's Gather; batch_dims == axis is a GatherND over the batch dims."""
+    """batch_dims 0 is hobbit's Gather; batch_dims == axis is a GatherND over the batch dims;
+    batch_dims below axis moves the gathered dim to just after the batch dims first, and
+    the index dims back to where the gathered dim was after."""
     params, indices = ins[0], ins[1]
     rank = len(params.shape)
     index = const_int(ctx, ins[2], "GatherV2 axis") if node.op == "GatherV2" else 0
@@ -319,10 +322,52 @@ def gather(ctx, node, ins):
         batch_dims += len(indices.shape)
     if batch_dims == 0:
         return [ctx.emit1("Gather", [params, indices], {"axis": dim})]
-    if batch_dims != dim:
-        raise Unsupported(f"GatherV2 with batch_dims {batch_dims} and axis {dim}")
+    if not 0 < batch_dims <= dim or batch_dims > len(indices.shape):
+        raise Unsupported(f"GatherV2 with batch_dims {batch_dims} and axis {dim} of {params.type}")
+    if batch_dims == dim:
+        return [_batch_gather(ctx, params, indices, batch_dims)]
+    between = list(range(batch_dims, dim))
+    perm = list(range(batch_dims)) + [dim] + between + list(range(dim + 1, rank))
+    moved = ctx.emit1("Transpose", [params], {"perm": tuple(perm)})
+    gathered = _batch_gather(ctx, moved, indices, batch_dims)
+    index_dims = list(range(batch_dims, len(indices.shape)))
+    middle = [batch_dims + len(index_dims) + i for i in range(len(between))]
+    rest = list(range(batch_dims + len(index_dims) + len(between), len(gathered.shape)))
+    back = list(range(batch_dims)) + middle + index_dims + rest
+    return [ctx.emit1("Transpose", [gathered], {"perm": tuple(back)})]
+
+
+def _batch_gather(ctx, params, indices, batch_dims: int):
+    """GatherV2 with axis == batch_dims: each index picks along the dim after the batch dims."""
     expanded = reshape(ctx, indices, tuple(indices.shape) + (1,))
-    return [ctx.emit1("GatherND", [params, expanded], {"batch_dims": batch_dims})]
+    return ctx.emit1("GatherND", [params, expanded], {"batch_dims": batch_dims})
+
+
+@tf_converter("GatherNd")
+def gather_nd(ctx, node, ins):
+    """TF's GatherNd has no batch dims (tf.gather_nd builds those from other ops)."""
+    policy = node.attrs.get("bad_indices_policy", "")
+    policy = policy.decode() if isinstance(policy, bytes) else policy
+    if policy not in ("", "DEFAULT", "ERROR"):
+        raise Unsupported(f"GatherNd bad_indices_policy {policy!r}")
+    params, indices = ins
+    if not indices.shape or indices.shape[-1] > len(params.shape):
+        raise Unsupported(f"GatherNd indices {indices.type} do not fit params {params.type}")
+    return [ctx.emit1("GatherND", [params, indices], {"batch_dims": 0})]
+
+
+@tf_converter("ReverseV2")
+def reverse_v2(ctx, node, ins):
+    """A Slice stepping backwards along every reversed dim."""
+    x, axes_value = ins
+    rank = len(x.shape)
+    dims = {axis(a, rank, "ReverseV2 axis") for a in const_ints(ctx, axes_value, "ReverseV2 axis")}
+    dims = {d for d in dims if x.shape[d] > 1}
+    if not dims:
+        return [x]
+    starts = [x.shape[d] - 1 if d in dims else 0 for d in range(rank)]
+    steps = [-1 if d in dims else 1 for d in range(rank)]
+    return [_slice(ctx, x, starts, steps, list(x.shape))]
 
 
 @tf_converter("Shape")
@@ -432,3 +477,40 @@ def batch_to_space(ctx, node, ins):
     if any(s < 0 for s in sizes):
         raise Unsupported(f"BatchToSpaceND crops {crops} exceed the dims {full}")
     return [_slice(ctx, joined, starts, [1] * len(starts), sizes)]
+
+
+def _block_size(node, x, what: str) -> tuple[int, str]:
+    size = int(node.attrs.get("block_size", 0))
+    if size < 2:
+        raise Unsupported(f"{what} block_size {size} (it must be at least 2)")
+    fmt = data_format(node)
+    if len(x.shape) != 4:
+        raise Unsupported(f"{what} of a rank-{len(x.shape)} tensor (it takes 4-D images)")
+    return size, fmt
+
+
+@tf_converter("DepthToSpace")
+def depth_to_space(ctx, node, ins):
+    """NHWC [N, H, W, b*b*C] -> [N, H*b, W*b, C]: channel (i*b + j)*C + c goes to pixel
+    (i, j) of its block (ONNX's DCR order), as reshape, transpose, reshape."""
+    b, fmt = _block_size(node, ins[0], "DepthToSpace")
+    x = to_nhwc(ctx, ins[0], fmt)
+    n, h, w, c = x.shape
+    if c % (b * b):
+        raise Unsupported(f"DepthToSpace of {c} channels, not a multiple of block_size² {b * b}")
+    blocks = reshape(ctx, x, (n, h, w, b, b, c // (b * b)))
+    moved = ctx.emit1("Transpose", [blocks], {"perm": (0, 1, 3, 2, 4, 5)})
+    return [from_nhwc(ctx, reshape(ctx, moved, (n, h * b, w * b, c // (b * b))), fmt)]
+
+
+@tf_converter("SpaceToDepth")
+def space_to_depth(ctx, node, ins):
+    """DepthToSpace's inverse: NHWC [N, H*b, W*b, C] -> [N, H, W, b*b*C]."""
+    b, fmt = _block_size(node, ins[0], "SpaceToDepth")
+    x = to_nhwc(ctx, ins[0], fmt)
+    n, h, w, c = x.shape
+    if h % b or w % b:
+        raise Unsupported(f"SpaceToDepth of {h}x{w} pixels, not multiples of block_size {b}")
+    blocks = reshape(ctx, x, (n, h // b, b, w // b, b, c))
+    moved = ctx.emit1("Transpose", [blocks], {"perm": (0, 1, 3, 2, 4, 5)})
+    return [from_nhwc(ctx, reshape(ctx, moved, (n, h // b, w // b, b * b * c)), fmt)]

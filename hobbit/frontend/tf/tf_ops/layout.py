@@ -69,3 +69,13 @@ def to_nchw(ctx, x, fmt: str):
 def to_format(ctx, y, fmt: str):
     """An NCHW result back in the node's data_format."""
     return ctx.emit1("Transpose", [y], {"perm": TO_NHWC}) if fmt == "NHWC" else y
+
+
+def to_nhwc(ctx, x, fmt: str):
+    """For ops built in NHWC (DepthToSpace ...): an NCHW input in NHWC."""
+    return ctx.emit1("Transpose", [x], {"perm": TO_NHWC}) if fmt == "NCHW" else x
+
+
+def from_nhwc(ctx, y, fmt: str):
+    """An NHWC result back in the node's data_format."""
+    return ctx.emit1("Transpose", [y], {"perm": TO_NCHW}) if fmt == "NCHW" else y

@@ -10,7 +10,7 @@ import onnx
 from hobbit.frontend.onnx_ops.einsum import einsum as onnx_einsum
 from hobbit.frontend.onnx_types import Unsupported
 from hobbit.frontend.tf.converters import tf_converter
-from hobbit.frontend.tf.tf_ops.operands import axis, cast, const_ints
+from hobbit.frontend.tf.tf_ops.operands import axis, cast, const_int, const_ints
 
 _BINARY = {"Add": "Add", "AddV2": "Add", "Sub": "Sub", "Mul": "Mul", "RealDiv": "Div", "Div": "Div",
            "Maximum": "Max", "Minimum": "Min", "Pow": "Pow", "Greater": "Greater", "GreaterEqual": "GreaterOrEqual",
@@ -60,10 +60,59 @@ def log1p(ctx, node, ins):
 
 @tf_converter("FloorDiv")
 def floor_div(ctx, node, ins):
+    """Floats: floor(x / y). Signed integers: hobbit's Div truncates, so a quotient with a
+    nonzero remainder whose sign differs from the divisor's is one too high."""
     x, y = ins
-    if np.dtype(x.dtype).kind != "f":
+    kind = np.dtype(x.dtype).kind
+    if kind == "f":
+        return [ctx.emit1("Floor", [ctx.emit1("Div", [x, y])])]
+    if kind == "u":
+        return [ctx.emit1("Div", [x, y])]
+    if kind != "i":
         raise Unsupported(f"FloorDiv of {np.dtype(x.dtype).name} tensors")
-    return [ctx.emit1("Floor", [ctx.emit1("Div", [x, y])])]
+    quotient = ctx.emit1("Div", [x, y])
+    remainder = ctx.emit1("Mod", [x, y], {"fmod": 1})
+    zero = ctx.const(0, x.dtype)
+    inexact = ctx.emit1("Not", [ctx.emit1("Equal", [remainder, zero])])
+    signs_differ = ctx.emit1("Xor", [ctx.emit1("Less", [remainder, zero]), ctx.emit1("Less", [y, zero])])
+    lowered = ctx.emit1("Sub", [quotient, ctx.const(1, x.dtype)])
+    return [ctx.emit1("Where", [ctx.emit1("And", [inexact, signs_differ]), lowered, quotient])]
+
+
+@tf_converter("Atan2")
+def atan2(ctx, node, ins):
+    """atan(y / x), plus pi with y's sign where x's sign bit is set, as C's atan2 (which
+    TensorFlow computes) does for every input: the quotient is replaced where it is
+    0/0 (by y, so the result is +-0 or +-pi) and inf/inf (by +-1, giving the odd
+    multiples of pi/4). Sign bits, not comparisons, decide, so -0 counts as negative."""
+    y, x = ins
+    bits = _SIGN_BITS.get(np.dtype(x.dtype))
+    if bits is None:
+        raise Unsupported(f"Atan2 of {np.dtype(x.dtype).name} tensors")
+    zero, one = ctx.const(0, x.dtype), ctx.const(1, x.dtype)
+    both_zero = ctx.emit1("And", [ctx.emit1("Equal", [y, zero]), ctx.emit1("Equal", [x, zero])])
+    both_infinite = ctx.emit1("And", [ctx.emit1("IsInf", [y]), ctx.emit1("IsInf", [x])])
+    unit_y = _with_sign_of(ctx, one, y, bits)
+    unit_ratio = ctx.emit1("Mul", [unit_y, _with_sign_of(ctx, one, x, bits)])
+    ratio = ctx.emit1("Where", [both_zero, y, ctx.emit1("Div", [y, x])])
+    ratio = ctx.emit1("Where", [both_infinite, unit_ratio, ratio])
+    angle = ctx.emit1("Atan", [ratio])
+    half_turn = ctx.emit1("Mul", [unit_y, ctx.const(np.pi, x.dtype)])
+    turned = ctx.emit1("Add", [angle, half_turn])
+    return [ctx.emit1("Where", [_sign_bit(ctx, x, bits), turned, angle])]
+
+
+_SIGN_BITS = {np.dtype(np.float32): np.dtype(np.int32), np.dtype(np.float64): np.dtype(np.int64)}
+
+
+def _sign_bit(ctx, x, bits: np.dtype):
+    """Whether x's sign bit is set (true for -0 and negative NaNs too)."""
+    return ctx.emit1("Less", [ctx.emit1("BitCast", [x], {"to": bits.name}), ctx.const(0, bits)])
+
+
+def _with_sign_of(ctx, magnitude, x, bits: np.dtype):
+    """+magnitude or -magnitude, as x's sign bit says (C's copysign)."""
+    return ctx.emit1("Where", [_sign_bit(ctx, x, bits), ctx.emit1("Neg", [magnitude]), magnitude])
 
 
 @tf_converter("FloorMod")
@@ -161,6 +210,31 @@ def reduce(ctx, node, ins):
         return [x]
     keep = 1 if node.attrs.get("keep_dims", False) else 0
     return [ctx.emit1(_REDUCTIONS[node.op], [x], {"axes": tuple(axes), "keepdims": keep})]
+
+
+_LOGICAL_REDUCTIONS = {"All": "ReduceMin", "Any": "ReduceMax"}
+
+
+@tf_converter(*_LOGICAL_REDUCTIONS)
+def logical_reduce(ctx, node, ins):
+    """All and Any as the min and max of the bools read as 0/1 bytes (hobbit's reductions
+    are numeric); an empty dim gives min 255 (true) and max 0 (false), as TF's do."""
+    x, axes_value = ins
+    rank = len(x.shape)
+    axes = sorted({axis(a, rank, "reduction axis") for a in const_ints(ctx, axes_value, "reduction axes")})
+    if not axes:
+        return [x]
+    keep = 1 if node.attrs.get("keep_dims", False) else 0
+    reduced = ctx.emit1(_LOGICAL_REDUCTIONS[node.op], [cast(ctx, x, np.uint8)], {"axes": tuple(axes), "keepdims": keep})
+    return [cast(ctx, reduced, np.bool_)]
+
+
+@tf_converter("Cumsum")
+def cumsum(ctx, node, ins):
+    x, axis_value = ins
+    dim = axis(const_int(ctx, axis_value, "Cumsum axis"), len(x.shape), "Cumsum axis")
+    return [ctx.emit1("CumSum", [x], {"axis": dim, "exclusive": int(bool(node.attrs.get("exclusive", False))),
+                                      "reverse": int(bool(node.attrs.get("reverse", False)))})]
 
 
 @tf_converter("ArgMax", "ArgMin")

@@ -212,3 +212,28 @@ def softsign(ctx, node, ins):
     x = ins[0]
     denominator = ctx.emit1("Add", [ctx.emit1("Abs", [x]), ctx.const(1.0, x.dtype)])
     return [ctx.emit1("Div", [x, denominator])]
+
+
+@tf_converter("LRN")
+def lrn(ctx, node, ins):
+    """x / (bias + alpha * sum of x^2 over channels d - r .. d + r)^beta, on the last
+    (channel) axis. The window sum is an average pool over zero-padded squares times its
+    size: the squares are laid out as one (rows, channels) image so the pool runs along C."""
+    x = ins[0]
+    _float32("LRN", x)
+    if len(x.shape) != 4:
+        raise Unsupported(f"LRN of a rank-{len(x.shape)} tensor (it takes NHWC images)")
+    radius = int(node.attrs.get("depth_radius", 5))
+    if radius < 0:
+        raise Unsupported(f"LRN depth_radius {radius}")
+    size = 2 * radius + 1
+    channels = x.shape[-1]
+    squares = reshape(ctx, ctx.emit1("Mul", [x, x]), (1, 1, x.type.size // max(channels, 1), channels))
+    mean = ctx.emit1("AveragePool", [squares], {"kernel_shape": (1, size), "strides": (1, 1),
+                                                "pads": (0, radius, 0, radius), "count_include_pad": 1})
+    total = reshape(ctx, mean, tuple(x.shape))
+    scale = float(node.attrs.get("alpha", 1.0)) * size
+    scaled = ctx.emit1("Mul", [total, ctx.const(scale, x.dtype)])
+    base = ctx.emit1("Add", [scaled, ctx.const(float(node.attrs.get("bias", 1.0)), x.dtype)])
+    power = ctx.emit1("Pow", [base, ctx.const(float(node.attrs.get("beta", 0.5)), x.dtype)])
+    return [ctx.emit1("Div", [x, power])]
