@@ -69,10 +69,10 @@ def jit_engine(code: llvm.ModuleRef | bytes, target: Target,
     `on_object` receives the machine code MCJIT generates for a module, for the cache to keep."""
     load_runtime_libraries(target)
     if isinstance(code, bytes):
-        engine = llvm.create_mcjit_compiler(llvm.parse_assembly(""), new_target_machine(target))
+        engine = llvm.create_mcjit_compiler(llvm.parse_assembly(""), new_target_machine(target, jit=True))
         engine.add_object_file(llvm.ObjectFileRef.from_data(code))
     else:
-        engine = llvm.create_mcjit_compiler(code, new_target_machine(target))
+        engine = llvm.create_mcjit_compiler(code, new_target_machine(target, jit=True))
         if on_object is not None:
             engine.set_object_cache(lambda _module, data: on_object(data))
     engine.finalize_object()

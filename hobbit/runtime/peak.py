@@ -89,7 +89,7 @@ class _Kernel:
         self.lanes = lanes
         mod = llvm.parse_assembly(_build_ir(target, lanes, chains))
         mod.verify()
-        self._engine = llvm.create_mcjit_compiler(mod, new_target_machine(target))
+        self._engine = llvm.create_mcjit_compiler(mod, new_target_machine(target, jit=True))
         self._engine.finalize_object()
         self._fn = _FUNC_TYPE(self._engine.get_function_address(_NAME))
 

@@ -453,7 +453,7 @@ def load_runtime(target: Target) -> None:
         if libc is None:
             raise HobbitError("the C library was not found: hobbit's thread runtime needs its pthreads and futex")
         llvm.load_library_permanently(libc)
-        engine = llvm.create_mcjit_compiler(optimize(runtime_module(target), target, 2), new_target_machine(target))
+        engine = llvm.create_mcjit_compiler(optimize(runtime_module(target), target, 2), new_target_machine(target, jit=True))
         engine.finalize_object()
         for name in RUNTIME_ABI:
             llvm.add_symbol(name, engine.get_function_address(name))
