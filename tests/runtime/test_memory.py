@@ -4,22 +4,18 @@ from __future__ import annotations
 
 import gc
 import json
-import os
 import platform
-import signal
 import subprocess
 import sys
-import time
 
 import numpy as np
 import onnx
 import onnxruntime as ort
-import pytest
 from onnx import TensorProto, helper, numpy_helper
 
 import hobbit
 from hobbit.compiler import lower_to_llvm
-from hobbit.runtime.memory import peak_rss_bytes, release_freed_heap, release_garbage, rss_bytes
+from hobbit.runtime.memory import peak_rss_bytes, release_garbage, rss_bytes
 
 MiB = 1 << 20
 
@@ -135,21 +131,30 @@ def test_resident_memory_after_a_compile_stays_near_the_weights(tmp_path):
     assert got["grown"] <= 1.25 * got["weights"] + 100 * MiB, got
 
 
+_CTRL_C_IN_A_FINALIZER = """
+import gc, os, signal, time
+from hobbit.runtime.memory import release_garbage
+
+class Interrupts:
+    def __del__(self):
+        os.kill(os.getpid(), signal.SIGINT)
+        time.sleep(0.01)  # the handler runs here, inside the finalizer
+
+gc.disable()
+cycle = Interrupts()
+cycle.me = cycle
+del cycle
+try:
+    release_garbage()
+except KeyboardInterrupt:
+    assert signal.getsignal(signal.SIGINT) is signal.default_int_handler
+    print("raised")
+"""
+
+
 def test_ctrl_c_during_the_collection_is_not_lost() -> None:
     """A KeyboardInterrupt raised inside a finalizer is dropped by Python; release_garbage
-    holds SIGINT back during its collection and raises it afterwards."""
-    class Interrupts:
-        def __del__(self) -> None:
-            os.kill(os.getpid(), signal.SIGINT)
-            time.sleep(0.01)  # the handler runs here, inside the finalizer
-
-    gc.disable()  # else an automatic collection may find the cycle first (seen in a busy test worker)
-    try:
-        cycle = Interrupts()
-        cycle.me = cycle
-        del cycle
-        with pytest.raises(KeyboardInterrupt):
-            release_garbage()
-    finally:
-        gc.enable()
-    assert signal.getsignal(signal.SIGINT) is signal.default_int_handler
+    holds SIGINT back during its collection and raises it afterwards. Run in a fresh
+    interpreter: a pytest-xdist worker does not get SIGINT as KeyboardInterrupt."""
+    out = subprocess.run([sys.executable, "-c", _CTRL_C_IN_A_FINALIZER], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "raised", out.stderr
