@@ -363,11 +363,18 @@ class _Importer:
         self.poisoned.update(node.output)
 
     def raise_problems(self) -> None:
-        if not self.problems:
-            return
-        if self.hard_problems == 0:
-            raise InputValuesNeeded(self.problems, sorted(self.needed_inputs))
-        raise UnsupportedModelError(self.problems)
+        raise_problems(self.problems, self.hard_problems, self.needed_inputs)
+
+
+def raise_problems(problems: list[UnsupportedItem], hard_problems: int, needed_inputs: set[str]) -> None:
+    """An importer's collected problems as one error: InputValuesNeeded when every one is a
+    value that must be known at compile time (compile() then specialises on those inputs),
+    else UnsupportedModelError listing them all."""
+    if not problems:
+        return
+    if hard_problems == 0:
+        raise InputValuesNeeded(problems, sorted(needed_inputs))
+    raise UnsupportedModelError(problems)
 
 
 def _type_proto(value: Value | Sequence) -> onnx.TypeProto:

@@ -18,7 +18,7 @@ import numpy as np
 import hobbit.frontend.tf.tf_ops  # noqa: F401  (its converters fill the converter table)
 from hobbit.errors import (GraphStructureError, InputError, ModelFormatError, ShapeError, UnsupportedItem,
                            UnsupportedModelError)
-from hobbit.frontend.onnx import ConvertContext, InputValuesNeeded, SymbolicInputShape
+from hobbit.frontend.onnx import ConvertContext, SymbolicInputShape, raise_problems
 from hobbit.frontend.onnx_types import NeedsInputValues, Unsupported
 from hobbit.frontend.tf.converters import lookup
 from hobbit.frontend.tf.graph import TensorRef, TFDType, TFGraph, TFNode, TFTensor
@@ -236,11 +236,7 @@ class _Importer:
         self.poisoned.add(node.name)
 
     def raise_problems(self) -> None:
-        if not self.problems:
-            return
-        if self.hard_problems == 0:
-            raise InputValuesNeeded(self.problems, sorted(self.needed_inputs))
-        raise UnsupportedModelError(self.problems)
+        raise_problems(self.problems, self.hard_problems, self.needed_inputs)
 
     def read_output(self, tensor: TFTensor) -> Value:
         if tensor.ref not in self.env:

@@ -203,13 +203,17 @@ _REDUCTIONS = {"Mean": "ReduceMean", "Sum": "ReduceSum", "Max": "ReduceMax", "Mi
 @tf_converter(*_REDUCTIONS)
 def reduce(ctx, node, ins):
     """An empty axis list reduces nothing (hobbit's empty `axes` would mean all of them)."""
+    x, attrs = ins[0], _reduction_attrs(ctx, node, ins)
+    return [x] if not attrs["axes"] else [ctx.emit1(_REDUCTIONS[node.op], [x], attrs)]
+
+
+def _reduction_attrs(ctx, node, ins) -> dict:
+    """A TF reduction's constant axes (sorted, deduplicated, made positive) and keep_dims as
+    hobbit's Reduce* attributes."""
     x, axes_value = ins
     rank = len(x.shape)
     axes = sorted({axis(a, rank, "reduction axis") for a in const_ints(ctx, axes_value, "reduction axes")})
-    if not axes:
-        return [x]
-    keep = 1 if node.attrs.get("keep_dims", False) else 0
-    return [ctx.emit1(_REDUCTIONS[node.op], [x], {"axes": tuple(axes), "keepdims": keep})]
+    return {"axes": tuple(axes), "keepdims": 1 if node.attrs.get("keep_dims", False) else 0}
 
 
 _LOGICAL_REDUCTIONS = {"All": "ReduceMin", "Any": "ReduceMax"}
@@ -219,13 +223,10 @@ _LOGICAL_REDUCTIONS = {"All": "ReduceMin", "Any": "ReduceMax"}
 def logical_reduce(ctx, node, ins):
     """All and Any as the min and max of the bools read as 0/1 bytes (hobbit's reductions
     are numeric); an empty dim gives min 255 (true) and max 0 (false), as TF's do."""
-    x, axes_value = ins
-    rank = len(x.shape)
-    axes = sorted({axis(a, rank, "reduction axis") for a in const_ints(ctx, axes_value, "reduction axes")})
-    if not axes:
+    x, attrs = ins[0], _reduction_attrs(ctx, node, ins)
+    if not attrs["axes"]:
         return [x]
-    keep = 1 if node.attrs.get("keep_dims", False) else 0
-    reduced = ctx.emit1(_LOGICAL_REDUCTIONS[node.op], [cast(ctx, x, np.uint8)], {"axes": tuple(axes), "keepdims": keep})
+    reduced = ctx.emit1(_LOGICAL_REDUCTIONS[node.op], [cast(ctx, x, np.uint8)], attrs)
     return [cast(ctx, reduced, np.bool_)]
 
 

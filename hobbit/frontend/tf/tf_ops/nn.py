@@ -23,7 +23,7 @@ def _float32(op: str, x) -> None:
         raise Unsupported(f"{op} on {np.dtype(x.dtype).name} tensors (hobbit's kernel is float32)")
 
 
-def _check_filter(x, w, fmt: str) -> None:
+def _check_filter(x, w) -> None:
     if len(x.shape) != 4 or len(w.shape) != 4:
         raise Unsupported(f"a 2-D convolution needs a rank-4 input and filter, got {x.type} and {w.type}")
 
@@ -32,7 +32,7 @@ def _check_filter(x, w, fmt: str) -> None:
 def conv2d(ctx, node, ins):
     x, f = ins
     fmt = data_format(node)
-    _check_filter(x, f, fmt)
+    _check_filter(x, f)
     _float32("Conv2D", x)
     channels = x.shape[3] if fmt == "NHWC" else x.shape[1]
     kh, kw, per_group, _ = f.shape
@@ -50,7 +50,7 @@ def conv2d(ctx, node, ins):
 def depthwise_conv2d(ctx, node, ins):
     x, f = ins
     fmt = data_format(node)
-    _check_filter(x, f, fmt)
+    _check_filter(x, f)
     _float32("DepthwiseConv2dNative", x)
     kh, kw, channels, multiplier = f.shape
     if channels != (x.shape[3] if fmt == "NHWC" else x.shape[1]):
@@ -71,7 +71,7 @@ def conv2d_backprop_input(ctx, node, ins):
     channels), with the forward conv's pads and the output padding that reaches input_sizes."""
     sizes, f, dy = ins
     fmt = data_format(node)
-    _check_filter(dy, f, fmt)
+    _check_filter(dy, f)
     _float32("Conv2DBackpropInput", dy)
     out_shape = const_ints(ctx, sizes, "input_sizes")
     if len(out_shape) != 4:
