@@ -19,7 +19,7 @@ import numpy as np
 import onnx
 
 import hobbit
-from hobbit import bench, bench_tf, conformance, zoo
+from hobbit import bench, bench_quant, bench_tf, conformance, zoo
 from hobbit.bench import random_inputs
 from hobbit.cli_inputs import ShapeFlag, declared, input_shapes, load_feeds, parse_input_file, parse_input_shape, \
     require_static, with_input_shapes
@@ -367,6 +367,9 @@ def _bench_model(name: str, flags: list[ShapeFlag], batch: int) -> onnx.ModelPro
 
 def cmd_bench(args: argparse.Namespace) -> int:
     runnable_here(args.target, "bench")
+    if args.precision:
+        return bench_quant.cmd_bench(args)
+    args.model = args.model or "resnet18"
     if os.path.exists(args.model) and detect_format(args.model) != "onnx":
         return _bench_tf(args)
     build = bench.BuildOptions.of(pipeline(args), args.target)
@@ -497,7 +500,8 @@ _BENCH_EXAMPLES = """examples:
   hobbit bench --model mobilenet_v2 --batch 8 --streams 2 --load none,busy-core
   hobbit bench --model squeezenet1_1,resnet18 --threads 1,2 --aot
                                                the exported library beside the JIT and onnxruntime
-  hobbit bench --target x86-64-v3              AVX2 code, timed on this machine"""
+  hobbit bench --target x86-64-v3              AVX2 code, timed on this machine
+  hobbit bench --precision int8 --threads 1,2 --markdown int8.md   five zoo CNNs in int8, beside the peers"""
 
 
 def _common(p: argparse.ArgumentParser) -> None:
@@ -601,8 +605,9 @@ def build_parser() -> argparse.ArgumentParser:
                                    "machine, --batch runs a larger batch, --streams measures throughput with "
                                    "several inferences at once; each adds a table whose ratios are all below 1 "
                                    "when hobbit is faster. Exits with status 1 when any outputs disagree.")
-    p.add_argument("--model", default="resnet18", metavar="NAME|PATH|all",
-                   help="zoo model name, .onnx path, a comma list of those, or 'all' zoo models (default resnet18); "
+    p.add_argument("--model", default=None, metavar="NAME|PATH|all",
+                   help="zoo model name, .onnx path, a comma list of those, or 'all' zoo models (default resnet18; "
+                        "with --precision the five fp32 zoo CNNs); "
                         "or one TensorFlow model (.pb, SavedModel directory, .keras, .tflite), timed beside "
                         "TensorFlow and beside hobbit on its ONNX export (tf2onnx)")
     p.add_argument("--signature", metavar="NAME", default=None,
@@ -628,6 +633,12 @@ def build_parser() -> argparse.ArgumentParser:
                    help="also export each compiled model as a library, load it with hobbit.load, check its outputs "
                         "equal the JIT's (max abs diff 1e-5) and time it in the same rounds: adds its median and "
                         "the ratio AOT/JIT (not under --load two-procs; needs a C compiler, cc or $CC)")
+    p.add_argument("--precision", choices=bench_quant.PRECISIONS, default=None,
+                   help="low-bit inference instead (hobbit.bench_quant): int8 (hobbit and onnxruntime on "
+                        "onnxruntime's quantize_static QDQ model, and hobbit.quantize's) or bf16 (compile precision="
+                        "\"bf16\"), each beside hobbit fp32, onnxruntime and OpenVINO where installed: accuracy "
+                        "against fp32 on smooth random images, and speed; takes --model, --threads, --runs, "
+                        "--warmup, --markdown")
     p.add_argument("--passes", metavar="A,B,C", help="graph passes to run, in order (default: the standard pipeline)")
     p.add_argument("--disable", metavar="NAME", action="append", default=[], help="drop this pass (repeatable)")
     _input_shape(p)

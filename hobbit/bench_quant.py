@@ -1,0 +1,579 @@
+"""`hobbit bench --precision int8|bf16`: low-bit inference, accuracy and speed, beside the peers.
+
+For each model the fp32 network is the reference. int8: onnxruntime's quantize_static
+(after quant_pre_process, which folds BatchNorm) makes the QDQ model the peers run
+(U8S8, per-channel weights, MinMax) on a calibration set of smooth random images
+(hobbit.zoo.images); hobbit runs that same QDQ model, and, where hobbit.quantize exists,
+its own quantization of the fp32 model on the same calibration set. bf16: hobbit compiles
+the fp32 model with precision="bf16"; OpenVINO runs it with INFERENCE_PRECISION_HINT bf16.
+
+Accuracy is measured on a separate evaluation set against hobbit fp32's logits, which are
+first checked against onnxruntime fp32 (the same tolerances as `hobbit bench`): a model
+whose reference disagrees gets no numbers. Speed: every engine of a model is timed in one
+process, in the same alternating blocks as `hobbit bench` (hobbit.bench_load.timed_rounds:
+warm-ups, short blocks per engine, a pause between them), at each thread count. An engine
+that is not there (OpenVINO not installed, no hobbit.quantize or precision= yet) or that
+fails on a model is named in the report with the reason; the others are still timed."""
+
+from __future__ import annotations
+
+import inspect
+import os
+import sys
+import tempfile
+import time
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+import onnx
+
+import hobbit
+from hobbit import zoo
+from hobbit.bench import Timing, compare_outputs, machine_info
+from hobbit.bench_load import BLOCK, COOLDOWN_S, run_in_process
+from hobbit.bench_ort import ort_session
+from hobbit.errors import ConfigError, HobbitError, MissingDependencyError
+from hobbit.frontend.onnx import load_model
+from hobbit.target import host_target
+from hobbit.zoo.images import calibration_images, evaluation_images
+
+PRECISIONS = ("int8", "bf16")
+MODELS = ("resnet18", "resnet50", "mobilenet_v2", "squeezenet1_1", "vgg16")
+CALIBRATION_COUNT = 16
+EVALUATION_COUNT = 32
+# Issue 15's targets: latency ratios (below 1: hobbit faster) and the aim for the int8 peer ratio.
+INT8_VS_FP32 = 0.35
+INT8_VS_PEER = 1.0
+INT8_VS_PEER_AIM = 0.8
+BF16_VS_FP32 = 0.6
+BF16_VS_PEER = 1.0
+
+FP32 = "hobbit fp32"
+INT8_ORT_MODEL = "hobbit int8 (ORT QDQ)"
+INT8_OWN_MODEL = "hobbit int8 (hobbit.quantize)"
+BF16 = "hobbit bf16"
+ORT_FP32 = "onnxruntime fp32"
+ORT_INT8 = "onnxruntime int8"
+OV_FP32 = "OpenVINO fp32"
+OV_INT8 = "OpenVINO int8"
+OV_BF16 = "OpenVINO bf16"
+ENGINES = {"int8": (FP32, INT8_ORT_MODEL, INT8_OWN_MODEL, ORT_FP32, ORT_INT8, OV_FP32, OV_INT8),
+           "bf16": (FP32, BF16, ORT_FP32, OV_FP32, OV_BF16)}
+# Which model each engine runs, for the reports.
+RUNS_ON = {FP32: "fp32", INT8_ORT_MODEL: "ORT's QDQ model", INT8_OWN_MODEL: "hobbit.quantize's model",
+           BF16: "fp32, precision=\"bf16\"", ORT_FP32: "fp32", ORT_INT8: "ORT's QDQ model", OV_FP32: "fp32",
+           OV_INT8: "ORT's QDQ model", OV_BF16: "fp32, INFERENCE_PRECISION_HINT bf16"}
+
+Runner = Callable[[dict[str, np.ndarray]], list[np.ndarray]]
+
+
+# -- accuracy --------------------------------------------------------------------------------
+@dataclass(frozen=True)
+class Accuracy:
+    """How far an engine's logits are from the reference's, over the evaluation images.
+
+    rel_l2 is ||y - y_ref|| / ||y_ref|| per image; top1 is the share of images whose top
+    class is the reference's top class; top5 the share whose top five classes hold the
+    reference's top class. The zoo's random weights make top-1 a weak measure (logits of
+    random networks sit close together), so both are reported beside the logit error."""
+
+    rel_l2_median: float
+    rel_l2_max: float
+    top1: float
+    top5: float
+    images: int
+
+    @classmethod
+    def of(cls, logits: np.ndarray, reference: np.ndarray) -> Accuracy:
+        """Logits and reference logits as (images, classes) arrays."""
+        got = logits.reshape(len(logits), -1).astype(np.float64)
+        ref = reference.reshape(len(reference), -1).astype(np.float64)
+        rel = np.linalg.norm(got - ref, axis=1) / np.linalg.norm(ref, axis=1)
+        label = ref.argmax(axis=1)
+        top5 = np.argsort(-got, axis=1, kind="stable")[:, :5]
+        return cls(float(np.median(rel)), float(rel.max()), float(np.mean(got.argmax(axis=1) == label)),
+                   float(np.mean((top5 == label[:, None]).any(axis=1))), len(got))
+
+
+# -- the models each engine runs -------------------------------------------------------------
+@dataclass
+class Sources:
+    """One network in the forms the engines run: fp32, onnxruntime's QDQ model (int8), and
+    hobbit.quantize's model (int8, None with `own_missing` saying why)."""
+
+    fp32: onnx.ModelProto
+    ort_qdq: onnx.ModelProto | None = None
+    own: Any = None
+    own_missing: str | None = None
+    seconds: dict[str, float] = field(default_factory=dict)  # quantization times
+
+
+def input_name(model: onnx.ModelProto) -> str:
+    """The model's one image input (the zoo's "input")."""
+    weights = {t.name for t in model.graph.initializer}
+    names = [v.name for v in model.graph.input if v.name not in weights]
+    if len(names) != 1:
+        raise ConfigError(f"model {model.graph.name!r}: the quantization bench feeds one image input, "
+                          f"the model has {len(names)} ({', '.join(names)})")
+    return names[0]
+
+
+def feeds_of(images: np.ndarray, name: str) -> list[dict[str, np.ndarray]]:
+    """One feed per image, at batch 1."""
+    return [{name: image[None]} for image in images]
+
+
+def ort_quantize(model: onnx.ModelProto, calibration: Sequence[dict[str, np.ndarray]]) -> onnx.ModelProto:
+    """onnxruntime's int8 model of the issue: quant_pre_process (shape inference and its graph
+    optimizer, which folds BatchNorm into the convolutions), then quantize_static with QDQ
+    format, uint8 activations, int8 per-channel weights and MinMax calibration."""
+    from onnxruntime.quantization import (CalibrationDataReader, CalibrationMethod, QuantFormat, QuantType,
+                                          quantize_static)
+    from onnxruntime.quantization.shape_inference import quant_pre_process
+
+    class Reader(CalibrationDataReader):
+        def __init__(self) -> None:
+            self.feeds = iter(calibration)
+
+        def get_next(self) -> dict[str, np.ndarray] | None:
+            return next(self.feeds, None)
+
+    with tempfile.TemporaryDirectory(prefix="hobbit-bench-quant-") as folder:
+        fp32, pre, qdq = (os.path.join(folder, f"{stem}.onnx") for stem in ("fp32", "pre", "qdq"))
+        onnx.save(model, fp32)
+        quant_pre_process(fp32, pre)
+        quantize_static(pre, qdq, Reader(), quant_format=QuantFormat.QDQ, activation_type=QuantType.QUInt8,
+                        weight_type=QuantType.QInt8, per_channel=True, calibrate_method=CalibrationMethod.MinMax)
+        return onnx.load(qdq)
+
+
+def hobbit_quantize() -> Callable[..., Any] | None:
+    """hobbit.quantize when this hobbit has it (the quantize API), else None."""
+    function = getattr(hobbit, "quantize", None)
+    return function if callable(function) else None
+
+
+def compile_takes_precision() -> bool:
+    return "precision" in inspect.signature(hobbit.compile).parameters
+
+
+def prepare(model: onnx.ModelProto, precision: str, calibration: Sequence[dict[str, np.ndarray]]) -> Sources:
+    """The forms of `model` that `precision`'s engines run, quantized on `calibration`."""
+    sources = Sources(model)
+    if precision != "int8":
+        return sources
+    t0 = time.perf_counter()
+    sources.ort_qdq = ort_quantize(model, calibration)
+    sources.seconds["onnxruntime quantize_static"] = time.perf_counter() - t0
+    quantize = hobbit_quantize()
+    if quantize is None:
+        sources.own_missing = "this hobbit has no hobbit.quantize"
+        return sources
+    t0 = time.perf_counter()
+    try:
+        sources.own = quantize(model, calibration=calibration, method="minmax", per_channel=True)
+    except HobbitError as exc:
+        sources.own_missing = f"hobbit.quantize failed: {type(exc).__name__}: {exc}"
+        return sources
+    sources.seconds["hobbit.quantize"] = time.perf_counter() - t0
+    return sources
+
+
+# -- engines ---------------------------------------------------------------------------------
+def openvino_core() -> Any:
+    """OpenVINO's runtime, or None when it is not installed."""
+    try:
+        import openvino
+    except ImportError:
+        return None
+    return openvino.Core()
+
+
+def openvino_runner(core: Any, model: onnx.ModelProto, threads: int, precision: str | None) -> Runner:
+    """OpenVINO on the CPU, latency-tuned like the other engines: one stream of `threads`
+    threads. `precision` sets INFERENCE_PRECISION_HINT ("f32", "bf16"); None keeps its default,
+    which on a CPU with AVX512-BF16 is bf16 for whatever is not int8 (what a user gets)."""
+    config: dict[str, Any] = {"INFERENCE_NUM_THREADS": threads, "NUM_STREAMS": 1, "PERFORMANCE_HINT": "LATENCY"}
+    if precision is not None:
+        config["INFERENCE_PRECISION_HINT"] = precision
+    compiled = core.compile_model(core.read_model(model.SerializeToString(), b""), "CPU", config)
+    request = compiled.create_infer_request()
+    outputs = list(compiled.outputs)
+
+    def run(feeds: dict[str, np.ndarray]) -> list[np.ndarray]:
+        result = request.infer(feeds)
+        return [np.array(result[port]) for port in outputs]
+
+    return run
+
+
+def ort_runner(model: onnx.ModelProto, threads: int) -> Runner:
+    session = ort_session(model, threads)
+    names = [o.name for o in session.get_outputs()]
+    return lambda feeds: session.run(names, feeds)
+
+
+def hobbit_runner(model: Any, threads: int, **options: Any) -> Runner:
+    compiled = hobbit.compile(model, threads=threads, cache=False, **options)
+    return compiled.run
+
+
+@dataclass
+class Engines:
+    """The runners of one model at one thread count, the engines that are not there and why,
+    and how long each took to build (compile, session, OpenVINO's compile_model)."""
+
+    runners: dict[str, Runner] = field(default_factory=dict)
+    missing: dict[str, str] = field(default_factory=dict)
+    build_seconds: dict[str, float] = field(default_factory=dict)
+
+
+def _builders(precision: str, sources: Sources, threads: int, core: Any) -> dict[str, Callable[[], Runner] | str]:
+    """Per engine of `precision`: a function that builds its runner, or why it cannot be built."""
+    no_openvino = "OpenVINO not installed (pip install openvino)"
+    builders: dict[str, Callable[[], Runner] | str] = {
+        FP32: lambda: hobbit_runner(sources.fp32, threads),
+        ORT_FP32: lambda: ort_runner(sources.fp32, threads),
+        OV_FP32: (lambda: openvino_runner(core, sources.fp32, threads, "f32")) if core else no_openvino}
+    if precision == "int8":
+        builders[INT8_ORT_MODEL] = lambda: hobbit_runner(sources.ort_qdq, threads)
+        builders[INT8_OWN_MODEL] = sources.own_missing or (lambda: hobbit_runner(sources.own, threads))
+        builders[ORT_INT8] = lambda: ort_runner(sources.ort_qdq, threads)
+        builders[OV_INT8] = (lambda: openvino_runner(core, sources.ort_qdq, threads, None)) if core else no_openvino
+    else:
+        builders[BF16] = ((lambda: hobbit_runner(sources.fp32, threads, precision="bf16"))
+                          if compile_takes_precision() else "this hobbit's compile takes no precision= argument")
+        builders[OV_BF16] = (lambda: openvino_runner(core, sources.fp32, threads, "bf16")) if core else no_openvino
+    return {name: builders[name] for name in ENGINES[precision]}
+
+
+def build_engines(precision: str, sources: Sources, threads: int, core: Any) -> Engines:
+    """Every engine of `precision` that can be built. hobbit fp32 and onnxruntime fp32 (the
+    reference and its check) must build; any other engine that fails is reported as missing,
+    with the error, so that one engine's failure on one model does not hide the others'."""
+    engines = Engines()
+    for name, builder in _builders(precision, sources, threads, core).items():
+        if isinstance(builder, str):
+            engines.missing[name] = builder
+            continue
+        t0 = time.perf_counter()
+        try:
+            engines.runners[name] = builder()
+        except Exception as exc:  # hobbit, onnxruntime or OpenVINO refusing a model: reported, not fatal
+            if name in (FP32, ORT_FP32):
+                raise
+            engines.missing[name] = f"failed to build: {type(exc).__name__}: {str(exc)[:300]}"
+            continue
+        engines.build_seconds[name] = time.perf_counter() - t0
+    return engines
+
+
+# -- one model -------------------------------------------------------------------------------
+@dataclass
+class QuantBenchResult:
+    """One model at one thread count: every engine's timings, the engines missing and why,
+    and (at the first thread count) every engine's accuracy against hobbit fp32."""
+
+    model: str
+    precision: str
+    threads: int
+    runs: int
+    reference_max_abs: float  # |hobbit fp32 - onnxruntime fp32| over the evaluation images
+    mismatch: str | None  # hobbit fp32 disagreeing with onnxruntime fp32: no other numbers then
+    timings: dict[str, Timing] = field(default_factory=dict)
+    missing: dict[str, str] = field(default_factory=dict)
+    build_seconds: dict[str, float] = field(default_factory=dict)
+    accuracy: dict[str, Accuracy] | None = None
+    quantize_seconds: dict[str, float] = field(default_factory=dict)
+
+    def ratio(self, engine: str, base: str) -> float | None:
+        """engine's median latency over base's (below 1: engine is faster)."""
+        if engine not in self.timings or base not in self.timings:
+            return None
+        return self.timings[engine].median / self.timings[base].median
+
+    def best_peer(self) -> str | None:
+        """The faster of the peers' low-bit engines (onnxruntime and OpenVINO int8; OpenVINO bf16)."""
+        peers = [p for p in ((ORT_INT8, OV_INT8) if self.precision == "int8" else (OV_BF16,)) if p in self.timings]
+        return min(peers, key=lambda p: self.timings[p].median, default=None)
+
+    def peer_ratio(self, engine: str) -> float | None:
+        peer = self.best_peer()
+        return None if peer is None else self.ratio(engine, peer)
+
+    def format(self) -> str:
+        lines = [f"model: {self.model}   precision: {self.precision}   threads: {self.threads}   "
+                 f"timed runs: {self.runs} each",
+                 f"max |hobbit fp32 - onnxruntime fp32| over the evaluation images: {self.reference_max_abs:.3g}"]
+        lines += [f"{what}: {seconds:.1f} s" for what, seconds in self.quantize_seconds.items()]
+        if self.mismatch is not None:
+            return "\n".join(lines + [f"REFERENCE DISAGREES: {self.mismatch}; no other numbers for this model"])
+        width = max(map(len, ENGINES[self.precision]))
+        for name in ENGINES[self.precision]:
+            if name in self.timings:
+                lines.append(f"{name:<{width}}  {self.timings[name]}   build {self.build_seconds[name]:.1f} s")
+            else:
+                lines.append(f"{name:<{width}}  -- {self.missing[name]}")
+        for engine in low_bit_engines(self.precision):
+            base, peer = self.ratio(engine, FP32), self.peer_ratio(engine)
+            if base is not None:
+                lines.append(f"{engine} / hobbit fp32: {base:.3f}" + (
+                    f"   / best peer ({self.best_peer()}): {peer:.3f}" if peer is not None else ""))
+        for name, acc in (self.accuracy or {}).items():
+            lines.append(f"accuracy {name:<{width}}  logit rel L2 median {_error(acc.rel_l2_median)} "
+                         f"max {_error(acc.rel_l2_max)}   top-1 {acc.top1:.1%}   top-5 {acc.top5:.1%}")
+        return "\n".join(lines)
+
+
+def low_bit_engines(precision: str) -> tuple[str, ...]:
+    """hobbit's low-bit engines of a precision, the ones the targets are about."""
+    return (INT8_ORT_MODEL, INT8_OWN_MODEL) if precision == "int8" else (BF16,)
+
+
+def logits(runner: Runner, feeds: Sequence[dict[str, np.ndarray]]) -> np.ndarray:
+    """The first output of every feed, stacked: (images, classes)."""
+    return np.stack([runner(feed)[0].reshape(-1) for feed in feeds])
+
+
+def evaluate(engines: Engines, feeds: Sequence[dict[str, np.ndarray]]) -> tuple[dict[str, Accuracy], float, str | None]:
+    """Every engine's accuracy against hobbit fp32, after checking hobbit fp32 against
+    onnxruntime fp32 image by image: (accuracies, max abs difference, disagreement or None)."""
+    reference = logits(engines.runners[FP32], feeds)
+    check = logits(engines.runners[ORT_FP32], feeds)
+    worst, mismatch = compare_outputs([reference], [check], ["logits of the evaluation images"])
+    if mismatch is not None:
+        return {}, worst, mismatch
+    accuracy = {ORT_FP32: Accuracy.of(check, reference)}
+    for name, runner in engines.runners.items():
+        if name not in (FP32, ORT_FP32):
+            accuracy[name] = Accuracy.of(logits(runner, feeds), reference)
+    return accuracy, worst, None
+
+
+def bench_model(name: str, model: onnx.ModelProto, precision: str, threads: Sequence[int], runs: int = 30,
+                warmup: int = 3, calibration_count: int = CALIBRATION_COUNT,
+                evaluation_count: int = EVALUATION_COUNT) -> list[QuantBenchResult]:
+    """Quantize (int8) once, then at each thread count build every engine, measure accuracy
+    (at the first count: the numbers do not depend on it) and time the engines alternately on
+    the first evaluation image."""
+    if precision not in PRECISIONS:
+        raise ConfigError(f"unknown precision {precision!r}; known: {', '.join(PRECISIONS)}")
+    image = input_name(model)
+    shape = tuple(d.dim_value for d in next(v for v in model.graph.input if v.name == image).type.tensor_type.shape.dim)
+    calibration = feeds_of(calibration_images(calibration_count, shape[1:]), image)
+    evaluation = feeds_of(evaluation_images(evaluation_count, shape[1:]), image)
+    sources = prepare(model, precision, calibration)
+    core = openvino_core()
+    results = []
+    for n in threads:
+        engines = build_engines(precision, sources, n, core)
+        result = QuantBenchResult(name, precision, n, runs, 0.0, None, missing=engines.missing,
+                                  build_seconds=engines.build_seconds, quantize_seconds=sources.seconds)
+        if n == threads[0]:
+            result.accuracy, result.reference_max_abs, result.mismatch = evaluate(engines, evaluation)
+        if result.mismatch is None:
+            result.timings = time_engines(engines, evaluation[0], runs, warmup)
+        results.append(result)
+        del engines  # before the next thread count's are built: vgg16's engines hold gigabytes
+        if result.mismatch is not None:
+            break
+    return results
+
+
+def time_engines(engines: Engines, feeds: dict[str, np.ndarray], runs: int, warmup: int) -> dict[str, Timing]:
+    """Every engine on the same feeds, in the alternating blocks of `hobbit bench`."""
+    timed = {engine: (lambda run=run: run(feeds)) for engine, run in engines.runners.items()}
+    samples = run_in_process("none", timed, runs, warmup)
+    return {engine: Timing.of(s.seconds) for engine, s in samples.items()}
+
+
+def run_suite(models: Iterable[tuple[str, Callable[[], onnx.ModelProto]]], precision: str, threads: Sequence[int],
+              runs: int = 30, warmup: int = 3, report: Callable[[QuantBenchResult], None] | None = None,
+              calibration_count: int = CALIBRATION_COUNT,
+              evaluation_count: int = EVALUATION_COUNT) -> list[QuantBenchResult]:
+    """bench_model for every model (each loaded when its turn comes), results in model order."""
+    results = []
+    for name, load in models:
+        for result in bench_model(name, load(), precision, threads, runs, warmup, calibration_count,
+                                  evaluation_count):
+            if report is not None:
+                report(result)
+            results.append(result)
+    return results
+
+
+# -- reports ---------------------------------------------------------------------------------
+def _ms(t: Timing) -> str:
+    def v(x: float) -> str:
+        return f"{x:.3f}" if x < 1 else f"{x:.2f}" if x < 100 else f"{x:.1f}"
+    return f"{v(t.median)} ({v(t.p10)}–{v(t.p90)})"
+
+
+def _error(value: float) -> str:
+    """A relative error: four decimals, or three digits in exponent form below 0.001 (fp32 against fp32)."""
+    return f"{value:.4f}" if value >= 1e-3 else f"{value:.2e}"
+
+
+def _ratio_cell(value: float | None, target: float) -> str:
+    if value is None:
+        return "—"
+    return f"{value:.2f}" + ("" if value <= target else " ✗")
+
+
+def _present(results: list[QuantBenchResult], engines: Sequence[str]) -> list[str]:
+    """The engines that ran on some model (an engine missing everywhere becomes a note)."""
+    return [e for e in engines if any(e in r.timings for r in results)]
+
+
+def speed_table(results: list[QuantBenchResult]) -> str:
+    """One row per model and thread count: every engine's median (p10–p90) ms, then for each
+    of hobbit's low-bit engines its ratio to hobbit fp32 and to the faster peer (✗: misses
+    the target)."""
+    precision = results[0].precision
+    engines = _present(results, ENGINES[precision])
+    ours = [e for e in low_bit_engines(precision) if e in engines]
+    fp32_target, peer_target = (INT8_VS_FP32, INT8_VS_PEER) if precision == "int8" else (BF16_VS_FP32, BF16_VS_PEER)
+    ratio_heads = [h for e in ours for h in (f"{e} / hobbit fp32 (≤ {fp32_target})",
+                                             f"{e} / best peer {precision} (≤ {peer_target})")]
+    heads = ["model", "threads", *(f"{e} ms" for e in engines), *ratio_heads, "best peer"]
+    lines = ["| " + " | ".join(heads) + " |", "|" + " --- |" * len(heads)]
+    for r in results:
+        if r.mismatch is not None:
+            cells = ["reference disagrees"] + ["—"] * (len(heads) - 3)
+        else:
+            cells = [_ms(r.timings[e]) if e in r.timings else "—" for e in engines]
+            for e in ours:
+                cells += [_ratio_cell(r.ratio(e, FP32), fp32_target), _ratio_cell(r.peer_ratio(e), peer_target)]
+            cells.append(r.best_peer() or "—")
+        lines.append(f"| {r.model} | {r.threads} | " + " | ".join(cells) + " |")
+    return "\n".join(lines) + "\n"
+
+
+def accuracy_table(results: list[QuantBenchResult]) -> str:
+    """One row per model and engine, against hobbit fp32 on the evaluation images; for
+    hobbit's low-bit engines in int8, their median error over onnxruntime int8's (≤ 1: no worse)."""
+    rows = [r for r in results if r.accuracy is not None or r.mismatch is not None]
+    lines = ["| model | engine | runs on | logit rel L2 median | logit rel L2 max | top-1 agreement "
+             "| top-5 agreement | median error / onnxruntime int8's (≤ 1) |",
+             "|" + " --- |" * 8]
+    for r in rows:
+        if r.mismatch is not None:
+            lines.append(f"| {r.model} | {FP32} | fp32 | reference disagrees with onnxruntime fp32: {r.mismatch} "
+                         "| | | | |")
+            continue
+        peer = r.accuracy.get(ORT_INT8)
+        for name, acc in r.accuracy.items():
+            versus = "—"
+            if name in low_bit_engines("int8") and peer is not None and peer.rel_l2_median > 0:
+                versus = _ratio_cell(acc.rel_l2_median / peer.rel_l2_median, 1.0)
+            lines.append(f"| {r.model} | {name} | {RUNS_ON[name]} | {_error(acc.rel_l2_median)} | {_error(acc.rel_l2_max)} "
+                         f"| {acc.top1:.1%} | {acc.top5:.1%} | {versus} |")
+    return "\n".join(lines) + "\n"
+
+
+def missing_notes(results: list[QuantBenchResult]) -> list[str]:
+    """One line per engine that did not run, with each distinct reason and the models it applies to."""
+    reasons: dict[tuple[str, str], list[str]] = {}
+    for r in results:
+        for engine, why in r.missing.items():
+            models = reasons.setdefault((engine, why), [])
+            if r.model not in models:
+                models.append(r.model)
+    return [f"{engine}: {why} ({', '.join(models)})" for (engine, why), models in reasons.items()]
+
+
+def versions() -> dict[str, str | None]:
+    found: dict[str, str | None] = {}
+    for module in ("onnxruntime", "openvino"):
+        try:
+            found[module] = __import__(module).__version__
+        except ImportError:
+            found[module] = None
+    return found
+
+
+def markdown_report(results: list[QuantBenchResult], machine: dict[str, Any], command: str, warmup: int = 3,
+                    calibration_count: int = CALIBRATION_COUNT, evaluation_count: int = EVALUATION_COUNT) -> str:
+    """The speed and accuracy tables under a header saying how they were made, ready to paste
+    into BENCHMARKS.md."""
+    precision = results[0].precision
+    found = versions()
+    runs = "/".join(map(str, sorted({r.runs for r in results})))
+    memory = f", {machine['memory_gib']:.0f} GiB" if machine.get("memory_gib") else ""
+    how = (f"onnxruntime's QDQ model: quant_pre_process, then quantize_static (QDQ, uint8 activations, int8 "
+           f"per-channel weights, MinMax) on the calibration set; hobbit runs that model, and its own "
+           f"hobbit.quantize(model, method=\"minmax\", per_channel=True) of the fp32 model on the same set where "
+           f"available. OpenVINO int8 runs ORT's QDQ model with its default precision for the float parts "
+           f"(bf16 on a CPU with AVX512-BF16)."
+           if precision == "int8" else
+           "hobbit bf16: hobbit.compile(model, precision=\"bf16\"); OpenVINO bf16: INFERENCE_PRECISION_HINT bf16, "
+           "OpenVINO fp32: f32.")
+    notes = missing_notes(results)
+    return (
+        f"## {precision}: accuracy and speed against the fp32 model\n\n"
+        f"Generated by `{command}` on {machine['date']}: hobbit {machine['hobbit']}, onnxruntime "
+        f"{found['onnxruntime']} (ORT_ENABLE_ALL, sequential, intra_op_num_threads = N), "
+        + (f"OpenVINO {found['openvino']} (CPU, one stream, INFERENCE_NUM_THREADS = N, latency hint)"
+           if found["openvino"] else "OpenVINO not installed")
+        + f". Machine: {machine['cpu']} (LLVM CPU {machine['llvm_cpu']}, {machine['vector_bits']}-bit vectors), "
+        f"{machine['cores']} cores{memory}, 1-minute load average {machine['load_average']} at the start.\n\n"
+        f"Images: seeded 1/f^alpha noise (alpha 1–2, channels correlated, ImageNet mean/std, clipped, "
+        f"normalised; hobbit.zoo.images), {calibration_count} for calibration and a separate {evaluation_count} "
+        f"for evaluation; zoo models carry random weights. {how}\n\n"
+        f"Speed: all engines of a model timed in one process, {runs} timed runs each after {warmup} warm-ups, "
+        f"alternating in blocks of {BLOCK} with a {COOLDOWN_S * 1e3:.0f} ms pause, on the first evaluation image; "
+        f"median (p10–p90) ms. Ratios are of medians, below 1 means hobbit is faster; ✗ marks a ratio past its "
+        f"target (int8: ≤ {INT8_VS_FP32} of hobbit fp32, ≤ {INT8_VS_PEER} of the faster peer int8, aim "
+        f"{INT8_VS_PEER_AIM}; bf16: ≤ {BF16_VS_FP32} of hobbit fp32, ≤ {BF16_VS_PEER} of OpenVINO bf16).\n\n"
+        f"Accuracy: against hobbit fp32's logits, which first match onnxruntime fp32's (rtol 1e-3, atol 1e-4) "
+        f"on every evaluation image; logit relative L2 error ||y − y_fp32|| / ||y_fp32|| per image (median, max), "
+        f"top-1 agreement (same top class as fp32) and top-5 agreement (fp32's top class among the top five).\n\n"
+        + "".join(f"- {note}\n" for note in notes) + ("\n" if notes else "")
+        + speed_table(results) + "\n" + accuracy_table(results))
+
+
+# -- the command line ------------------------------------------------------------------------
+def models_of(spec: str | None) -> list[tuple[str, Callable[[], onnx.ModelProto]]]:
+    """--model with --precision: None or 'all' for the five zoo CNNs, else zoo names or .onnx paths
+    separated by commas, checked before anything is built."""
+    names = list(MODELS) if spec in (None, "all") else [part.strip() for part in spec.split(",") if part.strip()]
+    bad = [n for n in names if n not in zoo.MODELS and not os.path.exists(n)]
+    if bad:
+        raise ConfigError(f"--model: {', '.join(bad)} is neither a zoo model ({', '.join(MODELS)}) nor a file")
+    return [(os.path.basename(n) if os.path.exists(n) else n,
+             (lambda n=n: load_model(n)) if os.path.exists(n) else (lambda n=n: zoo.build(n))) for n in names]
+
+
+def cmd_bench(args: Any) -> int:
+    """`hobbit bench --precision P`: takes --model, --threads, --runs, --warmup, --markdown."""
+    others = [flag for flag, used in (("--load", args.load != ["none"]), ("--streams", args.streams),
+                                      ("--aot", args.aot), ("--batch", args.batch > 1), ("--plot", args.plot),
+                                      ("--json", args.json), ("--profile", args.profile),
+                                      ("--passes/--disable", args.passes or args.disable),
+                                      ("--input-shape", args.input_shape), ("--signature", args.signature)) if used]
+    if others or args.target != host_target():
+        raise ConfigError(f"`hobbit bench --precision` takes --model, --threads, --runs, --warmup and --markdown; "
+                          f"not {', '.join(others) or '--target'}")
+    if args.precision == "int8":
+        try:
+            import onnxruntime.quantization  # noqa: F401  (fail before minutes of work)
+        except ImportError as exc:
+            raise MissingDependencyError("the int8 bench quantizes with onnxruntime: pip install 'hobbit[bench]'") from exc
+    models = models_of(args.model)
+    machine = machine_info()
+    print(f"benchmarking {args.precision} on {', '.join(n for n, _ in models)} at {args.threads} thread(s): "
+          f"quantize, check the fp32 reference, accuracy, then time every engine ...", flush=True)
+    results = run_suite(models, args.precision, args.threads, args.runs, args.warmup,
+                        report=lambda r: print(r.format() + "\n", flush=True))
+    print(speed_table(results) + "\n" + accuracy_table(results), end="")
+    for note in missing_notes(results):
+        print(f"note: {note}", file=sys.stderr)
+    if args.markdown:
+        command = (f"hobbit bench --precision {args.precision} --model {args.model or ','.join(MODELS)} "
+                   f"--threads {','.join(map(str, args.threads))} --runs {args.runs}")
+        with open(args.markdown, "w") as f:
+            f.write(markdown_report(results, machine, command, args.warmup))
+        print(f"wrote {args.markdown}", file=sys.stderr)
+    return 0 if all(r.mismatch is None for r in results) else 1
