@@ -142,3 +142,15 @@ def test_bf16_bench_reports_fp32_and_bf16_engines():
             assert 1e-4 < result.accuracy[engine].rel_l2_median < 0.05, engine
     table = bench_quant.speed_table([result])
     assert "hobbit fp32 ms" in table and "onnxruntime fp32 ms" in table
+
+
+@pytest.mark.parametrize("flags, named", [(["--load", "busy-core"], "--load"), (["--aot"], "--aot"),
+                                          (["--model", "squeezenet1_1,no_such_model"], "no_such_model")])
+def test_precision_refuses_what_it_does_not_take(flags, named, capsys):
+    assert main(["bench", "--precision", "int8", *flags]) == 2
+    assert named in capsys.readouterr().err
+
+
+def test_precision_is_one_of_int8_and_bf16(capsys):
+    assert main(["bench", "--precision", "int4"]) == 2
+    assert "invalid choice: 'int4'" in capsys.readouterr().err
