@@ -111,7 +111,8 @@ class ConvertContext:
         merged = {**opdef.attrs, **attrs}
         node.attrs = merged
         present = [v for v in inputs if v is not None]
-        if present and all(v.const is not None for v in present) or (not present and opdef.kernel is None):
+        constant = present and all(v.const is not None for v in present) and opdef.fold_at_import
+        if constant or (not present and opdef.kernel is None):
             validate.check_fold_size(node, opdef.infer)
             results = opdef.reference([None if v is None else v.const for v in inputs], merged)
             return [Value(o.name, const=np.asarray(r)) for o, r in zip(outputs, results)]

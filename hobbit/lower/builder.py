@@ -209,6 +209,13 @@ class KernelBuilder:
         if width == 1 and mask is None:
             self.store(value, ptr, dtype, index)
             return
+        on = [i for i, c in enumerate(mask.constant) if int(c.constant)] if isinstance(mask, ir.Constant) else None
+        if on is not None and len(on) == 1:
+            # LLVM 22's x86 back end stores 4 bytes for a one-lane masked store of a truncated
+            # <16 x i8> (movl instead of movb), clobbering the next 3 bytes: store the lane itself.
+            lane = self.b.extract_element(value, ir.Constant(I32, on[0]))
+            self.store(lane, ptr, dtype, self.add(index, on[0]))
+            return
         addr = self.gep(ptr, dtype, index)
         align = np.dtype(dtype).itemsize
         if mask is None:

@@ -51,7 +51,7 @@ def _gemm_conv(k: KernelArgs, plan: ConvPlan) -> None:
         if s.pointwise:
             src, src_off = x, x_off
         else:
-            _im2col(kb, s, x, x_off, k.scratch, dtype, k.threads)
+            im2col(kb, s, x, x_off, k.scratch, dtype, k.threads)
             k.threads.sync()
             src, src_off = k.scratch, 0
         oc0 = kb.mul(g, s.ocg)
@@ -106,7 +106,7 @@ def _blocked_im2col_conv(k: KernelArgs, plan: ConvPlan) -> None:
         x_off = kb.mul(kb.add(kb.mul(n, s.c), kb.mul(g, s.cg)), s.h * s.w)
         oc0 = kb.mul(g, s.ocg)
         y_off = kb.mul(kb.add(kb.mul(n, s.oc), oc0), P)
-        _im2col(kb, s, x, x_off, col, dtype, alone, oh0, count)
+        im2col(kb, s, x, x_off, col, dtype, alone, oh0, count)
         sched = gemm_schedule(s.ocg, count * s.ow, K, k.target, np.dtype(dtype).itemsize)
         a = row_major_a(w, kb.mul(oc0, K), K, sched.mr)
         b = MatB(col, 0, k=count * s.ow)
@@ -126,16 +126,17 @@ def _blocked_im2col_conv(k: KernelArgs, plan: ConvPlan) -> None:
     k.threads.bands(s.oh, plan.rows, block, images=s.n * s.group)
 
 
-def _im2col(kb: KernelBuilder, s: ConvShape, x, x_off, col, dtype, threads: Threads,
-            oh0: int | ir.Value = 0, rows: int | None = None) -> None:
+def im2col(kb: KernelBuilder, s: ConvShape, x, x_off, col, dtype, threads: Threads,
+           oh0: int | ir.Value = 0, rows: int | None = None, fill: int = 0) -> None:
     """col[(c*KH + kh)*KW + kw, r*OW + ow] = x[c, (oh0 + r)*sh + kh*dh - pt, ow*sw + kw*dw - pl],
-    or 0 in the padding, for output rows oh0 .. oh0 + rows (all rows by default).
+    or `fill` in the padding (a quantized zero for int8), for output rows oh0 .. oh0 + rows
+    (all rows by default).
 
     Kernel columns are unrolled (each gets static bounds for its valid output columns,
     so the copy loop vectorises cleanly); kernel rows are a runtime loop, which keeps a
     7x7 kernel at 7 loop bodies for LLVM to optimise, not 49."""
     b = kb.b
-    zero = kb.const(dtype, 0)
+    zero = kb.const(dtype, fill)
     rows = s.oh if rows is None else rows
     width = rows * s.ow
     def channels(c_lo, c_hi) -> None:

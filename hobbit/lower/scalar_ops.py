@@ -115,7 +115,22 @@ def _dequantize_scalar(e: Emit, args: list, a: dict):
     return Emit(e.kb, to, e.width).mul(wide.convert(difference, to), scale)
 
 
+def _qadd_scalar(e: Emit, args: list, a: dict):
+    """QAdd (hobbit/ops/qlinear.py) in float32, as its DequantizeLinear -> Add -> QuantizeLinear
+    chain computes it."""
+    f = Emit(e.kb, np.dtype(np.float32), e.width)
+    wide = Emit(e.kb, np.dtype(np.int32), e.width)
+
+    def real(x, zero, scale):
+        return f.mul(wide.convert(wide.sub(e.convert(x, np.int32), wide.c(zero)), np.float32), f.c(scale))
+
+    total = f.add(real(args[0], a["a_zero"], a["a_scale"]), real(args[1], a["b_zero"], a["b_scale"]))
+    q = f.add(f.round_even(f.div(total, f.c(a["y_scale"]))), f.c(a["y_zero"]))
+    return f.convert(f.clamp(q, a["lo"], a["hi"]), np.dtype(a["to"]))
+
+
 CPU.register("QuantizeLinear", lower=lower_elementwise, scalar=_quantize_scalar)
+CPU.register("QAdd", lower=lower_elementwise, scalar=_qadd_scalar)
 CPU.register("DequantizeLinear", lower=lower_elementwise, scalar=_dequantize_scalar)
 
 

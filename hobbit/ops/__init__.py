@@ -7,6 +7,7 @@ from hobbit.ops import convnd  # noqa: F401
 from hobbit.ops import rnn  # noqa: F401
 from hobbit.ops import gridsample  # noqa: F401
 from hobbit.ops import quantize  # noqa: F401
+from hobbit.ops import qlinear  # noqa: F401
 from hobbit.ops import linalg  # noqa: F401
 from hobbit.ops import col2im  # noqa: F401
 from hobbit.ops import scatter  # noqa: F401

@@ -63,6 +63,6 @@ def _dequantize_reference(ins: list[np.ndarray], a: dict) -> list[np.ndarray]:
 
 register_op(OpDef(
     "DequantizeLinear", infer=_dequantize_infer, reference=_dequantize_reference,
-    kind="elementwise", attrs={"to": "float32"},
+    kind="elementwise", attrs={"to": "float32"}, fold_at_import=False,
     doc="(x - zero_point) * scale in float dtype `to` (scale's dtype); inputs x, scale, zero_point "
         "(same integer dtype as x; scale and zero_point broadcast into x)"))

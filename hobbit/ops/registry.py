@@ -50,6 +50,10 @@ class OpDef:
     # given which inputs carry the batch; None: unknown, so a model where it touches a
     # batched value is compiled per batch size (hobbit/graph/separable.py).
     per_sample: Callable[[Node, list[bool]], bool] | None = None
+    # False: the frontend keeps the node even on constant inputs, for a pass that reads
+    # them before folding (a DequantizeLinear of int8 weights, for the int8 pass); the
+    # fold pass still folds it.
+    fold_at_import: bool = True
     attrs: dict[str, Any] = field(default_factory=dict)
     doc: str = ""
 

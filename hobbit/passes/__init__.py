@@ -18,6 +18,7 @@ from hobbit.passes.expand_depthwise import fuse_expand_depthwise
 from hobbit.passes.fold import fold_constants
 from hobbit.passes.fuse import fuse_epilogues
 from hobbit.passes.half import widen_half
+from hobbit.passes.int8 import lower_int8
 from hobbit.passes.layout import choose_layouts
 from hobbit.passes.legalize import legalize
 from hobbit.passes.pool import fuse_pool
@@ -33,6 +34,7 @@ def _graph_only(fn: Callable[[Graph], Graph]) -> Pass:
 
 
 PASSES: dict[str, Pass] = {
+    "int8": lower_int8,
     "widen-half": _graph_only(widen_half),
     "dce": _graph_only(eliminate_dead_code),
     "fold": _graph_only(fold_constants),
@@ -46,7 +48,7 @@ PASSES: dict[str, Pass] = {
     "concat-in-place": _graph_only(concat_in_place),
 }
 
-DEFAULT_PIPELINE: list[str] = ["widen-half", "dce", "fold", "sink-transposes", "fold-batchnorm", "winograd", "layout",
+DEFAULT_PIPELINE: list[str] = ["int8", "widen-half", "dce", "fold", "sink-transposes", "fold-batchnorm", "winograd", "layout",
                                "fuse", "fuse-pool", "fuse-depthwise", "dce", "concat-in-place"]
 
 

@@ -14,6 +14,7 @@ from typing import Any, Callable
 from hobbit.graph.ir import Node
 from hobbit.plan.conv import conv_plan
 from hobbit.plan.expand_depthwise import expand_depthwise_plan
+from hobbit.plan.int8 import int8_conv_plan
 from hobbit.plan.linalg import det_plan
 from hobbit.plan.rnn import recurrence_plan
 from hobbit.plan.winograd import winograd_plan
@@ -27,6 +28,7 @@ PLANNERS: dict[str, Planner] = {
     "ExpandDepthwise": expand_depthwise_plan,
     "Recurrence": recurrence_plan,
     "Det": det_plan,
+    "QConv": int8_conv_plan,
 }
 
 

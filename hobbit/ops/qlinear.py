@@ -1,0 +1,95 @@
+"""Integer ops of a quantized network, made by the int8 pass (hobbit/passes/int8.py) from
+the DequantizeLinear -> float op -> QuantizeLinear patterns of QDQ models.
+
+QConv is a convolution of uint8/int8 activations with int8 weights, accumulated exactly in
+int32 and requantized in its own epilogue:
+
+    acc[n, o, p] = sum_k x[n, k, p] * w[o, k] + offset[o]       (x padded with x_zero)
+    y = clip(rint(float32(acc) * multiplier[o]) + y_zero, lo, hi)  in dtype `to`
+
+`offset` folds the bias and the activations' zero point (bias[o] - x_zero * sum_k w[o, k]),
+so padding with x_zero contributes nothing, as padding with real zeros does in the float
+model; `multiplier` is x_scale * w_scale[o] / y_scale. A Relu before the QuantizeLinear
+becomes lo = y_zero. The weights are stored [OC, Kp] with the reduction dim
+k = (c, kh, kw) padded with zeros to whole groups of the kernel's dot-product instruction
+(4 bytes for vpdpbusd; hobbit.plan.int8 chooses), in the dtype the kernel reads them in.
+
+QAdd adds two quantized tensors of their own scales and zero points and requantizes:
+y = clip(rint(((a - a_zero) * a_scale + (b - b_zero) * b_scale) / y_scale) + y_zero, lo, hi),
+in float32 as a DequantizeLinear -> Add -> QuantizeLinear chain computes it."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from hobbit.errors import ShapeError
+from hobbit.graph.ir import Node, TensorType
+from hobbit.graph.shapes import broadcast
+from hobbit.ops import per_sample
+from hobbit.ops.nn import conv_flops, conv_infer, conv_reference
+from hobbit.ops.registry import OpDef, register_op
+
+
+def _qconv_infer(node: Node) -> list[TensorType]:
+    x, w, offset, multiplier = node.inputs
+    oc = node.attrs["weight_shape"][0]
+    if x.dtype.kind not in "iu" or x.dtype.itemsize != 1 or w.dtype.kind != "i" \
+            or offset.dtype != np.int32 or multiplier.dtype != np.float32 \
+            or tuple(offset.shape) != (oc,) or tuple(multiplier.shape) != (oc,):
+        raise ShapeError(f"QConv of {x.type} by {w.type} with offset {offset.type} and multiplier {multiplier.type}")
+    shape = conv_infer(node)[0].shape
+    return [TensorType(np.dtype(node.attrs["to"]), shape)]
+
+
+def unpacked_weights(w: np.ndarray, weight_shape: tuple[int, ...]) -> np.ndarray:
+    """[OC, Kp] stored weights -> the [OC, C/group, KH, KW] filters they hold."""
+    k = int(np.prod(weight_shape[1:]))
+    return w[:, :k].reshape(weight_shape)
+
+
+def _requantize(acc: np.ndarray, multiplier: np.ndarray, a: dict) -> np.ndarray:
+    scaled = np.rint(acc.astype(np.float32) * multiplier.astype(np.float32)) + np.float32(a["y_zero"])
+    return np.clip(scaled, a["lo"], a["hi"]).astype(a["to"])
+
+
+def _qconv_reference(ins: list[np.ndarray], a: dict) -> list[np.ndarray]:
+    x, w, offset, multiplier = ins
+    pt, pl, pb, pr = a["pads"]
+    padded = np.pad(x.astype(np.float64), ((0, 0), (0, 0), (pt, pb), (pl, pr)), constant_values=a["x_zero"])
+    unpadded = {**a, "pads": (0, 0, 0, 0), "weight_layout": "OIHW"}
+    acc = conv_reference([padded, unpacked_weights(w, a["weight_shape"]).astype(np.float64)], unpadded)[0]
+    acc = acc + offset.reshape(1, -1, 1, 1)
+    return [_requantize(acc, multiplier.reshape(1, -1, 1, 1), a)]
+
+
+register_op(OpDef(
+    "QConv", infer=_qconv_infer, reference=_qconv_reference, flops=conv_flops,
+    per_sample=per_sample.first_input,
+    attrs={"strides": (1, 1), "dilations": (1, 1), "pads": (0, 0, 0, 0), "group": 1, "weight_shape": (),
+           "x_zero": 0, "y_zero": 0, "lo": 0, "hi": 255, "to": "uint8"},
+    doc="int8 convolution with int32 accumulation and requantization; inputs X (uint8/int8), "
+        "W [OC, Kp] (int8 or int16), offset (int32 [OC]: bias - x_zero * row sums), multiplier "
+        "(float32 [OC]: x_scale * w_scale / y_scale)"))
+
+
+def _qadd_infer(node: Node) -> list[TensorType]:
+    a, b = node.inputs
+    for v in (a, b):
+        if v.dtype.kind not in "iu" or v.dtype.itemsize != 1:
+            raise ShapeError(f"QAdd of {a.type} and {b.type}")
+    return [TensorType(np.dtype(node.attrs["to"]), broadcast(tuple(a.shape), tuple(b.shape)))]
+
+
+def _qadd_reference(ins: list[np.ndarray], a: dict) -> list[np.ndarray]:
+    x, y = ins
+    real = ((x.astype(np.int32) - a["a_zero"]).astype(np.float32) * np.float32(a["a_scale"])
+            + (y.astype(np.int32) - a["b_zero"]).astype(np.float32) * np.float32(a["b_scale"]))
+    q = np.rint(real / np.float32(a["y_scale"])) + np.float32(a["y_zero"])
+    return [np.clip(q, a["lo"], a["hi"]).astype(a["to"])]
+
+
+register_op(OpDef(
+    "QAdd", infer=_qadd_infer, reference=_qadd_reference, kind="elementwise",
+    attrs={"a_scale": 1.0, "a_zero": 0, "b_scale": 1.0, "b_zero": 0, "y_scale": 1.0, "y_zero": 0,
+           "lo": 0, "hi": 255, "to": "uint8"},
+    doc="the sum of two quantized tensors, requantized: DequantizeLinear -> Add [-> Relu] -> QuantizeLinear"))

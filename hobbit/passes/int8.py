@@ -1,0 +1,186 @@
+"""The int8 pass: the QDQ patterns of a quantized model become integer kernels.
+
+A QDQ model (onnxruntime's quantize_static, hobbit.quantize, or QLinearConv as the ONNX
+frontend expands it) says "this Conv runs on quantized values" by wrapping a float Conv:
+
+    DequantizeLinear(x_q) -> Conv(., DequantizeLinear(w_q), DequantizeLinear(b_q)) [-> Relu] -> QuantizeLinear
+
+Run as written, every such Conv would dequantize its input to float32, convolve in float and
+quantize again. This pass replaces the chain by one QConv (hobbit/ops/qlinear.py): int8
+weights, int32 accumulation, the requantization in the kernel's epilogue, uint8/int8
+activations in and out, so nothing between two quantized kernels is float. In the same
+way DequantizeLinear -> Add <- DequantizeLinear [-> Relu] -> QuantizeLinear becomes one
+QAdd, a Relu or Clip before the QuantizeLinear becomes the kernel's clamp in the integer
+domain (quantization is monotone, so clamping commutes with it), and an order-preserving
+op between a DequantizeLinear and a QuantizeLinear of the same scale and zero point
+(MaxPool, Reshape, Flatten) runs on the integers themselves.
+
+It runs first in the pipeline, before folding would turn the weights' DequantizeLinear
+into float constants (the frontend leaves those unfolded for it). A chain it cannot run in
+int8 (no integer dot product on the target, per-channel activation parameters, weights that
+do not fit int8 once centred) is left as it is: the float path computes the same values."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from hobbit.graph.ir import Graph, Node, Value
+from hobbit.graph.rewrite import use_counts
+from hobbit.passes.dce import eliminate_dead_code
+from hobbit.plan.int8 import DotProduct, dot_product, padded_k
+from hobbit.target import Target
+
+_SAME_VALUES = ("MaxPool", "Reshape", "Flatten")
+
+
+def lower_int8(graph: Graph, target: Target) -> Graph:
+    dot = dot_product(target)
+    uses = use_counts(graph)
+    nodes = []
+    for node in graph.nodes:
+        replacement = _rewrite(node, uses, dot) if node.op == "QuantizeLinear" else None
+        nodes.append(replacement or node)
+    graph.nodes = nodes
+    graph.relink()
+    return eliminate_dead_code(graph)
+
+
+def _rewrite(q: Node, uses: dict[int, int], dot: DotProduct | None) -> Node | None:
+    out = _scalar_params(q)
+    if out is None:
+        return None
+    y_scale, y_zero = out
+    to = np.dtype(q.attrs["to"])
+    lo, hi = int(np.iinfo(to).min), int(np.iinfo(to).max)
+    value = q.inputs[0]
+    producer = _sole_producer(value, uses)
+    if producer is not None and producer.op in ("Relu", "Clip"):
+        low, high = (0.0, np.inf) if producer.op == "Relu" else (producer.attrs["min"], producer.attrs["max"])
+        lo, hi = max(lo, _quantized(low, y_scale, y_zero, lo, hi)), min(hi, _quantized(high, y_scale, y_zero, lo, hi))
+        value = producer.inputs[0]
+        producer = _sole_producer(value, uses)
+    if producer is None:
+        return None
+    if producer.op == "Conv" and dot is not None:
+        return _qconv(q, producer, dot, y_scale, y_zero, lo, hi, to)
+    if producer.op == "Add":
+        return _qadd(q, producer, y_scale, y_zero, lo, hi, to)
+    if producer.op in _SAME_VALUES and lo == int(np.iinfo(to).min):
+        return _same_values(q, producer, y_scale, y_zero, to)
+    return None
+
+
+def _quantized(bound: float, scale: float, zero: int, lo: int, hi: int) -> int:
+    """QuantizeLinear of a clamp bound: clamping commutes with the monotone quantization."""
+    if not np.isfinite(bound):
+        return lo if bound < 0 else hi
+    return int(np.clip(np.rint(np.float32(bound) / np.float32(scale)) + zero, lo, hi))
+
+
+def _sole_producer(value: Value, uses: dict[int, int]) -> Node | None:
+    """The node computing `value`, when nothing else reads it."""
+    if uses.get(id(value)) != 1:
+        return None
+    return value.producer
+
+
+def _scalar_params(node: Node) -> tuple[float, int] | None:
+    """(scale, zero point) of a (De)QuantizeLinear with one constant scale and zero point."""
+    _, scale, zero = node.inputs
+    if scale.const is None or zero.const is None or scale.const.size != 1 or zero.const.size != 1:
+        return None
+    return float(scale.const.reshape(())), int(zero.const.reshape(()))
+
+
+def _dequantized(value: Value) -> tuple[Value, float, int] | None:
+    """(quantized input, scale, zero point) when `value` is a per-tensor DequantizeLinear of
+    an 8-bit tensor to float32."""
+    dq = value.producer
+    if dq is None or dq.op != "DequantizeLinear" or value.dtype != np.float32:
+        return None
+    params = _scalar_params(dq)
+    x = dq.inputs[0]
+    if params is None or x.dtype.itemsize != 1:
+        return None
+    return x, params[0], params[1]
+
+
+def _dequantized_weights(value: Value) -> tuple[np.ndarray, np.ndarray] | None:
+    """(centred integer weights, per-output-channel scale) of constant weights behind a
+    DequantizeLinear, per tensor or per output channel."""
+    dq = value.producer
+    if dq is None or dq.op != "DequantizeLinear" or any(v.const is None for v in dq.inputs):
+        return None
+    w, scale, zero = (v.const for v in dq.inputs)
+    oc = w.shape[0]
+    if scale.size not in (1, oc) or zero.size not in (1, oc):
+        return None
+    if scale.size == oc and scale.shape[0] != oc:
+        return None
+    centred = w.astype(np.int32) - zero.astype(np.int32).reshape(-1, *(1,) * (w.ndim - 1))
+    return centred, np.broadcast_to(scale.astype(np.float64).reshape(-1), (oc,))
+
+
+def _bias(value: Value | None, oc: int, scale: np.ndarray) -> np.ndarray | None:
+    """The int32 bias in units of x_scale * w_scale: a DequantizeLinear'd int32 constant of
+    that scale is taken as it is, a float bias is quantized."""
+    if value is None:
+        return np.zeros(oc, np.int64)
+    dq = value.producer
+    if dq is not None and dq.op == "DequantizeLinear" and all(v.const is not None for v in dq.inputs):
+        b, b_scale, b_zero = (v.const for v in dq.inputs)
+        real = (b.astype(np.float64) - b_zero.astype(np.float64)) * b_scale.astype(np.float64)
+    elif value.const is not None:
+        real = value.const.astype(np.float64)
+    else:
+        return None
+    return np.rint(real.reshape(-1) / scale).astype(np.int64)
+
+
+def _qconv(q: Node, conv: Node, dot: DotProduct, y_scale: float, y_zero: int, lo: int, hi: int,
+           to: np.dtype) -> Node | None:
+    x = _dequantized(conv.inputs[0])
+    w = _dequantized_weights(conv.inputs[1])
+    if x is None or w is None or conv.epilogue or conv.attrs.get("weight_layout", "OIHW") != "OIHW":
+        return None
+    x_q, x_scale, x_zero = x
+    centred, w_scale = w
+    if centred.ndim != 4 or centred.min() < -128 or centred.max() > 127:
+        return None
+    oc = centred.shape[0]
+    bias = _bias(conv.inputs[2] if len(conv.inputs) > 2 else None, oc, x_scale * w_scale)
+    if bias is None:
+        return None
+    flip = 128 if x_q.dtype == np.int8 else 0  # the kernels read int8 activations as x + 128
+    rows = centred.reshape(oc, -1)
+    offset = bias - (x_zero + flip) * rows.sum(axis=1, dtype=np.int64)
+    if np.abs(offset).max(initial=0) >= 2 ** 31:
+        return None
+    stored = np.zeros((oc, padded_k(rows.shape[1], dot.group)), dot.weights)
+    stored[:, :rows.shape[1]] = rows
+    multiplier = (x_scale * w_scale / y_scale).astype(np.float32)
+    attrs = {k: conv.attrs[k] for k in ("strides", "dilations", "pads", "group")}
+    attrs.update(weight_shape=tuple(centred.shape), x_zero=x_zero, y_zero=y_zero, lo=lo, hi=hi, to=to.name)
+    inputs = [x_q, Value(f"{conv.name}/int8_W", const=stored),
+              Value(f"{conv.name}/int8_offset", const=offset.astype(np.int32)),
+              Value(f"{conv.name}/int8_multiplier", const=multiplier)]
+    return Node("QConv", conv.name, inputs, q.outputs, attrs)
+
+
+def _qadd(q: Node, add: Node, y_scale: float, y_zero: int, lo: int, hi: int, to: np.dtype) -> Node | None:
+    a, b = (_dequantized(v) for v in add.inputs)
+    if a is None or b is None or a[0].dtype != b[0].dtype:  # one integer dtype for the scalar expression
+        return None
+    attrs = dict(a_scale=a[1], a_zero=a[2], b_scale=b[1], b_zero=b[2], y_scale=y_scale, y_zero=y_zero,
+                 lo=lo, hi=hi, to=to.name)
+    return Node("QAdd", add.name, [a[0], b[0]], q.outputs, attrs)
+
+
+def _same_values(q: Node, op: Node, y_scale: float, y_zero: int, to: np.dtype) -> Node | None:
+    """An order-preserving op between a DequantizeLinear and a QuantizeLinear with the same
+    parameters computes on the integers what it computed on their float values."""
+    x = _dequantized(op.inputs[0])
+    if x is None or x[0].dtype != to or (x[1], x[2]) != (np.float32(y_scale), y_zero):
+        return None
+    return Node(op.op, op.name, [x[0], *op.inputs[1:]], q.outputs, dict(op.attrs))
+

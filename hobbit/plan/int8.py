@@ -1,0 +1,103 @@
+"""How int8 convolutions run on a target: the dot-product instruction, the packed layouts it
+reads, and the plan of one QConv node.
+
+The int8 GEMM keeps int32 accumulators in vector registers, like the float GEMM (rows are
+output channels, vectors run along output positions), but each 32-bit lane sums `group`
+consecutive products of the reduction dim in one instruction:
+
+* vpdpbusd (AVX-512 VNNI; AVX-VNNI or AVX512-VL for 256-bit vectors): 4 unsigned bytes of
+  activations times 4 signed bytes of weights, added to the lane in int32. The products
+  are summed in 32 bits without saturation, so the accumulation is exact for any
+  K < 2**31 / (255 * 128) = 65793: no 7-bit trick is needed.
+* vpmaddwd (AVX2 without VNNI): 2 int16 activations (the bytes zero-extended) times
+  2 int16 weights, summed in int32 and added. Exact as well: the pair sum is at most
+  2 * 255 * 128. (vpmaddubsw would take bytes directly but saturates its pair sums to
+  int16, which 255 * 127 * 2 exceeds.)
+
+Activations are packed per panel of NR positions as [K/group, NR, group] (a lane's group
+of k side by side); the weights are stored [OC, K padded to the group] so that one 32-bit
+load broadcasts a row's group of k. Activations of dtype int8 are flipped to uint8
+(x + 128) while they are packed."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from hobbit.graph.ir import Node
+from hobbit.errors import TargetError
+from hobbit.plan.conv import ConvShape, conv_shape
+from hobbit.plan.gemm import GemmSchedule, gemm_schedule
+from hobbit.target import Target
+
+
+@dataclass(frozen=True)
+class DotProduct:
+    """The integer dot-product instruction the int8 kernels are built on."""
+    name: str  # "vpdpbusd" or "vpmaddwd"
+    group: int  # consecutive k per 32-bit lane
+    lanes: int  # int32 lanes per vector
+    packed: np.dtype  # activations as packed: uint8, or int16 for vpmaddwd
+    weights: np.dtype  # weights as stored: int8, or int16 for vpmaddwd
+
+
+def dot_product(target: Target) -> DotProduct | None:
+    """The best int8 dot product of the target, or None for a CPU without one (the int8
+    pass then keeps the float path)."""
+    features = target.enabled
+    lanes = target.lanes(4)
+    if target.arch != "x86_64":
+        return None
+    if lanes == 16 and "avx512vnni" in features:
+        return DotProduct("vpdpbusd", 4, 16, np.dtype(np.uint8), np.dtype(np.int8))
+    if lanes == 8 and ("avxvnni" in features or {"avx512vnni", "avx512vl"} <= features):
+        return DotProduct("vpdpbusd", 4, 8, np.dtype(np.uint8), np.dtype(np.int8))
+    if lanes >= 8 and "avx2" in features:
+        return DotProduct("vpmaddwd", 2, 8, np.dtype(np.int16), np.dtype(np.int16))
+    return None
+
+
+def padded_k(k: int, group: int) -> int:
+    return -(-k // group) * group
+
+
+@dataclass(frozen=True)
+class Int8ConvPlan:
+    """How one QConv node runs. Sizes in bytes, per thread."""
+    shape: ConvShape
+    dot: DotProduct
+    threads: int
+    gemm: GemmSchedule  # mr rows x nv vectors of int32 accumulators
+    rows: int  # output rows per band
+    col: int  # this thread's im2col buffer: [K, rows*OW] bytes (0: B read from the input)
+    pack: int  # this thread's packed panel: [Kp/group, NR, group] in dot.packed
+
+    @property
+    def k(self) -> int:
+        return self.shape.cg * self.shape.kh * self.shape.kw
+
+    @property
+    def scratch_bytes(self) -> int:
+        return self.threads * (self.col + self.pack)
+
+
+def int8_conv_plan(node: Node, target: Target, threads: int) -> Int8ConvPlan:
+    s = conv_shape(node)
+    dot = dot_product(target)
+    if dot is None:
+        raise TargetError(f"QConv '{node.name}': target '{target.cpu}' has no integer dot product")
+    k = s.cg * s.kh * s.kw
+    gemm = gemm_schedule(s.ocg, s.oh * s.ow, k, target, 4)
+    direct = s.pointwise
+    rows = band_rows(s, k, target)
+    col = 0 if direct else k * rows * s.ow
+    pack = padded_k(k, dot.group) * gemm.nr * dot.packed.itemsize
+    return Int8ConvPlan(s, dot, threads, gemm, rows, col, pack)
+
+
+def band_rows(s: ConvShape, k: int, target: Target) -> int:
+    """Output rows per band: the band's columns of B (k bytes per position) take at most
+    half of L2, so a panel packed from them is still in cache."""
+    return max(1, min(s.oh, (target.l2_bytes // 2) // max(1, k * s.ow)))
+
