@@ -19,18 +19,21 @@ from llvmlite import ir
 
 from hobbit.lower.builder import KernelBuilder
 from hobbit.lower.conv import im2col
+from hobbit.lower.int8_depthwise import lower_qconv_depthwise
+from hobbit.lower.int8_vector import I8, I32, U8, dot_step, requantize_channel
 from hobbit.lower.kernel import KernelArgs
 from hobbit.lower.kernels import CPU
-from hobbit.plan.int8 import DotProduct, Int8ConvPlan, padded_k
+from hobbit.plan.int8 import Int8ConvPlan, padded_k
 
-I8, I16, I32 = ir.IntType(8), ir.IntType(16), ir.IntType(32)
-F32 = ir.FloatType()
-U8 = np.dtype(np.uint8)
+I16 = ir.IntType(16)
 
 
 def lower_qconv(k: KernelArgs) -> None:
     plan: Int8ConvPlan = k.plan
-    kb, node, s, dot = k.kb, k.node, plan.shape, plan.dot
+    if plan.variant == "depthwise":
+        lower_qconv_depthwise(k, plan)
+        return
+    kb, node, s = k.kb, k.node, plan.shape
     x, w, offset, multiplier = k.inputs
     x_dtype = np.dtype(node.inputs[0].dtype)
     a = node.attrs
@@ -139,30 +142,16 @@ class _Kernel:
                 weights = kb.b.bitcast(kb.splat(word, dot.lanes), operand)
                 for j in range(nv):
                     acc = kb.b.load(accs[i][j], typ=acc_type)
-                    kb.b.store(_dot(kb, dot, acc, b_vectors[j], weights), accs[i][j])
+                    kb.b.store(dot_step(kb, dot, acc, b_vectors[j], weights), accs[i][j])
         for i in range(mr):
             oc = kb.add(oc0, i)
             for j in range(nv):
                 valid = min(dot.lanes, width - j * dot.lanes)
                 acc = kb.b.load(accs[i][j], typ=acc_type)
-                out = self._requantize(acc, oc)
+                out = requantize_channel(kb, self.attrs, acc, self.offset, self.multiplier, oc)
                 mask = kb.prefix_mask(dot.lanes, valid) if valid < dot.lanes else None
                 at = kb.add(kb.add(y_off, kb.mul(oc, self.positions)), j * dot.lanes)
                 kb.vstore(out, self.y, np.dtype(self.attrs["to"]), at, mask)
-
-    def _requantize(self, acc: ir.Value, oc) -> ir.Value:
-        """clip(rint((acc + offset) * multiplier) + y_zero, lo, hi), as bytes."""
-        kb, lanes, a = self.kb, self.dot.lanes, self.attrs
-        b = kb.b
-        total = b.add(acc, kb.splat(kb.load(self.offset, np.dtype(np.int32), oc), lanes))
-        real = b.fmul(b.sitofp(total, ir.VectorType(F32, lanes)),
-                      kb.splat(kb.load(self.multiplier, np.dtype(np.float32), oc), lanes))
-        vf = ir.VectorType(F32, lanes)
-        rounded = kb.call_intrinsic(f"llvm.rint.v{lanes}f32", vf, [real])
-        q = b.fadd(rounded, ir.Constant(vf, [float(a["y_zero"])] * lanes))
-        q = kb.call_intrinsic(f"llvm.maxnum.v{lanes}f32", vf, [q, ir.Constant(vf, [float(a["lo"])] * lanes)])
-        q = kb.call_intrinsic(f"llvm.minnum.v{lanes}f32", vf, [q, ir.Constant(vf, [float(a["hi"])] * lanes)])
-        return b.trunc(b.fptosi(q, ir.VectorType(I32, lanes)), ir.VectorType(I8, lanes))
 
 
 def _interleave(kb: KernelBuilder, rows: list[ir.Value]) -> ir.Value:
@@ -175,14 +164,6 @@ def _interleave(kb: KernelBuilder, rows: list[ir.Value]) -> ir.Value:
     order = [t * lanes + lane for lane in range(lanes) for t in range(count)]
     whole = rows[0]
     return kb.b.shuffle_vector(whole, ir.Constant(whole.type, None), ir.Constant(ir.VectorType(I32, len(order)), order))
-
-
-def _dot(kb: KernelBuilder, dot: DotProduct, acc: ir.Value, activations: ir.Value, weights: ir.Value) -> ir.Value:
-    """acc + the lane-wise dot products of `group` activations and weights."""
-    if dot.name == "vpdpbusd":
-        return kb.call_intrinsic(f"llvm.x86.avx512.vpdpbusd.{32 * dot.lanes}", acc.type, [acc, activations, weights])
-    pairs = kb.call_intrinsic("llvm.x86.avx2.pmadd.wd", acc.type, [activations, weights])
-    return kb.b.add(acc, pairs)
 
 
 CPU.register("QConv", lower=lower_qconv)

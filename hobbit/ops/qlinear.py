@@ -14,6 +14,13 @@ becomes lo = y_zero. The weights are stored [OC, Kp] with the reduction dim
 k = (c, kh, kw) padded with zeros to whole groups of the kernel's dot-product instruction
 (4 bytes for vpdpbusd; hobbit.plan.int8 chooses), in the dtype the kernel reads them in.
 
+QMatMul is the same for a matrix product with constant weights [K, N] (fully-connected
+layers), stored in NR-column panels of the dot product's layout; offset and multiplier are
+per column.
+
+For int8 activations the kernels add 128 to make them unsigned, and `offset` is computed
+for the values they read: x + 128 (the pass does this), so the references do the same.
+
 QAdd adds two quantized tensors of their own scales and zero points and requantizes:
 y = clip(rint(((a - a_zero) * a_scale + (b - b_zero) * b_scale) / y_scale) + y_zero, lo, hi),
 in float32 as a DequantizeLinear -> Add -> QuantizeLinear chain computes it."""
@@ -52,10 +59,16 @@ def _requantize(acc: np.ndarray, multiplier: np.ndarray, a: dict) -> np.ndarray:
     return np.clip(scaled, a["lo"], a["hi"]).astype(a["to"])
 
 
+def _as_read(x: np.ndarray) -> np.ndarray:
+    """Activations as the int8 kernels read them: uint8 as stored, int8 + 128."""
+    return x.astype(np.int64) + (128 if x.dtype == np.int8 else 0)
+
+
 def _qconv_reference(ins: list[np.ndarray], a: dict) -> list[np.ndarray]:
     x, w, offset, multiplier = ins
     pt, pl, pb, pr = a["pads"]
-    padded = np.pad(x.astype(np.float64), ((0, 0), (0, 0), (pt, pb), (pl, pr)), constant_values=a["x_zero"])
+    zero = a["x_zero"] + (128 if x.dtype == np.int8 else 0)
+    padded = np.pad(_as_read(x).astype(np.float64), ((0, 0), (0, 0), (pt, pb), (pl, pr)), constant_values=zero)
     unpadded = {**a, "pads": (0, 0, 0, 0), "weight_layout": "OIHW"}
     acc = conv_reference([padded, unpacked_weights(w, a["weight_shape"]).astype(np.float64)], unpadded)[0]
     acc = acc + offset.reshape(1, -1, 1, 1)
@@ -93,3 +106,34 @@ register_op(OpDef(
     attrs={"a_scale": 1.0, "a_zero": 0, "b_scale": 1.0, "b_zero": 0, "y_scale": 1.0, "y_zero": 0,
            "lo": 0, "hi": 255, "to": "uint8"},
     doc="the sum of two quantized tensors, requantized: DequantizeLinear -> Add [-> Relu] -> QuantizeLinear"))
+
+
+def _qmatmul_infer(node: Node) -> list[TensorType]:
+    x, w, offset, multiplier = node.inputs
+    a = node.attrs
+    if x.dtype.kind not in "iu" or x.dtype.itemsize != 1 or len(x.shape) < 2 or x.shape[-1] != a["k"] \
+            or offset.dtype != np.int32 or multiplier.dtype != np.float32 \
+            or tuple(offset.shape) != (a["n"],) or tuple(multiplier.shape) != (a["n"],):
+        raise ShapeError(f"QMatMul of {x.type} by {w.type} (K={a['k']}, N={a['n']})")
+    return [TensorType(np.dtype(a["to"]), tuple(x.shape[:-1]) + (a["n"],))]
+
+
+def unpacked_matrix(w: np.ndarray, k: int, n: int) -> np.ndarray:
+    """[N/NR panels, Kp/group, NR, group] stored weights -> the [K, N] matrix they hold."""
+    panels, groups, nr, group = w.shape
+    return w.transpose(1, 3, 0, 2).reshape(groups * group, panels * nr)[:k, :n]
+
+
+def _qmatmul_reference(ins: list[np.ndarray], a: dict) -> list[np.ndarray]:
+    x, w, offset, multiplier = ins
+    acc = _as_read(x) @ unpacked_matrix(w, a["k"], a["n"]).astype(np.int64) + offset
+    return [_requantize(acc, multiplier, a)]
+
+
+register_op(OpDef(
+    "QMatMul", infer=_qmatmul_infer, reference=_qmatmul_reference, per_sample=per_sample.first_input,
+    flops=lambda node: 2 * node.outputs[0].type.size * node.attrs["k"],
+    attrs={"k": 0, "n": 0, "x_zero": 0, "y_zero": 0, "lo": 0, "hi": 255, "to": "uint8"},
+    doc="int8 matrix product with int32 accumulation and requantization; inputs X ([..., K], uint8/int8 "
+        "as stored, int8 read as x + 128 like QConv), W (constant [N/NR, Kp/group, NR, group] panels), "
+        "offset (int32 [N]), multiplier (float32 [N])"))

@@ -27,7 +27,8 @@ import numpy as np
 from hobbit.graph.ir import Graph, Node, Value
 from hobbit.graph.rewrite import use_counts
 from hobbit.passes.dce import eliminate_dead_code
-from hobbit.plan.int8 import DotProduct, dot_product, padded_k
+from hobbit.plan.gemm import gemm_schedule
+from hobbit.plan.int8 import DotProduct, dot_product, packed_matrix, padded_k
 from hobbit.target import Target
 
 _SAME_VALUES = ("MaxPool", "Reshape", "Flatten")
@@ -38,14 +39,14 @@ def lower_int8(graph: Graph, target: Target) -> Graph:
     uses = use_counts(graph)
     nodes = []
     for node in graph.nodes:
-        replacement = _rewrite(node, uses, dot) if node.op == "QuantizeLinear" else None
+        replacement = _rewrite(node, uses, dot, target) if node.op == "QuantizeLinear" else None
         nodes.append(replacement or node)
     graph.nodes = nodes
     graph.relink()
     return eliminate_dead_code(graph)
 
 
-def _rewrite(q: Node, uses: dict[int, int], dot: DotProduct | None) -> Node | None:
+def _rewrite(q: Node, uses: dict[int, int], dot: DotProduct | None, target: Target) -> Node | None:
     out = _scalar_params(q)
     if out is None:
         return None
@@ -63,7 +64,13 @@ def _rewrite(q: Node, uses: dict[int, int], dot: DotProduct | None) -> Node | No
         return None
     if producer.op == "Conv" and dot is not None:
         return _qconv(q, producer, dot, y_scale, y_zero, lo, hi, to)
+    if producer.op == "MatMul" and dot is not None:
+        return _qmatmul(q, producer, None, dot, target, y_scale, y_zero, lo, hi, to)
     if producer.op == "Add":
+        for slot in (0, 1):
+            matmul = _sole_producer(producer.inputs[slot], uses)
+            if matmul is not None and matmul.op == "MatMul" and dot is not None:
+                return _qmatmul(q, matmul, producer.inputs[1 - slot], dot, target, y_scale, y_zero, lo, hi, to)
         return _qadd(q, producer, y_scale, y_zero, lo, hi, to)
     if producer.op in _SAME_VALUES and lo == int(np.iinfo(to).min):
         return _same_values(q, producer, y_scale, y_zero, to)
@@ -121,6 +128,24 @@ def _dequantized_weights(value: Value) -> tuple[np.ndarray, np.ndarray] | None:
     return centred, np.broadcast_to(scale.astype(np.float64).reshape(-1), (oc,))
 
 
+def _dequantized_matrix(value: Value) -> tuple[np.ndarray, np.ndarray] | None:
+    """(centred [K, N] integer weights, per-column scale) of a constant matrix behind a
+    DequantizeLinear, or its transpose (Gemm with transB: the weights are [N, K], per row)."""
+    node = value.producer
+    if node is not None and node.op == "Transpose" and tuple(node.attrs["perm"]) == (1, 0):
+        rows = _dequantized_weights(node.inputs[0])
+        return None if rows is None or rows[0].ndim != 2 else (rows[0].T, rows[1])
+    dq = value.producer
+    if dq is None or dq.op != "DequantizeLinear" or any(v.const is None for v in dq.inputs) or len(value.shape) != 2:
+        return None
+    w, scale, zero = (v.const for v in dq.inputs)
+    n = w.shape[1]
+    if scale.size not in (1, n) or zero.size not in (1, n):
+        return None
+    centred = w.astype(np.int32) - zero.astype(np.int32).reshape(1, -1)
+    return centred, np.broadcast_to(scale.astype(np.float64).reshape(-1), (n,))
+
+
 def _bias(value: Value | None, oc: int, scale: np.ndarray) -> np.ndarray | None:
     """The int32 bias in units of x_scale * w_scale: a DequantizeLinear'd int32 constant of
     that scale is taken as it is, a float bias is quantized."""
@@ -165,6 +190,35 @@ def _qconv(q: Node, conv: Node, dot: DotProduct, y_scale: float, y_zero: int, lo
               Value(f"{conv.name}/int8_offset", const=offset.astype(np.int32)),
               Value(f"{conv.name}/int8_multiplier", const=multiplier)]
     return Node("QConv", conv.name, inputs, q.outputs, attrs)
+
+
+def _qmatmul(q: Node, matmul: Node, bias_value: Value | None, dot: DotProduct, target: Target,
+             y_scale: float, y_zero: int, lo: int, hi: int, to: np.dtype) -> Node | None:
+    x = _dequantized(matmul.inputs[0])
+    w = _dequantized_matrix(matmul.inputs[1])
+    if x is None or w is None or matmul.epilogue:
+        return None
+    x_q, x_scale, x_zero = x
+    centred, w_scale = w
+    k, n = centred.shape
+    if centred.min() < -128 or centred.max() > 127 or len(x_q.shape) < 2:
+        return None
+    if bias_value is not None and tuple(bias_value.shape) not in ((n,), (1, n)):
+        return None
+    bias = _bias(bias_value, n, x_scale * w_scale)
+    if bias is None:
+        return None
+    flip = 128 if x_q.dtype == np.int8 else 0
+    offset = bias - (x_zero + flip) * centred.sum(axis=0, dtype=np.int64)
+    if np.abs(offset).max(initial=0) >= 2 ** 31:
+        return None
+    rows = int(np.prod(x_q.shape[:-1]))
+    nr = gemm_schedule(rows, n, k, target, 4).nr
+    attrs = dict(k=k, n=n, x_zero=x_zero, y_zero=y_zero, lo=lo, hi=hi, to=to.name)
+    inputs = [x_q, Value(f"{matmul.name}/int8_W", const=packed_matrix(centred, nr, dot)),
+              Value(f"{matmul.name}/int8_offset", const=offset.astype(np.int32)),
+              Value(f"{matmul.name}/int8_multiplier", const=(x_scale * w_scale / y_scale).astype(np.float32))]
+    return Node("QMatMul", matmul.name, inputs, q.outputs, attrs)
 
 
 def _qadd(q: Node, add: Node, y_scale: float, y_zero: int, lo: int, hi: int, to: np.dtype) -> Node | None:

@@ -62,9 +62,20 @@ def padded_k(k: int, group: int) -> int:
     return -(-k // group) * group
 
 
+def packed_matrix(matrix: np.ndarray, nr: int, dot: DotProduct) -> np.ndarray:
+    """[K, N] weights -> [N/NR panels, Kp/group, NR, group] in dot.weights, zero-padded: each
+    panel a contiguous stream, one vector load per group of k (QMatMul's B)."""
+    k, n = matrix.shape
+    kp, panels = padded_k(k, dot.group), -(-n // nr)
+    padded = np.zeros((kp, panels * nr), dot.weights)
+    padded[:k, :n] = matrix
+    return np.ascontiguousarray(padded.reshape(kp // dot.group, dot.group, panels, nr).transpose(2, 0, 3, 1))
+
+
 @dataclass(frozen=True)
 class Int8ConvPlan:
     """How one QConv node runs. Sizes in bytes, per thread."""
+    variant: str  # "gemm" (the dot-product GEMM) or "depthwise" (int32 lanes, one tap at a time)
     shape: ConvShape
     dot: DotProduct
     threads: int
@@ -72,6 +83,11 @@ class Int8ConvPlan:
     rows: int  # output rows per band
     col: int  # this thread's im2col buffer: [K, rows*OW] bytes (0: B read from the input)
     pack: int  # this thread's packed panel: [Kp/group, NR, group] in dot.packed
+
+    @property
+    def weight_row(self) -> int:
+        """Elements of one output channel's stored weights (K padded to the group)."""
+        return padded_k(self.k, self.dot.group)
 
     @property
     def k(self) -> int:
@@ -89,11 +105,13 @@ def int8_conv_plan(node: Node, target: Target, threads: int) -> Int8ConvPlan:
         raise TargetError(f"QConv '{node.name}': target '{target.cpu}' has no integer dot product")
     k = s.cg * s.kh * s.kw
     gemm = gemm_schedule(s.ocg, s.oh * s.ow, k, target, 4)
+    if s.cg == 1 and s.group > 1:
+        return Int8ConvPlan("depthwise", s, dot, threads, gemm, 0, 0, 0)
     direct = s.pointwise
     rows = band_rows(s, k, target)
     col = 0 if direct else k * rows * s.ow
     pack = padded_k(k, dot.group) * gemm.nr * dot.packed.itemsize
-    return Int8ConvPlan(s, dot, threads, gemm, rows, col, pack)
+    return Int8ConvPlan("gemm", s, dot, threads, gemm, rows, col, pack)
 
 
 def band_rows(s: ConvShape, k: int, target: Target) -> int:
