@@ -31,7 +31,7 @@ import onnx
 
 import hobbit
 from hobbit import zoo
-from hobbit.bench import Timing, compare_outputs, machine_info
+from hobbit.bench import Timing, machine_info
 from hobbit.bench_load import BLOCK, COOLDOWN_S, run_in_process
 from hobbit.bench_ort import ort_session
 from hobbit.errors import ConfigError, HobbitError, MissingDependencyError
@@ -49,6 +49,13 @@ INT8_VS_PEER = 1.0
 INT8_VS_PEER_AIM = 0.8
 BF16_VS_FP32 = 0.6
 BF16_VS_PEER = 1.0
+# hobbit fp32 is the reference only where its logits are within this relative L2 distance of
+# onnxruntime fp32's on every image checked. Two fp32 engines differ by summation order
+# (and Winograd): measured 1e-7 to 1e-5 on the zoo models; int8 and bf16 err by 1e-2 and
+# more, so the reference is at least 100x closer to the truth than anything it judges. An
+# element-wise check (hobbit bench's rtol 1e-3, atol 1e-4) trips on one logit near zero among
+# 32000 (resnet50: 4e-4 off, at relative L2 1e-6).
+REFERENCE_REL_L2 = 1e-4
 
 FP32 = "hobbit fp32"
 INT8_ORT_MODEL = "hobbit int8 (ORT QDQ)"
@@ -280,7 +287,8 @@ class QuantBenchResult:
     precision: str
     threads: int
     runs: int
-    reference_max_abs: float  # |hobbit fp32 - onnxruntime fp32| over the evaluation images
+    reference_rel_l2: float  # worst ||hobbit fp32 - onnxruntime fp32|| / ||onnxruntime fp32|| over the images checked
+    reference_images: int  # how many: the evaluation set at the first thread count, the timed image after
     mismatch: str | None  # hobbit fp32 disagreeing with onnxruntime fp32: no other numbers then
     timings: dict[str, Timing] = field(default_factory=dict)
     missing: dict[str, str] = field(default_factory=dict)
@@ -306,7 +314,8 @@ class QuantBenchResult:
     def format(self) -> str:
         lines = [f"model: {self.model}   precision: {self.precision}   threads: {self.threads}   "
                  f"timed runs: {self.runs} each",
-                 f"max |hobbit fp32 - onnxruntime fp32| over the evaluation images: {self.reference_max_abs:.3g}"]
+                 f"hobbit fp32 against onnxruntime fp32: logit rel L2 {_error(self.reference_rel_l2)} "
+                 f"(worst of {self.reference_images} image{'s' * (self.reference_images > 1)})"]
         lines += [f"{what}: {seconds:.1f} s" for what, seconds in self.quantize_seconds.items()]
         if self.mismatch is not None:
             return "\n".join(lines + [f"REFERENCE DISAGREES: {self.mismatch}; no other numbers for this model"])
@@ -337,27 +346,38 @@ def logits(runner: Runner, feeds: Sequence[dict[str, np.ndarray]]) -> np.ndarray
     return np.stack([runner(feed)[0].reshape(-1) for feed in feeds])
 
 
-def evaluate(engines: Engines, feeds: Sequence[dict[str, np.ndarray]]) -> tuple[dict[str, Accuracy], float, str | None]:
-    """Every engine's accuracy against hobbit fp32, after checking hobbit fp32 against
-    onnxruntime fp32 image by image: (accuracies, max abs difference, disagreement or None)."""
+def check_reference(result: QuantBenchResult, engines: Engines, feeds: Sequence[dict[str, np.ndarray]]
+                    ) -> tuple[np.ndarray, np.ndarray]:
+    """hobbit fp32's and onnxruntime fp32's logits on `feeds`; records in `result` how far apart
+    they are, and as its mismatch when that is more than REFERENCE_REL_L2."""
     reference = logits(engines.runners[FP32], feeds)
     check = logits(engines.runners[ORT_FP32], feeds)
-    worst, mismatch = compare_outputs([reference], [check], ["logits of the evaluation images"])
-    if mismatch is not None:
-        return {}, worst, mismatch
-    accuracy = {ORT_FP32: Accuracy.of(check, reference)}
+    result.reference_rel_l2 = Accuracy.of(reference, check).rel_l2_max
+    result.reference_images = len(feeds)
+    if result.reference_rel_l2 > REFERENCE_REL_L2:
+        result.mismatch = (f"hobbit fp32's logits are {result.reference_rel_l2:.2e} from onnxruntime fp32's "
+                           f"(relative L2, worst of {len(feeds)} images), more than {REFERENCE_REL_L2:g}")
+    return reference, check
+
+
+def evaluate(result: QuantBenchResult, engines: Engines, feeds: Sequence[dict[str, np.ndarray]]) -> None:
+    """Every engine's accuracy against hobbit fp32 into `result`, once hobbit fp32 is checked
+    against onnxruntime fp32 on every image."""
+    reference, check = check_reference(result, engines, feeds)
+    if result.mismatch is not None:
+        return
+    result.accuracy = {ORT_FP32: Accuracy.of(check, reference)}
     for name, runner in engines.runners.items():
         if name not in (FP32, ORT_FP32):
-            accuracy[name] = Accuracy.of(logits(runner, feeds), reference)
-    return accuracy, worst, None
+            result.accuracy[name] = Accuracy.of(logits(runner, feeds), reference)
 
 
 def bench_model(name: str, model: onnx.ModelProto, precision: str, threads: Sequence[int], runs: int = 30,
                 warmup: int = 3, calibration_count: int = CALIBRATION_COUNT,
                 evaluation_count: int = EVALUATION_COUNT) -> list[QuantBenchResult]:
     """Quantize (int8) once, then at each thread count build every engine, measure accuracy
-    (at the first count: the numbers do not depend on it) and time the engines alternately on
-    the first evaluation image."""
+    (at the first count; the numbers barely depend on it, and the reference is checked again on
+    the timed image at the others) and time the engines alternately on the first evaluation image."""
     if precision not in PRECISIONS:
         raise ConfigError(f"unknown precision {precision!r}; known: {', '.join(PRECISIONS)}")
     image = input_name(model)
@@ -369,10 +389,12 @@ def bench_model(name: str, model: onnx.ModelProto, precision: str, threads: Sequ
     results = []
     for n in threads:
         engines = build_engines(precision, sources, n, core)
-        result = QuantBenchResult(name, precision, n, runs, 0.0, None, missing=engines.missing,
+        result = QuantBenchResult(name, precision, n, runs, 0.0, 0, None, missing=engines.missing,
                                   build_seconds=engines.build_seconds, quantize_seconds=sources.seconds)
         if n == threads[0]:
-            result.accuracy, result.reference_max_abs, result.mismatch = evaluate(engines, evaluation)
+            evaluate(result, engines, evaluation)
+        else:  # another thread count splits hobbit's work otherwise: its reference is checked again
+            check_reference(result, engines, evaluation[:1])
         if result.mismatch is None:
             result.timings = time_engines(engines, evaluation[0], runs, warmup)
         results.append(result)
@@ -453,20 +475,23 @@ def speed_table(results: list[QuantBenchResult]) -> str:
 
 def accuracy_table(results: list[QuantBenchResult]) -> str:
     """One row per model and engine, against hobbit fp32 on the evaluation images; for
-    hobbit's low-bit engines in int8, their median error over onnxruntime int8's (≤ 1: no worse)."""
+    hobbit's low-bit engines, their median error over the peer's (≤ 1: no worse): onnxruntime
+    int8's (issue 15's accuracy target), OpenVINO bf16's."""
+    precision = results[0].precision
+    judge = ORT_INT8 if precision == "int8" else OV_BF16
     rows = [r for r in results if r.accuracy is not None or r.mismatch is not None]
     lines = ["| model | engine | runs on | logit rel L2 median | logit rel L2 max | top-1 agreement "
-             "| top-5 agreement | median error / onnxruntime int8's (≤ 1) |",
+             f"| top-5 agreement | median error / {judge}'s (≤ 1) |",
              "|" + " --- |" * 8]
     for r in rows:
         if r.mismatch is not None:
             lines.append(f"| {r.model} | {FP32} | fp32 | reference disagrees with onnxruntime fp32: {r.mismatch} "
                          "| | | | |")
             continue
-        peer = r.accuracy.get(ORT_INT8)
+        peer = r.accuracy.get(judge)
         for name, acc in r.accuracy.items():
             versus = "—"
-            if name in low_bit_engines("int8") and peer is not None and peer.rel_l2_median > 0:
+            if name in low_bit_engines(precision) and peer is not None and peer.rel_l2_median > 0:
                 versus = _ratio_cell(acc.rel_l2_median / peer.rel_l2_median, 1.0)
             lines.append(f"| {r.model} | {name} | {RUNS_ON[name]} | {_error(acc.rel_l2_median)} | {_error(acc.rel_l2_max)} "
                          f"| {acc.top1:.1%} | {acc.top5:.1%} | {versus} |")
@@ -527,8 +552,8 @@ def markdown_report(results: list[QuantBenchResult], machine: dict[str, Any], co
         f"median (p10–p90) ms. Ratios are of medians, below 1 means hobbit is faster; ✗ marks a ratio past its "
         f"target (int8: ≤ {INT8_VS_FP32} of hobbit fp32, ≤ {INT8_VS_PEER} of the faster peer int8, aim "
         f"{INT8_VS_PEER_AIM}; bf16: ≤ {BF16_VS_FP32} of hobbit fp32, ≤ {BF16_VS_PEER} of OpenVINO bf16).\n\n"
-        f"Accuracy: against hobbit fp32's logits, which first match onnxruntime fp32's (rtol 1e-3, atol 1e-4) "
-        f"on every evaluation image; logit relative L2 error ||y − y_fp32|| / ||y_fp32|| per image (median, max), "
+        f"Accuracy: against hobbit fp32's logits, which first match onnxruntime fp32's (relative L2 at most "
+        f"{REFERENCE_REL_L2:g}) on every evaluation image; logit relative L2 error ||y − y_fp32|| / ||y_fp32|| per image (median, max), "
         f"top-1 agreement (same top class as fp32) and top-5 agreement (fp32's top class among the top five).\n\n"
         + "".join(f"- {note}\n" for note in notes) + ("\n" if notes else "")
         + speed_table(results) + "\n" + accuracy_table(results))
@@ -563,7 +588,8 @@ def cmd_bench(args: Any) -> int:
             raise MissingDependencyError("the int8 bench quantizes with onnxruntime: pip install 'hobbit[bench]'") from exc
     models = models_of(args.model)
     machine = machine_info()
-    print(f"benchmarking {args.precision} on {', '.join(n for n, _ in models)} at {args.threads} thread(s): "
+    print(f"benchmarking {args.precision} on {', '.join(n for n, _ in models)} at "
+          f"{','.join(map(str, args.threads))} thread(s): "
           f"quantize, check the fp32 reference, accuracy, then time every engine ...", flush=True)
     results = run_suite(models, args.precision, args.threads, args.runs, args.warmup,
                         report=lambda r: print(r.format() + "\n", flush=True))
