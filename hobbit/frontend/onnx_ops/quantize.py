@@ -108,19 +108,24 @@ def dequantize_linear(ctx, node, ins):
     a = ctx.attrs(node)
     x, scale = ins[0], ins[1]
     zero = ins[2] if len(ins) > 2 else None
-    if np.dtype(x.dtype).name not in _INT_TYPES:
-        raise Unsupported(f"DequantizeLinear of {np.dtype(x.dtype).name} input")
     out = _output_dtype(ctx, a, None, np.dtype(scale.dtype).name)
     if out.kind != "f":
         raise Unsupported(f"DequantizeLinear to {out.name}")
+    y = dequantize(ctx, x, scale, zero, int(a.get("axis", 1)), int(a.get("block_size", 0)))
+    return [y if out == np.dtype(y.dtype) else ctx.emit1("Cast", [y], {"to": out.name})]
+
+
+def dequantize(ctx, x, scale, zero, axis: int = 1, block: int = 0):
+    """DequantizeLinear of integer x (per tensor, per `axis` or in blocks), in float32 (or
+    float64 for a float64 scale)."""
+    if np.dtype(x.dtype).name not in _INT_TYPES:
+        raise Unsupported(f"DequantizeLinear of {np.dtype(x.dtype).name} input")
     compute = np.dtype(scale.dtype) if np.dtype(scale.dtype) == np.float64 else np.dtype(np.float32)
     if compute == np.float32:
         scale = _float32(ctx, scale)
     zero = _zero(ctx, zero, np.dtype(x.dtype))
-    view, (scale, zero), shape = _broadcastable(ctx, x, [scale, zero], int(a.get("axis", 1)),
-                                                int(a.get("block_size", 0)), "DequantizeLinear")
-    y = _restore(ctx, ctx.emit1("DequantizeLinear", [view, scale, zero], {"to": compute.name}), shape)
-    return [y if out == compute else ctx.emit1("Cast", [y], {"to": out.name})]
+    view, (scale, zero), shape = _broadcastable(ctx, x, [scale, zero], axis, block, "DequantizeLinear")
+    return _restore(ctx, ctx.emit1("DequantizeLinear", [view, scale, zero], {"to": compute.name}), shape)
 
 
 @converter("DynamicQuantizeLinear", since=11)
@@ -172,6 +177,10 @@ def matmul_integer(ctx, node, ins):
 @converter("QLinearMatMul", since=10)
 def qlinear_matmul(ctx, node, ins):
     a, a_scale, a_zero, b, b_scale, b_zero, y_scale, y_zero = ins
+    if b.const is not None and a_scale.type.size == 1 and len(b.shape) == 2:
+        real = lookup("", "MatMul", ctx.opset).fn(ctx, node, [dequantize(ctx, a, a_scale, a_zero),
+                                                              dequantize(ctx, b, b_scale, b_zero, axis=1)])[0]
+        return [_requantize(ctx, real, y_scale, y_zero)]
     acc = _integer_matmul(ctx, node, a, b, a_zero, b_zero)
     a_scale, b_scale, y_scale = (_float32(ctx, v) for v in (a_scale, b_scale, y_scale))
     if a_scale.type.size > 1:  # per row of A
@@ -210,8 +219,18 @@ def conv_integer(ctx, node, ins):
 
 @converter("QLinearConv", since=10)
 def qlinear_conv(ctx, node, ins):
+    """With constant weights, the QDQ form (DequantizeLinear -> Conv -> QuantizeLinear) the
+    int8 pass runs as one int8 kernel; otherwise exact integer products emulated in float64."""
     x, x_scale, x_zero, w, w_scale, w_zero, y_scale, y_zero = ins[:8]
     bias = _optional(ins, 8)
+    if w.const is not None and x_scale.type.size == 1 and (bias is None or bias.const is not None):
+        xf, wf = dequantize(ctx, x, x_scale, x_zero), dequantize(ctx, w, w_scale, w_zero, axis=0)
+        operands = [xf, wf]
+        if bias is not None:
+            bias_scale = ctx.emit1("Mul", [_float32(ctx, x_scale), _float32(ctx, w_scale)])
+            operands.append(dequantize(ctx, bias, bias_scale, None, axis=0))
+        real = lookup("", "Conv", ctx.opset).fn(ctx, node, operands)[0]
+        return [_requantize(ctx, real, y_scale, y_zero)]
     acc = _integer_conv(ctx, node, x, w, x_zero, w_zero)
     spatial = (1,) * (len(acc.shape) - 2)
     if bias is not None:
@@ -221,3 +240,44 @@ def qlinear_conv(ctx, node, ins):
     x_scale = ctx.emit1("Reshape", [x_scale], {"shape": ()})
     real = ctx.emit1("Mul", [ctx.emit1("Cast", [acc], {"to": "float32"}), ctx.emit1("Mul", [x_scale, w_scale])])
     return [_requantize(ctx, real, y_scale, y_zero)]
+
+
+# -- onnxruntime's quantized operators (domain com.microsoft, quantize_static's QOperator format)
+
+_MS = "com.microsoft"
+
+
+@converter("QLinearAdd", since=1, domain=_MS)
+def qlinear_add(ctx, node, ins):
+    a, a_scale, a_zero, b, b_scale, b_zero, y_scale = ins[:7]
+    real = ctx.emit1("Add", [dequantize(ctx, a, a_scale, a_zero), dequantize(ctx, b, b_scale, b_zero)])
+    return [_requantize(ctx, real, y_scale, _optional(ins, 7) or _zero(ctx, None, np.dtype(a.dtype)))]
+
+
+@converter("QLinearGlobalAveragePool", since=1, domain=_MS)
+def qlinear_global_average_pool(ctx, node, ins):
+    x, x_scale, x_zero, y_scale, y_zero = ins
+    if ctx.attrs(node).get("channels_last", 0):
+        raise Unsupported("QLinearGlobalAveragePool with channels_last")
+    pooled = lookup("", "GlobalAveragePool", ctx.opset).fn(ctx, node, [dequantize(ctx, x, x_scale, x_zero)])[0]
+    return [_requantize(ctx, pooled, y_scale, y_zero)]
+
+
+@converter("QGemm", since=1, domain=_MS)
+def qgemm(ctx, node, ins):
+    """alpha * A'B' + C with quantized A and B (C int32 in units of a_scale*b_scale); the
+    output quantized when y_scale is given, else float32."""
+    a_attr = ctx.attrs(node)
+    a, a_scale, a_zero, b, b_scale, b_zero = ins[:6]
+    bias, y_scale, y_zero = _optional(ins, 6), _optional(ins, 7), _optional(ins, 8)
+    if float(a_attr.get("alpha", 1.0)) != 1.0:
+        raise Unsupported("QGemm with alpha != 1")
+    trans_b = int(a_attr.get("transB", 0))
+    operands = [dequantize(ctx, a, a_scale, a_zero), dequantize(ctx, b, b_scale, b_zero, axis=0 if trans_b else 1)]
+    if bias is not None:
+        bias_scale = ctx.emit1("Mul", [_float32(ctx, a_scale), _float32(ctx, b_scale)])
+        operands.append(dequantize(ctx, bias, bias_scale, None, axis=0))
+    real = lookup("", "Gemm", ctx.opset).fn(ctx, node, operands)[0]  # QGemm's attributes are Gemm's
+    if y_scale is None:
+        return [real]
+    return [_requantize(ctx, real, y_scale, y_zero if y_zero is not None else _zero(ctx, None, np.dtype(np.uint8)))]
