@@ -16,7 +16,8 @@ from hobbit.errors import ConfigError
 from hobbit.frontend.onnx import InputValuesNeeded, SymbolicInputShape
 from hobbit.frontend.source import ModelInput, OnnxSource, Source, open_source
 from hobbit.graph.ir import Graph
-from hobbit.passes import DEFAULT_PIPELINE, run_pipeline
+from hobbit.passes import PRECISIONS, default_pipeline, run_pipeline
+from hobbit.passes.bf16 import require_bf16
 from hobbit.passes.memory import MemoryPlan, plan_memory
 from hobbit.runtime import cache as compile_cache
 from hobbit.runtime import weights as shared_weights
@@ -51,7 +52,8 @@ def lower_to_llvm(model: ModelSource, target: Target | str | None = None, passes
                   input_shapes: dict[str, tuple[int, ...]] | None = None,
                   opt_level: int = 3, threads: int | None = None, profile: bool = False,
                   progress: Progress | None = None,
-                  input_values: dict[str, np.ndarray] | None = None, keep_ir: bool = True) -> CompileReport:
+                  input_values: dict[str, np.ndarray] | None = None, keep_ir: bool = True,
+                  precision: str = "fp32") -> CompileReport:
     """Model -> graph after the passes, memory plan and optimised LLVM module.
 
     The constants are packed right after memory planning, while no IR exists yet: packing
@@ -60,8 +62,9 @@ def lower_to_llvm(model: ModelSource, target: Target | str | None = None, passes
     as soon as its text exists (its Python objects took ~70 MB for ResNet-50, ~9x the text);
     `keep_ir=False` drops the text too once parsed. Between stages, what the last one
     replaced is freed and handed back to the system (hobbit.runtime.memory.release_garbage),
-    so it does not add to the next stage's peak. `target` is as compile()'s."""
+    so it does not add to the next stage's peak. `target` and `precision` are as compile()'s."""
     target = parse_target(target)
+    precision = resolve_precision(precision, target, passes)
     threads = resolve_threads(threads, target)
     opt_level = resolve_opt_level(opt_level)
     show = progress or Progress(None)
@@ -72,7 +75,7 @@ def lower_to_llvm(model: ModelSource, target: Target | str | None = None, passes
     times["import"] = time.perf_counter() - t0
     t0 = time.perf_counter()
     show.stage("passes")
-    graph = run_pipeline(graph, passes, target)
+    graph = run_pipeline(graph, default_pipeline(precision) if passes is None else passes, target)
     plan = plan_memory(graph, target, threads)
     release_garbage()
     weights = pack_weights(graph, plan)
@@ -104,6 +107,21 @@ def resolve_threads(threads: int | None, target: Target | None = None) -> int:
     return int(threads)
 
 
+def resolve_precision(precision: str, target: Target, passes: list[str] | None) -> str:
+    """"fp32" or "bf16" (on a target with AVX512-BF16), checked before anything is imported.
+    An explicit pass list must name the "bf16" pass for bf16: without it nothing would run
+    in bf16, and a model silently compiled in float32 is not what was asked for."""
+    if precision not in PRECISIONS:
+        raise ConfigError(f"precision= must be one of {', '.join(map(repr, PRECISIONS))}; got {precision!r} "
+                          f"(int8 comes from quantized models: see hobbit.quantize)")
+    if precision == "bf16":
+        require_bf16(target)
+        if passes is not None and "bf16" not in passes:
+            raise ConfigError(f"precision='bf16' with passes={list(passes)!r}: the list has no 'bf16' pass, so "
+                              f"nothing would run in bf16; add it (after 'fuse-depthwise') or leave passes=None")
+    return precision
+
+
 def resolve_opt_level(opt_level: int) -> int:
     """LLVM's optimisation levels are 0-3; anything else is one clear error naming the argument."""
     if isinstance(opt_level, bool) or not isinstance(opt_level, numbers.Integral) or not 0 <= opt_level <= 3:
@@ -111,7 +129,8 @@ def resolve_opt_level(opt_level: int) -> int:
     return int(opt_level)
 
 
-def compile(model: ModelSource, target: str | Target = "host", threads: int | None = None, opt_level: int = 3,
+def compile(model: ModelSource, target: str | Target = "host", threads: int | None = None,
+            precision: str = "fp32", opt_level: int = 3,
             passes: list[str] | None = None,
             input_shapes: dict[str, tuple[int, ...]] | None = None, profile: bool = False,
             cache: bool | None = None,
@@ -137,7 +156,10 @@ def compile(model: ModelSource, target: str | Target = "host", threads: int | No
 
     `threads` is the thread count per inference (default: HOBBIT_NUM_THREADS, else the CPUs
     this process may use, see hobbit.runtime.cpus; a fresh compile records it as report.threads);
-    `passes` replaces the default graph pass pipeline (see hobbit.passes);
+    `precision` "bf16" runs convolutions and fully-connected layers on bf16 weights and
+    activations with float32 accumulation (vdpbf16ps: needs AVX512-BF16, else a TargetError;
+    hobbit.passes.bf16), "fp32" (the default) everything in float32;
+    `passes` replaces the default graph pass pipeline of that precision (see hobbit.passes);
     `input_shapes` fixes symbolic input dims;
     `profile` builds in per-kernel timers, read with CompiledModel.profile();
     `cache` reuses native code from the compile cache on disk (hobbit.runtime.cache; on by
@@ -148,15 +170,16 @@ def compile(model: ModelSource, target: str | Target = "host", threads: int | No
     machine = parse_target(target)
     foreign = machine.runs_on(host_target())
     threads = resolve_threads(threads, machine)
+    precision = resolve_precision(precision, machine, passes)
     opt_level = resolve_opt_level(opt_level)
 
     def build(shapes: dict[str, tuple[int, ...]], values: dict[str, np.ndarray]) -> CompiledModel | ExportOnlyModel:
         with Progress.for_compile(progress) as show:
             if foreign:
-                return _compile_only(source, machine, foreign, threads, opt_level, passes,
+                return _compile_only(source, machine, foreign, threads, precision, opt_level, passes,
                                      {**(input_shapes or {}), **shapes}, values, show)
-            return _compile(source, machine, threads, opt_level, passes, {**(input_shapes or {}), **shapes}, values,
-                            profile, cache, show)
+            return _compile(source, machine, threads, precision, opt_level, passes,
+                            {**(input_shapes or {}), **shapes}, values, profile, cache, show)
 
     try:
         compiled = build({}, {})
@@ -171,20 +194,21 @@ def compile(model: ModelSource, target: str | Target = "host", threads: int | No
                                      node_args=node_args)
     # What a pickle of the model carries (hobbit.runtime.recipe): threads as resolved, so
     # another process builds the same code and finds it in the compile cache.
-    compiled.recipe = Recipe(compile, model, {"target": target, "threads": threads, "opt_level": opt_level,
+    compiled.recipe = Recipe(compile, model, {"target": target, "threads": threads, "precision": precision,
+                                              "opt_level": opt_level,
                                               "passes": passes,
                                               "input_shapes": input_shapes, "profile": profile, "cache": cache,
                                               "progress": progress, "signature": signature})
     return compiled
 
 
-def _compile_only(model: Source, target: Target, why: str, threads: int, opt_level: int,
+def _compile_only(model: Source, target: Target, why: str, threads: int, precision: str, opt_level: int,
                   passes: list[str] | None, input_shapes: dict[str, tuple[int, ...]] | None,
                   input_values: dict[str, np.ndarray], show: Progress) -> ExportOnlyModel:
     """compile() for a CPU this host cannot run: the pipeline to object code, nothing loaded.
     The compile cache holds code for this process to load, so it is not used."""
     report = lower_to_llvm(model, target, passes, input_shapes, opt_level, threads, False, show, input_values,
-                           keep_ir=False)
+                           keep_ir=False, precision=precision)
     show.stage("object code")
     t0 = time.perf_counter()
     graph = report.graph
@@ -199,7 +223,7 @@ def _compile_only(model: Source, target: Target, why: str, threads: int, opt_lev
     return ExportOnlyModel(native, why, report)
 
 
-def _compile(model: Source, host: Target, threads: int, opt_level: int, passes: list[str] | None,
+def _compile(model: Source, host: Target, threads: int, precision: str, opt_level: int, passes: list[str] | None,
              input_shapes: dict[str, tuple[int, ...]] | None, input_values: dict[str, np.ndarray],
              profile: bool, cache: bool | None, show: Progress) -> CompiledModel:
     """compile() for code this host runs (`host`: this machine, or a CPU it can stand in for):
@@ -208,8 +232,8 @@ def _compile(model: Source, host: Target, threads: int, opt_level: int, passes: 
     t0 = time.perf_counter()
     if compile_cache.enabled(cache) and not profile:
         show.stage("cache lookup")
-        options = {"threads": threads, "opt_level": opt_level,
-                   "passes": DEFAULT_PIPELINE if passes is None else list(passes),
+        options = {"threads": threads, "precision": precision, "opt_level": opt_level,
+                   "passes": default_pipeline(precision) if passes is None else list(passes),
                    "input_shapes": {k: list(v) for k, v in (input_shapes or {}).items()},
                    "input_values": {k: [v.dtype.str, list(v.shape), hashlib.sha256(v.tobytes()).hexdigest()]
                                     for k, v in input_values.items()}}
@@ -220,7 +244,7 @@ def _compile(model: Source, host: Target, threads: int, opt_level: int, passes: 
             return hit
     lookup_seconds = time.perf_counter() - t0
     report = lower_to_llvm(model, host, passes, input_shapes, opt_level, threads, profile, show, input_values,
-                           keep_ir=False)
+                           keep_ir=False, precision=precision)
     show.stage("JIT")
     t0 = time.perf_counter()
     weights = report.weights = shared_weights.share(report.weights)

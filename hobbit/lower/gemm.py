@@ -106,6 +106,14 @@ def emit_gemm(kb: KernelBuilder, s: GemmSchedule, M: int, N: int, K: int,
     With `pack` (this thread's buffer of hobbit.plan.gemm.pack_elems(s)), each K chunk of a B panel is
     first copied into one contiguous [kc, NR] block that every MR-row block then
     streams: a row-major B with long rows would otherwise touch a new page per k."""
+    if b.taps is not None and s.kc % len(b.taps):
+        raise CodegenError(f"GEMM K chunks of {s.kc} split groups of {len(b.taps)} taps")
+    share_gemm(Gemm(kb, s, M, N, K, a, b, c, dtype, epilogue, pack, touch), threads)
+
+
+def share_gemm(gemm: "Gemm", threads: Threads) -> None:
+    """Run `gemm` on `threads` as emit_gemm describes (also the bf16 GEMM's split)."""
+    s, M, N, K, b = gemm.s, gemm.M, gemm.N, gemm.K, gemm.b
     n_panels, n_rem = divmod(N, s.nr)
     m_blocks, m_rem = divmod(M, s.mr)
     units_n, units_m = n_panels + (n_rem > 0), m_blocks + (m_rem > 0)
@@ -113,9 +121,6 @@ def emit_gemm(kb: KernelBuilder, s: GemmSchedule, M: int, N: int, K: int,
     m_work = [s.mr] * m_blocks + ([m_rem] if m_rem else [])
     slack = PACKED_B_SLACK if b.panel is not None and b.panel > 0 else 1.0
     split_n = _imbalance(n_work, threads.max_threads) <= slack * _imbalance(m_work, threads.max_threads)
-    if b.taps is not None and s.kc % len(b.taps):
-        raise CodegenError(f"GEMM K chunks of {s.kc} split groups of {len(b.taps)} taps")
-    gemm = _Gemm(kb, s, M, N, K, a, b, c, dtype, epilogue, pack, touch)
     n_chunks = -(-K // s.kc)
     if threads.max_threads == 1 or (M * N * K < 1 << 18 and not threads.used):  # too little work to share
         gemm.chunks((0, units_n), (0, units_m))
@@ -127,8 +132,10 @@ def emit_gemm(kb: KernelBuilder, s: GemmSchedule, M: int, N: int, K: int,
         threads.shares(units_m, lambda lo, hi: gemm.chunks((0, units_n), (lo, hi)))
 
 
-class _Gemm:
-    """One GEMM's code for a given range of N panels and M blocks."""
+class Gemm:
+    """One GEMM's code for a given range of N panels and M blocks. The packing step and the
+    microkernel are methods, so a GEMM on other operand types (hobbit.lower.gemm_bf16)
+    overrides those two and shares the K chunks, loops and prefetches."""
 
     def __init__(self, kb: KernelBuilder, s: GemmSchedule, M: int, N: int, K: int, a: MatA, b: MatB, c: MatC,
                  dtype: np.dtype, epilogue: EpilogueFn | None, pack: ir.Value | None, touch: TouchFn | None):
@@ -154,7 +161,7 @@ class _Gemm:
 
     def _nest(self, accs, n_range: tuple[Index, Index], m_range: tuple[Index, Index], k0: Index, k1: Index,
               first: bool, last: bool) -> None:
-        kb, s, a, b, c, pack, dtype = self.kb, self.s, self.a, self.b, self.c, self.pack, self.dtype
+        kb, s, b, pack, dtype = self.kb, self.s, self.b, self.pack, self.dtype
         (n_lo, n_hi), (m_lo, m_hi) = n_range, m_range
         n_panels, n_rem = divmod(self.N, s.nr)
         m_blocks, m_rem = divmod(self.M, s.mr)
@@ -167,13 +174,12 @@ class _Gemm:
             and isinstance(m_lo, int) and isinstance(m_hi, int) and m_hi - m_lo > 1
 
         def panel(p: Index, nv: int, tail_lanes: int) -> None:
-            panel_b = _pack_panel(kb, s, b, p, nv, tail_lanes, k0, k1, pack, dtype) if pack else b
+            panel_b = self.pack_panel(p, nv, tail_lanes, k0, k1) if pack else b
             ahead = _Ahead.of_next_panel(kb, s, b, p, k0, k1, m_hi - m_lo, np.dtype(dtype).itemsize) \
                 if ahead_of else None
 
             def rows(mb: Index, mr: int) -> None:
-                _micro(kb, s, accs, mb, mr, p, nv, tail_lanes, k0, k1, first, last, a, panel_b, c, dtype,
-                       self.epilogue if last else None, ahead, self.touch if last else None)
+                self.micro(accs, mb, mr, p, nv, tail_lanes, k0, k1, first, last, panel_b, ahead)
 
             with kb.loop(m_lo, kb.imin(m_hi, m_blocks), name="mb") as mb:
                 rows(mb, s.mr)
@@ -188,6 +194,14 @@ class _Gemm:
             with kb.when_greater(n_hi, n_panels) as live:
                 if live:
                     panel(n_panels, -(-n_rem // s.vw), n_rem % s.vw)
+
+    def pack_panel(self, p: Index, nv: int, tail_lanes: int, k0: Index, k1: Index) -> MatB:
+        return _pack_panel(self.kb, self.s, self.b, p, nv, tail_lanes, k0, k1, self.pack, self.dtype)
+
+    def micro(self, accs, mb: Index, mr: int, p: Index, nv: int, tail_lanes: int, k0: Index, k1: Index,
+              first: bool, last: bool, b: MatB, ahead: "_Ahead | None") -> None:
+        _micro(self.kb, self.s, accs, mb, mr, p, nv, tail_lanes, k0, k1, first, last, self.a, b, self.c,
+               self.dtype, self.epilogue if last else None, ahead, self.touch if last else None)
 
 
 def _pack_panel(kb: KernelBuilder, s: GemmSchedule, b: MatB, p: Index, nv: int, tail_lanes: int,
@@ -240,26 +254,13 @@ def _micro(kb: KernelBuilder, s: GemmSchedule, accs, mb: Index, mr: int, p: Inde
            a: MatA, b: MatB, c: MatC, dtype: np.dtype, epilogue: EpilogueFn | None,
            ahead: _Ahead | None = None, touch: TouchFn | None = None) -> None:
     """One MR x (nv vectors) block of C, rows from block mb, columns from panel p, over k in [k0, k1)."""
-    e = Emit(kb, dtype, s.vw)
-    n0 = kb.mul(p, s.nr)
-    masks = [kb.prefix_mask(s.vw, tail_lanes) if tail_lanes and j == nv - 1 else None for j in range(nv)]
-    m0 = kb.mul(mb, s.mr)
-
-    def c_index(cm: MatC, i: int, n: Index) -> Index:
-        return kb.add(kb.add(cm.offset, kb.affine([(m0, cm.m)], i * cm.m)), kb.mul(n, cm.n))
-
-    src = c.between_chunks()
-    for i in range(mr):
-        for j in range(nv):
-            n = kb.add(n0, j * s.vw)
-            init = e.c(0.0) if first else kb.vload_strided(src.ptr, dtype, c_index(src, i, n), src.n, s.vw,
-                                                           masks[j])
-            kb.b.store(init, accs[i][j])
-
+    block = Block(kb, s, mb, mr, p, nv, tail_lanes, c, dtype)
+    e, masks = block.e, block.masks
+    block.start(accs, first)
     if touch is not None:
         for i in range(mr):
             for j in range(nv):
-                touch(kb.add(m0, i), kb.add(n0, j * s.vw))
+                touch(kb.add(block.m0, i), kb.add(block.n0, j * s.vw))
     a_base = kb.add(a.offset, kb.mul(mb, a.panel))
     b_base = kb.add(b.offset, kb.mul(p, s.nr if b.panel is None else b.panel))
 
@@ -283,14 +284,48 @@ def _micro(kb: KernelBuilder, s: GemmSchedule, accs, mb: Index, mr: int, p: Inde
                 step(kb.add(a_base, kb.mul(kb.add(kb.mul(g, group), t), a.k)),
                      kb.add(b_base, kb.add(kb.mul(g, b.k), tap)))
 
-    dst = c if last else c.between_chunks()
-    for i in range(mr):
-        for j in range(nv):
-            x = kb.b.load(accs[i][j], typ=ir.VectorType(_elem(kb, dtype), s.vw))
-            n = kb.add(n0, j * s.vw)
-            if epilogue is not None:
-                x = epilogue(e, x, kb.add(m0, i), n, masks[j])
-            kb.vstore_strided(x, dst.ptr, dtype, c_index(dst, i, n), dst.n, masks[j])
+    block.finish(accs, last, epilogue)
+
+
+class Block:
+    """The accumulators' side of one MR x (nv vectors) block of C: where its rows and columns
+    start, the masks of a ragged last vector, and the loads and stores of C around the k loop
+    (shared by every microkernel, whatever its operand types)."""
+
+    def __init__(self, kb: KernelBuilder, s: GemmSchedule, mb: Index, mr: int, p: Index, nv: int,
+                 tail_lanes: int, c: MatC, dtype: np.dtype):
+        self.kb, self.s, self.mr, self.nv, self.c, self.dtype = kb, s, mr, nv, c, dtype
+        self.e = Emit(kb, dtype, s.vw)
+        self.n0 = kb.mul(p, s.nr)
+        self.masks = [kb.prefix_mask(s.vw, tail_lanes) if tail_lanes and j == nv - 1 else None for j in range(nv)]
+        self.m0 = kb.mul(mb, s.mr)
+
+    def c_index(self, cm: MatC, i: int, n: Index) -> Index:
+        kb = self.kb
+        return kb.add(kb.add(cm.offset, kb.affine([(self.m0, cm.m)], i * cm.m)), kb.mul(n, cm.n))
+
+    def start(self, accs, first: bool) -> None:
+        """Accumulators from zero (the first K chunk) or from the partial sums in C."""
+        kb, s, dtype = self.kb, self.s, self.dtype
+        src = self.c.between_chunks()
+        for i in range(self.mr):
+            for j in range(self.nv):
+                n = kb.add(self.n0, j * s.vw)
+                init = self.e.c(0.0) if first else kb.vload_strided(src.ptr, dtype, self.c_index(src, i, n), src.n,
+                                                                    s.vw, self.masks[j])
+                kb.b.store(init, accs[i][j])
+
+    def finish(self, accs, last: bool, epilogue: EpilogueFn | None) -> None:
+        """Accumulators to C (through the epilogue after the last K chunk)."""
+        kb, s, dtype = self.kb, self.s, self.dtype
+        dst = self.c if last else self.c.between_chunks()
+        for i in range(self.mr):
+            for j in range(self.nv):
+                x = kb.b.load(accs[i][j], typ=ir.VectorType(_elem(kb, dtype), s.vw))
+                n = kb.add(self.n0, j * s.vw)
+                if epilogue is not None:
+                    x = epilogue(self.e, x, kb.add(self.m0, i), n, self.masks[j])
+                kb.vstore_strided(x, dst.ptr, dtype, self.c_index(dst, i, n), dst.n, self.masks[j])
 
 
 def _elem(kb: KernelBuilder, dtype: np.dtype) -> ir.Type:

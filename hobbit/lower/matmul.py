@@ -8,12 +8,17 @@ from hobbit.graph.shapes import broadcast_strides
 from hobbit.lower.elementwise import Epilogue
 from hobbit.lower.gemm import MatB, MatC, emit_gemm, row_major_a
 from hobbit.lower.kernel import KernelArgs
+from hobbit.lower.matmul_bf16 import lower_matmul_bf16
 from hobbit.lower.scalar import Emit
 from hobbit.lower.kernels import CPU
+from hobbit.plan.conv_bf16 import is_bf16
 from hobbit.plan.gemm import gemm_schedule
 
 
 def lower_matmul(k: KernelArgs) -> None:
+    if is_bf16(k.node):
+        lower_matmul_bf16(k)
+        return
     kb, node = k.kb, k.node
     a_val, b_val = node.inputs
     out_shape = tuple(node.outputs[0].shape)

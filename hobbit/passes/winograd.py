@@ -23,9 +23,10 @@ MIN_TILES_4 = 25
 MIN_USEFUL_4 = 0.75  # 13x13 outputs in 4x4 tiles compute 256 values for 169 (measured slower)
 
 
-def use_winograd(graph: Graph, target: Target) -> Graph:
+def use_winograd(graph: Graph, target: Target, tiles: tuple[int, ...] = (2, 4)) -> Graph:
+    """`tiles` limits the rewrite to those tile sizes (the bf16 pipeline keeps F(4x4) only)."""
     for i, node in enumerate(graph.nodes):
-        if _eligible(node):
+        if _eligible(node) and tile_size(*node.outputs[0].shape[2:]) in tiles:
             graph.nodes[i] = _rewrite(node, target)
     graph.relink()
     return graph

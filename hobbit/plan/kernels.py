@@ -13,6 +13,7 @@ from typing import Any, Callable
 
 from hobbit.graph.ir import Node
 from hobbit.plan.conv import conv_plan
+from hobbit.plan.conv_bf16 import conv_bf16_plan, is_bf16
 from hobbit.plan.expand_depthwise import expand_depthwise_plan
 from hobbit.plan.int8 import int8_conv_plan
 from hobbit.plan.linalg import det_plan
@@ -23,7 +24,7 @@ from hobbit.target import Target
 Planner = Callable[[Node, Target, int], Any]
 
 PLANNERS: dict[str, Planner] = {
-    "Conv": conv_plan,
+    "Conv": lambda node, target, threads: (conv_bf16_plan if is_bf16(node) else conv_plan)(node, target, threads),
     "ConvWinograd": winograd_plan,
     "ExpandDepthwise": expand_depthwise_plan,
     "Recurrence": recurrence_plan,
