@@ -28,7 +28,7 @@ from hobbit.codegen.module import kernel_name
 from hobbit.compiler import CompileReport, lower_to_llvm
 from hobbit.errors import ConfigError, HobbitError, InputError, TargetError
 from hobbit.frontend.source import OnnxSource, Source, detect_format, open_source
-from hobbit.passes import DEFAULT_PIPELINE, PASSES
+from hobbit.passes import DEFAULT_PIPELINE, PASSES, PRECISIONS, default_pipeline
 from hobbit.passes.memory import needs_code
 from hobbit.target import CPUS, Target, host_target, parse_target
 
@@ -75,7 +75,8 @@ def pipeline(args: argparse.Namespace) -> list[str] | None:
     """--passes / --disable -> the `passes` argument of hobbit.compile (None = default pipeline)."""
     if args.passes is None and not args.disable:
         return None
-    names = DEFAULT_PIPELINE if args.passes is None else [p.strip() for p in args.passes.split(",") if p.strip()]
+    default = default_pipeline(getattr(args, "precision", None) or "fp32")
+    names = default if args.passes is None else [p.strip() for p in args.passes.split(",") if p.strip()]
     for name in list(names) + list(args.disable):
         if name not in PASSES:
             raise HobbitError(f"unknown pass {name!r}; known passes: {', '.join(PASSES)}")
@@ -90,7 +91,7 @@ def _report(args: argparse.Namespace, opt_level: int = 0) -> CompileReport:
     require_static(source.declared_inputs(shapes),
                    f"`hobbit {args.command}` builds one fixed-shape variant, so each symbolic dim needs a size")
     return lower_to_llvm(source, args.target, passes=pipeline(args), input_shapes=shapes or None,
-                         opt_level=opt_level, threads=args.threads)
+                         opt_level=opt_level, threads=args.threads, precision=args.precision)
 
 
 def runnable_here(target: Target, command: str) -> Target:
@@ -130,8 +131,8 @@ def cmd_run(args: argparse.Namespace) -> int:
         raise InputError(f"inputs {sequences} are sequences of tensors; `hobbit run` cannot make them up "
                          f"(use the Python API)")
     t0 = time.perf_counter()
-    model = hobbit.compile(source.model, target=args.target, threads=args.threads, passes=pipeline(args),
-                           input_shapes=shapes or None, signature=args.signature)
+    model = hobbit.compile(source.model, target=args.target, threads=args.threads, precision=args.precision,
+                           passes=pipeline(args), input_shapes=shapes or None, signature=args.signature)
     compile_s = time.perf_counter() - t0
     feeds = {**random_inputs(missing, args.seed), **given}
     for spec in specs:
@@ -200,8 +201,8 @@ def _export(args: argparse.Namespace) -> int:
         raise ConfigError("--emit lib writes a folder (library, header, weights, manifest): give it with -o DIR")
     source = model_source(args)
     shapes = input_shapes(declared(source, args.input_shape), args.input_shape)
-    model = hobbit.compile(source.model, target=args.target, threads=args.threads, passes=pipeline(args),
-                           input_shapes=shapes or None, signature=args.signature)
+    model = hobbit.compile(source.model, target=args.target, threads=args.threads, precision=args.precision,
+                           passes=pipeline(args), input_shapes=shapes or None, signature=args.signature)
     files = model.export(args.output, name=args.name, weights=args.weights)
     for path in files.written:
         print(f"wrote {path}", file=sys.stderr)
@@ -216,7 +217,7 @@ def cmd_inspect(args: argparse.Namespace) -> int:
     report = _report(args)
     graph, plan = report.graph, report.plan
     passes = pipeline(args)
-    passes = DEFAULT_PIPELINE if passes is None else passes
+    passes = default_pipeline(args.precision) if passes is None else passes
     print(f"model {graph.name}: {len(graph.nodes)} nodes after passes "
           f"({', '.join(passes) or 'none'}, then legalize)")
     for v in graph.inputs:
@@ -518,6 +519,9 @@ def _common(p: argparse.ArgumentParser) -> None:
     p.add_argument("--threads", type=positive_int, default=None, metavar="N",
                    help="threads per inference to build for (default: $HOBBIT_NUM_THREADS, else the CPUs "
                         "this process may use: its affinity mask, capped by any cgroup CPU quota)")
+    p.add_argument("--precision", choices=PRECISIONS, default="fp32",
+                   help="fp32 (default), or bf16: convolutions and fully-connected layers on bf16 weights and "
+                        "activations with float32 sums (needs a CPU with AVX512-BF16, e.g. Zen 4, Sapphire Rapids)")
     _input_shape(p)
     _target(p)
 

@@ -82,6 +82,20 @@ def test_emit_asm_and_graph_to_file(tiny, tmp_path, capsys):
     assert "Conv[stem_conv]" in graph and "BatchNormalization" not in graph
 
 
+def test_precision_flag_reaches_run_compile_and_inspect(tiny, capsys):
+    """The tiny model's Gemm runs in bf16 under --precision bf16 (its 3-channel stem conv stays
+    float32): the pipeline inspect reports has the bf16 pass, the code has vdpbf16ps."""
+    assert main(["run", tiny, "--precision", "bf16", "--runs", "1"]) == 0
+    assert "output y: float32[1, 5]" in capsys.readouterr().out
+    assert main(["inspect", tiny, "--precision", "bf16"]) == 0
+    assert "fuse-depthwise, bf16, dce" in capsys.readouterr().out
+    assert main(["compile", tiny, "--precision", "bf16", "--emit", "asm"]) == 0
+    assert "vdpbf16ps" in capsys.readouterr().out
+    assert main(["compile", tiny, "--emit", "asm"]) == 0
+    assert "vdpbf16ps" not in capsys.readouterr().out
+    assert main(["run", tiny, "--precision", "int8"]) == 2
+
+
 def test_inspect_lists_fused_groups(tiny, capsys):
     assert main(["inspect", tiny]) == 0
     out = capsys.readouterr().out
