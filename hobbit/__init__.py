@@ -16,10 +16,10 @@ _LOADED_ON_USE = {"compile": "hobbit.compiler", "load": "hobbit.runtime.load", "
                   "CompiledModel": "hobbit.runtime.jit", "TensorSpec": "hobbit.runtime.jit",
                   "NodeArg": "hobbit.runtime.nodearg", "SpecializingModel": "hobbit.runtime.specialize",
                   "ExportOnlyModel": "hobbit.runtime.export_only", "Target": "hobbit.target",
-                  "parse_target": "hobbit.target"}
+                  "parse_target": "hobbit.target", "quantize": "hobbit.quantize"}
 
-__all__ = ["compile", "load", "CompiledModel", "LoadedModel", "SpecializingModel", "ExportOnlyModel", "TensorSpec",
-           "NodeArg", "Target", "parse_target", "HobbitError", "UnsupportedModelError", "ModelFormatError",
+__all__ = ["compile", "load", "quantize", "CompiledModel", "LoadedModel", "SpecializingModel", "ExportOnlyModel",
+           "TensorSpec", "NodeArg", "Target", "parse_target", "HobbitError", "UnsupportedModelError", "ModelFormatError",
            "InputError", "RunError", "ShapeError", "CodegenError", "ConfigError", "TargetError", "ArtifactError",
            "__version__"]
 

@@ -1,4 +1,4 @@
-"""The `hobbit` command: run, compile, inspect and benchmark ONNX models.
+"""The `hobbit` command: run, compile, inspect, benchmark and quantize ONNX models.
 
 Every subcommand takes MODEL as a path to an .onnx file or the name of a
 built-in zoo model (`hobbit zoo` lists them). Errors hobbit raises on purpose
@@ -27,9 +27,12 @@ from hobbit.codegen.llvm import emit_assembly, emit_object
 from hobbit.codegen.module import kernel_name
 from hobbit.compiler import CompileReport, lower_to_llvm
 from hobbit.errors import ConfigError, HobbitError, InputError, TargetError
+from hobbit.frontend.onnx import load_model as read_onnx
 from hobbit.frontend.source import OnnxSource, Source, detect_format, open_source
 from hobbit.passes import DEFAULT_PIPELINE, PASSES, PRECISIONS, default_pipeline
 from hobbit.passes.memory import needs_code
+from hobbit.quantize.calibrate import declared_inputs
+from hobbit.quantize.files import CalibrationFiles
 from hobbit.target import CPUS, Target, host_target, parse_target
 
 EXIT_ERROR = 2
@@ -48,6 +51,8 @@ _EPILOG = """examples:
                                             every zoo model at 1 and 2 threads, chart of ratios
   hobbit bench --load none,busy-core,two-procs --streams 2
                                             the same under load, and throughput of 2 threads on one model
+  hobbit quantize model.onnx --calibration images.npy -o model-int8.onnx
+                                            int8 QDQ model calibrated on your data
   hobbit zoo                                list the built-in models"""
 
 
@@ -432,6 +437,21 @@ def cmd_zoo(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_quantize(args: argparse.Namespace) -> int:
+    """The calibration files are checked against the model's inputs before anything compiles."""
+    model = load_model(args.model)
+    if detect_format(model) != "onnx":
+        raise ConfigError(f"`hobbit quantize` reads ONNX models; {args.model!r} is {detect_format(model)}")
+    proto = read_onnx(model)
+    batches = CalibrationFiles(args.calibration, declared_inputs(proto))
+    quantized = hobbit.quantize(proto, calibration=batches, method=args.method, per_channel=not args.per_tensor,
+                                percentile=args.percentile, threads=args.threads, progress=True)
+    onnx.save(quantized, args.output)
+    print(f"wrote {args.output} ({len(batches)} calibration batches, {args.method}, "
+          f"{'per-tensor' if args.per_tensor else 'per-channel'} weights)", file=sys.stderr)
+    return 0
+
+
 def cmd_conformance(args: argparse.Namespace) -> int:
     """Exit status 1 when a test fails that is not on the expected-failure list, else 0."""
     every = conformance.node_tests()
@@ -494,6 +514,16 @@ _INSPECT_EXAMPLES = """examples:
   hobbit inspect resnet18
   hobbit inspect model.onnx --disable fuse     the plan without fusion
   hobbit inspect dynamic.onnx --input-shape input=4x3x224x224"""
+_QUANTIZE_EXAMPLES = """examples:
+  hobbit quantize model.onnx --calibration images.npy -o model-int8.onnx
+                                               samples stacked on axis 0 of one .npy
+  hobbit quantize resnet18 --calibration calib/ -o resnet18-int8.onnx --method entropy
+                                               one .npy (or .npz per input name) per batch in calib/
+  hobbit run model-int8.onnx                   the quantized model runs like any other
+calibration data: FILE.npy (one-input models): samples stacked on axis 0; an array of the
+  input's rank gives batches of one, one of rank+1 gives x[i] as batches. FILE.npz: the same,
+  one array per input name. DIR: one batch per .npy file (a leading batch axis of 1 is added
+  when the array is one rank short) or per .npz file (arrays named after the inputs)."""
 _BENCH_EXAMPLES = """examples:
   hobbit bench                                 zoo resnet18 at 1 thread
   hobbit bench --model model.onnx --threads 1,2 --markdown BENCHMARKS.md
@@ -653,6 +683,29 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--profile", action="store_true",
                    help="then list every fused kernel: median ms, share, GFLOP/s and %% of the FMA peak")
     p.set_defaults(func=cmd_bench)
+
+    p = sub.add_parser("quantize", formatter_class=_HelpFormatter, epilog=_QUANTIZE_EXAMPLES,
+                       help="quantize an ONNX model to int8 (QDQ) from calibration data",
+                       description="Fold BatchNorm into the convolutions, run MODEL in hobbit over the "
+                                   "calibration batches to measure each activation's range, and write an ONNX "
+                                   "QDQ model: int8 weights (symmetric, per output channel unless --per-tensor), "
+                                   "int32 biases, uint8 activations. onnxruntime and `hobbit run` read it. "
+                                   "Progress (stage, batches done) goes to stderr.")
+    p.add_argument("model", metavar="MODEL", help="an .onnx file or a zoo model name (see `hobbit zoo`)")
+    p.add_argument("--calibration", required=True, metavar="DIR|FILE.npy|FILE.npz",
+                   help="calibration data, e.g. a few hundred representative inputs (see below)")
+    p.add_argument("-o", "--output", required=True, metavar="OUT.onnx", help="where to write the quantized model")
+    p.add_argument("--method", choices=["minmax", "percentile", "entropy"], default="minmax",
+                   help="how each activation's range is chosen (default minmax): the whole range seen; "
+                        "percentile: |x| clipped at --percentile; entropy: the clipping of least KL "
+                        "divergence (TensorRT's method)")
+    p.add_argument("--percentile", type=float, default=99.999, metavar="P",
+                   help="with --method percentile: the percentile of |x| kept (default 99.999)")
+    p.add_argument("--per-tensor", action="store_true",
+                   help="one scale per weight tensor instead of one per output channel")
+    p.add_argument("--threads", type=positive_int, default=None, metavar="N",
+                   help="threads for the calibration runs (default: as `hobbit run`)")
+    p.set_defaults(func=cmd_quantize)
 
     p = sub.add_parser("conformance", help="run the ONNX backend node tests on hobbit (and onnxruntime)",
                        formatter_class=argparse.RawDescriptionHelpFormatter,

@@ -87,3 +87,14 @@ class ArtifactError(HobbitError):
     """An exported library (hobbit.load) cannot be used here: a file is missing, damaged or from
     another export, the folder is not private to this user, or it was built for a CPU this
     host is not; the message names the file or the missing CPU features."""
+
+
+class CalibrationError(InputError):
+    """hobbit.quantize's calibration data cannot be used: no batches, a batch whose input names,
+    dtypes or shapes do not match the model's, or NaN/Inf in it; the message names the batch
+    and the input."""
+
+
+class QuantizeError(HobbitError):
+    """hobbit.quantize cannot quantize this model: nothing in it is quantizable, or its opset is
+    too old for per-axis (De)QuantizeLinear; the message names the model and what to do."""
