@@ -9,7 +9,7 @@ import onnxruntime as ort
 import pytest
 
 from hobbit.cli import main
-from hobbit.quantize.noise import smooth_images
+from hobbit.zoo.images import smooth_images
 from tests.quantize.test_quantize import SHAPE, small_cnn
 
 
@@ -21,7 +21,7 @@ def model_path(tmp_path_factory) -> str:
 
 
 def _error(quantized: str, model_path: str) -> float:
-    x = smooth_images(4, SHAPE, seed=2)
+    x = smooth_images(4, 2, SHAPE)
     q = ort.InferenceSession(quantized, providers=["CPUExecutionProvider"])
     f = ort.InferenceSession(model_path, providers=["CPUExecutionProvider"])
     errors = []
@@ -32,7 +32,7 @@ def _error(quantized: str, model_path: str) -> float:
 
 
 def _calibration(kind: str, folder) -> str:
-    images = smooth_images(8, SHAPE, seed=1)
+    images = smooth_images(8, 1, SHAPE)
     if kind == "npy":
         np.save(folder / "calib.npy", images)
         return str(folder / "calib.npy")
