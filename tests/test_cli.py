@@ -83,8 +83,8 @@ def test_emit_asm_and_graph_to_file(tiny, tmp_path, capsys):
 
 
 def test_precision_flag_reaches_run_compile_and_inspect(tiny, capsys):
-    """The tiny model's Gemm runs in bf16 under --precision bf16 (its 3-channel stem conv stays
-    float32): the pipeline inspect reports has the bf16 pass, the code has vdpbf16ps."""
+    """The tiny model's conv and Gemm run in bf16 under --precision bf16: the pipeline inspect
+    reports has the bf16 pass, the code has vdpbf16ps (and none without the flag)."""
     assert main(["run", tiny, "--precision", "bf16", "--runs", "1"]) == 0
     assert "output y: float32[1, 5]" in capsys.readouterr().out
     assert main(["inspect", tiny, "--precision", "bf16"]) == 0

@@ -2,7 +2,7 @@
 kernels read (hobbit.plan.gemm_bf16), converted here once, at compile time.
 
 The GEMM-shaped kernels run on vdpbf16ps, twice the float32 FMA rate: Convs with a
-bf16 variant (hobbit.plan.conv_bf16.runs_in_bf16: 1x1, im2col and "KO" convs) and
+bf16 variant (hobbit.plan.conv_bf16.runs_in_bf16: all but depthwise) and
 MatMuls with constant panel-packed weights (fully-connected layers). Everything else
 stays float32: depthwise convs and pools are bound by memory, element-wise ops and
 epilogues (bias, fused activations) are cheap next to the GEMMs, and Winograd convs

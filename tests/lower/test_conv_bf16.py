@@ -1,7 +1,7 @@
 """bf16 convolutions (lower/conv_bf16.py on lower/gemm_bf16.py) against a float64 numpy
 reference, over the variants that run in bf16: 1x1 GEMMs, "KO" weights (with and without
 im2col, with several K chunks), blocked im2col (strided, padded, dilated, grouped, several
-K chunks), odd K (a zero-padded last pair) and ragged N, at one and two threads.
+K chunks, RGB stems), odd K (a zero-padded last pair) and ragged N, at one and two threads.
 
 The tolerance is bf16's rounding, derived, not picked: each operand is rounded to 8
 significant bits (round to nearest even: relative error <= U = 2^-9), so a product is off
@@ -42,6 +42,8 @@ CASES = [
     ("3x3-grouped", (1, 32, 20, 20), (48, 3, 3), (1, 1), (1, 1, 1, 1), (1, 1), 4, "im2col", False),
     ("5x5-dilated-asym", (1, 10, 23, 19), (17, 5, 5), (1, 2), (2, 1, 3, 0), (2, 1), 1, "im2col", False),
     ("3x3-s2-chunks", (1, 256, 15, 15), (32, 3, 3), (2, 2), (1, 1, 1, 1), (1, 1), 1, "im2col", False),
+    ("stem-7x7-s2", (1, 3, 45, 41), (64, 7, 7), (2, 2), (3, 3, 3, 3), (1, 1), 1, "im2col", False),
+    ("stem-3x3-s2", (1, 3, 50, 50), (32, 3, 3), (2, 2), (1, 1, 1, 1), (1, 1), 1, "im2col", False),
 ]
 
 

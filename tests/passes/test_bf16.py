@@ -26,8 +26,8 @@ U = 2.0 ** -9
 
 
 def _mixed_model() -> onnx.ModelProto:
-    """RGB stem (direct conv) -> 1x1 -> depthwise 3x3 -> 1x1 -> pool -> FC: one node of each kind
-    (too small for the expand-depthwise fusion)."""
+    """RGB stem -> 1x1 -> depthwise 3x3 -> 1x1 -> pool -> FC: one node of each kind (too small
+    for the expand-depthwise fusion)."""
     x = rand(1, 3, 32, 32)
     inits = {"stem": rand(32, 3, 3, 3, seed=1) * 0.3, "expand": rand(64, 32, 1, 1, seed=2) * 0.2,
              "dw": rand(64, 1, 3, 3, seed=3) * 0.3, "project": rand(32, 64, 1, 1, seed=4) * 0.2,
@@ -46,7 +46,7 @@ def _mixed_model() -> onnx.ModelProto:
 def test_gemm_shaped_nodes_run_in_bf16_the_rest_in_float32():
     graph = lower_to_llvm(_mixed_model(), threads=1, precision="bf16", keep_ir=False).graph
     precision = {node.name: node.attrs.get("precision", "fp32") for node in graph.nodes}
-    assert precision == {"stem": "fp32",  # three input channels: the direct conv
+    assert precision == {"stem": "bf16",  # a direct conv in float32, im2col in bf16
                          "expand": "bf16", "depthwise": "fp32", "project": "bf16",
                          "pool": "fp32", "flatten": "fp32", "fc": "bf16"}
 
