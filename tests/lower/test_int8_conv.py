@@ -13,6 +13,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import numpy as np
+import onnx
 import pytest
 from onnx import helper
 
@@ -80,7 +81,8 @@ S8 = np.int8
 
 
 def _case(form: str, g: Geometry, x_dtype=U8, x_zero: int = 37, y_zero: int = 128, per_channel: bool = True,
-          with_bias: bool = True, relu: bool = False, spread: float = 1.0, seed: int = 0):
+          with_bias: bool = True, relu: bool = False, spread: float = 1.0,
+          seed: int = 0) -> tuple[onnx.ModelProto, np.ndarray, Quant]:
     """The model and input of one case; y's scale spreads the real output over ~six deviations."""
     x_q = Quant(x_dtype, 0.02, x_zero)
     x = quantized((g.batch, g.channels, g.size, g.size), x_q, seed)
@@ -181,7 +183,7 @@ EXTREME_WEIGHTS = np.array([127, -128, -127, 127], np.int8)  # one constant per 
 CHANNELS = 512  # K = 512 x 3 x 3 = 4608 products per interior output
 
 
-def _extreme_case(x_dtype, x_value: int, x_zero: int):
+def _extreme_case(x_dtype, x_value: int, x_zero: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """All-equal x against all-equal weights per channel, 3x3 pad 1 on 4x4: corners sum 4 taps,
     edges 6, the interior 9, so each accumulator is taps * 512 * (x - zero) * w exactly."""
     x = np.full((1, CHANNELS, 4, 4), x_value, x_dtype)

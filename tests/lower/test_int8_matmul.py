@@ -10,6 +10,7 @@ Tolerance: the issue's "within one quantization step" (int8_models); int32 outpu
 from __future__ import annotations
 
 import numpy as np
+import onnx
 import pytest
 from onnx import helper
 
@@ -25,7 +26,7 @@ FORMS = ["qlinear_matmul", "qdq_matmul", "qdq_gemm"]
 
 
 def _model(form: str, a: np.ndarray, a_q: Quant, w: np.ndarray, w_scale: np.ndarray, y_q: Quant,
-           bias: np.ndarray | None, float_output: bool = False):
+           bias: np.ndarray | None, float_output: bool = False) -> onnx.ModelProto:
     """w is [K, N]; the Gemm form stores it transposed ([N, K], transB=1) as quantize_static does."""
     if form == "qlinear_matmul":
         inits = {**a_q.params("a"), "w": w, "w_scale": w_scale, "w_zero": np.zeros(w_scale.shape, np.int8),
@@ -47,7 +48,8 @@ def _model(form: str, a: np.ndarray, a_q: Quant, w: np.ndarray, w_scale: np.ndar
 
 
 def _case(form: str, rows: tuple[int, ...], k: int, n: int, a_dtype=U8, a_zero: int = 37, y_zero: int = 128,
-          per_channel: bool = True, spread: float = 1.0, float_output: bool = False, seed: int = 0):
+          per_channel: bool = True, spread: float = 1.0, float_output: bool = False,
+          seed: int = 0) -> tuple[onnx.ModelProto, np.ndarray, Quant]:
     a_q = Quant(a_dtype, 0.02, a_zero)
     a = quantized(rows + (k,), a_q, seed)
     w = int8_weights((k, n), seed + 1)

@@ -1,0 +1,160 @@
+"""Zoo models quantized by onnxruntime (quant_pre_process, then quantize_static: QDQ, uint8
+activations, int8 per-channel weights, MinMax calibration on four seeded 1/f-noise images)
+run through hobbit and compared with onnxruntime's int8 execution of the same QDQ model.
+
+What is compared, and why:
+- Every quantized group on its own (each QuantizeLinear output with the DequantizeLinear ->
+  op -> QuantizeLinear nodes that make it), fed onnxruntime's own values of the group's
+  quantized inputs: within one quantization step, at most 2% of elements a step apart (the
+  issue's bar; int8_models.assert_within_one_step). Fed its own inputs, each layer is held
+  to the bar wherever it sits in the network.
+- The whole network end to end, on the float logits (DQ of the last quantized tensor): no
+  farther from onnxruntime's int8 than onnxruntime's own float execution of the same QDQ
+  graph (optimizations off) is, with a 1.5x margin. The one-step bar cannot hold here for any
+  two correct implementations: a value on a rounding tie in an early layer moves by a step,
+  and random-weight networks amplify it layer by layer. Measured (one image): hobbit's
+  float emulation vs onnxruntime int8 differs by 2 output steps on 38% of ResNet-18's
+  logits, onnxruntime's float QDQ by 2 steps on 28%; MobileNetV2 9 steps for both."""
+
+from __future__ import annotations
+
+import numpy as np
+import onnx
+import onnxruntime as ort
+import pytest
+from onnx import helper
+from onnxruntime.quantization import CalibrationDataReader, QuantFormat, QuantType, quantize_static
+from onnxruntime.quantization.shape_inference import quant_pre_process
+
+import hobbit
+from hobbit import zoo
+from tests.lower.int8_models import assert_within_one_step
+
+SIZE = 224
+MARGIN = 1.5  # measured ratios of the two end-to-end distances: 0.90 to 1.17 over these models
+
+
+def pink_noise_images(count: int, seed: int) -> np.ndarray:
+    """NCHW images whose amplitude spectrum falls as 1/f, like natural images', each channel
+    scaled to mean 0 and std 1 (ImageNet-normalized inputs)."""
+    rng = np.random.default_rng(seed)
+    fy, fx = np.meshgrid(np.fft.fftfreq(SIZE), np.fft.fftfreq(SIZE), indexing="ij")
+    frequency = np.hypot(fy, fx)
+    frequency[0, 0] = np.inf  # no DC component
+    spectrum = np.fft.fft2(rng.standard_normal((count, 3, SIZE, SIZE))) / frequency
+    images = np.real(np.fft.ifft2(spectrum))
+    images = (images - images.mean(axis=(2, 3), keepdims=True)) / images.std(axis=(2, 3), keepdims=True)
+    return images.astype(np.float32)
+
+
+class _Images(CalibrationDataReader):
+    def __init__(self, images: np.ndarray):
+        self._feeds = iter([{"input": image[None]} for image in images])
+
+    def get_next(self) -> dict | None:
+        return next(self._feeds, None)
+
+
+def _quantize(name: str, folder) -> onnx.ModelProto:
+    float_path, prepared, quantized = (folder / f"{name}{suffix}.onnx" for suffix in ("", ".pre", ".qdq"))
+    onnx.save(zoo.build(name), float_path)
+    quant_pre_process(str(float_path), str(prepared))  # folds BatchNorm into the convolutions
+    quantize_static(str(prepared), str(quantized), _Images(pink_noise_images(4, seed=0)),
+                    quant_format=QuantFormat.QDQ, activation_type=QuantType.QUInt8,
+                    weight_type=QuantType.QInt8, per_channel=True)
+    return onnx.load(str(quantized))
+
+
+def _run_ort(model: onnx.ModelProto, feeds: dict[str, np.ndarray], optimized: bool = True) -> list[np.ndarray]:
+    """Optimized, onnxruntime fuses the QDQ groups into its int8 kernels; unoptimized, it runs
+    the graph as written (DequantizeLinear, float op, QuantizeLinear)."""
+    opts = ort.SessionOptions()
+    opts.intra_op_num_threads = 1
+    if not optimized:
+        opts.graph_optimization_level = ort.GraphOptimizationLevel.ORT_DISABLE_ALL
+    return ort.InferenceSession(model.SerializeToString(), opts, providers=["CPUExecutionProvider"]).run(None, feeds)
+
+
+def _group(model: onnx.ModelProto, quantize: onnx.NodeProto,
+           made_by: dict[str, onnx.NodeProto]) -> list[onnx.NodeProto]:
+    """The nodes that compute `quantize`'s output from quantized tensors (outputs of other
+    QuantizeLinear nodes), graph inputs and initializers, in graph order."""
+    members, pending = {id(quantize): quantize}, list(quantize.input)
+    while pending:
+        producer = made_by.get(pending.pop())
+        if producer is None or producer.op_type == "QuantizeLinear" or id(producer) in members:
+            continue
+        members[id(producer)] = producer
+        pending.extend(producer.input)
+    return [n for n in model.graph.node if id(n) in members]
+
+
+def _groups_side_by_side(model: onnx.ModelProto, values: dict[str, np.ndarray]) -> tuple[onnx.ModelProto, dict]:
+    """One model holding every quantized group separately: group i's quantized inputs become the
+    graph inputs "i/<name>", fed onnxruntime's values of them (`values`), and its output is
+    "i/<quantized output>". Returns the model and its feeds (the float model input aside)."""
+    made_by = {out: n for n in model.graph.node for out in n.output}
+    shared = {t.name for t in model.graph.initializer} | {i.name for i in model.graph.input}
+    quantizers = [n for n in model.graph.node if n.op_type == "QuantizeLinear"]
+    nodes, feeds, outputs = [], {}, []
+    for i, quantize in enumerate(quantizers):
+        def local(name: str, i: int = i) -> str:
+            return name if not name or name in shared else f"{i}/{name}"
+        for node in _group(model, quantize, made_by):
+            feeds.update({local(n): values[n] for n in node.input
+                          if n in made_by and made_by[n].op_type == "QuantizeLinear"})
+            copy = onnx.NodeProto()
+            copy.CopyFrom(node)
+            copy.name = f"{i}/{node.name}"
+            del copy.input[:], copy.output[:]
+            copy.input.extend(map(local, node.input))
+            copy.output.extend(map(local, node.output))
+            nodes.append(copy)
+        outputs.append(local(quantize.output[0]))
+    inputs = list(model.graph.input) + [
+        helper.make_tensor_value_info(n, helper.np_dtype_to_tensor_dtype(v.dtype), v.shape) for n, v in feeds.items()]
+    graph = helper.make_graph(nodes, "quantized groups", inputs,
+                              [helper.make_empty_tensor_value_info(n) for n in outputs], list(model.graph.initializer))
+    side_by_side = helper.make_model(graph, opset_imports=list(model.opset_import))
+    side_by_side.ir_version = model.ir_version
+    return side_by_side, feeds
+
+
+MODELS = ["resnet18", "mobilenet_v2", "squeezenet1_1", pytest.param("resnet50", marks=pytest.mark.slow)]
+
+
+@pytest.fixture(scope="module", params=MODELS)
+def quantized(request, tmp_path_factory):
+    name = request.param
+    model = _quantize(name, tmp_path_factory.mktemp(name))
+    image = pink_noise_images(1, seed=99)
+    return name, model, {"input": image}
+
+
+def test_every_quantized_group_within_one_step(quantized):
+    name, model, feeds = quantized
+    exposed = onnx.ModelProto()
+    exposed.CopyFrom(model)
+    q_outputs = [n.output[0] for n in model.graph.node if n.op_type == "QuantizeLinear"]
+    exposed.graph.output.extend(helper.make_empty_tensor_value_info(q) for q in q_outputs)
+    values = dict(zip([o.name for o in exposed.graph.output], _run_ort(exposed, feeds)))
+    groups, group_feeds = _groups_side_by_side(model, values)
+    group_feeds["input"] = feeds["input"]
+    want = _run_ort(groups, group_feeds)
+    got = hobbit.compile(groups).run(group_feeds)
+    assert len(got) == len(want) == len(q_outputs) > 20
+    for q, g, w in zip(q_outputs, got, want):
+        assert_within_one_step(g, w, f"{name} group of {q}")
+
+
+def test_logits_as_close_to_onnxruntime_int8_as_its_own_float_qdq(quantized):
+    name, model, feeds = quantized
+    int8, = _run_ort(model, feeds)
+    float_qdq, = _run_ort(model, feeds, optimized=False)
+    got, = hobbit.compile(model).run(feeds)
+    assert got.shape == int8.shape == (1, 1000) and got.dtype == np.float32
+
+    def distance(a: np.ndarray) -> float:
+        return float(np.linalg.norm(a - int8) / np.linalg.norm(int8))
+
+    assert distance(got) <= MARGIN * distance(float_qdq), (name, distance(got), distance(float_qdq))
