@@ -34,14 +34,15 @@ def lower_qconv(k: KernelArgs) -> None:
         lower_qconv_depthwise(k, plan)
         return
     kb, node, s = k.kb, k.node, plan.shape
-    x, w, offset, multiplier = k.inputs
+    x, w, offset, multiplier = k.inputs[:4]
     x_dtype = np.dtype(node.inputs[0].dtype)
     a = node.attrs
     positions = s.oh * s.ow
     col = k.thread_scratch(0, plan.col, U8) if plan.col else None
     pack = k.thread_scratch(plan.col * plan.threads, plan.pack, U8)
     alone = k.threads.alone()
-    kernel = _Kernel(kb, plan, w, offset, multiplier, k.outputs[0], pack, x_dtype == np.int8, a)
+    residual = k.inputs[4] if len(k.inputs) > 4 else None
+    kernel = _Kernel(kb, plan, w, offset, multiplier, k.outputs[0], residual, pack, x_dtype == np.int8, a)
 
     def band(image, oh0, count: int) -> None:
         n, g = kb.b.udiv(image, kb.i64(s.group)), kb.b.urem(image, kb.i64(s.group))
@@ -60,10 +61,11 @@ def lower_qconv(k: KernelArgs) -> None:
 class _Kernel:
     """The packing, microkernel and epilogue of one QConv."""
 
-    def __init__(self, kb: KernelBuilder, plan: Int8ConvPlan, w, offset, multiplier, y, pack, flip: bool,
-                 attrs: dict):
+    def __init__(self, kb: KernelBuilder, plan: Int8ConvPlan, w, offset, multiplier, y, residual, pack,
+                 flip: bool, attrs: dict):
         self.kb, self.plan, self.dot = kb, plan, plan.dot
         self.w, self.offset, self.multiplier, self.y, self.pack, self.flip = w, offset, multiplier, y, pack, flip
+        self.residual = residual
         self.attrs = attrs
         self.kp = padded_k(plan.k, plan.dot.group)
         self.positions = plan.shape.oh * plan.shape.ow
@@ -148,10 +150,11 @@ class _Kernel:
             for j in range(nv):
                 valid = min(dot.lanes, width - j * dot.lanes)
                 acc = kb.b.load(accs[i][j], typ=acc_type)
-                out = requantize_channel(kb, self.attrs, acc, self.offset, self.multiplier, oc)
                 mask = kb.prefix_mask(dot.lanes, valid) if valid < dot.lanes else None
                 at = kb.add(kb.add(y_off, kb.mul(oc, self.positions)), j * dot.lanes)
-                kb.vstore(out, self.y, np.dtype(self.attrs["to"]), at, mask)
+                residual = None if self.residual is None else kb.vload(self.residual, U8, at, dot.lanes, mask)
+                out = requantize_channel(kb, self.attrs, acc, self.offset, self.multiplier, oc, residual)
+                kb.vstore(out, self.y, U8, at, mask)
 
 
 def _interleave(kb: KernelBuilder, rows: list[ir.Value]) -> ir.Value:

@@ -25,7 +25,8 @@ from hobbit.plan.int8 import Int8ConvPlan
 
 def lower_qconv_depthwise(k: KernelArgs, plan: Int8ConvPlan) -> None:
     kb, node, s = k.kb, k.node, plan.shape
-    x, w, offset, multiplier = k.inputs
+    x, w, offset, multiplier = k.inputs[:4]
+    residual = k.inputs[4] if len(k.inputs) > 4 else None
     a = node.attrs
     lanes = plan.dot.lanes
     flip = np.dtype(node.inputs[0].dtype) == np.int8
@@ -49,11 +50,12 @@ def lower_qconv_depthwise(k: KernelArgs, plan: Int8ConvPlan) -> None:
                         for kw in range(s.kw):
                             pixels = _tap(kb, s, x, row, v0, kw, lanes, stored_zero, flip)
                             acc = kb.b.add(acc, kb.b.mul(kb.b.zext(pixels, vi), weights[kh * s.kw + kw]))
-                    out = requantize_channel(kb, a, acc, offset, multiplier, oc)
                     valid = min(lanes, s.ow - v0)
+                    mask = kb.prefix_mask(lanes, valid) if valid < lanes else None
                     at = kb.add(kb.mul(kb.add(kb.mul(plane, s.oh), oh), s.ow), v0)
-                    kb.vstore(out, k.outputs[0], np.dtype(a["to"]), at, kb.prefix_mask(lanes, valid)
-                              if valid < lanes else None)
+                    extra = None if residual is None else kb.vload(residual, U8, at, lanes, mask)
+                    out = requantize_channel(kb, a, acc, offset, multiplier, oc, extra)
+                    kb.vstore(out, k.outputs[0], U8, at, mask)
 
     k.threads.shares(s.n * s.oc, planes)
 

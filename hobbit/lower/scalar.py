@@ -248,6 +248,8 @@ class Emit:
             return b.zext(nonzero, dst_ty)
         if self.float and is_float(dst):
             return b.fpext(x, dst_ty) if dst.itemsize > src.itemsize else b.fptrunc(x, dst_ty)
+        if self.float and dst.itemsize < 4:
+            return self._narrow_saturated(x, dst, dst_ty)
         if self.float:
             kind = "fptosi" if dst.kind == "i" else "fptoui"
             name = f"llvm.{kind}.sat.{overload_suffix(dst_ty)}.{overload_suffix(x.type)}"
@@ -260,6 +262,15 @@ class Emit:
         if dst.itemsize > src.itemsize:
             return b.sext(x, dst_ty) if signed else b.zext(x, dst_ty)
         return x
+
+    def _narrow_saturated(self, x, dst: np.dtype, dst_ty: ir.Type):
+        """Float -> 8/16-bit int, saturating, NaN -> 0: clamped in float, then an exact int32
+        conversion and a truncation. LLVM scalarises llvm.fpto[su]i.sat to <N x i8> (a
+        float32 -> uint8 QuantizeLinear of a 224x224 image took 137 us)."""
+        info = np.iinfo(dst)
+        clamped = self.select(self.b.fcmp_unordered("uno", x, x), self.c(0), self.clamp(x, info.min, info.max))
+        wide = ir.VectorType(ir.IntType(32), self.width) if self.width > 1 else ir.IntType(32)
+        return self.b.trunc(self.b.fptosi(clamped, wide), dst_ty)
 
     # -- transcendentals ----------------------------------------------------------
     def exp(self, x):

@@ -21,6 +21,10 @@ per column.
 For int8 activations the kernels add 128 to make them unsigned, and `offset` is computed
 for the values they read: x + 128 (the pass does this), so the references do the same.
 
+A QAdd of a QConv's output and another tensor (a residual connection) is fused into the
+QConv: its fifth input is the residual, and the epilogue adds it to the requantized value
+exactly as the QAdd would (the same float32 operations), so no intermediate is stored.
+
 QAdd adds two quantized tensors of their own scales and zero points and requantizes:
 y = clip(rint(((a - a_zero) * a_scale + (b - b_zero) * b_scale) / y_scale) + y_zero, lo, hi),
 in float32 as a DequantizeLinear -> Add -> QuantizeLinear chain computes it."""
@@ -38,14 +42,16 @@ from hobbit.ops.registry import OpDef, register_op
 
 
 def _qconv_infer(node: Node) -> list[TensorType]:
-    x, w, offset, multiplier = node.inputs
+    x, w, offset, multiplier = node.inputs[:4]
     oc = node.attrs["weight_shape"][0]
     if x.dtype.kind not in "iu" or x.dtype.itemsize != 1 or w.dtype.kind != "i" \
             or offset.dtype != np.int32 or multiplier.dtype != np.float32 \
             or tuple(offset.shape) != (oc,) or tuple(multiplier.shape) != (oc,):
         raise ShapeError(f"QConv of {x.type} by {w.type} with offset {offset.type} and multiplier {multiplier.type}")
     shape = conv_infer(node)[0].shape
-    return [TensorType(np.dtype(node.attrs["to"]), shape)]
+    if len(node.inputs) > 4 and (tuple(node.inputs[4].shape) != shape or node.inputs[4].dtype != np.dtype(node.attrs["to"])):
+        raise ShapeError(f"QConv residual {node.inputs[4].type} for an output of shape {shape}")
+    return [TensorType(np.dtype(node.attrs["sum_to"] if len(node.inputs) > 4 else node.attrs["to"]), shape)]
 
 
 def unpacked_weights(w: np.ndarray, weight_shape: tuple[int, ...]) -> np.ndarray:
@@ -65,24 +71,36 @@ def _as_read(x: np.ndarray) -> np.ndarray:
 
 
 def _qconv_reference(ins: list[np.ndarray], a: dict) -> list[np.ndarray]:
-    x, w, offset, multiplier = ins
+    x, w, offset, multiplier = ins[:4]
     pt, pl, pb, pr = a["pads"]
     zero = a["x_zero"] + (128 if x.dtype == np.int8 else 0)
     padded = np.pad(_as_read(x).astype(np.float64), ((0, 0), (0, 0), (pt, pb), (pl, pr)), constant_values=zero)
     unpadded = {**a, "pads": (0, 0, 0, 0), "weight_layout": "OIHW"}
     acc = conv_reference([padded, unpacked_weights(w, a["weight_shape"]).astype(np.float64)], unpadded)[0]
     acc = acc + offset.reshape(1, -1, 1, 1)
-    return [_requantize(acc, multiplier.reshape(1, -1, 1, 1), a)]
+    y = _requantize(acc, multiplier.reshape(1, -1, 1, 1), a)
+    return [_qadd_reference([y, ins[4]], residual_add_attrs(a))[0]] if len(ins) > 4 else [y]
+
+
+RESIDUAL_ATTRS = ("a_scale", "a_zero", "b_scale", "b_zero", "y_scale", "y_zero", "lo", "hi", "to")
+
+
+def residual_add_attrs(a: dict) -> dict:
+    """The QAdd a QConv with a residual input applies to its requantized output (operand a)
+    and the residual (operand b): its attributes are stored with a "sum_" prefix."""
+    return {name: a[f"sum_{name}"] for name in RESIDUAL_ATTRS}
 
 
 register_op(OpDef(
     "QConv", infer=_qconv_infer, reference=_qconv_reference, flops=conv_flops,
     per_sample=per_sample.first_input,
     attrs={"strides": (1, 1), "dilations": (1, 1), "pads": (0, 0, 0, 0), "group": 1, "weight_shape": (),
-           "x_zero": 0, "y_zero": 0, "lo": 0, "hi": 255, "to": "uint8"},
+           "x_zero": 0, "y_zero": 0, "lo": 0, "hi": 255, "to": "uint8",
+           **{f"sum_{name}": value for name, value in zip(RESIDUAL_ATTRS, (1.0, 0, 1.0, 0, 1.0, 0, 0, 255, "uint8"))}},
     doc="int8 convolution with int32 accumulation and requantization; inputs X (uint8/int8), "
         "W [OC, Kp] (int8 or int16), offset (int32 [OC]: bias - x_zero * row sums), multiplier "
-        "(float32 [OC]: x_scale * w_scale / y_scale)"))
+        "(float32 [OC]: x_scale * w_scale / y_scale)[, a residual: the requantized output and it "
+        "are added as QAdd with the sum_* attributes]"))
 
 
 def _qadd_infer(node: Node) -> list[TensorType]:

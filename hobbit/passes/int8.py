@@ -43,7 +43,8 @@ def lower_int8(graph: Graph, target: Target) -> Graph:
         nodes.append(replacement or node)
     graph.nodes = nodes
     graph.relink()
-    return eliminate_dead_code(graph)
+    graph = eliminate_dead_code(graph)
+    return _fuse_residual_adds(graph)
 
 
 def _rewrite(q: Node, uses: dict[int, int], dot: DotProduct | None, target: Target) -> Node | None:
@@ -238,3 +239,38 @@ def _same_values(q: Node, op: Node, y_scale: float, y_zero: int, to: np.dtype) -
         return None
     return Node(op.op, op.name, [x[0], *op.inputs[1:]], q.outputs, dict(op.attrs))
 
+
+def _fuse_residual_adds(graph: Graph) -> Graph:
+    """QAdd(QConv(...), r) -> QConv(..., residual=r): the conv's epilogue adds r."""
+    uses = use_counts(graph)
+    kept: list[Node] = []
+    for node in graph.nodes:
+        conv = _residual_conv(node, uses) if node.op == "QAdd" else None
+        if conv is None:
+            kept.append(node)
+            continue
+        slot = 0 if node.inputs[0].producer is conv else 1
+        a = node.attrs
+        own, other = ("a", "b") if slot == 0 else ("b", "a")
+        sums = {"a_scale": a[f"{own}_scale"], "a_zero": a[f"{own}_zero"], "b_scale": a[f"{other}_scale"],
+                "b_zero": a[f"{other}_zero"], "y_scale": a["y_scale"], "y_zero": a["y_zero"], "lo": a["lo"],
+                "hi": a["hi"], "to": a["to"]}
+        conv.inputs = conv.inputs + [node.inputs[1 - slot]]
+        conv.attrs = {**conv.attrs, **{f"sum_{k}": v for k, v in sums.items()}}
+        conv.outputs = node.outputs
+        kept.remove(conv)
+        kept.append(conv)  # where the QAdd was: the residual is ready there
+    graph.nodes = kept
+    graph.relink()
+    return graph
+
+
+def _residual_conv(add: Node, uses: dict[int, int]) -> Node | None:
+    """The QConv whose output only this QAdd reads, when the other operand has its shape."""
+    for slot in (0, 1):
+        conv = _sole_producer(add.inputs[slot], uses)
+        other = add.inputs[1 - slot]
+        if conv is not None and conv.op == "QConv" and len(conv.inputs) == 4 \
+                and tuple(other.shape) == tuple(add.outputs[0].shape) and other.producer is not conv:
+            return conv
+    return None
