@@ -51,8 +51,8 @@ PASSES: dict[str, Pass] = {
     "winograd-f4": lambda graph, target: use_winograd(graph, target, tiles=(4,)),
 }
 
-DEFAULT_PIPELINE: list[str] = ["int8", "widen-half", "dce", "fold", "sink-transposes", "fold-batchnorm", "winograd", "layout",
-                               "fuse", "fuse-pool", "fuse-depthwise", "dce", "concat-in-place"]
+DEFAULT_PIPELINE: list[str] = ["int8", "widen-half", "dce", "fold", "sink-transposes", "fold-batchnorm", "winograd",
+                               "layout", "fuse", "fuse-pool", "fuse-depthwise", "dce", "concat-in-place"]
 
 # precision="bf16": the GEMM-shaped kernels in bf16 (passes/bf16.py, after the fusions). Winograd
 # convs stay float32, so only F(4x4) is kept, which beat bf16 im2col (ResNet-18's 56x56x64 3x3
