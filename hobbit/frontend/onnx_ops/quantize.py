@@ -281,3 +281,14 @@ def qgemm(ctx, node, ins):
     if y_scale is None:
         return [real]
     return [_requantize(ctx, real, y_scale, y_zero if y_zero is not None else _zero(ctx, None, np.dtype(np.uint8)))]
+
+
+@converter("QLinearConcat", since=1, domain=_MS)
+def qlinear_concat(ctx, node, ins):
+    """Inputs y_scale, y_zero, then (x, x_scale, x_zero) per operand."""
+    y_scale, y_zero, rest = ins[0], ins[1], ins[2:]
+    if len(rest) % 3 or not rest:
+        raise Unsupported(f"QLinearConcat with {len(ins)} inputs (expected 2 + 3 per operand)")
+    parts = [dequantize(ctx, rest[i], rest[i + 1], rest[i + 2]) for i in range(0, len(rest), 3)]
+    joined = lookup("", "Concat", ctx.opset).fn(ctx, node, parts)[0]  # reads the node's axis
+    return [_requantize(ctx, joined, y_scale, y_zero)]
