@@ -438,10 +438,10 @@ def _error(value: float) -> str:
     return f"{value:.4f}" if value >= 1e-3 else f"{value:.2e}"
 
 
-def _ratio_cell(value: float | None, target: float) -> str:
+def _ratio_cell(value: float | None, target: float, digits: int = 2) -> str:
     if value is None:
         return "—"
-    return f"{value:.2f}" + ("" if value <= target else " ✗")
+    return f"{value:.{digits}f}" + ("" if value <= target else " ✗")
 
 
 def _present(results: list[QuantBenchResult], engines: Sequence[str]) -> list[str]:
@@ -492,8 +492,10 @@ def accuracy_table(results: list[QuantBenchResult]) -> str:
         for name, acc in r.accuracy.items():
             versus = "—"
             if name in low_bit_engines(precision) and peer is not None and peer.rel_l2_median > 0:
-                versus = _ratio_cell(acc.rel_l2_median / peer.rel_l2_median, 1.0)
-            lines.append(f"| {r.model} | {name} | {RUNS_ON[name]} | {_error(acc.rel_l2_median)} | {_error(acc.rel_l2_max)} "
+                # three digits: hobbit's int8 error sits within a percent of onnxruntime's
+                versus = _ratio_cell(acc.rel_l2_median / peer.rel_l2_median, 1.0, digits=3)
+            lines.append(f"| {r.model} | {name} | {RUNS_ON[name]} | {_error(acc.rel_l2_median)} "
+                         f"| {_error(acc.rel_l2_max)} "
                          f"| {acc.top1:.1%} | {acc.top5:.1%} | {versus} |")
     return "\n".join(lines) + "\n"
 
@@ -527,11 +529,11 @@ def markdown_report(results: list[QuantBenchResult], machine: dict[str, Any], co
     found = versions()
     runs = "/".join(map(str, sorted({r.runs for r in results})))
     memory = f", {machine['memory_gib']:.0f} GiB" if machine.get("memory_gib") else ""
-    how = (f"onnxruntime's QDQ model: quant_pre_process, then quantize_static (QDQ, uint8 activations, int8 "
-           f"per-channel weights, MinMax) on the calibration set; hobbit runs that model, and its own "
-           f"hobbit.quantize(model, method=\"minmax\", per_channel=True) of the fp32 model on the same set where "
-           f"available. OpenVINO int8 runs ORT's QDQ model with its default precision for the float parts "
-           f"(bf16 on a CPU with AVX512-BF16)."
+    how = ("onnxruntime's QDQ model: quant_pre_process, then quantize_static (QDQ, uint8 activations, int8 "
+           "per-channel weights, MinMax) on the calibration set; hobbit runs that model, and its own "
+           "hobbit.quantize(model, method=\"minmax\", per_channel=True) of the fp32 model on the same set where "
+           "available. OpenVINO int8 runs ORT's QDQ model with its default precision for the float parts "
+           "(bf16 on a CPU with AVX512-BF16)."
            if precision == "int8" else
            "hobbit bf16: hobbit.compile(model, precision=\"bf16\"); OpenVINO bf16: INFERENCE_PRECISION_HINT bf16, "
            "OpenVINO fp32: f32.")
@@ -553,7 +555,8 @@ def markdown_report(results: list[QuantBenchResult], machine: dict[str, Any], co
         f"target (int8: ≤ {INT8_VS_FP32} of hobbit fp32, ≤ {INT8_VS_PEER} of the faster peer int8, aim "
         f"{INT8_VS_PEER_AIM}; bf16: ≤ {BF16_VS_FP32} of hobbit fp32, ≤ {BF16_VS_PEER} of OpenVINO bf16).\n\n"
         f"Accuracy: against hobbit fp32's logits, which first match onnxruntime fp32's (relative L2 at most "
-        f"{REFERENCE_REL_L2:g}) on every evaluation image; logit relative L2 error ||y − y_fp32|| / ||y_fp32|| per image (median, max), "
+        f"{REFERENCE_REL_L2:g}) on every evaluation image; logit relative L2 error ||y − y_fp32|| / ||y_fp32|| "
+        f"per image (median, max), "
         f"top-1 agreement (same top class as fp32) and top-5 agreement (fp32's top class among the top five).\n\n"
         + "".join(f"- {note}\n" for note in notes) + ("\n" if notes else "")
         + speed_table(results) + "\n" + accuracy_table(results))
@@ -585,7 +588,8 @@ def cmd_bench(args: Any) -> int:
         try:
             import onnxruntime.quantization  # noqa: F401  (fail before minutes of work)
         except ImportError as exc:
-            raise MissingDependencyError("the int8 bench quantizes with onnxruntime: pip install 'hobbit[bench]'") from exc
+            raise MissingDependencyError("the int8 bench quantizes with onnxruntime: "
+                                         "pip install 'hobbit[bench]'") from exc
     models = models_of(args.model)
     machine = machine_info()
     print(f"benchmarking {args.precision} on {', '.join(n for n, _ in models)} at "

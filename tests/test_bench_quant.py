@@ -13,8 +13,8 @@ import pytest
 
 from hobbit import bench_quant, zoo
 from hobbit.bench import Timing
-from hobbit.bench_quant import (BF16, ENGINES, FP32, INT8_ORT_MODEL, ORT_FP32, ORT_INT8, OV_BF16, OV_INT8,
-                                Accuracy, QuantBenchResult)
+from hobbit.bench_quant import (BF16, ENGINES, FP32, INT8_ORT_MODEL, INT8_OWN_MODEL, ORT_FP32, ORT_INT8, OV_BF16,
+                                OV_INT8, Accuracy, QuantBenchResult)
 from hobbit.cli import main
 
 
@@ -123,8 +123,10 @@ def test_int8_bench_reports_every_engine_ratio_and_accuracy(int8_markdown):
     assert float(by_engine[ORT_FP32]["logit rel L2 max"]) < 1e-5
     # int8 on random-weight squeezenet: onnxruntime's own error, measured 0.02; one quantization
     # step is far above fp32 rounding, and a broken pipeline (wrong scales) gives errors near 1.
-    for engine in (INT8_ORT_MODEL, ORT_INT8):
+    for engine in (INT8_ORT_MODEL, ORT_INT8, *([INT8_OWN_MODEL] if INT8_OWN_MODEL in by_engine else [])):
         assert 1e-3 < float(by_engine[engine]["logit rel L2 median"]) < 0.1, engine
+    if bench_quant.hobbit_quantize() is not None:  # hobbit on its own quantization, beside ORT's model
+        assert INT8_OWN_MODEL in by_engine and f"{INT8_OWN_MODEL} ms" in header
 
 
 def test_bf16_bench_reports_fp32_and_bf16_engines():
