@@ -121,6 +121,7 @@ def _qadd_reference(ins: list[np.ndarray], a: dict) -> list[np.ndarray]:
 
 register_op(OpDef(
     "QAdd", infer=_qadd_infer, reference=_qadd_reference, kind="elementwise",
+    per_sample=per_sample.broadcasting,
     attrs={"a_scale": 1.0, "a_zero": 0, "b_scale": 1.0, "b_zero": 0, "y_scale": 1.0, "y_zero": 0,
            "lo": 0, "hi": 255, "to": "uint8"},
     doc="the sum of two quantized tensors, requantized: DequantizeLinear -> Add [-> Relu] -> QuantizeLinear"))
