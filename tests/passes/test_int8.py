@@ -20,23 +20,31 @@ def _const(name: str, array) -> onnx.TensorProto:
     return numpy_helper.from_array(np.asarray(array), name)
 
 
-def _qdq_block(cin: int, cout: int, group: int, residual: bool, seed: int = 0) -> onnx.ModelProto:
-    """Q(x) -> DQ -> Conv(DQ(w), DQ(b)) -> Relu -> Q [-> DQ -> Add(DQ(Q(x))) -> Q] -> DQ."""
-    rng = np.random.default_rng(seed)
-    w = rng.integers(-127, 128, (cout, cin // group, 3, 3)).astype(np.int8)
-    w_scale = (rng.random(cout) * 0.01 + 0.001).astype(np.float32)
-    inits = [_const("w", w), _const("ws", w_scale), _const("wz", np.zeros(cout, np.int8)),
-             _const("b", rng.integers(-5000, 5000, cout).astype(np.int32)),
-             _const("bs", (np.float32(X_SCALE) * w_scale).astype(np.float32)), _const("bz", np.zeros(cout, np.int32)),
+def _quantized_operands(w: np.ndarray, w_scale: np.ndarray, rng) -> tuple[list, list]:
+    """The constants and the Q/DQ nodes before a quantized op: x quantized and dequantized,
+    per-output-channel int8 weights and an int32 bias at x_scale * w_scale, dequantized."""
+    out = w.shape[0]
+    inits = [_const("w", w), _const("ws", w_scale), _const("wz", np.zeros(out, np.int8)),
+             _const("b", rng.integers(-5000, 5000, out).astype(np.int32)),
+             _const("bs", (np.float32(X_SCALE) * w_scale).astype(np.float32)), _const("bz", np.zeros(out, np.int32)),
              _const("xs", np.float32(X_SCALE)), _const("xz", np.uint8(X_ZERO)),
              _const("ys", np.float32(Y_SCALE)), _const("yz", np.uint8(Y_ZERO))]
     nodes = [helper.make_node("QuantizeLinear", ["x", "xs", "xz"], ["xq"]),
              helper.make_node("DequantizeLinear", ["xq", "xs", "xz"], ["xf"]),
              helper.make_node("DequantizeLinear", ["w", "ws", "wz"], ["wf"], axis=0),
-             helper.make_node("DequantizeLinear", ["b", "bs", "bz"], ["bf"], axis=0),
-             helper.make_node("Conv", ["xf", "wf", "bf"], ["c"], pads=[1] * 4, group=group),
-             helper.make_node("Relu", ["c"], ["r"]),
-             helper.make_node("QuantizeLinear", ["r", "ys", "yz"], ["yq"])]
+             helper.make_node("DequantizeLinear", ["b", "bs", "bz"], ["bf"], axis=0)]
+    return inits, nodes
+
+
+def _qdq_block(cin: int, cout: int, group: int, residual: bool, seed: int = 0) -> onnx.ModelProto:
+    """Q(x) -> DQ -> Conv(DQ(w), DQ(b)) -> Relu -> Q [-> DQ -> Add(DQ(Q(x))) -> Q] -> DQ."""
+    rng = np.random.default_rng(seed)
+    w = rng.integers(-127, 128, (cout, cin // group, 3, 3)).astype(np.int8)
+    w_scale = (rng.random(cout) * 0.01 + 0.001).astype(np.float32)
+    inits, nodes = _quantized_operands(w, w_scale, rng)
+    nodes += [helper.make_node("Conv", ["xf", "wf", "bf"], ["c"], pads=[1] * 4, group=group),
+              helper.make_node("Relu", ["c"], ["r"]),
+              helper.make_node("QuantizeLinear", ["r", "ys", "yz"], ["yq"])]
     last = "yq"
     if residual:
         nodes += [helper.make_node("DequantizeLinear", ["yq", "ys", "yz"], ["yf"]),
@@ -52,18 +60,10 @@ def _qdq_block(cin: int, cout: int, group: int, residual: bool, seed: int = 0) -
 def _qdq_gemm(k: int, n: int) -> onnx.ModelProto:
     rng = np.random.default_rng(1)
     w_scale = (rng.random(n) * 0.01 + 0.001).astype(np.float32)
-    inits = [_const("w", rng.integers(-127, 128, (n, k)).astype(np.int8)), _const("ws", w_scale),
-             _const("wz", np.zeros(n, np.int8)), _const("b", rng.integers(-5000, 5000, n).astype(np.int32)),
-             _const("bs", (np.float32(X_SCALE) * w_scale).astype(np.float32)), _const("bz", np.zeros(n, np.int32)),
-             _const("xs", np.float32(X_SCALE)), _const("xz", np.uint8(X_ZERO)),
-             _const("ys", np.float32(Y_SCALE)), _const("yz", np.uint8(Y_ZERO))]
-    nodes = [helper.make_node("QuantizeLinear", ["x", "xs", "xz"], ["xq"]),
-             helper.make_node("DequantizeLinear", ["xq", "xs", "xz"], ["xf"]),
-             helper.make_node("DequantizeLinear", ["w", "ws", "wz"], ["wf"], axis=0),
-             helper.make_node("DequantizeLinear", ["b", "bs", "bz"], ["bf"], axis=0),
-             helper.make_node("Gemm", ["xf", "wf", "bf"], ["g"], transB=1),
-             helper.make_node("QuantizeLinear", ["g", "ys", "yz"], ["yq"]),
-             helper.make_node("DequantizeLinear", ["yq", "ys", "yz"], ["y"])]
+    inits, nodes = _quantized_operands(rng.integers(-127, 128, (n, k)).astype(np.int8), w_scale, rng)
+    nodes += [helper.make_node("Gemm", ["xf", "wf", "bf"], ["g"], transB=1),
+              helper.make_node("QuantizeLinear", ["g", "ys", "yz"], ["yq"]),
+              helper.make_node("DequantizeLinear", ["yq", "ys", "yz"], ["y"])]
     graph = helper.make_graph(nodes, "fc", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [3, k])],
                               [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)], inits)
     return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
