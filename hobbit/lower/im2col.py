@@ -11,16 +11,16 @@ from hobbit.plan.conv import ConvShape
 
 
 def im2col(kb: KernelBuilder, s: ConvShape, x, x_off, col, dtype, threads: Threads,
-           oh0: int | ir.Value = 0, rows: int | None = None, fill: int = 0) -> None:
+           oh0: int | ir.Value = 0, rows: int | None = None, fill: int | ir.Value = 0) -> None:
     """col[(c*KH + kh)*KW + kw, r*OW + ow] = x[c, (oh0 + r)*sh + kh*dh - pt, ow*sw + kw*dw - pl],
-    or `fill` in the padding (a quantized zero for int8), for output rows oh0 .. oh0 + rows
+    or `fill` in the padding (a quantized zero for int8, a run-time value for ConvInteger's), for output rows oh0 .. oh0 + rows
     (all rows by default).
 
     Kernel columns are unrolled (each gets static bounds for its valid output columns,
     so the copy loop vectorises cleanly); kernel rows are a runtime loop, which keeps a
     7x7 kernel at 7 loop bodies for LLVM to optimise, not 49."""
     b = kb.b
-    zero = kb.const(dtype, fill)
+    zero = fill if isinstance(fill, ir.Value) else kb.const(dtype, fill)
     rows = s.oh if rows is None else rows
     width = rows * s.ow
     def channels(c_lo, c_hi) -> None:

@@ -20,7 +20,7 @@ from llvmlite import ir
 from hobbit.lower.builder import KernelBuilder
 from hobbit.lower.conv import im2col
 from hobbit.lower.int8_depthwise import lower_qconv_depthwise
-from hobbit.lower.int8_vector import I8, I32, U8, dot_step, requantize_channel
+from hobbit.lower.int8_vector import I8, I32, U8, ConvEpilogue, dot_step
 from hobbit.lower.kernel import KernelArgs
 from hobbit.lower.kernels import CPU
 from hobbit.plan.int8 import Int8ConvPlan, padded_k
@@ -34,15 +34,15 @@ def lower_qconv(k: KernelArgs) -> None:
         lower_qconv_depthwise(k, plan)
         return
     kb, node, s = k.kb, k.node, plan.shape
-    x, w, offset, multiplier = k.inputs[:4]
+    x, w = k.inputs[:2]
     x_dtype = np.dtype(node.inputs[0].dtype)
-    a = node.attrs
     positions = s.oh * s.ow
     col = k.thread_scratch(0, plan.col, U8) if plan.col else None
     pack = k.thread_scratch(plan.col * plan.threads, plan.pack, U8)
     alone = k.threads.alone()
-    residual = k.inputs[4] if len(k.inputs) > 4 else None
-    kernel = _Kernel(kb, plan, w, offset, multiplier, k.outputs[0], residual, pack, x_dtype == np.int8, a)
+    epilogue = ConvEpilogue(kb, node, k.inputs, k.outputs[0])
+    fill = epilogue.fill()
+    kernel = _Kernel(kb, plan, w, epilogue, pack, x_dtype == np.int8)
 
     def band(image, oh0, count: int) -> None:
         n, g = kb.b.udiv(image, kb.i64(s.group)), kb.b.urem(image, kb.i64(s.group))
@@ -50,7 +50,7 @@ def lower_qconv(k: KernelArgs) -> None:
         if col is None:
             source, start, stride = x, kb.add(x_off, kb.mul(oh0, s.ow)), s.h * s.w
         else:
-            im2col(kb, s, x, x_off, col, x_dtype, alone, oh0, count, fill=a["x_zero"])
+            im2col(kb, s, x, x_off, col, x_dtype, alone, oh0, count, fill=fill)
             source, start, stride = col, 0, count * s.ow
         y_off = kb.add(kb.mul(n, s.oc * positions), kb.mul(oh0, s.ow))  # channel oc's row is at y_off + oc*P
         kernel.band(source, start, stride, count * s.ow, kb.mul(g, s.ocg), y_off)
@@ -61,12 +61,9 @@ def lower_qconv(k: KernelArgs) -> None:
 class _Kernel:
     """The packing, microkernel and epilogue of one QConv."""
 
-    def __init__(self, kb: KernelBuilder, plan: Int8ConvPlan, w, offset, multiplier, y, residual, pack,
-                 flip: bool, attrs: dict):
+    def __init__(self, kb: KernelBuilder, plan: Int8ConvPlan, w, epilogue: ConvEpilogue, pack, flip: bool):
         self.kb, self.plan, self.dot = kb, plan, plan.dot
-        self.w, self.offset, self.multiplier, self.y, self.pack, self.flip = w, offset, multiplier, y, pack, flip
-        self.residual = residual
-        self.attrs = attrs
+        self.w, self.epilogue, self.pack, self.flip = w, epilogue, pack, flip
         self.kp = padded_k(plan.k, plan.dot.group)
         self.positions = plan.shape.oh * plan.shape.ow
 
@@ -151,10 +148,7 @@ class _Kernel:
                 valid = min(dot.lanes, width - j * dot.lanes)
                 acc = kb.b.load(accs[i][j], typ=acc_type)
                 mask = kb.prefix_mask(dot.lanes, valid) if valid < dot.lanes else None
-                at = kb.add(kb.add(y_off, kb.mul(oc, self.positions)), j * dot.lanes)
-                residual = None if self.residual is None else kb.vload(self.residual, U8, at, dot.lanes, mask)
-                out = requantize_channel(kb, self.attrs, acc, self.offset, self.multiplier, oc, residual)
-                kb.vstore(out, self.y, U8, at, mask)
+                self.epilogue.store(acc, oc, kb.add(kb.add(y_off, kb.mul(oc, self.positions)), j * dot.lanes), mask)
 
 
 def _interleave(kb: KernelBuilder, rows: list[ir.Value]) -> ir.Value:
@@ -170,3 +164,4 @@ def _interleave(kb: KernelBuilder, rows: list[ir.Value]) -> ir.Value:
 
 
 CPU.register("QConv", lower=lower_qconv)
+CPU.register("QConvInteger", lower=lower_qconv)

@@ -7,7 +7,7 @@ channel with 9 useful bytes per panel. Here every tap is one multiply-add per la
 int32 lanes: as many instructions as the float kernel, a quarter of its memory traffic.
 
 Taps that fall in the padding read the input's zero point, as the offset (bias minus
-x_zero times the weight sum) expects: rows are clamped into the plane and the loaded
+x_zero times the weight sum; for QConvInteger the run-time zero point times it) expects: rows are clamped into the plane and the loaded
 vector replaced by the zero point when the row is outside, and columns outside are
 masked lanes whose value is the zero point. Output columns are unrolled in vectors, so
 every column mask is a constant."""
@@ -18,19 +18,18 @@ import numpy as np
 from llvmlite import ir
 
 from hobbit.lower.builder import KernelBuilder
-from hobbit.lower.int8_vector import I8, I32, U8, requantize_channel
+from hobbit.lower.int8_vector import I8, I32, U8, ConvEpilogue
 from hobbit.lower.kernel import KernelArgs
 from hobbit.plan.int8 import Int8ConvPlan
 
 
 def lower_qconv_depthwise(k: KernelArgs, plan: Int8ConvPlan) -> None:
     kb, node, s = k.kb, k.node, plan.shape
-    x, w, offset, multiplier = k.inputs[:4]
-    residual = k.inputs[4] if len(k.inputs) > 4 else None
-    a = node.attrs
+    x, w = k.inputs[:2]
     lanes = plan.dot.lanes
     flip = np.dtype(node.inputs[0].dtype) == np.int8
-    stored_zero = a["x_zero"] & 0xFF  # the zero point's byte as stored
+    epilogue = ConvEpilogue(kb, node, k.inputs, k.outputs[0])
+    stored_zero = epilogue.fill()
     w_row = plan.weight_row
     vi = ir.VectorType(I32, lanes)
 
@@ -52,10 +51,7 @@ def lower_qconv_depthwise(k: KernelArgs, plan: Int8ConvPlan) -> None:
                             acc = kb.b.add(acc, kb.b.mul(kb.b.zext(pixels, vi), weights[kh * s.kw + kw]))
                     valid = min(lanes, s.ow - v0)
                     mask = kb.prefix_mask(lanes, valid) if valid < lanes else None
-                    at = kb.add(kb.mul(kb.add(kb.mul(plane, s.oh), oh), s.ow), v0)
-                    extra = None if residual is None else kb.vload(residual, U8, at, lanes, mask)
-                    out = requantize_channel(kb, a, acc, offset, multiplier, oc, extra)
-                    kb.vstore(out, k.outputs[0], U8, at, mask)
+                    epilogue.store(acc, oc, kb.add(kb.mul(kb.add(kb.mul(plane, s.oh), oh), s.ow), v0), mask)
 
     k.threads.shares(s.n * s.oc, planes)
 
@@ -75,7 +71,7 @@ def _input_row(kb: KernelBuilder, s, x, x_plane, oh, kh: int) -> _Row:
     return _Row(kb.add(x_plane, kb.mul(clamped, s.w)), inside)
 
 
-def _tap(kb: KernelBuilder, s, x, row: _Row, v0: int, kw: int, lanes: int, stored_zero: int,
+def _tap(kb: KernelBuilder, s, x, row: _Row, v0: int, kw: int, lanes: int, stored_zero: int | ir.Value,
          flip: bool) -> ir.Value:
     """The bytes tap kw reads for output columns v0 .. v0 + lanes (int8 flipped to uint8),
     the zero point where the tap is in the padding."""
@@ -86,7 +82,7 @@ def _tap(kb: KernelBuilder, s, x, row: _Row, v0: int, kw: int, lanes: int, store
     count = min(lanes, s.ow - v0)
     live = [0 <= first + i < s.w and i % sw == 0 and i // sw < count for i in range(span)]
     vec = ir.VectorType(I8, span)
-    fill = ir.Constant(vec, [stored_zero] * span)
+    fill = _bytes(kb, stored_zero, span)
     if any(live):
         mask = ir.Constant(ir.VectorType(ir.IntType(1), span), [1 if on else 0 for on in live])
         loaded = kb.vload(x, U8, kb.add(row.start, first), span, mask, inbounds=False)
@@ -96,5 +92,13 @@ def _tap(kb: KernelBuilder, s, x, row: _Row, v0: int, kw: int, lanes: int, store
     if sw > 1:
         loaded = b.shuffle_vector(loaded, ir.Constant(vec, None),
                                   ir.Constant(ir.VectorType(I32, lanes), [i * sw for i in range(lanes)]))
-    pixels = b.select(row.inside, loaded, ir.Constant(ir.VectorType(I8, lanes), [stored_zero] * lanes))
+    pixels = b.select(row.inside, loaded, _bytes(kb, stored_zero, lanes))
     return b.xor(pixels, ir.Constant(pixels.type, [0x80] * lanes)) if flip else pixels
+
+
+def _bytes(kb: KernelBuilder, byte: int | ir.Value, count: int) -> ir.Value:
+    """`count` copies of a byte known at compile time (QConv's zero point) or at run time
+    (QConvInteger's)."""
+    if isinstance(byte, ir.Value):
+        return kb.splat(byte, count)
+    return ir.Constant(ir.VectorType(I8, count), [byte] * count)

@@ -5,7 +5,8 @@ Vectors run along N, over weights packed at compile time in NR-column panels of 
 product's layout (hobbit.plan.int8.packed_matrix), so each panel is one contiguous stream;
 each row's group of k activations is one broadcast 32-bit word. At batch 1 this is a
 matrix-vector product bound by reading the weights: a quarter of the float32 bytes.
-Threads share the panels."""
+Threads share the panels. QMatMulInteger (MatMulInteger) is the same product with an int32
+epilogue."""
 
 from __future__ import annotations
 
@@ -13,7 +14,7 @@ import numpy as np
 from llvmlite import ir
 
 from hobbit.lower.builder import KernelBuilder
-from hobbit.lower.int8_vector import I32, dot_step, requantize
+from hobbit.lower.int8_vector import I32, dot_step, requantize, zero_read
 from hobbit.lower.kernel import KernelArgs
 from hobbit.lower.kernels import CPU
 from hobbit.plan.gemm import gemm_schedule
@@ -21,6 +22,7 @@ from hobbit.plan.int8 import DotProduct, dot_product, padded_k
 
 I16 = ir.IntType(16)
 U8 = np.dtype(np.uint8)
+I32_DTYPE = np.dtype(np.int32)
 
 
 def lower_qmatmul(k: KernelArgs) -> None:
@@ -30,7 +32,7 @@ def lower_qmatmul(k: KernelArgs) -> None:
     rows = int(np.prod(x.shape[:-1]))
     dot = dot_product(k.target)
     sched = gemm_schedule(rows, a["n"], a["k"], k.target, 4)  # the pass packed the weights for its NR
-    kernel = _QMatMul(kb, dot, sched.mr, sched.nv, sched.nr, rows, k.inputs, k.outputs[0], a,
+    kernel = _QMatMul(kb, node, dot, sched.mr, sched.nv, sched.nr, rows, k.inputs, k.outputs[0], a,
                       np.dtype(x.dtype) == np.int8)
     full, rest = divmod(a["n"], sched.nr)
     panels = full + (rest > 0)
@@ -50,10 +52,15 @@ def lower_qmatmul(k: KernelArgs) -> None:
 
 
 class _QMatMul:
-    def __init__(self, kb: KernelBuilder, dot: DotProduct, mr: int, nv: int, nr: int, rows: int, inputs, y,
+    def __init__(self, kb: KernelBuilder, node, dot: DotProduct, mr: int, nv: int, nr: int, rows: int, inputs, y,
                  attrs: dict, flip: bool):
         self.kb, self.dot, self.mr, self.nv, self.nr, self.rows = kb, dot, mr, nv, nr, rows
-        self.x, self.w, self.offset, self.multiplier = inputs
+        self.x, self.w = inputs[:2]
+        self.integer = node.op == "QMatMulInteger"
+        if self.integer:  # int32 out: the sums less the run-time zero point times the column sums
+            self.sums, self.zero = inputs[2], zero_read(kb, node, inputs[3])
+        else:
+            self.offset, self.multiplier = inputs[2:]
         self.y, self.attrs, self.flip = y, attrs, flip
         self.k, self.n = attrs["k"], attrs["n"]
         self.groups = padded_k(self.k, dot.group) // dot.group
@@ -118,12 +125,20 @@ class _QMatMul:
             valid = min(lanes, width - j * lanes)
             mask = kb.prefix_mask(lanes, valid) if valid < lanes else None
             column = kb.add(n0, j * lanes)
-            offset = kb.vload(self.offset, np.dtype(np.int32), column, lanes, mask)
-            multiplier = kb.vload(self.multiplier, np.dtype(np.float32), column, lanes, mask)
+            if self.integer:
+                correction = kb.b.mul(kb.splat(self.zero, lanes), kb.vload(self.sums, I32_DTYPE, column, lanes, mask))
+            else:
+                offset = kb.vload(self.offset, I32_DTYPE, column, lanes, mask)
+                multiplier = kb.vload(self.multiplier, np.dtype(np.float32), column, lanes, mask)
             for i in range(mr):
                 acc = kb.b.load(accs[i][j], typ=ir.VectorType(I32, lanes))
-                out = requantize(kb, self.attrs, acc, offset, multiplier)
-                kb.vstore(out, self.y, np.dtype(self.attrs["to"]), kb.add(kb.mul(kb.add(m0, i), self.n), column), mask)
+                at = kb.add(kb.mul(kb.add(m0, i), self.n), column)
+                if self.integer:
+                    kb.vstore(kb.b.sub(acc, correction), self.y, I32_DTYPE, at, mask)
+                else:
+                    kb.vstore(requantize(kb, self.attrs, acc, offset, multiplier), self.y, np.dtype(self.attrs["to"]),
+                              at, mask)
 
 
 CPU.register("QMatMul", lower=lower_qmatmul)
+CPU.register("QMatMulInteger", lower=lower_qmatmul)

@@ -1,5 +1,5 @@
 """The vector steps every int8 kernel shares: the dot-product instruction and the
-requantizing epilogue."""
+epilogues (QConv's requantization, QConvInteger's int32 result)."""
 
 from __future__ import annotations
 
@@ -62,6 +62,48 @@ def requantize_channel(kb: KernelBuilder, attrs: dict, acc: ir.Value, offset: ir
     lanes = acc.type.count
     return requantize(kb, attrs, acc, kb.splat(kb.load(offset, np.dtype(np.int32), channel), lanes),
                       kb.splat(kb.load(multiplier, np.dtype(np.float32), channel), lanes), residual)
+
+
+def zero_read(kb: KernelBuilder, node, zero: ir.Value) -> ir.Value:
+    """QConvInteger's / QMatMulInteger's run-time zero point (input 3) as an int32, as the
+    kernels read activations (int8 + 128)."""
+    value = kb.load(zero, np.dtype(node.inputs[3].dtype), 0)
+    if np.dtype(node.inputs[3].dtype) == np.int8:
+        return kb.b.add(kb.b.sext(value, I32), ir.Constant(I32, 128))
+    return kb.b.zext(value, I32)
+
+
+class ConvEpilogue:
+    """What a conv kernel does with a channel's int32 sums: QConv requantizes them (with
+    the fused residual, if any) to bytes; QConvInteger subtracts the run-time zero point
+    times the channel's weight sum and stores int32."""
+
+    def __init__(self, kb: KernelBuilder, node, inputs: list, y: ir.Value):
+        self.kb, self.node, self.y = kb, node, y
+        self.integer = node.op == "QConvInteger"
+        if self.integer:
+            self.sums, self.zero_ptr = inputs[2], inputs[3]
+            self.zero = zero_read(kb, node, inputs[3])
+        else:
+            self.offset, self.multiplier = inputs[2], inputs[3]
+            self.residual = inputs[4] if len(inputs) > 4 else None
+
+    def fill(self) -> int | ir.Value:
+        """The byte the padding holds: the activations' zero point as stored."""
+        if self.integer:
+            return self.kb.load(self.zero_ptr, U8, 0)
+        return self.node.attrs["x_zero"] & 0xFF
+
+    def store(self, acc: ir.Value, channel: ir.Value, at: ir.Value, mask: ir.Value | None) -> None:
+        """Channel `channel`'s sums in `acc` to y[at ...] (masked lanes untouched)."""
+        kb, lanes = self.kb, acc.type.count
+        if self.integer:
+            correction = kb.b.mul(self.zero, kb.load(self.sums, np.dtype(np.int32), channel))
+            kb.vstore(kb.b.sub(acc, kb.splat(correction, lanes)), self.y, np.dtype(np.int32), at, mask)
+            return
+        residual = None if self.residual is None else kb.vload(self.residual, U8, at, lanes, mask)
+        out = requantize_channel(kb, self.node.attrs, acc, self.offset, self.multiplier, channel, residual)
+        kb.vstore(out, self.y, U8, at, mask)
 
 
 def dot_step(kb: KernelBuilder, dot: DotProduct, acc: ir.Value, activations: ir.Value, weights: ir.Value) -> ir.Value:

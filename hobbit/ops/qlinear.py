@@ -25,6 +25,12 @@ A QAdd of a QConv's output and another tensor (a residual connection) is fused i
 QConv: its fifth input is the residual, and the epilogue adds it to the requantized value
 exactly as the QAdd would (the same float32 operations), so no intermediate is stored.
 
+QConvInteger and QMatMulInteger are ConvInteger and MatMulInteger (dynamically quantized
+models: the activations' zero point is computed at run time by DynamicQuantizeLinear) on
+the same kernels: the exact int32 result, sum_k (x - x_zero) * w, is the kernel's sum of
+x * w minus x_zero times the weights' sum, which the epilogue subtracts with the zero
+point it reads at run time.
+
 QAdd adds two quantized tensors of their own scales and zero points and requantizes:
 y = clip(rint(((a - a_zero) * a_scale + (b - b_zero) * b_scale) / y_scale) + y_zero, lo, hi),
 in float32 as a DequantizeLinear -> Add -> QuantizeLinear chain computes it."""
@@ -101,6 +107,66 @@ register_op(OpDef(
         "W [OC, Kp] (int8 or int16), offset (int32 [OC]: bias - x_zero * row sums), multiplier "
         "(float32 [OC]: x_scale * w_scale / y_scale)[, a residual: the requantized output and it "
         "are added as QAdd with the sum_* attributes]"))
+
+
+def _zero_read(x: np.ndarray, zero: np.ndarray) -> int:
+    """The activations' zero point as the kernels read it (int8 + 128)."""
+    return int(zero.reshape(-1)[0]) + (128 if x.dtype == np.int8 else 0)
+
+
+def _check_integer_operands(node: Node, sums_count: int) -> None:
+    x, w, sums, zero = node.inputs
+    if x.dtype.kind not in "iu" or x.dtype.itemsize != 1 or w.dtype.kind != "i" or sums.dtype != np.int32 \
+            or tuple(sums.shape) != (sums_count,) or zero.dtype != x.dtype or zero.type.size != 1:
+        raise ShapeError(f"{node.op} of {x.type} by {w.type} with weight sums {sums.type} and zero point {zero.type}")
+
+
+def _qconv_integer_infer(node: Node) -> list[TensorType]:
+    _check_integer_operands(node, node.attrs["weight_shape"][0])
+    return [TensorType(np.dtype(np.int32), conv_infer(node)[0].shape)]
+
+
+def _qconv_integer_reference(ins: list[np.ndarray], a: dict) -> list[np.ndarray]:
+    x, w, sums, zero = ins
+    pt, pl, pb, pr = a["pads"]
+    read = _zero_read(x, zero)
+    padded = np.pad(_as_read(x).astype(np.float64), ((0, 0), (0, 0), (pt, pb), (pl, pr)), constant_values=read)
+    unpadded = {**a, "pads": (0, 0, 0, 0), "weight_layout": "OIHW"}
+    acc = conv_reference([padded, unpacked_weights(w, a["weight_shape"]).astype(np.float64)], unpadded)[0]
+    return [(acc - read * sums.reshape(1, -1, 1, 1).astype(np.float64)).astype(np.int32)]
+
+
+register_op(OpDef(
+    "QConvInteger", infer=_qconv_integer_infer, reference=_qconv_integer_reference, flops=conv_flops,
+    per_sample=per_sample.first_input,
+    attrs={"strides": (1, 1), "dilations": (1, 1), "pads": (0, 0, 0, 0), "group": 1, "weight_shape": ()},
+    doc="ConvInteger on the int8 kernels: the exact int32 convolution of (X - x_zero) and centred "
+        "int8 weights; inputs X (uint8/int8), W [OC, Kp] (as QConv's), the weights' row sums (int32 "
+        "[OC]), x_zero (one element of X's dtype, may be computed at run time: the padding reads it)"))
+
+
+def _qmatmul_integer_infer(node: Node) -> list[TensorType]:
+    a = node.attrs
+    _check_integer_operands(node, a["n"])
+    x = node.inputs[0]
+    if len(x.shape) < 2 or x.shape[-1] != a["k"]:
+        raise ShapeError(f"QMatMulInteger of {x.type} (K={a['k']}, N={a['n']})")
+    return [TensorType(np.dtype(np.int32), tuple(x.shape[:-1]) + (a["n"],))]
+
+
+def _qmatmul_integer_reference(ins: list[np.ndarray], a: dict) -> list[np.ndarray]:
+    x, w, sums, zero = ins
+    acc = _as_read(x) @ unpacked_matrix(w, a["k"], a["n"]).astype(np.int64)
+    return [(acc - _zero_read(x, zero) * sums.astype(np.int64)).astype(np.int32)]
+
+
+register_op(OpDef(
+    "QMatMulInteger", infer=_qmatmul_integer_infer, reference=_qmatmul_integer_reference,
+    per_sample=per_sample.first_input, flops=lambda node: 2 * node.outputs[0].type.size * node.attrs["k"],
+    attrs={"k": 0, "n": 0},
+    doc="MatMulInteger on the int8 kernels: the exact int32 product of (X - x_zero) [..., K] and "
+        "centred constant int8 weights; inputs X, W (QMatMul's panels), the weights' column sums "
+        "(int32 [N]), x_zero (one element of X's dtype, may be computed at run time)"))
 
 
 def _qadd_infer(node: Node) -> list[TensorType]:

@@ -13,7 +13,10 @@ way DequantizeLinear -> Add <- DequantizeLinear [-> Relu] -> QuantizeLinear beco
 QAdd, a Relu or Clip before the QuantizeLinear becomes the kernel's clamp in the integer
 domain (quantization is monotone, so clamping commutes with it), and an order-preserving
 op between a DequantizeLinear and a QuantizeLinear of the same scale and zero point
-(MaxPool, Reshape, Flatten) runs on the integers themselves.
+(MaxPool, Reshape, Flatten) runs on the integers themselves. ConvInteger and
+MatMulInteger (dynamically quantized models), which the frontend writes as the float64
+product of unit-scale DequantizeLinears cast to int32, become QConvInteger and
+QMatMulInteger on the same kernels.
 
 It runs first in the pipeline, before folding would turn the weights' DequantizeLinear
 into float constants (the frontend leaves those unfolded for it). A chain it cannot run in
@@ -39,7 +42,11 @@ def lower_int8(graph: Graph, target: Target) -> Graph:
     uses = use_counts(graph)
     nodes = []
     for node in graph.nodes:
-        replacement = _rewrite(node, uses, dot, target) if node.op == "QuantizeLinear" else None
+        replacement = None
+        if node.op == "QuantizeLinear":
+            replacement = _rewrite(node, uses, dot, target)
+        elif _is_int32_cast(node) and dot is not None:
+            replacement = _integer_product(node, uses, dot, target)
         nodes.append(replacement or node)
     graph.nodes = nodes
     graph.relink()
@@ -178,12 +185,10 @@ def _qconv(q: Node, conv: Node, dot: DotProduct, y_scale: float, y_zero: int, lo
     if bias is None:
         return None
     flip = 128 if x_q.dtype == np.int8 else 0  # the kernels read int8 activations as x + 128
-    rows = centred.reshape(oc, -1)
-    offset = bias - (x_zero + flip) * rows.sum(axis=1, dtype=np.int64)
+    stored, sums = _stored_filters(centred, dot)
+    offset = bias - (x_zero + flip) * sums
     if np.abs(offset).max(initial=0) >= 2 ** 31:
         return None
-    stored = np.zeros((oc, padded_k(rows.shape[1], dot.group)), dot.weights)
-    stored[:, :rows.shape[1]] = rows
     multiplier = (x_scale * w_scale / y_scale).astype(np.float32)
     attrs = {k: conv.attrs[k] for k in ("strides", "dilations", "pads", "group")}
     attrs.update(weight_shape=tuple(centred.shape), x_zero=x_zero, y_zero=y_zero, lo=lo, hi=hi, to=to.name)
@@ -191,6 +196,14 @@ def _qconv(q: Node, conv: Node, dot: DotProduct, y_scale: float, y_zero: int, lo
               Value(f"{conv.name}/int8_offset", const=offset.astype(np.int32)),
               Value(f"{conv.name}/int8_multiplier", const=multiplier)]
     return Node("QConv", conv.name, inputs, q.outputs, attrs)
+
+
+def _stored_filters(centred: np.ndarray, dot: DotProduct) -> tuple[np.ndarray, np.ndarray]:
+    """[OC, C/group, KH, KW] centred filters -> (the [OC, Kp] rows QConv reads, their sums)."""
+    rows = centred.reshape(centred.shape[0], -1)
+    stored = np.zeros((rows.shape[0], padded_k(rows.shape[1], dot.group)), dot.weights)
+    stored[:, :rows.shape[1]] = rows
+    return stored, rows.sum(axis=1, dtype=np.int64)
 
 
 def _qmatmul(q: Node, matmul: Node, bias_value: Value | None, dot: DotProduct, target: Target,
@@ -213,13 +226,17 @@ def _qmatmul(q: Node, matmul: Node, bias_value: Value | None, dot: DotProduct, t
     offset = bias - (x_zero + flip) * centred.sum(axis=0, dtype=np.int64)
     if np.abs(offset).max(initial=0) >= 2 ** 31:
         return None
-    rows = int(np.prod(x_q.shape[:-1]))
-    nr = gemm_schedule(rows, n, k, target, 4).nr
     attrs = dict(k=k, n=n, x_zero=x_zero, y_zero=y_zero, lo=lo, hi=hi, to=to.name)
-    inputs = [x_q, Value(f"{matmul.name}/int8_W", const=packed_matrix(centred, nr, dot)),
+    inputs = [x_q, Value(f"{matmul.name}/int8_W", const=_panels(centred, x_q, dot, target)),
               Value(f"{matmul.name}/int8_offset", const=offset.astype(np.int32)),
               Value(f"{matmul.name}/int8_multiplier", const=(x_scale * w_scale / y_scale).astype(np.float32))]
     return Node("QMatMul", matmul.name, inputs, q.outputs, attrs)
+
+
+def _panels(centred: np.ndarray, x: Value, dot: DotProduct, target: Target) -> np.ndarray:
+    """[K, N] centred weights in the NR-column panels QMatMul reads (its schedule's NR)."""
+    k, n = centred.shape
+    return packed_matrix(centred, gemm_schedule(int(np.prod(x.shape[:-1])), n, k, target, 4).nr, dot)
 
 
 def _qadd(q: Node, add: Node, y_scale: float, y_zero: int, lo: int, hi: int, to: np.dtype) -> Node | None:
@@ -238,6 +255,72 @@ def _same_values(q: Node, op: Node, y_scale: float, y_zero: int, to: np.dtype) -
     if x is None or x[0].dtype != to or (x[1], x[2]) != (np.float32(y_scale), y_zero):
         return None
     return Node(op.op, op.name, [x[0], *op.inputs[1:]], q.outputs, dict(op.attrs))
+
+
+def _is_int32_cast(node: Node) -> bool:
+    return node.op == "Cast" and np.dtype(node.attrs["to"]) == np.int32
+
+
+def _integer_product(cast: Node, uses: dict[int, int], dot: DotProduct, target: Target) -> Node | None:
+    """ConvInteger / MatMulInteger as the frontend writes them, Cast(int32) of a float64
+    ConvND (the Conv op is float32 only) / MatMul of unit-scale DequantizeLinears (x's zero point may be computed at run
+    time, the weights are constant), -> QConvInteger / QMatMulInteger."""
+    product = _sole_producer(cast.inputs[0], uses)
+    if product is None or product.op not in ("ConvND", "MatMul") or product.epilogue \
+            or product.outputs[0].dtype != np.float64 or len(product.inputs) != 2:
+        return None
+    x = _unit_dequantized(product.inputs[0])
+    if x is None:
+        return None
+    x_q, zero = x
+    if product.op == "ConvND":
+        return _qconv_integer(cast, product, x_q, zero, dot)
+    return _qmatmul_integer(cast, product, x_q, zero, dot, target)
+
+
+def _unit_dequantized(value: Value) -> tuple[Value, Value] | None:
+    """(8-bit input, its per-tensor zero point) of a DequantizeLinear of scale 1."""
+    dq = value.producer
+    if dq is None or dq.op != "DequantizeLinear":
+        return None
+    x, scale, zero = dq.inputs
+    if scale.const is None or scale.const.size != 1 or float(scale.const.reshape(())) != 1.0 \
+            or x.dtype.itemsize != 1 or zero.type.size != 1:
+        return None
+    return x, zero
+
+
+def _unit_scale(scale: np.ndarray) -> bool:
+    return bool(np.all(scale == 1.0))
+
+
+def _qconv_integer(cast: Node, conv: Node, x_q: Value, zero: Value, dot: DotProduct) -> Node | None:
+    w = _dequantized_weights(conv.inputs[1])
+    if w is None or not _unit_scale(w[1]) or len(x_q.shape) != 4 or conv.attrs["transposed"]:
+        return None
+    centred = w[0]
+    if centred.ndim != 4 or centred.min() < -128 or centred.max() > 127:
+        return None
+    stored, sums = _stored_filters(centred, dot)
+    attrs = {k: conv.attrs[k] for k in ("strides", "dilations", "pads", "group")}
+    attrs["weight_shape"] = tuple(centred.shape)
+    inputs = [x_q, Value(f"{conv.name}/int8_W", const=stored),
+              Value(f"{conv.name}/int8_sums", const=sums.astype(np.int32)), zero]
+    return Node("QConvInteger", conv.name, inputs, cast.outputs, attrs)
+
+
+def _qmatmul_integer(cast: Node, matmul: Node, x_q: Value, zero: Value, dot: DotProduct,
+                     target: Target) -> Node | None:
+    w = _dequantized_matrix(matmul.inputs[1])
+    if w is None or not _unit_scale(w[1]) or len(x_q.shape) < 2:
+        return None
+    centred = w[0]
+    if centred.min() < -128 or centred.max() > 127:
+        return None
+    k, n = centred.shape
+    inputs = [x_q, Value(f"{matmul.name}/int8_W", const=_panels(centred, x_q, dot, target)),
+              Value(f"{matmul.name}/int8_sums", const=centred.sum(axis=0, dtype=np.int64).astype(np.int32)), zero]
+    return Node("QMatMulInteger", matmul.name, inputs, cast.outputs, dict(k=k, n=n))
 
 
 def _fuse_residual_adds(graph: Graph) -> Graph:

@@ -30,6 +30,7 @@ PLANNERS: dict[str, Planner] = {
     "Recurrence": recurrence_plan,
     "Det": det_plan,
     "QConv": int8_conv_plan,
+    "QConvInteger": int8_conv_plan,
 }
 
 

@@ -1,5 +1,5 @@
 """The int8 pass: which QDQ patterns become integer kernels (QConv, QMatMul, a residual add
-fused into a QConv), on which targets, and that the result equals onnxruntime's on the
+fused into a QConv, ConvInteger as QConvInteger), on which targets, and that the result equals onnxruntime's on the
 same QDQ model, bit for bit, with the AVX-512 VNNI kernels and with the AVX2 fallback
 (vpmaddwd) alike. The per-op coverage is in tests/lower/test_int8_*.py."""
 
@@ -110,3 +110,16 @@ def test_without_an_integer_dot_product_the_float_path_stays():
     compiled = hobbit.compile(_qdq_block(8, 8, 1, residual=False), target="aarch64-linux-gnu:neoverse-n1")
     ops = {n.op for n in compiled.report.graph.nodes}
     assert "QConv" not in ops and ops & {"Conv", "ConvWinograd"}
+
+
+def test_integer_products_stay_exact_floats_without_an_integer_dot_product():
+    """ConvInteger on AArch64: the frontend's exact float64 form is compiled as written (export only here)."""
+    w = np.random.default_rng(3).integers(-128, 128, (4, 3, 3, 3)).astype(np.int8)
+    node = helper.make_node("ConvInteger", ["x", "w", "xz"], ["y"], pads=[1] * 4)
+    graph = helper.make_graph([node], "ci", [helper.make_tensor_value_info("x", TensorProto.UINT8, [1, 3, 8, 8]),
+                                             helper.make_tensor_value_info("xz", TensorProto.UINT8, [])],
+                              [helper.make_tensor_value_info("y", TensorProto.INT32, None)], [_const("w", w)])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+    assert "QConvInteger" in {n.op for n in hobbit.compile(model, cache=False).report.graph.nodes}
+    ops = {n.op for n in hobbit.compile(model, target="aarch64-linux-gnu:neoverse-n1", cache=False).report.graph.nodes}
+    assert "QConvInteger" not in ops and "ConvND" in ops

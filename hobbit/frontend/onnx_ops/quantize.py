@@ -5,9 +5,12 @@ QLinearMatMul and QLinearConv.
 Per-tensor, per-axis and blocked scales become plain broadcasting: a per-axis
 scale is reshaped to [C, 1, ...]; for blocks of size B along an axis of extent D,
 x is viewed with that axis split into [D/B, B] and the scale as [D/B, 1]. Integer
-products subtract the zero points in int32 and run the int32 MatMul / Conv
-kernels, so the accumulation is exact; QLinear* then rescale in float32 and
-requantize with QuantizeLinear (round half to even, saturate)."""
+products (MatMulInteger, ConvInteger) are the float64 product of their operands
+dequantized with unit scale, cast to int32: exact, and the int8 pass runs them on the
+integer dot product where the target has one. QLinear* with constant weights become the
+QDQ form (DequantizeLinear -> MatMul/Conv -> QuantizeLinear) the int8 pass fuses into one
+kernel; otherwise they rescale the integer product in float32 and requantize with
+QuantizeLinear (round half to even, saturate)."""
 
 from __future__ import annotations
 
@@ -143,26 +146,23 @@ def dynamic_quantize_linear(ctx, node, ins):
     return [quantize(ctx, x, scale, zero), scale, zero]
 
 
-def _centred(ctx, v, zero, axis_of_rows: bool, wide: str = "int32"):
-    """v - zero in dtype `wide`. A 1-D zero point of more than one element is per row of A
-    (axis_of_rows) or per column of B (it then broadcasts as it is)."""
+def _exact(ctx, v, zero, axis: int):
+    """v - zero in float64, written as a DequantizeLinear of unit scale: exact for 8-bit
+    operands (every product and partial sum of an integer product stays below 2**53), and
+    the form the int8 pass recognises to run the product on the integer dot product.
+    A zero point of more than one element is per index of `axis`."""
     if np.dtype(v.dtype).name not in _INT_TYPES[:2]:
         raise Unsupported(f"integer product of {np.dtype(v.dtype).name} operands")
-    centred = ctx.emit1("Cast", [v], {"to": wide})
-    if zero is None:
-        return centred
-    zero = ctx.emit1("Cast", [zero], {"to": wide})
-    if zero.type.size == 1:
-        zero = ctx.emit1("Reshape", [zero], {"shape": ()})
-    elif axis_of_rows:
-        zero = ctx.emit1("Reshape", [zero], {"shape": (zero.type.size, 1)})
-    return ctx.emit1("Sub", [centred, zero])
+    return dequantize(ctx, v, ctx.const(np.float64(1.0)), zero, axis=axis)
 
 
 def _integer_matmul(ctx, node, a, b, a_zero, b_zero):
-    a_c = _centred(ctx, a, a_zero, axis_of_rows=len(a.shape) >= 2)
-    b_c = _centred(ctx, b, b_zero, axis_of_rows=False)
-    return lookup("", "MatMul", ctx.opset).fn(ctx, node, [a_c, b_c])[0]
+    """(a - a_zero) @ (b - b_zero) in int32: a's zero point per tensor or per row, b's per
+    tensor or per column."""
+    a_c = _exact(ctx, a, a_zero, axis=max(len(a.shape) - 2, 0))
+    b_c = _exact(ctx, b, b_zero, axis=len(b.shape) - 1)
+    product = lookup("", "MatMul", ctx.opset).fn(ctx, node, [a_c, b_c])[0]
+    return ctx.emit1("Cast", [product], {"to": "int32"})
 
 
 def _optional(ins: list, index: int):
@@ -198,17 +198,11 @@ def _requantize(ctx, real, y_scale, y_zero):
 
 
 def _integer_conv(ctx, node, x, w, x_zero, w_zero):
-    """Conv of (x - x_zero) and (w - w_zero) as int32 (padding then adds true zeros).
-
-    The convolution kernels are float-only; float64 holds every product and partial
-    sum of 8-bit operands exactly (below 2**53), so the int32 result is exact."""
+    """Conv of (x - x_zero) and (w - w_zero, per tensor or per output channel) in int32;
+    padding adds true zeros, as padding x with x_zero would."""
     if len(w.shape) < 3:
         raise Unsupported(f"integer convolution with weight of shape {tuple(w.shape)}")
-    x_c = _centred(ctx, x, x_zero, axis_of_rows=False, wide="float64")
-    if w_zero is not None and w_zero.type.size > 1:  # per output channel
-        w_zero = ctx.emit1("Reshape", [w_zero], {"shape": (w_zero.type.size,) + (1,) * (len(w.shape) - 1)})
-    w_c = _centred(ctx, w, w_zero, axis_of_rows=False, wide="float64")
-    y = lookup("", "Conv", ctx.opset).fn(ctx, node, [x_c, w_c])[0]
+    y = lookup("", "Conv", ctx.opset).fn(ctx, node, [_exact(ctx, x, x_zero, axis=1), _exact(ctx, w, w_zero, axis=0)])[0]
     return ctx.emit1("Cast", [y], {"to": "int32"})
 
 
