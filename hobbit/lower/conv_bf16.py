@@ -7,15 +7,11 @@ float32 accumulators before the single store."""
 
 from __future__ import annotations
 
-from llvmlite import ir
-
-from hobbit.lower.builder import KernelBuilder
 from hobbit.lower.elementwise import Epilogue
 from hobbit.lower.gemm import MatA, MatB, MatC
-from hobbit.lower.gemm_bf16 import FLOAT32, WORD, emit_gemm_bf16, to_words
+from hobbit.lower.gemm_bf16 import FLOAT32, WORD, emit_gemm_bf16, rows_to_pairs
 from hobbit.lower.im2col import im2col
 from hobbit.lower.kernel import KernelArgs
-from hobbit.lower.parallel import Threads
 from hobbit.lower.scalar import Emit
 from hobbit.plan.conv_bf16 import ConvBf16Plan
 from hobbit.plan.gemm import gemm_schedule
@@ -48,7 +44,7 @@ def _gemm_conv(k: KernelArgs, plan: ConvBf16Plan) -> None:
                 k.threads.sync()
                 src, src_off = k.scratch, 0
             words = kb.gep(k.scratch, WORD, plan.col)
-            _to_word_rows(kb, src, src_off, K, P, words, k.threads)
+            rows_to_pairs(kb, src, src_off, K, P, words, k.threads)
             k.threads.sync()
             a = MatA(words, 0, panel=sched.mr, k=P, m=1)
             b = MatB(w, 0, k=sched.nr, panel=kp * sched.nr)  # packed panels; KO implies one group
@@ -115,28 +111,3 @@ def _blocked_im2col_conv(k: KernelArgs, plan: ConvBf16Plan) -> None:
         emit_gemm_bf16(kb, sched, s.ocg, count * s.ow, K, a, b, c, epi, alone, pack, touch)
 
     k.threads.bands(s.oh, plan.rows, block, images=s.n * s.group)
-
-
-def _to_word_rows(kb: KernelBuilder, src, src_off, K: int, P: int, dst, threads: Threads) -> None:
-    """dst[j, p] = the pair (src[2j, p], src[2j + 1, p]) of float32 rows of P, for j < K/2
-    (the second of the last pair zero when K is odd); threads share the pairs."""
-    full, lanes = K // 2, 16
-
-    def pair_row(j, padded: bool) -> None:
-        lo_row = kb.add(src_off, kb.mul(j, 2 * P))
-        for p0 in range(0, P, lanes):
-            mask = kb.prefix_mask(lanes, P - p0) if P - p0 < lanes else None
-            lo = kb.vload(src, FLOAT32, kb.add(lo_row, p0), lanes, mask)
-            hi = ir.Constant(lo.type, None) if padded else kb.vload(src, FLOAT32, kb.add(lo_row, P + p0), lanes, mask)
-            kb.vstore(to_words(kb, lo, hi), dst, WORD, kb.add(kb.mul(j, P), p0), mask)
-
-    def share(lo, hi) -> None:
-        with kb.loop(lo, kb.imin(hi, full), name="kp") as j:
-            pair_row(j, False)
-        if K % 2:
-            with kb.when_greater(hi, full) as live:
-                if live:
-                    pair_row(full, True)
-
-    threads.shares(pairs(K), share)
-

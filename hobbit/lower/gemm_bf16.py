@@ -162,3 +162,28 @@ def to_words(kb: KernelBuilder, lo: ir.Value, hi: ir.Value) -> ir.Value:
     interleave = ir.Constant(ir.VectorType(I32, 2 * n), [i // 2 + (n if i % 2 else 0) for i in range(2 * n)])
     mixed = kb.b.shuffle_vector(kb.b.fptrunc(lo, narrow), kb.b.fptrunc(hi, narrow), interleave)
     return kb.b.bitcast(mixed, ir.VectorType(I32, n))
+
+
+def rows_to_pairs(kb: KernelBuilder, src, src_off, K: int, P: int, dst, threads: Threads) -> None:
+    """dst[j, p] = the pair (src[2j, p], src[2j + 1, p]) of float32 rows of P, for j < K/2
+    (the second of the last pair zero when K is odd); threads share the pairs. On one thread dst
+    may be src[src_off] itself: pair j overwrites only rows <= j, which have been read."""
+    full, lanes = K // 2, 16
+
+    def pair_row(j, padded: bool) -> None:
+        lo_row = kb.add(src_off, kb.mul(j, 2 * P))
+        for p0 in range(0, P, lanes):
+            mask = kb.prefix_mask(lanes, P - p0) if P - p0 < lanes else None
+            lo = kb.vload(src, FLOAT32, kb.add(lo_row, p0), lanes, mask)
+            hi = ir.Constant(lo.type, None) if padded else kb.vload(src, FLOAT32, kb.add(lo_row, P + p0), lanes, mask)
+            kb.vstore(to_words(kb, lo, hi), dst, WORD, kb.add(kb.mul(j, P), p0), mask)
+
+    def share(lo, hi) -> None:
+        with kb.loop(lo, kb.imin(hi, full), name="kp") as j:
+            pair_row(j, False)
+        if K % 2:
+            with kb.when_greater(hi, full) as live:
+                if live:
+                    pair_row(full, True)
+
+    threads.shares(pairs(K), share)

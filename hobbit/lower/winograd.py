@@ -32,9 +32,13 @@ from hobbit.lower.copy import emit_deinterleaved_row_copy, emit_fill
 from hobbit.lower.elementwise import Epilogue
 from hobbit.lower.gemm import MatA, MatB, MatC, emit_gemm
 from hobbit.lower.kernel import KernelArgs
+from hobbit.lower.parallel import Threads
 from hobbit.lower.reduce import combine
 from hobbit.lower.scalar import Emit
 from hobbit.lower.kernels import CPU
+from hobbit.lower.winograd_bf16 import Bf16TileGemms
+from hobbit.plan.conv_bf16 import is_bf16
+from hobbit.plan.gemm import GemmSchedule
 from hobbit.plan.winograd import (Variant, VARIANTS, WinogradPlan, phase_len, plane_hw, plane_row, tile_gemm,
                                   tiles)
 
@@ -53,16 +57,41 @@ def _weights(kb: KernelBuilder, u, xi, s: ConvShape, rows: int) -> MatA:
     return MatA(u, kb.mul(xi, -(-s.oc // rows) * s.c * rows), panel=s.c * rows, k=rows, m=1)
 
 
+class TileGemms:
+    """The a*a GEMMs of a float32 ConvWinograd, on its packed U and the V and M in scratch
+    (hobbit.lower.winograd_bf16.Bf16TileGemms: the same calls in bf16)."""
+
+    def __init__(self, dtype):
+        self.dtype = dtype
+
+    def schedule(self, s: ConvShape, m: int, t: int, target: Target) -> GemmSchedule:
+        return tile_gemm(s, m, t, target)
+
+    def by_channel(self, kb: KernelBuilder, sched: GemmSchedule, s: ConvShape, u, xi, v, v_at, mm, m_at, t: int,
+                   threads: Threads, pack) -> None:
+        """M[xi] (OC x t) = U[xi] @ V[xi], V and M row-major at v[v_at] and mm[m_at]."""
+        emit_gemm(kb, sched, s.oc, t, s.c, _weights(kb, u, xi, s, sched.mr), MatB(v, v_at, k=t),
+                  MatC(mm, m_at, m=t), self.dtype, None, threads, pack)
+
+    def by_tile(self, kb: KernelBuilder, sched: GemmSchedule, s: ConvShape, u, xi, scratch, v_at, m_at, t: int,
+                threads: Threads) -> None:
+        """M^T (t x OC) = V^T (t x C) @ U^T: B is U's panels, C is M read with strides."""
+        a = MatA(scratch, v_at, panel=sched.mr, k=t, m=1)
+        b = MatB(u, kb.mul(xi, s.c * s.oc), k=sched.nr, panel=s.c * sched.nr)
+        emit_gemm(kb, sched, t, s.oc, s.c, a, b, MatC(scratch, m_at, m=1, n=t), self.dtype, None, threads)
+
+
 def lower_winograd(k: KernelArgs) -> None:
     plan: WinogradPlan = k.plan
     var = VARIANTS[plan.m]
+    gemms = (Bf16TileGemms if is_bf16(k.node) else TileGemms)(k.node.inputs[0].dtype)
     if plan.band:
-        _banded(k, plan, var)
+        _banded(k, plan, var, gemms)
     else:
-        _whole_image(k, plan, var)
+        _whole_image(k, plan, var, gemms)
 
 
-def _whole_image(k: KernelArgs, plan: WinogradPlan, var: Variant) -> None:
+def _whole_image(k: KernelArgs, plan: WinogradPlan, var: Variant, gemms: TileGemms) -> None:
     """All tiles at once, in three phases shared out in claimed runs (Threads.runs): the
     input transform by channels, then whole GEMMs (one per xi, claimed one at a time: a
     thread reads only its own GEMMs' V and U), then the output transform by output channels."""
@@ -79,14 +108,10 @@ def _whole_image(k: KernelArgs, plan: WinogradPlan, var: Variant) -> None:
 
     def gemm(xi) -> None:
         v_at, m_at = kb.add(v_off, kb.mul(xi, s.c * t)), kb.add(m_off, kb.mul(xi, s.oc * t))
-        if by_tile:  # M^T (T x OC) = V^T (T x C) @ U^T: B is U's panels, C is M read with strides
-            a = MatA(k.scratch, v_at, panel=sched.mr, k=t, m=1)
-            b = MatB(u, kb.mul(xi, s.c * s.oc), k=sched.nr, panel=s.c * sched.nr)
-            emit_gemm(kb, sched, t, s.oc, s.c, a, b, MatC(k.scratch, m_at, m=1, n=t), dtype, None, alone)
+        if by_tile:
+            gemms.by_tile(kb, sched, s, u, xi, k.scratch, v_at, m_at, t, alone)
         else:
-            b = MatB(k.scratch, v_at, k=t)
-            emit_gemm(kb, sched, s.oc, t, s.c, _weights(kb, u, xi, s, sched.mr), b,
-                      MatC(k.scratch, m_at, m=t), dtype, None, alone, pack)
+            gemms.by_channel(kb, sched, s, u, xi, k.scratch, v_at, k.scratch, m_at, t, alone, pack)
 
     def gemm_range(lo, hi) -> None:
         with kb.loop(lo, hi, name="xi") as xi:
@@ -254,7 +279,7 @@ def _combine(e: Emit, coefs, values):
     return acc if acc is not None else e.c(0.0)
 
 
-def _banded(k: KernelArgs, plan: WinogradPlan, var: Variant) -> None:
+def _banded(k: KernelArgs, plan: WinogradPlan, var: Variant, gemms: TileGemms) -> None:
     """Bands of tile rows, each carried through all phases while its V and M sit in L2.
     Threads take whole bands into their own scratch, so they never wait for each other."""
     kb, node, s = k.kb, k.node, plan.shape
@@ -276,12 +301,10 @@ def _banded(k: KernelArgs, plan: WinogradPlan, var: Variant) -> None:
     def run_band(n, tr0, count: int, holds_last_row: bool) -> None:
         t_blk = count * tw
         _band_input(kb, k, s, var, n, tr0, count, plane, v_blk, t_blk, dtype)
-        sched = tile_gemm(s, m, t_blk, k.target)
+        sched = gemms.schedule(s, m, t_blk, k.target)
         with kb.loop(0, a * a, name="xi") as xi:
-            gemm_a = _weights(kb, k.inputs[1], xi, s, sched.mr)
-            gemm_b = MatB(v_blk, kb.mul(xi, s.c * t_blk), k=t_blk)
-            gemm_c = MatC(m_blk, kb.mul(xi, s.oc * t_blk), m=t_blk)
-            emit_gemm(kb, sched, s.oc, t_blk, s.c, gemm_a, gemm_b, gemm_c, dtype, None, alone, pack)
+            gemms.by_channel(kb, sched, s, k.inputs[1], xi, v_blk, kb.mul(xi, s.c * t_blk), m_blk,
+                             kb.mul(xi, s.oc * t_blk), t_blk, alone, pack)
         last_height = s.oh - (th - 1) * m if holds_last_row else m
         _output_transform(kb, k, s, var, bias, n, m_blk, 0, t_blk, tr0, count, last_height, (0, s.oc),
                           dtype, epilogue)

@@ -11,7 +11,7 @@ from hobbit.target import Target, host_target
 from hobbit.errors import HobbitError
 from hobbit.graph.ir import Graph
 from hobbit.passes.batchnorm import fold_batchnorm
-from hobbit.passes.bf16 import use_bf16
+from hobbit.passes.bf16 import bf16_tile, use_bf16
 from hobbit.passes.concat import concat_in_place
 from hobbit.passes.dce import eliminate_dead_code
 from hobbit.passes.empty import fold_empty
@@ -48,17 +48,15 @@ PASSES: dict[str, Pass] = {
     "fuse-depthwise": fuse_expand_depthwise,
     "concat-in-place": _graph_only(concat_in_place),
     "bf16": use_bf16,
-    "winograd-f4": lambda graph, target: use_winograd(graph, target, tiles=(4,)),
+    "winograd-bf16": lambda graph, target: use_winograd(graph, target, bf16_tile),
 }
 
 DEFAULT_PIPELINE: list[str] = ["int8", "widen-half", "dce", "fold", "sink-transposes", "fold-batchnorm", "winograd",
                                "layout", "fuse", "fuse-pool", "fuse-depthwise", "dce", "concat-in-place"]
 
-# precision="bf16": the GEMM-shaped kernels in bf16 (passes/bf16.py, after the fusions). Winograd
-# convs stay float32, so only F(4x4) is kept, which beat bf16 im2col (ResNet-18's 56x56x64 3x3
-# convs: 1.0-1.24 ms against 1.23-1.34, one thread); bf16 beat F(2x2) (7x7x512: 1.15-1.22 ms
-# against 1.42-1.54; SqueezeNet's 13x13x64: 0.26 against 0.33).
-BF16_PIPELINE: list[str] = ["winograd-f4" if p == "winograd" else p for p in DEFAULT_PIPELINE]
+# precision="bf16": the GEMM-shaped kernels in bf16 (passes/bf16.py, after the fusions), F(2x2)
+# Winograd convs among them; F(4x4) ones stay float32 (hobbit.passes.bf16.bf16_tile).
+BF16_PIPELINE: list[str] = ["winograd-bf16" if p == "winograd" else p for p in DEFAULT_PIPELINE]
 BF16_PIPELINE.insert(BF16_PIPELINE.index("fuse-depthwise") + 1, "bf16")
 
 PRECISIONS = ("fp32", "bf16")

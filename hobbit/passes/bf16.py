@@ -2,13 +2,14 @@
 kernels read (hobbit.plan.gemm_bf16), converted here once, at compile time.
 
 The GEMM-shaped kernels run on vdpbf16ps, twice the float32 FMA rate: Convs with a
-bf16 variant (hobbit.plan.conv_bf16.runs_in_bf16: all but depthwise) and
-MatMuls with constant panel-packed weights (fully-connected layers). Everything else
-stays float32: depthwise convs and pools are bound by memory, element-wise ops and
-epilogues (bias, fused activations) are cheap next to the GEMMs, and Winograd convs
-stay float32 (the bf16 pipeline keeps only F(4x4), which beat bf16 im2col: see
-hobbit.passes.BF16_PIPELINE). Activations stay float32 in memory; the kernels
-convert them.
+bf16 variant (hobbit.plan.conv_bf16.runs_in_bf16: all but depthwise), the GEMMs of
+F(2x2) Winograd convs (hobbit.plan.winograd_bf16), and MatMuls with constant
+panel-packed weights (fully-connected layers). Everything else stays float32: depthwise
+convs and pools are bound by memory, element-wise ops and epilogues (bias, fused
+activations) are cheap next to the GEMMs, and F(4x4) Winograd convs, whose transforms
+amplify the rounding of U and V to bf16 (in numpy, on 64 channels: 3.1% relative
+error against 0.24% for a direct bf16 conv; F(2x2): 0.39%). Activations stay float32
+in memory; the kernels convert them.
 
 It runs after the fusion passes, which read the float32 weights (expand-depthwise
 fusion packs a 1x1 conv's weights its own way)."""
@@ -19,6 +20,7 @@ import numpy as np
 
 from hobbit.errors import TargetError
 from hobbit.graph.ir import Graph, Node, Value
+from hobbit.passes.winograd import output_tile
 from hobbit.plan.conv import conv_shape
 from hobbit.plan.conv_bf16 import runs_in_bf16
 from hobbit.plan.gemm_bf16 import pair_panels, pair_rows
@@ -36,11 +38,28 @@ def require_bf16(target: Target) -> None:
                           f"target with +{FEATURE} (e.g. 'znver4', 'sapphirerapids')")
 
 
+# Below this harmonic mean of C and OC (C*OC/(C+OC): GEMM work per transformed element) the
+# float32 F(4x4) transforms' 1.8x fewer adds per output beat F(2x2)'s bf16 GEMMs; one thread:
+# 56x56, 64 -> 64: 0.91 ms F(4x4) against 0.99 F(2x2) bf16; 27x27, 32 -> 128: 0.20 against
+# 0.26; above it, 28x28, 128 -> 128: 0.76 against 0.74; 28x28, 512 -> 512: 22.5 against 10.4.
+MIN_BF16_WINOGRAD_CHANNELS = 48
+
+
+def bf16_tile(node: Node) -> int:
+    """The Winograd tile of a conv in the bf16 pipeline: float32's choice, but F(2x2) (in bf16)
+    over F(4x4) (in float32) where the GEMMs are large beside the transforms."""
+    tile = output_tile(node)
+    oc, c = node.inputs[1].shape[:2]
+    return 2 if tile == 4 and c * oc / (c + oc) >= MIN_BF16_WINOGRAD_CHANNELS else tile
+
+
 def use_bf16(graph: Graph, target: Target) -> Graph:
     require_bf16(target)
     for node in graph.nodes:
         if node.op == "Conv" and _conv_in_bf16(node):
             _conv_weights(node)
+        elif node.op == "ConvWinograd" and node.attrs["tile"] == 2 and _float32(node):
+            _winograd_weights(node)
         elif node.op == "MatMul" and _float32(node) and node.attrs.get("b_layout") == "panels":
             _matmul_weights(node)
     graph.relink()
@@ -67,6 +86,16 @@ def _conv_weights(node: Node) -> None:
     pairs = pair_rows(w.const.reshape(w.shape[0], -1))
     node.inputs[1] = Value(f"{w.name}/bf16", const=pairs)
     node.attrs = {**node.attrs, "precision": "bf16", "weight_shape": tuple(w.shape)}
+
+
+def _winograd_weights(node: Node) -> None:
+    """U's packed panels [a*a, P, C, rows] (hobbit.plan.winograd.pack_weights) -> pairs of
+    channels [a*a, P, C/2, rows, 2], one layout for both GEMM orientations, as in float32."""
+    u = node.inputs[1]
+    aa, panels, c, rows = u.shape
+    paired = pair_panels(u.const.reshape(aa * panels, c, rows))
+    node.inputs[1] = Value(f"{u.name}/bf16", const=paired.reshape(aa, panels, *paired.shape[1:]))
+    node.attrs = {**node.attrs, "precision": "bf16"}
 
 
 def _matmul_weights(node: Node) -> None:

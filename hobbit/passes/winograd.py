@@ -9,6 +9,8 @@ the GEMM saves, and a stem conv (3 channels) stays direct."""
 
 from __future__ import annotations
 
+from typing import Callable
+
 from hobbit.target import Target
 from hobbit.graph.ir import Graph, Node, Value
 from hobbit.plan.conv import conv_shape
@@ -23,13 +25,18 @@ MIN_TILES_4 = 25
 MIN_USEFUL_4 = 0.75  # 13x13 outputs in 4x4 tiles compute 256 values for 169 (measured slower)
 
 
-def use_winograd(graph: Graph, target: Target, tiles: tuple[int, ...] = (2, 4)) -> Graph:
-    """`tiles` limits the rewrite to those tile sizes (the bf16 pipeline keeps F(4x4) only)."""
+def use_winograd(graph: Graph, target: Target, tile: Callable[[Node], int] | None = None) -> Graph:
+    """`tile` picks each conv's tile size (default: tile_size of its output; the bf16
+    pipeline's choice is hobbit.plan.winograd_bf16.bf16_tile)."""
     for i, node in enumerate(graph.nodes):
-        if _eligible(node) and tile_size(*node.outputs[0].shape[2:]) in tiles:
-            graph.nodes[i] = _rewrite(node, target)
+        if _eligible(node):
+            graph.nodes[i] = _rewrite(node, target, tile(node) if tile else output_tile(node))
     graph.relink()
     return graph
+
+
+def output_tile(node: Node) -> int:
+    return tile_size(*node.outputs[0].shape[2:])
 
 
 def _eligible(node: Node) -> bool:
@@ -50,9 +57,8 @@ def tile_size(out_h: int, out_w: int) -> int:
     return 4 if tiles4 >= MIN_TILES_4 and useful >= MIN_USEFUL_4 else 2
 
 
-def _rewrite(node: Node, target: Target) -> Node:
+def _rewrite(node: Node, target: Target, m: int) -> Node:
     w = node.inputs[1]
-    m = tile_size(*node.outputs[0].shape[2:])
     panel = weight_panel(conv_shape(node), m, target)
     u = Value(f"{w.name}/winograd{m}", const=pack_weights(transform_weights(w.const, m), panel))
     attrs = {**node.attrs, "weight_shape": tuple(w.shape), "tile": m}

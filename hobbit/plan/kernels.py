@@ -19,13 +19,15 @@ from hobbit.plan.int8 import int8_conv_plan
 from hobbit.plan.linalg import det_plan
 from hobbit.plan.rnn import recurrence_plan
 from hobbit.plan.winograd import winograd_plan
+from hobbit.plan.winograd_bf16 import winograd_bf16_plan
 from hobbit.target import Target
 
 Planner = Callable[[Node, Target, int], Any]
 
 PLANNERS: dict[str, Planner] = {
     "Conv": lambda node, target, threads: (conv_bf16_plan if is_bf16(node) else conv_plan)(node, target, threads),
-    "ConvWinograd": winograd_plan,
+    "ConvWinograd": lambda node, target, threads: (winograd_bf16_plan if is_bf16(node) else winograd_plan)(
+        node, target, threads),
     "ExpandDepthwise": expand_depthwise_plan,
     "Recurrence": recurrence_plan,
     "Det": det_plan,

@@ -109,9 +109,10 @@ def plane_row(s: ConvShape, m: int) -> int:
     return m * phase_len(s, m)
 
 
-def tile_gemm(s: ConvShape, m: int, t: int, target: Target) -> GemmSchedule:
-    """The schedule of the tile-wise GEMMs M[xi] = U[xi] @ V[xi] over t tiles: MR is U's panel."""
-    return gemm_schedule(s.oc, t, s.c, target, mr=weight_panel(s, m, target))
+def tile_gemm(s: ConvShape, m: int, t: int, target: Target, k: int | None = None) -> GemmSchedule:
+    """The schedule of the tile-wise GEMMs M[xi] = U[xi] @ V[xi] over t tiles: MR is U's panel.
+    `k` is the GEMM's K in its own steps: C by default, C/2 pairs in bf16 (hobbit.plan.winograd_bf16)."""
+    return gemm_schedule(s.oc, t, s.c if k is None else k, target, mr=weight_panel(s, m, target))
 
 
 MAX_BANDED_WEIGHTS = 8 << 20  # U is re-read once per band: keep it L3-sized

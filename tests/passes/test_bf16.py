@@ -51,6 +51,33 @@ def test_gemm_shaped_nodes_run_in_bf16_the_rest_in_float32():
                          "pool": "fp32", "flatten": "fp32", "fc": "bf16"}
 
 
+def _winograd_model() -> onnx.ModelProto:
+    """Three 3x3 convs float32 would all run as Winograd: F(4x4) with few channels, F(4x4) with
+    many, and F(2x2) (13x13 outputs)."""
+    x = rand(1, 16, 20, 20)
+    inits = {"few": rand(96, 16, 3, 3, seed=1) * 0.1, "many": rand(96, 96, 3, 3, seed=2) * 0.05,
+             "small": rand(16, 96, 3, 3, seed=3) * 0.05}
+    nodes = [helper.make_node("Conv", ["x", "few"], ["a"], name="few", pads=[1, 1, 1, 1]),
+             helper.make_node("Conv", ["a", "many"], ["b"], name="many", pads=[1, 1, 1, 1]),
+             helper.make_node("MaxPool", ["b"], ["p"], name="pool", kernel_shape=[2, 2], strides=[2, 2],
+                              pads=[0, 0, 6, 6]),
+             helper.make_node("Conv", ["p", "small"], ["y"], name="small", pads=[1, 1, 1, 1])]
+    return make_model(nodes, {"x": x}, ["y"], inits)
+
+
+def test_winograd_convs_in_bf16_are_f2_where_the_gemms_outweigh_the_transforms():
+    """F(4x4) stays float32 (bf16 rounding through its transforms: 3% error); a conv whose
+    channels make the GEMMs large next to the transforms takes F(2x2) in bf16 instead."""
+    model = _winograd_model()
+    fp32 = {n.name: n.attrs.get("tile") for n in lower_to_llvm(model, threads=1, keep_ir=False).graph.nodes}
+    graph = lower_to_llvm(model, threads=1, precision="bf16", keep_ir=False).graph
+    bf16 = {n.name: (n.op, n.attrs.get("tile"), n.attrs.get("precision", "fp32")) for n in graph.nodes}
+    assert (fp32["few"], fp32["many"], fp32["small"]) == (4, 4, 2)
+    assert bf16["few"] == ("ConvWinograd", 4, "fp32")  # 16 -> 96: C*OC/(C+OC) = 13.7
+    assert bf16["many"] == ("ConvWinograd", 2, "bf16")  # 96 -> 96: 48
+    assert bf16["small"] == ("ConvWinograd", 2, "bf16")
+
+
 def test_float32_pipeline_has_no_bf16_nodes():
     graph = lower_to_llvm(_mixed_model(), threads=1, keep_ir=False).graph
     assert all(node.attrs.get("precision") is None for node in graph.nodes)
