@@ -78,13 +78,13 @@ class _Kernel:
 
     def _panel(self, source, start, stride: int, width: int, oc0, y_off) -> None:
         kb, s, gemm = self.kb, self.plan.shape, self.plan.gemm
-        nv = -(-width // self.dot.lanes)
-        self._pack(source, start, stride, width, nv)
+        lanes = self.plan.vector_lanes(width)
+        self._pack(source, start, stride, width, len(lanes))
         blocks, rest = divmod(s.ocg, gemm.mr)
         with kb.loop(0, blocks, name="mb") as mb:
-            self._micro(kb.add(oc0, kb.mul(mb, gemm.mr)), gemm.mr, nv, width, y_off)
+            self._micro(kb.add(oc0, kb.mul(mb, gemm.mr)), gemm.mr, lanes, width, y_off)
         if rest:
-            self._micro(kb.add(oc0, blocks * gemm.mr), rest, nv, width, y_off)
+            self._micro(kb.add(oc0, blocks * gemm.mr), rest, lanes, width, y_off)
 
     # -- packing -------------------------------------------------------------------------
 
@@ -121,33 +121,34 @@ class _Kernel:
 
     # -- the microkernel -----------------------------------------------------------------
 
-    def _micro(self, oc0, mr: int, nv: int, width: int, y_off) -> None:
-        """Output channels oc0 .. oc0 + mr of the packed panel's `width` positions."""
+    def _micro(self, oc0, mr: int, lanes: list[int], width: int, y_off) -> None:
+        """Output channels oc0 .. oc0 + mr of the packed panel's `width` positions, in vectors
+        of `lanes` int32 lanes each (vector j starts at position j * dot.lanes)."""
         kb, dot, nr = self.kb, self.dot, self.plan.gemm.nr
-        acc_type = ir.VectorType(I32, dot.lanes)
-        accs = [[kb.alloca(acc_type) for _ in range(nv)] for _ in range(mr)]
+        acc_types = [ir.VectorType(I32, n) for n in lanes]
+        accs = [[kb.alloca(t) for t in acc_types] for _ in range(mr)]
         for row in accs:
-            for acc in row:
-                kb.b.store(ir.Constant(acc_type, None), acc)
-        operand = ir.VectorType(ir.IntType(8 * dot.packed.itemsize), dot.lanes * dot.group)
+            for acc, t in zip(row, acc_types):
+                kb.b.store(ir.Constant(t, None), acc)
+        element = ir.IntType(8 * dot.packed.itemsize)
         w_bytes = self.kp * dot.weights.itemsize
         with kb.loop(0, self.kp // dot.group, name="kg") as g:
             b_vectors = [kb.vload(self.pack, dot.packed, kb.mul(kb.add(kb.mul(g, nr), j * dot.lanes), dot.group),
-                                  dot.lanes * dot.group) for j in range(nv)]
+                                  n * dot.group) for j, n in enumerate(lanes)]
             for i in range(mr):
                 at = kb.add(kb.mul(kb.add(oc0, i), w_bytes), kb.mul(g, dot.group * dot.weights.itemsize))
                 word = kb.b.load(kb.b.gep(self.w, [kb.idx(at)], source_etype=I8), typ=I32)
                 word.align = 1
-                weights = kb.b.bitcast(kb.splat(word, dot.lanes), operand)
-                for j in range(nv):
-                    acc = kb.b.load(accs[i][j], typ=acc_type)
+                for j, n in enumerate(lanes):
+                    weights = kb.b.bitcast(kb.splat(word, n), ir.VectorType(element, n * dot.group))
+                    acc = kb.b.load(accs[i][j], typ=acc_types[j])
                     kb.b.store(dot_step(kb, dot, acc, b_vectors[j], weights), accs[i][j])
         for i in range(mr):
             oc = kb.add(oc0, i)
-            for j in range(nv):
-                valid = min(dot.lanes, width - j * dot.lanes)
-                acc = kb.b.load(accs[i][j], typ=acc_type)
-                mask = kb.prefix_mask(dot.lanes, valid) if valid < dot.lanes else None
+            for j, n in enumerate(lanes):
+                valid = min(n, width - j * dot.lanes)
+                acc = kb.b.load(accs[i][j], typ=acc_types[j])
+                mask = kb.prefix_mask(n, valid) if valid < n else None
                 self.epilogue.store(acc, oc, kb.add(kb.add(y_off, kb.mul(oc, self.positions)), j * dot.lanes), mask)
 
 

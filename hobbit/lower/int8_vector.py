@@ -18,28 +18,45 @@ def requantize(kb: KernelBuilder, attrs: dict, acc: ir.Value, offset: ir.Value, 
                residual: ir.Value | None = None) -> ir.Value:
     """clip(rint((acc + offset) * multiplier) + y_zero, lo, hi) as bytes, on vectors (the int8
     kernels' epilogue); with a residual (bytes), that plus the residual as QAdd computes it
-    (QConv's sum_* attributes). Clamps happen in float32, so the conversion to int32 is in range."""
+    (QConv's sum_* attributes).
+
+    Computed as rint(clip(real, lo - y_zero, hi - y_zero)) + y_zero, which is the same value:
+    rint is monotonic and the bounds are integers, and the sum is exact in int32. The clamp
+    keeps the conversion in range, and a conversion that rounds (vcvtps2dq, round to nearest
+    even) replaces rint, a float add and a truncating conversion: at K = 64 (ResNet-50's
+    1x1 convolutions with a fused residual) the epilogue took 45% of the kernel's time."""
     b, lanes = kb.b, acc.type.count
     vf = ir.VectorType(F32, lanes)
     real = b.fmul(b.sitofp(b.add(acc, offset), vf), multiplier)
-    q = _clamped(kb, b.fadd(_rint(kb, real), _splat(vf, attrs["y_zero"])), attrs["lo"], attrs["hi"])
-    if residual is not None:
-        q = _add_residual(kb, attrs, q, residual)
-    return b.trunc(b.fptosi(q, ir.VectorType(I32, lanes)), ir.VectorType(I8, lanes))
+    y_zero = attrs["y_zero"]
+    if residual is None:
+        return _to_bytes(kb, real, y_zero, attrs["lo"], attrs["hi"])
+    centred = _rint(kb, _clamped(kb, real, attrs["lo"] - y_zero, attrs["hi"] - y_zero))
+    return _add_residual(kb, attrs, centred, residual)
 
 
-def _add_residual(kb: KernelBuilder, attrs: dict, q: ir.Value, residual: ir.Value) -> ir.Value:
-    """QAdd of q (integral float32) and the residual bytes, in the order of its scalar
-    expression (hobbit/lower/scalar_ops.py), so the fused result is bit-identical."""
-    b, lanes = kb.b, q.type.count
-    vf, vi = q.type, ir.VectorType(I32, lanes)
+def _to_bytes(kb: KernelBuilder, x: ir.Value, zero: int, lo: int, hi: int) -> ir.Value:
+    """clip(rint(x) + zero, lo, hi) as bytes, by the equivalent rint(clip(x, lo - zero, hi - zero)) + zero."""
+    b, lanes = kb.b, x.type.count
+    vi = ir.VectorType(I32, lanes)
+    rounded = kb.call_intrinsic(f"llvm.lrint.v{lanes}i32.v{lanes}f32", vi, [_clamped(kb, x, lo - zero, hi - zero)])
+    return b.trunc(b.add(rounded, ir.Constant(vi, [int(zero)] * lanes)), ir.VectorType(I8, lanes))
+
+
+def _add_residual(kb: KernelBuilder, attrs: dict, centred: ir.Value, residual: ir.Value) -> ir.Value:
+    """QAdd of q = centred + y_zero (centred integral float32, q within the conv's bounds)
+    and the residual bytes, in the order of its scalar expression (hobbit/lower/scalar_ops.py),
+    so the fused result is bit-identical: q - a_zero is the exact integer centred + (y_zero - a_zero)."""
+    b, lanes = kb.b, centred.type.count
+    vf, vi = centred.type, ir.VectorType(I32, lanes)
     signed = np.dtype(attrs["to"]).kind == "i"
     r = b.sext(residual, vi) if signed else b.zext(residual, vi)
-    own = b.fmul(b.fsub(q, _splat(vf, attrs["sum_a_zero"])), _splat(vf, attrs["sum_a_scale"]))
+    shift = attrs["y_zero"] - attrs["sum_a_zero"]
+    own = b.fmul(b.fadd(centred, _splat(vf, shift)) if shift else centred, _splat(vf, attrs["sum_a_scale"]))
     other = b.fmul(b.sitofp(b.sub(r, ir.Constant(vi, [int(attrs["sum_b_zero"])] * lanes)), vf),
                    _splat(vf, attrs["sum_b_scale"]))
     total = b.fdiv(b.fadd(own, other), _splat(vf, attrs["sum_y_scale"]))
-    return _clamped(kb, b.fadd(_rint(kb, total), _splat(vf, attrs["sum_y_zero"])), attrs["sum_lo"], attrs["sum_hi"])
+    return _to_bytes(kb, total, attrs["sum_y_zero"], attrs["sum_lo"], attrs["sum_hi"])
 
 
 def _splat(vf: ir.VectorType, value: float) -> ir.Constant:
@@ -107,8 +124,10 @@ class ConvEpilogue:
 
 
 def dot_step(kb: KernelBuilder, dot: DotProduct, acc: ir.Value, activations: ir.Value, weights: ir.Value) -> ir.Value:
-    """acc + the lane-wise dot products of `group` activations and weights."""
+    """acc + the lane-wise dot products of `group` activations and weights (vpdpbusd at the
+    width of acc, which may be narrower than dot.lanes)."""
     if dot.name == "vpdpbusd":
-        return kb.call_intrinsic(f"llvm.x86.avx512.vpdpbusd.{32 * dot.lanes}", acc.type, [acc, activations, weights])
+        return kb.call_intrinsic(f"llvm.x86.avx512.vpdpbusd.{32 * acc.type.count}", acc.type,
+                                 [acc, activations, weights])
     pairs = kb.call_intrinsic("llvm.x86.avx2.pmadd.wd", acc.type, [activations, weights])
     return kb.b.add(acc, pairs)
