@@ -33,7 +33,12 @@ point it reads at run time.
 
 QAdd adds two quantized tensors of their own scales and zero points and requantizes:
 y = clip(rint(((a - a_zero) * a_scale + (b - b_zero) * b_scale) / y_scale) + y_zero, lo, hi),
-in float32 as a DequantizeLinear -> Add -> QuantizeLinear chain computes it."""
+in float32 as a DequantizeLinear -> Add -> QuantizeLinear chain computes it.
+
+QRequantize moves a quantized tensor to another scale and zero point (an input of a quantized
+Concat), QGlobalAveragePool and QAveragePool average quantized planes and windows; each
+follows the arithmetic of onnxruntime's QLinearConcat / QLinearGlobalAveragePool /
+QLinearAveragePool, which the docs of the ops below spell out."""
 
 from __future__ import annotations
 
@@ -41,7 +46,7 @@ import numpy as np
 
 from hobbit.errors import ShapeError
 from hobbit.graph.ir import Node, TensorType
-from hobbit.graph.shapes import broadcast
+from hobbit.graph.shapes import broadcast, pool_out_size
 from hobbit.ops import per_sample
 from hobbit.ops.nn import conv_flops, conv_infer, conv_reference
 from hobbit.ops.registry import OpDef, register_op
@@ -222,3 +227,103 @@ register_op(OpDef(
     doc="int8 matrix product with int32 accumulation and requantization; inputs X ([..., K], uint8/int8 "
         "as stored, int8 read as x + 128 like QConv), W (constant [N/NR, Kp/group, NR, group] panels), "
         "offset (int32 [N]), multiplier (float32 [N])"))
+
+
+def _byte_input(node: Node) -> None:
+    x = node.inputs[0]
+    if x.dtype.kind not in "iu" or x.dtype.itemsize != 1:
+        raise ShapeError(f"{node.op} {node.name} of {x.type}: expected a uint8 or int8 tensor")
+
+
+def _qrequantize_infer(node: Node) -> list[TensorType]:
+    _byte_input(node)
+    return [TensorType(np.dtype(node.attrs["to"]), tuple(node.inputs[0].shape))]
+
+
+def _qrequantize_reference(ins: list[np.ndarray], a: dict) -> list[np.ndarray]:
+    real = (ins[0].astype(np.int32) - a["x_zero"]).astype(np.float32) * np.float32(a["x_scale"])
+    q = np.rint(real / np.float32(a["y_scale"])) + np.float32(a["y_zero"])
+    return [np.clip(q, a["lo"], a["hi"]).astype(a["to"])]
+
+
+register_op(OpDef(
+    "QRequantize", infer=_qrequantize_infer, reference=_qrequantize_reference, kind="elementwise",
+    per_sample=per_sample.first_input,
+    attrs={"x_scale": 1.0, "x_zero": 0, "y_scale": 1.0, "y_zero": 0, "lo": 0, "hi": 255, "to": "uint8"},
+    doc="a quantized tensor in another scale and zero point: DequantizeLinear -> QuantizeLinear in float32, "
+        "y = clip(rint((x - x_zero) * x_scale / y_scale) + y_zero, lo, hi) (the inputs of a quantized Concat)"))
+
+
+def _qglobal_average_pool_infer(node: Node) -> list[TensorType]:
+    _byte_input(node)
+    shape = tuple(node.inputs[0].shape)
+    if len(shape) < 3:
+        raise ShapeError(f"QGlobalAveragePool {node.name} of a rank-{len(shape)} tensor")
+    return [TensorType(np.dtype(node.attrs["to"]), shape[:2] + (1,) * (len(shape) - 2))]
+
+
+def _qglobal_average_pool_reference(ins: list[np.ndarray], a: dict) -> list[np.ndarray]:
+    x = ins[0]
+    axes = tuple(range(2, x.ndim))
+    acc = x.astype(np.int64).sum(axis=axes, keepdims=True) - a["x_zero"] * int(np.prod(x.shape[2:]))
+    return [_requantize(acc, np.float32(a["multiplier"]), a)]
+
+
+register_op(OpDef(
+    "QGlobalAveragePool", infer=_qglobal_average_pool_infer, reference=_qglobal_average_pool_reference,
+    per_sample=per_sample.first_input,
+    attrs={"x_zero": 0, "multiplier": 1.0, "y_zero": 0, "lo": 0, "hi": 255, "to": "uint8"},
+    doc="the mean of each quantized plane, requantized: acc = sum(x) - x_zero * HW exactly in int32, "
+        "y = clip(rint(float32(acc) * multiplier) + y_zero, lo, hi) with multiplier = x_scale / (y_scale * HW) "
+        "in float32 (onnxruntime's QLinearGlobalAveragePool)"))
+
+
+def _qaverage_pool_infer(node: Node) -> list[TensorType]:
+    _byte_input(node)
+    a = node.attrs
+    shape = tuple(node.inputs[0].shape)
+    if len(shape) != 4:
+        raise ShapeError(f"QAveragePool {node.name} of a rank-{len(shape)} tensor (expected NCHW)")
+    return [TensorType(np.dtype(a["to"]), shape[:2] + _pooled_hw(shape, a))]
+
+
+def average_window(o: int, size: int, k: int, stride: int, pad_begin: int) -> tuple[int, int]:
+    """Input positions [start, stop) of output o's window, as onnxruntime clips it."""
+    start = o * stride - pad_begin
+    return max(start, 0), min(start + k, size)
+
+
+def _qaverage_pool_reference(ins: list[np.ndarray], a: dict) -> list[np.ndarray]:
+    x = ins[0]
+    (kh, kw), (sh, sw) = a["kernel_shape"], a["strides"]
+    oh, ow = _pooled_hw(x.shape, a)
+    real = np.float32(a["x_scale"]) * (x.astype(np.int32) - a["x_zero"]).astype(np.float32)
+    y = np.empty(x.shape[:2] + (oh, ow), np.float32)
+    for i in range(oh):
+        h0, h1 = average_window(i, x.shape[2], kh, sh, a["pads"][0])
+        for j in range(ow):
+            w0, w1 = average_window(j, x.shape[3], kw, sw, a["pads"][1])
+            acc = np.zeros(x.shape[:2], np.float32)
+            for h in range(h0, h1):
+                for w in range(w0, w1):
+                    acc = acc + real[:, :, h, w]
+            count = kh * kw if a["count_include_pad"] else (h1 - h0) * (w1 - w0)
+            y[:, :, i, j] = acc / np.float32(count)
+    q = np.rint(y / np.float32(a["y_scale"]) + np.float32(a["y_zero"]))
+    return [np.clip(q, a["lo"], a["hi"]).astype(a["to"])]
+
+
+def _pooled_hw(shape: tuple[int, ...], a: dict) -> tuple[int, int]:
+    return tuple(pool_out_size(shape[2 + d], a["kernel_shape"][d], a["strides"][d], 1, a["pads"][d],
+                               a["pads"][2 + d], bool(a["ceil_mode"])) for d in (0, 1))
+
+
+register_op(OpDef(
+    "QAveragePool", infer=_qaverage_pool_infer, reference=_qaverage_pool_reference,
+    per_sample=per_sample.first_input,
+    attrs={"kernel_shape": (1, 1), "strides": (1, 1), "pads": (0, 0, 0, 0), "ceil_mode": 0, "count_include_pad": 0,
+           "x_scale": 1.0, "x_zero": 0, "y_scale": 1.0, "y_zero": 0, "lo": 0, "hi": 255, "to": "uint8"},
+    doc="2-D average pooling of a quantized tensor (NCHW, no dilation) with onnxruntime's QLinearAveragePool "
+        "arithmetic: the dequantized taps of each window (clipped to the input) added in float32 row by row, "
+        "divided by the tap count (the kernel size with count_include_pad), y = clip(rint(mean / y_scale + "
+        "y_zero), lo, hi)"))

@@ -13,10 +13,13 @@ way DequantizeLinear -> Add <- DequantizeLinear [-> Relu] -> QuantizeLinear beco
 QAdd, a Relu or Clip before the QuantizeLinear becomes the kernel's clamp in the integer
 domain (quantization is monotone, so clamping commutes with it), and an order-preserving
 op between a DequantizeLinear and a QuantizeLinear of the same scale and zero point
-(MaxPool, Reshape, Flatten) runs on the integers themselves. ConvInteger and
-MatMulInteger (dynamically quantized models), which the frontend writes as the float64
-product of unit-scale DequantizeLinears cast to int32, become QConvInteger and
-QMatMulInteger on the same kernels.
+(MaxPool, Reshape, Flatten) runs on the integers themselves. A Concat of DequantizeLinear'd
+inputs before a QuantizeLinear joins the bytes, each input of other parameters than the
+output's moved to them by a QRequantize, and an average pool between a DequantizeLinear and
+a QuantizeLinear becomes QGlobalAveragePool or QAveragePool, computed as onnxruntime's
+QLinear kernels do. ConvInteger and MatMulInteger (dynamically quantized models), which
+the frontend writes as the float64 product of unit-scale DequantizeLinears cast to int32,
+become QConvInteger and QMatMulInteger on the same kernels.
 
 It runs first in the pipeline, before folding would turn the weights' DequantizeLinear
 into float constants (the frontend leaves those unfolded for it). A chain it cannot run in
@@ -27,7 +30,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from hobbit.graph.ir import Graph, Node, Value
+from hobbit.graph.ir import Graph, Node, TensorType, Value
 from hobbit.graph.rewrite import use_counts
 from hobbit.passes.dce import eliminate_dead_code
 from hobbit.plan.gemm import gemm_schedule
@@ -50,7 +53,7 @@ def lower_int8(graph: Graph, target: Target) -> Graph:
         nodes.append(replacement or node)
     graph.nodes = nodes
     graph.relink()
-    graph = eliminate_dead_code(graph)
+    graph = eliminate_dead_code(_integer_concats_and_pools(graph))
     return _fuse_residual_adds(graph)
 
 
@@ -357,3 +360,83 @@ def _residual_conv(add: Node, uses: dict[int, int]) -> Node | None:
                 and tuple(other.shape) == tuple(add.outputs[0].shape) and other.producer is not conv:
             return conv
     return None
+
+
+def _integer_concats_and_pools(graph: Graph) -> Graph:
+    """DequantizeLinear -> Concat / GlobalAveragePool -> QuantizeLinear on the integers: each
+    such QuantizeLinear is replaced by the nodes `_integer_concat` or `_integer_pool` return."""
+    uses = use_counts(graph)
+    nodes: list[Node] = []
+    for node in graph.nodes:
+        replacement = None
+        if node.op == "QuantizeLinear" and _scalar_params(node) is not None:
+            producer = _sole_producer(node.inputs[0], uses)
+            if producer is not None and producer.op == "Concat":
+                replacement = _integer_concat(node, producer)
+            elif producer is not None and producer.op in ("ReduceMean", "AveragePool"):
+                replacement = _integer_pool(node, producer)
+        nodes.extend(replacement or [node])
+    graph.nodes = nodes
+    graph.relink()
+    return graph
+
+
+def _integer_concat(q: Node, concat: Node) -> list[Node] | None:
+    """Concat(DequantizeLinear(x_i)) -> QuantizeLinear becomes Concat(x_i'): x_i itself where its
+    scale and zero point are the output's (a byte copy, or nothing once the Concat is in place),
+    else a QRequantize of x_i, which computes what the DequantizeLinear -> QuantizeLinear pair did
+    (onnxruntime's QLinearConcat looks up a table built by the same float32 operations)."""
+    y_scale, y_zero = _scalar_params(q)
+    to = np.dtype(q.attrs["to"])
+    parts = [_dequantized(v) for v in concat.inputs]
+    if any(p is None or p[0].dtype != to for p in parts):
+        return None
+    steps, inputs = [], []
+    for i, (x, x_scale, x_zero) in enumerate(parts):
+        if (np.float32(x_scale), x_zero) == (np.float32(y_scale), y_zero):
+            inputs.append(x)
+            continue
+        out = Value(f"{concat.name}/requantized{i}", TensorType(to, tuple(x.shape)))
+        attrs = dict(x_scale=x_scale, x_zero=x_zero, y_scale=y_scale, y_zero=y_zero,
+                     lo=int(np.iinfo(to).min), hi=int(np.iinfo(to).max), to=to.name)
+        steps.append(Node("QRequantize", f"{concat.name}/requantize{i}", [x], [out], attrs))
+        inputs.append(out)
+    return steps + [Node("Concat", concat.name, inputs, q.outputs, dict(concat.attrs))]
+
+
+def _integer_pool(q: Node, pool: Node) -> list[Node] | None:
+    """DequantizeLinear -> a mean over whole planes (GlobalAveragePool, which the frontend makes
+    a ReduceMean over the spatial axes, or an AveragePool whose window is the unpadded plane)
+    -> QuantizeLinear becomes a QGlobalAveragePool with onnxruntime's arithmetic: its
+    QLinearGlobalAveragePool (what its QDQ transformer fuses the chain into, and what its
+    QLinearAveragePool falls back to for such windows) sums in int32 and requantizes with
+    x_scale / (y_scale * HW) in float32. Any other undilated AveragePool becomes a QAveragePool,
+    which follows QLinearAveragePool's float32 window sums (hobbit/ops/qlinear.py)."""
+    x = _dequantized(pool.inputs[0])
+    to = np.dtype(q.attrs["to"])
+    if x is None or x[0].dtype != to or len(x[0].shape) != 4:
+        return None
+    x_q, x_scale, x_zero = x
+    y_scale, y_zero = _scalar_params(q)
+    limits = dict(y_zero=y_zero, lo=int(np.iinfo(to).min), hi=int(np.iinfo(to).max), to=to.name)
+    if _whole_planes(pool):
+        area = int(np.prod(x_q.shape[2:]))
+        multiplier = np.float32(x_scale) / (np.float32(y_scale) * np.float32(area))
+        attrs = dict(x_zero=x_zero, multiplier=float(multiplier), **limits)
+        return [Node("QGlobalAveragePool", pool.name, [x_q], q.outputs, attrs)]
+    if pool.op != "AveragePool" or tuple(pool.attrs["dilations"]) != (1, 1):
+        return None
+    attrs = {k: pool.attrs[k] for k in ("kernel_shape", "strides", "pads", "ceil_mode", "count_include_pad")}
+    attrs.update(x_scale=x_scale, x_zero=x_zero, y_scale=y_scale, **limits)
+    return [Node("QAveragePool", pool.name, [x_q], q.outputs, attrs)]
+
+
+def _whole_planes(pool: Node) -> bool:
+    """Whether `pool` averages each [N, C] plane of its 4-D input into one value, keeping the dims."""
+    shape = tuple(pool.inputs[0].shape)
+    if len(shape) != 4:
+        return False
+    a = pool.attrs
+    if pool.op == "ReduceMean":
+        return tuple(a["axes"]) == (2, 3) and bool(a["keepdims"])
+    return tuple(a["kernel_shape"]) == shape[2:] and not any(a["pads"]) and tuple(a["dilations"]) == (1, 1)

@@ -15,6 +15,7 @@ import onnx
 import pytest
 from onnx import helper
 
+import hobbit
 from tests.helpers import make_model
 from tests.lower.int8_models import (OPSET, Quant, assert_float_within_one_step, assert_informative,
                                      assert_within_one_step, dequantized_weights, int8_weights, quantized,
@@ -210,3 +211,92 @@ def test_float_in_float_out_conv_block():
     (got,), (want,) = run_both(model, {"x": x})
     assert np.std(want) > 5 * y_q.scale
     assert_float_within_one_step(got, want, y_q.scale, "float conv block")
+
+
+# -- On the integers: Concat and the global mean as byte kernels, bit-exact ----------------------
+# onnxruntime's QLinearConcat requantizes by a table built with DequantizeLinear -> QuantizeLinear's
+# float32 operations and its QLinearGlobalAveragePool sums in int32 and multiplies by
+# x_scale / (y_scale * HW); hobbit's QRequantize and QGlobalAveragePool compute the same, so the
+# bar is equality, not one step.
+
+def _compiled_ops(model: onnx.ModelProto) -> list[str]:
+    return [n.op for n in hobbit.compile(model, cache=False).report.graph.nodes]
+
+
+def _check_exact(model: onnx.ModelProto, feeds: dict[str, np.ndarray], y_q: Quant, what: str) -> np.ndarray:
+    (got,), (want,) = run_both(model, feeds)
+    assert_informative(want, y_q, what)
+    np.testing.assert_array_equal(got, want, err_msg=what)
+    return want
+
+
+@pytest.mark.parametrize("batch", [1, 2], ids=["in_place", "copied"])
+@pytest.mark.parametrize("dtype", DTYPES, ids=lambda d: d.__name__)
+def test_concat_requantizes_on_the_integers(dtype, batch):
+    """Four inputs: one with the output's parameters (a plain copy), three requantized, the coarsest
+    saturating at both ends of y's range. At batch 1 the inputs are written into their slices of
+    the output (the Concat is in place); at batch 2 the Concat copies."""
+    y_q = Quant(dtype, 0.02, 100 if dtype == U8 else -10)
+    params = [(y_q.scale, y_q.zero), (0.05, 30 if dtype == U8 else -90), (0.007, 200 if dtype == U8 else 60),
+              (0.021, y_q.zero)]
+    parts = {f"in{i}": _input((batch, c, 5, 7), dtype, s, z, seed=20 + i)
+             for i, (c, (s, z)) in enumerate(zip([3, 16, 5, 8], params))}
+    model = _model(parts, [helper.make_node("Concat", [f"{n}_f" for n in parts], ["cat"], axis=1)], "cat", y_q)
+    ops = _compiled_ops(model)
+    assert ops.count("QRequantize") == 3 and "DequantizeLinear" not in ops and "QuantizeLinear" not in ops, ops
+    want = _check_exact(model, {n: p[0] for n, p in parts.items()}, y_q, f"Concat batch {batch}")
+    assert want.min() == y_q.low and want.max() == y_q.high
+
+
+@pytest.mark.parametrize("dtype", DTYPES, ids=lambda d: d.__name__)
+def test_concat_of_equal_parameters_is_a_byte_copy(dtype):
+    x_q = Quant(dtype, 0.03, 7 if dtype == U8 else -7)
+    parts = {f"in{i}": (quantized((1, c, 4, 4), x_q, seed=30 + i), x_q) for i, c in enumerate([2, 9])}
+    model = _model(parts, [helper.make_node("Concat", ["in0_f", "in1_f"], ["cat"], axis=1)], "cat", x_q)
+    assert _compiled_ops(model) == ["Concat"]
+    want = _check_exact(model, {n: p[0] for n, p in parts.items()}, x_q, "Concat of equal parameters")
+    np.testing.assert_array_equal(want, np.concatenate([p[0] for p in parts.values()], axis=1))
+
+
+GLOBAL_POOLS = [(7, 512), (13, 1000), (1, 17), (5, 3)]  # ResNet's and SqueezeNet's heads, a 1x1 plane, a masked tail
+
+
+@pytest.mark.parametrize("size,channels", GLOBAL_POOLS, ids=lambda v: str(v))
+@pytest.mark.parametrize("dtype", DTYPES, ids=lambda d: d.__name__)
+def test_global_average_pool_on_the_integers(dtype, size, channels):
+    x = _input((2, channels, size, size), dtype, 0.02, 128 if dtype == U8 else 0, seed=40)
+    y_q = _calibrated(_real(*x).mean(axis=(2, 3)), dtype)
+    model = _model({"x": x}, [helper.make_node("GlobalAveragePool", ["x_f"], ["pool"])], "pool", y_q)
+    assert _compiled_ops(model) == ["QGlobalAveragePool"]
+    _check_exact(model, {"x": x[0]}, y_q, f"GlobalAveragePool {size}x{size}x{channels}")
+
+
+@pytest.mark.parametrize("dtype", DTYPES, ids=lambda d: d.__name__)
+def test_average_pool_over_the_whole_plane_is_the_global_mean(dtype):
+    """onnxruntime's QLinearAveragePool takes its global-pool path for an unpadded window of the
+    whole plane; so does hobbit. x's zero point sits mid-range (the averages spread around 0), and
+    y's 256 steps span two thirds of the averages' range, centred on them: both ends saturate."""
+    x = _input((1, 33, 6, 6), dtype, 0.05, 128 if dtype == U8 else 0, seed=41)
+    means = _real(*x).mean(axis=(2, 3))
+    scale = float(np.ptp(means)) / 255 / 1.5
+    middle = (np.iinfo(dtype).min + np.iinfo(dtype).max) / 2
+    y_q = Quant(dtype, scale, int(np.rint(middle - float(means.mean()) / scale)))
+    model = _model({"x": x}, [helper.make_node("AveragePool", ["x_f"], ["pool"], kernel_shape=[6, 6])], "pool", y_q)
+    assert _compiled_ops(model) == ["QGlobalAveragePool"]
+    want = _check_exact(model, {"x": x[0]}, y_q, "AveragePool 6x6 of 6x6")
+    assert want.min() == y_q.low and want.max() == y_q.high
+
+
+@pytest.mark.parametrize("attrs,size", AVERAGE_POOLS + [
+    ({"kernel_shape": [3, 3], "strides": [2, 2], "ceil_mode": 1, "count_include_pad": 1}, 8)],
+    ids=["k3p1exclude", "k3s2p1include", "k2s2", "k3s2ceil_include"])
+@pytest.mark.parametrize("dtype", DTYPES, ids=lambda d: d.__name__)
+def test_average_pool_on_the_integers(dtype, attrs, size):
+    """onnxruntime's QLinearAveragePool adds the dequantized taps in float32 and, with
+    count_include_pad, divides by the kernel size even where a ceil_mode window overhangs the
+    padding (ONNX counts only the pads there; hobbit follows onnxruntime)."""
+    x = _input((2, 17, size, size), dtype, 0.02, 37 if dtype == U8 else -5, seed=42)
+    y_q = Quant(dtype, 0.00731, 30 if dtype == U8 else -60)
+    model = _model({"x": x}, [helper.make_node("AveragePool", ["x_f"], ["pool"], **attrs)], "pool", y_q)
+    assert _compiled_ops(model) == ["QAveragePool"]
+    _check_exact(model, {"x": x[0]}, y_q, f"AveragePool {attrs}")
