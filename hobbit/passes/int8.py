@@ -363,8 +363,10 @@ def _residual_conv(add: Node, uses: dict[int, int]) -> Node | None:
 
 
 def _integer_concats_and_pools(graph: Graph) -> Graph:
-    """DequantizeLinear -> Concat / GlobalAveragePool -> QuantizeLinear on the integers: each
-    such QuantizeLinear is replaced by the nodes `_integer_concat` or `_integer_pool` return."""
+    """DequantizeLinear -> Concat / an average pool / nothing -> QuantizeLinear on the integers:
+    each such QuantizeLinear is replaced by the nodes `_integer_concat` or `_integer_pool`
+    return. A bare DequantizeLinear -> QuantizeLinear pair (VGG-16's head, where the frontend
+    dropped the 1x1 AveragePool between them) becomes one QRequantize."""
     uses = use_counts(graph)
     nodes: list[Node] = []
     for node in graph.nodes:
@@ -375,6 +377,8 @@ def _integer_concats_and_pools(graph: Graph) -> Graph:
                 replacement = _integer_concat(node, producer)
             elif producer is not None and producer.op in ("ReduceMean", "AveragePool"):
                 replacement = _integer_pool(node, producer)
+            elif producer is not None and producer.op == "DequantizeLinear":
+                replacement = _integer_requantize(node, producer)
         nodes.extend(replacement or [node])
     graph.nodes = nodes
     graph.relink()
@@ -397,11 +401,25 @@ def _integer_concat(q: Node, concat: Node) -> list[Node] | None:
             inputs.append(x)
             continue
         out = Value(f"{concat.name}/requantized{i}", TensorType(to, tuple(x.shape)))
-        attrs = dict(x_scale=x_scale, x_zero=x_zero, y_scale=y_scale, y_zero=y_zero,
-                     lo=int(np.iinfo(to).min), hi=int(np.iinfo(to).max), to=to.name)
-        steps.append(Node("QRequantize", f"{concat.name}/requantize{i}", [x], [out], attrs))
+        steps.append(_qrequantize(f"{concat.name}/requantize{i}", x, x_scale, x_zero, q, out))
         inputs.append(out)
     return steps + [Node("Concat", concat.name, inputs, q.outputs, dict(concat.attrs))]
+
+
+def _integer_requantize(q: Node, dq: Node) -> list[Node] | None:
+    x = _dequantized(dq.outputs[0])
+    if x is None or x[0].dtype != np.dtype(q.attrs["to"]):
+        return None
+    return [_qrequantize(q.name, x[0], x[1], x[2], q, q.outputs[0])]
+
+
+def _qrequantize(name: str, x: Value, x_scale: float, x_zero: int, q: Node, out: Value) -> Node:
+    """x (of x_scale, x_zero) in the parameters of QuantizeLinear q, written to `out`."""
+    y_scale, y_zero = _scalar_params(q)
+    to = np.dtype(q.attrs["to"])
+    attrs = dict(x_scale=x_scale, x_zero=x_zero, y_scale=y_scale, y_zero=y_zero,
+                 lo=int(np.iinfo(to).min), hi=int(np.iinfo(to).max), to=to.name)
+    return Node("QRequantize", name, [x], [out], attrs)
 
 
 def _integer_pool(q: Node, pool: Node) -> list[Node] | None:

@@ -300,3 +300,15 @@ def test_average_pool_on_the_integers(dtype, attrs, size):
     model = _model({"x": x}, [helper.make_node("AveragePool", ["x_f"], ["pool"], **attrs)], "pool", y_q)
     assert _compiled_ops(model) == ["QAveragePool"]
     _check_exact(model, {"x": x[0]}, y_q, f"AveragePool {attrs}")
+
+
+@pytest.mark.parametrize("dtype", DTYPES, ids=lambda d: d.__name__)
+def test_dequantize_quantize_pair_requantizes_on_the_integers(dtype):
+    """VGG-16's head once the frontend drops its 1x1 AveragePool: DQ -> Q of another scale and
+    zero point, finer than x's so both ends saturate."""
+    x = _input((1, 19, 7, 7), dtype, 0.03, 100 if dtype == U8 else -20, seed=43)
+    y_q = Quant(dtype, 0.011, 90 if dtype == U8 else 5)
+    model = _model({"x": x}, [], "x_f", y_q)
+    assert _compiled_ops(model) == ["QRequantize"]
+    want = _check_exact(model, {"x": x[0]}, y_q, "DQ -> Q")
+    assert want.min() == y_q.low and want.max() == y_q.high
