@@ -140,6 +140,7 @@ class Interrupts:
         os.kill(os.getpid(), signal.SIGINT)
         time.sleep(0.01)  # the handler runs here, inside the finalizer
 
+signal.signal(signal.SIGINT, signal.default_int_handler)  # as in a terminal: a child of a worker inherits SIG_IGN
 gc.disable()
 cycle = Interrupts()
 cycle.me = cycle
@@ -155,6 +156,8 @@ except KeyboardInterrupt:
 def test_ctrl_c_during_the_collection_is_not_lost() -> None:
     """A KeyboardInterrupt raised inside a finalizer is dropped by Python; release_garbage
     holds SIGINT back during its collection and raises it afterwards. Run in a fresh
-    interpreter: a pytest-xdist worker does not get SIGINT as KeyboardInterrupt."""
+    interpreter: a pytest-xdist worker does not get SIGINT as KeyboardInterrupt, and its
+    children start with SIGINT ignored (Python then keeps it ignored), so the script
+    installs the default handler a terminal session has."""
     out = subprocess.run([sys.executable, "-c", _CTRL_C_IN_A_FINALIZER], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "raised", out.stderr
