@@ -14,7 +14,7 @@ import numpy as np
 from llvmlite import ir
 
 from hobbit.lower.builder import KernelBuilder
-from hobbit.lower.int8_vector import I32, dot_step, requantize, zero_read
+from hobbit.lower.int8_vector import I32, dot_step, requantize, zero_byte, zero_read
 from hobbit.lower.kernel import KernelArgs
 from hobbit.lower.kernels import CPU
 from hobbit.plan.gemm import gemm_schedule
@@ -58,7 +58,7 @@ class _QMatMul:
         self.x, self.w = inputs[:2]
         self.integer = node.op == "QMatMulInteger"
         if self.integer:  # int32 out: the sums less the run-time zero point times the column sums
-            self.sums, self.zero = inputs[2], zero_read(kb, node, inputs[3])
+            self.sums, self.zero = inputs[2], zero_read(kb, node, zero_byte(kb, inputs[3]))
         else:
             self.offset, self.multiplier = inputs[2:]
         self.y, self.attrs, self.flip = y, attrs, flip

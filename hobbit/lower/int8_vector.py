@@ -81,13 +81,16 @@ def requantize_channel(kb: KernelBuilder, attrs: dict, acc: ir.Value, offset: ir
                       kb.splat(kb.load(multiplier, np.dtype(np.float32), channel), lanes), residual)
 
 
-def zero_read(kb: KernelBuilder, node, zero: ir.Value) -> ir.Value:
-    """QConvInteger's / QMatMulInteger's run-time zero point (input 3) as an int32, as the
-    kernels read activations (int8 + 128)."""
-    value = kb.load(zero, np.dtype(node.inputs[3].dtype), 0)
+def zero_byte(kb: KernelBuilder, zero: ir.Value) -> ir.Value:
+    """QConvInteger's / QMatMulInteger's run-time zero point (input 3), its byte as stored."""
+    return kb.load(zero, U8, 0)
+
+
+def zero_read(kb: KernelBuilder, node, byte: ir.Value) -> ir.Value:
+    """The zero point's byte as an int32, as the kernels read activations (int8 + 128)."""
     if np.dtype(node.inputs[3].dtype) == np.int8:
-        return kb.b.add(kb.b.sext(value, I32), ir.Constant(I32, 128))
-    return kb.b.zext(value, I32)
+        return kb.b.add(kb.b.sext(byte, I32), ir.Constant(I32, 128))
+    return kb.b.zext(byte, I32)
 
 
 class ConvEpilogue:
@@ -99,8 +102,8 @@ class ConvEpilogue:
         self.kb, self.node, self.y = kb, node, y
         self.integer = node.op == "QConvInteger"
         if self.integer:
-            self.sums, self.zero_ptr = inputs[2], inputs[3]
-            self.zero = zero_read(kb, node, inputs[3])
+            self.sums, self.zero_byte = inputs[2], zero_byte(kb, inputs[3])
+            self.zero = zero_read(kb, node, self.zero_byte)
         else:
             self.offset, self.multiplier = inputs[2], inputs[3]
             self.residual = inputs[4] if len(inputs) > 4 else None
@@ -108,7 +111,7 @@ class ConvEpilogue:
     def fill(self) -> int | ir.Value:
         """The byte the padding holds: the activations' zero point as stored."""
         if self.integer:
-            return self.kb.load(self.zero_ptr, U8, 0)
+            return self.zero_byte
         return self.node.attrs["x_zero"] & 0xFF
 
     def store(self, acc: ir.Value, channel: ir.Value, at: ir.Value, mask: ir.Value | None) -> None:
