@@ -21,7 +21,7 @@ import hobbit.frontend.onnx_ops  # noqa: F401  (its converters fill the converte
 from hobbit.frontend import functions, validate
 from hobbit.frontend.converters import lookup
 from hobbit.frontend.onnx_types import NeedsInputValues, Sequence, Unsupported, onnx_dtype
-from hobbit.graph.ir import Graph, Node, TensorType, Value
+from hobbit.graph.ir import BoundedOutput, Graph, Node, TensorType, Value
 from hobbit.ops.registry import get_op
 
 
@@ -175,6 +175,10 @@ def import_onnx(model: str | os.PathLike | bytes | onnx.ModelProto,
             outputs += value.items
             names += [f"{vi.name}[{i}]" for i in range(len(value.items))]
             layout.append((vi.name, len(value.items)))
+        elif value.bounded is not None:
+            outputs += [value, _extent_output(importer.ctx, vi.name, value)]
+            names += [vi.name, f"{vi.name}:extent"]
+            layout.append((vi.name, BoundedOutput(value.bounded.axis)))
         else:
             outputs.append(value)
             names.append(vi.name)
@@ -184,6 +188,13 @@ def import_onnx(model: str | os.PathLike | bytes | onnx.ModelProto,
     graph.output_layout = layout
     validate.check_declared_types(graph_proto, importer.env, graph)
     return graph
+
+
+def _extent_output(ctx: ConvertContext, name: str, value: Value) -> Value:
+    """A copy of a bounded output's extent, its own flat output: several outputs may share
+    one extent, and the extent may be a model output too."""
+    ctx.node_name, ctx._counter = f"{name}:extent", 0
+    return ctx.emit1("Copy", [value.bounded.extent])
 
 
 def model_opsets(proto: onnx.ModelProto) -> dict[str, int]:

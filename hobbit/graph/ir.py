@@ -12,6 +12,29 @@ Dim = int | str
 
 
 @dataclass(frozen=True)
+class Bounded:
+    """A data-dependent dim (NonZero's count, NonMaxSuppression's selections, ...).
+
+    The value is stored in its static shape, which is the dim's upper bound, so every
+    stride stays a compile-time constant; only indices [0, extent) along `axis` hold
+    data, and `extent` is the int64 scalar value that holds that length at run time.
+    What lies past the extent is unspecified: a kernel that reads along `axis` takes
+    `extent` as an input, one that only maps elements (Add, Cast) may compute it too."""
+
+    axis: int
+    extent: "Value"
+
+
+@dataclass(frozen=True)
+class BoundedOutput:
+    """A model output with a data-dependent dim, as an `output_layout` entry's kind: two
+    flat outputs, the data in its bound shape and its int64 extent along `axis`; run()
+    returns the data cut to the extent."""
+
+    axis: int
+
+
+@dataclass(frozen=True)
 class TensorType:
     dtype: np.dtype
     shape: tuple[Dim, ...]
@@ -42,6 +65,8 @@ class Value:
         # Set when this value is written straight into a slice of another value's memory
         # (the inputs of an in-place Concat): (that value, byte offset).
         self.slice_of: tuple[Value, int] | None = None
+        # Set when a dim of this value depends on the data (see Bounded).
+        self.bounded: Bounded | None = None
 
     @property
     def shape(self) -> tuple[Dim, ...]:
@@ -53,7 +78,10 @@ class Value:
 
     def __repr__(self) -> str:
         kind = "const " if self.const is not None else ""
-        return f"%{self.name}: {kind}{self.type}"
+        text = f"%{self.name}: {kind}{self.type}"
+        if self.bounded is not None:
+            text += f" (dim {self.bounded.axis} <= bound, length %{self.bounded.extent.name})"
+        return text
 
 
 @dataclass
@@ -110,8 +138,9 @@ class Graph:
         self.outputs = outputs
         self.nodes = nodes
         self.output_names = [v.name for v in outputs]
-        # Per model output: (name, None) for a tensor, (name, n) for a sequence of the next n outputs.
-        self.output_layout: list[tuple[str, int | None]] = [(v.name, None) for v in outputs]
+        # Per model output: (name, None) for a tensor, (name, n) for a sequence of the next n
+        # outputs, (name, BoundedOutput) for data cut to the extent the next output holds.
+        self.output_layout: list[tuple[str, int | BoundedOutput | None]] = [(v.name, None) for v in outputs]
         self.relink()
 
     def relink(self) -> None:

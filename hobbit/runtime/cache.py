@@ -48,6 +48,7 @@ from hobbit.version import __version__
 from hobbit.runtime import trust
 from hobbit.runtime import weights as shared_weights
 from hobbit.runtime.jit import CompiledModel, TensorSpec
+from hobbit.runtime.layout import Layout, from_json, to_json
 
 FORMAT = 4
 CODE_FILE = "code.o"
@@ -249,7 +250,7 @@ def load(key: str, target: Target) -> CompiledModel | None:
         weights = _load_weights(root, str(manifest["weights"]), manifest["files"][WEIGHTS_FILE])
         inputs = [_spec(s) for s in manifest["inputs"]]
         outputs = [_spec(s) for s in manifest["outputs"]]
-        layout = [(str(name), None if count is None else int(count)) for name, count in manifest["layout"]]
+        layout = from_json(manifest["layout"])
         arena_bytes = int(manifest["arena_bytes"])
     except _Untrusted as exc:
         _warn_untrusted(str(exc))
@@ -366,7 +367,7 @@ def _touch(path: Path) -> None:
 
 
 def store(key: str, code: bytes, weights: np.ndarray, arena_bytes: int,
-          inputs: list[TensorSpec], outputs: list[TensorSpec], layout: list[tuple[str, int | None]]) -> None:
+          inputs: list[TensorSpec], outputs: list[TensorSpec], layout: Layout) -> None:
     """Write an entry atomically; a cache that cannot be written only costs a warning, and one
     that is not private to this user (hobbit.runtime.trust) is not written to at all.
 
@@ -392,7 +393,7 @@ def store(key: str, code: bytes, weights: np.ndarray, arena_bytes: int,
         _store_weights(root, tmp, name, blob)
         body = {"format": FORMAT, "arena_bytes": int(arena_bytes), "weights": name,
                 "inputs": [_spec_json(s) for s in inputs], "outputs": [_spec_json(s) for s in outputs],
-                "layout": [list(item) for item in layout],
+                "layout": to_json(layout),
                 "files": {CODE_FILE: {"size": len(code), "sha256": _sha256(code)},
                           WEIGHTS_FILE: {"size": int(blob.size)}}}
         manifest = {"body": body, "sha256": _sha256(_canonical(body))}

@@ -56,6 +56,7 @@ import numpy as np
 from hobbit.codegen.llvm import emit_object, optimize
 from hobbit.errors import CodegenError, ConfigError
 from hobbit.runtime.export_c import LibraryFacts, model_config, public_header
+from hobbit.runtime.layout import Layout, to_json
 from hobbit.runtime.pool import runtime_module
 from hobbit.target import Target
 
@@ -83,7 +84,7 @@ class NativeModel:
     arena_bytes: int
     inputs: list  # TensorSpec
     outputs: list
-    layout: list[tuple[str, int | None]] | None
+    layout: Layout | None
     checks: list[tuple[int, str, str]]
     threads: int
 
@@ -223,7 +224,7 @@ def _manifest(model: NativeModel, facts: LibraryFacts, library: bytes) -> dict:
                     "crc32": facts.weights_crc32},
         "inputs": [_spec(s) for s in model.inputs],
         "outputs": [_spec(s) for s in model.outputs],
-        "layout": None if model.layout is None else [list(item) for item in model.layout],
+        "layout": None if model.layout is None else to_json(model.layout),
     }
 
 

@@ -15,7 +15,8 @@ import numpy as np
 
 from hobbit.errors import TargetError
 from hobbit.runtime.export import ArtifactFiles, NativeModel, export_library
-from hobbit.runtime.jit import ModelTensors, TensorSpec, sequence_layout
+from hobbit.runtime.jit import ModelTensors, TensorSpec
+from hobbit.runtime.layout import grouped_layout
 
 
 class ExportOnlyModel(ModelTensors):
@@ -27,7 +28,7 @@ class ExportOnlyModel(ModelTensors):
         self.report = report
         self.inputs: list[TensorSpec] = native.inputs
         self.outputs: list[TensorSpec] = native.outputs
-        self.layout = sequence_layout(native.layout)
+        self.layout = grouped_layout(native.layout)
         self._why = why
 
     @property

@@ -23,6 +23,7 @@ from hobbit.target import Target
 from hobbit.codegen.machine import new_target_machine
 from hobbit.errors import HobbitError, InputError
 from hobbit.runtime.export import ArtifactFiles, NativeModel, export_library
+from hobbit.runtime.layout import Layout, group, grouped_layout, per_output
 from hobbit.runtime.nodearg import NodeArg, compiled_args
 from hobbit.runtime.pool import load_runtime
 from hobbit.runtime.profile import KernelTime, kernel_times
@@ -109,41 +110,12 @@ def reduce_with_recipe(model: object) -> tuple:
     return recipe.reduce()
 
 
-def _per_output(outputs: list[TensorSpec], layout: list[tuple[str, int | None]] | None
-                ) -> list[tuple[int, TensorSpec | None]]:
-    """For each output run() returns: its first flat output's position and its spec (None for a sequence)."""
-    if layout is None:
-        return list(enumerate(outputs))
-    per_output, position = [], 0
-    for _, count in layout:
-        per_output.append((position, outputs[position] if count is None else None))
-        position += 1 if count is None else count
-    return per_output
-
-
-def _group(flat: list[np.ndarray], layout: list[tuple[str, int | None]]) -> list:
-    grouped, position = [], 0
-    for _, count in layout:
-        if count is None:
-            grouped.append(flat[position])
-            position += 1
-        else:
-            grouped.append(flat[position:position + count])
-            position += count
-    return grouped
-
-
-def sequence_layout(layout: list[tuple[str, int | None]] | None) -> list[tuple[str, int | None]] | None:
-    """A model's output layout, kept only when some output is a sequence (else None)."""
-    return layout if layout is not None and any(n is not None for _, n in layout) else None
-
-
 class ModelTensors:
     """What every compiled model says about its tensors, from `inputs`, `outputs` and `layout`."""
 
     inputs: list[TensorSpec]
     outputs: list[TensorSpec]
-    layout: list[tuple[str, int | None]] | None
+    layout: Layout | None
 
     @property
     def output_names(self) -> list[str]:
@@ -166,12 +138,12 @@ class CompiledModel(ModelTensors):
     def __init__(self, code: llvm.ModuleRef | bytes, target: Target, weights: np.ndarray, arena_bytes: int,
                  inputs: list[TensorSpec], outputs: list[TensorSpec], report: object = None,
                  on_object: Callable[[bytes], None] | None = None,
-                 layout: list[tuple[str, int | None]] | None = None):
+                 layout: Layout | None = None):
         self.inputs = inputs
         self.outputs = outputs
         # Model outputs that are sequences come back as lists of the next n flat outputs.
-        self.layout = sequence_layout(layout)
-        self._per_output = _per_output(outputs, self.layout)
+        self.layout = grouped_layout(layout)
+        self._per_output = per_output(outputs, self.layout)
         self.report = report
         self._weights = weights
         self._arena_bytes = arena_bytes
@@ -207,7 +179,7 @@ class CompiledModel(ModelTensors):
         else:
             results = self._results_into(out, picked, arrays)
         self._call_native(arrays, results)
-        grouped = results if self.layout is None else _group(results, self.layout)
+        grouped = results if self.layout is None else group(results, self.layout)
         return grouped if picked is None else [grouped[i] for i in picked]
 
     def _results_into(self, out: object, picked: list[int] | None, arrays: list[np.ndarray]) -> list[np.ndarray]:

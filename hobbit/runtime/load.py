@@ -31,7 +31,8 @@ import numpy as np
 
 from hobbit.errors import ArtifactError, ConfigError, HobbitError, RunError
 from hobbit.runtime.export import MANIFEST_FORMAT, artifact_files
-from hobbit.runtime.jit import CompiledModel, TensorSpec, _per_output, sequence_layout
+from hobbit.runtime.jit import CompiledModel, TensorSpec
+from hobbit.runtime.layout import from_json, grouped_layout, per_output
 from hobbit.runtime.trust import check_private_tree
 from hobbit.target import host_target
 
@@ -82,9 +83,8 @@ class LoadedModel(CompiledModel):
         self.inputs = [_spec(s) for s in manifest["inputs"]]
         self.outputs = [_spec(s) for s in manifest["outputs"]]
         layout = manifest["layout"]
-        layout = None if layout is None else [(str(n), None if c is None else int(c)) for n, c in layout]
-        self.layout = sequence_layout(layout)
-        self._per_output = _per_output(self.outputs, self.layout)
+        self.layout = grouped_layout(None if layout is None else from_json(layout))
+        self._per_output = per_output(self.outputs, self.layout)
         self.report = report
         self._name = manifest["name"]
         self._weights_path = None if weights is None else os.fsencode(weights)  # None: inside the library

@@ -13,6 +13,8 @@ import onnx
 
 from hobbit.frontend.declared import DeclaredInput
 from hobbit.frontend.onnx_types import ONNX_DTYPES
+from hobbit.graph.ir import BoundedOutput
+from hobbit.runtime.layout import Layout, width
 
 # numpy dtype -> ONNX element type, the inverse of the frontend's table (one place for the fact).
 _ELEM_TYPES = {np.dtype(dtype): elem for elem, dtype in ONNX_DTYPES.items()}
@@ -51,21 +53,25 @@ def tensor_type(dtype: np.dtype) -> str:
     return f"tensor({_elem_name(_ELEM_TYPES[np.dtype(dtype)])})"
 
 
-def compiled_args(specs: list, layout: list[tuple[str, int | None]] | None) -> list[NodeArg]:
+def compiled_args(specs: list, layout: Layout | None) -> list[NodeArg]:
     """NodeArgs of a compiled model's flat tensor specs; with a `layout`, each sequence output
-    is one seq(...) NodeArg over its `count` flat tensors (the type of an empty one is unknown)."""
+    is one seq(...) NodeArg over its `count` flat tensors (the type of an empty one is unknown),
+    and a bounded output's data-dependent dim is None, as onnxruntime shows an unknown dim."""
     if layout is None:
         return [NodeArg(s.name, list(s.shape), tensor_type(s.dtype)) for s in specs]
     args, position = [], 0
-    for name, count in layout:
-        if count is None:
+    for name, kind in layout:
+        if kind is None:
             spec = specs[position]
             args.append(NodeArg(name, list(spec.shape), tensor_type(spec.dtype)))
-            position += 1
-            continue
-        item = tensor_type(specs[position].dtype) if count else "tensor(undefined)"
-        args.append(NodeArg(name, [], f"seq({item})"))
-        position += count
+        elif isinstance(kind, BoundedOutput):
+            spec = specs[position]
+            shape = [None if d == kind.axis else n for d, n in enumerate(spec.shape)]
+            args.append(NodeArg(name, shape, tensor_type(spec.dtype)))
+        else:
+            item = tensor_type(specs[position].dtype) if kind else "tensor(undefined)"
+            args.append(NodeArg(name, [], f"seq({item})"))
+        position += width(kind)
     return args
 
 

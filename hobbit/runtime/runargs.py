@@ -83,7 +83,7 @@ def check_out(out: object, specs: list, names: list[str], inputs: list[np.ndarra
 def _check_one(i: int, array: object, spec, name: str) -> None:
     where = f"out[{i}] (output '{name}')"
     if spec is None:
-        raise InputError(f"{where} is a sequence; out= takes tensor outputs only")
+        raise InputError(f"{where} is a sequence or has a data-dependent shape; out= takes tensor outputs of static shape only")
     if not isinstance(array, np.ndarray):
         raise InputError(f"{where} must be a numpy array, got {type(array).__name__}")
     if array.dtype != spec.dtype:

@@ -203,7 +203,7 @@ class SpecializingModel:
             self._separation = Separation(None, f"the model does not import at batch {batch} and {batch + 1}: {exc}")
             return None
         if any(count is not None for _, count in small.output_layout):
-            self._separation = Separation(None, "the model has sequence outputs")
+            self._separation = Separation(None, "the model has sequence or data-dependent outputs")
             return None
         self._separation = separation(small, batch, large, batch + 1)
         if not self._separation.separable:
