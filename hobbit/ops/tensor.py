@@ -13,6 +13,7 @@ from hobbit.errors import ShapeError
 from hobbit.graph.ir import Node, TensorType
 from hobbit.ops.registry import OpDef, register_op
 from hobbit.ops import per_sample
+from hobbit.ops.selection import nonzero_coordinates
 from hobbit.graph.shapes import broadcast
 
 
@@ -256,7 +257,7 @@ register_op(OpDef(
 
 register_op(OpDef(
     "NonZero", infer=_folded_only, kernel=None,
-    reference=lambda ins, a: [np.array(np.nonzero(ins[0]), dtype=np.int64).reshape(ins[0].ndim, -1)],
+    reference=lambda ins, a: [nonzero_coordinates(ins[0])],
     doc="indices of non-zero elements, [rank, count]; always folded (data-dependent shape)"))
 
 
