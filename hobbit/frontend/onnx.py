@@ -18,7 +18,7 @@ from onnx import numpy_helper
 
 from hobbit.errors import HobbitError, InputError, ModelFormatError, ShapeError, UnsupportedItem, UnsupportedModelError
 import hobbit.frontend.onnx_ops  # noqa: F401  (its converters fill the converter table)
-from hobbit.frontend import functions, validate
+from hobbit.frontend import bounded, functions, validate
 from hobbit.frontend.converters import lookup
 from hobbit.frontend.onnx_types import NeedsInputValues, Sequence, Unsupported, onnx_dtype
 from hobbit.graph.ir import BoundedOutput, Graph, Node, TensorType, Value
@@ -47,6 +47,10 @@ class ConvertContext:
         self.nodes: list[Node] = []
         self.node_name = ""
         self._counter = 0
+        # What is known of run-time shape arithmetic on data-dependent dims, by id of the value.
+        self.known: dict[int, bounded.Known] = {}
+        # The extents of bounded Concats, by their parts' extents (hobbit.frontend.onnx_ops.bounded).
+        self.extent_sums: dict[tuple, Value] = {}
 
     # -- attributes and constants --------------------------------------------------
     @staticmethod
@@ -100,9 +104,12 @@ class ConvertContext:
 
     # -- emitting graph ops -----------------------------------------------------------
     def emit(self, op: str, inputs: list[Value | None], attrs: dict[str, Any] | None = None,
-             n_outputs: int = 1, name: str | None = None) -> list[Value]:
-        """Add graph op `op`; infer its output types; fold it if every input is constant."""
+             n_outputs: int = 1, name: str | None = None, marks_own: bool = False) -> list[Value]:
+        """Add graph op `op`; infer its output types; fold it if every input is constant.
+        `marks_own`: the caller has prepared its bounded inputs (a TopK over padding set to
+        -inf) and marks the outputs itself (hobbit.frontend.bounded)."""
         attrs = dict(attrs or {})
+        inputs = bounded.padded_for_reduction(self, op, inputs, attrs)
         self._counter += 1
         name = name or (self.node_name if self._counter == 1 else f"{self.node_name}#{op}{self._counter}")
         outputs = [Value(f"{name}:{i}") for i in range(n_outputs)]
@@ -111,7 +118,8 @@ class ConvertContext:
         merged = {**opdef.attrs, **attrs}
         node.attrs = merged
         present = [v for v in inputs if v is not None]
-        constant = present and all(v.const is not None for v in present) and opdef.fold_at_import
+        constant = (present and all(v.const is not None and v.bounded is None for v in present)
+                    and opdef.fold_at_import)
         if constant or (not present and opdef.kernel is None):
             validate.check_fold_size(node, opdef.infer)
             results = opdef.reference([None if v is None else v.const for v in inputs], merged)
@@ -119,6 +127,7 @@ class ConvertContext:
         for out, ty in zip(outputs, opdef.infer(node)):
             out.type = ty
         self.nodes.append(node)
+        bounded.propagate(self, node, marks_own)
         return outputs
 
     def emit1(self, op: str, inputs: list[Value | None], attrs: dict[str, Any] | None = None) -> Value:

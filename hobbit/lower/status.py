@@ -21,18 +21,19 @@ from hobbit.errors import CodegenError
 from hobbit.lower.builder import I64, KernelBuilder
 
 STATUS_WORDS = ("kind", "value", "lo", "hi", "axis")
-CHECK_KINDS = ("index", "sequence length", "write position")
+CHECK_KINDS = ("index", "sequence length", "write position", "data-dependent length")
 
 
-def check_range(kb: KernelBuilder, value: ir.Value, lo: int, hi: int, kind: str, axis: int = 0) -> None:
+def check_range(kb: KernelBuilder, value: ir.Value, lo: int | ir.Value, hi: int | ir.Value, kind: str,
+                axis: int = 0) -> None:
     """Report the i64 `value` in the kernel's status record when it lies outside [lo, hi]."""
     if kb.status is None:
         raise CodegenError(f"{kb.fn.name}: a run-time {kind} check needs a status record; "
                            f"register the op with checks_data=True")
     b = kb.b
-    outside = b.or_(b.icmp_signed("<", value, kb.i64(lo)), b.icmp_signed(">", value, kb.i64(hi)))
+    outside = b.or_(b.icmp_signed("<", value, kb.idx(lo)), b.icmp_signed(">", value, kb.idx(hi)))
     with b.if_then(outside, likely=False):
         claim = b.cmpxchg(kb.status, kb.i64(0), kb.i64(CHECK_KINDS.index(kind) + 1), "monotonic", "monotonic")
         with b.if_then(b.extract_value(claim, 1)):
-            for word, v in enumerate((value, kb.i64(lo), kb.i64(hi), kb.i64(axis)), start=1):
+            for word, v in enumerate((value, kb.idx(lo), kb.idx(hi), kb.i64(axis)), start=1):
                 b.store(v, b.gep(kb.status, [kb.i64(word)], source_etype=I64))

@@ -12,4 +12,5 @@ from hobbit.ops import linalg  # noqa: F401
 from hobbit.ops import col2im  # noqa: F401
 from hobbit.ops import scatter  # noqa: F401
 from hobbit.ops import expand_depthwise  # noqa: F401
+from hobbit.ops import bounded  # noqa: F401
 from hobbit.ops import selection  # noqa: F401

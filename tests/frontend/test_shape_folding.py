@@ -104,9 +104,11 @@ def test_nonzero_of_constant_folds_into_gather_indices():
     np.testing.assert_array_equal(y, run_ort(model, {"x": x})[0])
 
 
-def test_nonzero_of_runtime_tensor_is_unsupported():
-    """NonZero of a runtime tensor has a data-dependent shape: reported, not crashed."""
-    x = rand(4)
-    model = make_model([helper.make_node("NonZero", ["x"], ["y"])], {"x": x}, ["y"], opset=13)
-    with pytest.raises(UnsupportedModelError, match="NonZero"):
-        hobbit.compile(model)
+def test_nonzero_of_runtime_tensor_has_a_bounded_shape():
+    """NonZero of a runtime tensor has a data-dependent shape: it runs on the bounded path
+    (hobbit.frontend.bounded), one compile for every count, each run cut to its count."""
+    model = make_model([helper.make_node("NonZero", ["x"], ["y"])], {"x": rand(4)}, ["y"], opset=13)
+    compiled = hobbit.compile(model)
+    for x in (np.array([0, 1.5, 0, -2], np.float32), np.zeros(4, np.float32), rand(4)):
+        y, = compiled.run({"x": x})
+        np.testing.assert_array_equal(y, run_ort(model, {"x": x})[0])

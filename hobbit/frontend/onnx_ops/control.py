@@ -6,13 +6,15 @@ Loop and Scan inline their body once per iteration. A condition or trip count
 computed from small graph inputs makes the model specialise on those inputs'
 values (hobbit.runtime.specialize). An If on run-time data whose branches
 agree in type becomes a Where over both branches (ONNX ops have no side
-effects, so evaluating both is safe)."""
+effects, so evaluating both is safe); one whose branch has a data-dependent dim
+picks that branch's extent at run time (hobbit.frontend.onnx_ops.bounded.select)."""
 
 from __future__ import annotations
 
 import numpy as np
 
 from hobbit.frontend.converters import converter
+from hobbit.frontend.onnx_ops import bounded
 from hobbit.frontend.onnx_types import NeedsInputValues, Unsupported
 from hobbit.graph.ir import Value
 
@@ -29,6 +31,8 @@ def if_(ctx, node, ins):
     except NeedsInputValues:
         then = ctx.inline(a["then_branch"], [], f"{name}/then")
         other = ctx.inline(a["else_branch"], [], f"{name}/else")
+        if any(isinstance(v, Value) and v.bounded is not None for v in then + other):
+            return [bounded.select(ctx, ins[0], t, e) for t, e in zip(then, other)]
         if any(not isinstance(t, Value) or not isinstance(e, Value) or t.type != e.type
                for t, e in zip(then, other)):
             raise

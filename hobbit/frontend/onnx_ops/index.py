@@ -13,7 +13,9 @@ import ml_dtypes
 import numpy as np
 
 from hobbit.errors import ShapeError
+from hobbit.frontend.bounded import known_of
 from hobbit.frontend.converters import converter
+from hobbit.frontend.onnx_ops import bounded
 from hobbit.frontend.onnx_types import Unsupported, onnx_dtype
 from hobbit.graph.ir import Value
 from hobbit.graph.shapes import normalize_axis
@@ -66,6 +68,8 @@ converter("Scatter", since=9)(scatter_elements)
 def gather_nd(ctx, node, ins):
     data, indices = ins
     batch = int(ctx.attrs(node).get("batch_dims", 0))
+    if indices.bounded is not None or data.bounded is not None:
+        return [bounded.gather_nd(ctx, data, indices, batch)]
     if indices.shape:
         q = indices.shape[-1]
         _check_range(indices, np.array(data.shape[batch:batch + q], dtype=np.int64), "GatherND indices")
@@ -135,11 +139,14 @@ converter("CumSum", since=11)(_cumulative("CumSum"))
 converter("CumProd", since=26)(_cumulative("CumProd"))
 
 
-def _top_k(ctx, node, x, k: int):
+def _top_k(ctx, node, x, k: int, k_value=None):
+    """`k_value`: a run-time k (shape arithmetic on data-dependent dims), bounded by `k`."""
     a = ctx.attrs(node)
     if not _is_number(x.dtype):
         raise Unsupported(f"TopK on {np.dtype(x.dtype).name} tensors")
     axis = normalize_axis(int(a.get("axis", -1)), len(x.shape), "TopK axis")
+    if x.bounded is not None or k_value is not None:
+        return bounded.top_k(ctx, x, k_value, k, axis, int(a.get("largest", 1)))
     if not 0 <= k <= x.shape[axis]:
         raise ShapeError(f"TopK k={k} is outside [0, {x.shape[axis]}] for axis {axis} of {x.type}")
     attrs = {"axis": axis, "k": k, "largest": int(a.get("largest", 1))}
@@ -153,6 +160,9 @@ def top_k_attr(ctx, node, ins):
 
 @converter("TopK", since=10)
 def top_k_input(ctx, node, ins):
+    if ins[1].const is None and known_of(ctx, ins[1]) is not None:
+        return _top_k(ctx, node, ins[0], ins[0].shape[normalize_axis(int(ctx.attrs(node).get("axis", -1)),
+                                                                     len(ins[0].shape), "TopK axis")], ins[1])
     k = int(np.asarray(ctx.const_value(ins[1], "TopK k")).reshape(-1)[0])
     return _top_k(ctx, node, ins[0], k)
 

@@ -5,7 +5,9 @@ from __future__ import annotations
 import numpy as np
 
 from hobbit.errors import ShapeError
+from hobbit.frontend.bounded import known_of, mark_bounded, new_extent
 from hobbit.frontend.converters import converter
+from hobbit.frontend.onnx_ops import bounded
 from hobbit.frontend.onnx_types import Unsupported
 from hobbit.graph.shapes import broadcast
 
@@ -26,6 +28,8 @@ def shape(ctx, node, ins):
     a = ctx.attrs(node)
     dims = np.array(ins[0].shape, dtype=np.int64)
     start, end = a.get("start", 0), a.get("end", len(dims))
+    if ins[0].bounded is not None:
+        return [bounded.shape_of(ctx, ins[0], start, end)]
     return [ctx.const(dims[start:end])]
 
 
@@ -84,6 +88,8 @@ def _ints(ctx, node, ins, index: int, attr: str, what: str) -> list[int] | None:
 
 @converter("Size", since=1)
 def size(ctx, node, ins):
+    if ins[0].bounded is not None:
+        return [bounded.size_of(ctx, ins[0])]
     return [ctx.const(np.array(ins[0].type.size, dtype=np.int64))]
 
 
@@ -103,6 +109,8 @@ def concat(ctx, node, ins):
     axis = _axis(int(ctx.attrs(node).get("axis", 1)), len(present[0].shape))
     if len(present) == 1:
         return [present[0]]
+    if any(v.bounded is not None and v.bounded.axis == axis for v in present):
+        return [bounded.concat(ctx, present, axis)]
     return [ctx.emit1("Concat", present, {"axis": axis})]
 
 
@@ -198,6 +206,8 @@ def gather(ctx, node, ins):
     """Constant indices are range-checked and made non-negative here; runtime ones are clamped."""
     data, indices = ins
     axis = _axis(int(ctx.attrs(node).get("axis", 0)), len(data.shape))
+    if indices.bounded is not None or (data.bounded is not None and data.bounded.axis == axis):
+        return [bounded.gather(ctx, data, indices, axis)]
     if indices.const is not None:
         dim = data.shape[axis]
         idx = indices.const.astype(np.int64)
@@ -268,6 +278,10 @@ def range_(ctx, node, ins):
 
 @converter("ConstantOfShape", since=9)
 def constant_of_shape(ctx, node, ins):
+    known = known_of(ctx, ins[0])
+    if ins[0].const is None and known is not None:
+        value = ctx.attrs(node).get("value", np.zeros(1, dtype=np.float32))
+        return [bounded.constant_of_shape(ctx, ins[0], known, value)]
     shape = ctx.const_value(ins[0], "ConstantOfShape shape")
     if (np.asarray(shape) < 0).any():
         raise ShapeError(f"ConstantOfShape shape {shape.tolist()} has a negative dimension")
@@ -277,7 +291,12 @@ def constant_of_shape(ctx, node, ins):
 
 @converter("NonZero", since=9)
 def nonzero(ctx, node, ins):
-    ctx.const_value(ins[0], "NonZero input (its output shape depends on the data)", specialize=False)
+    """Constant inputs fold; a run-time input gives positions bounded by its size."""
+    if ins[0].const is None:
+        if ins[0].bounded is not None:
+            raise Unsupported("NonZero of a value with a data-dependent dim")
+        out, n = ctx.emit("BoundedNonZero", ins, n_outputs=2)
+        return [mark_bounded(out, 1, new_extent(ctx, n, 0, ins[0].type.size))]
     return [ctx.emit1("NonZero", ins)]
 
 
