@@ -6,6 +6,7 @@ from hobbit.lower import int8_concat, int8_conv, int8_matmul, int8_pool  # noqa:
 from hobbit.lower import bounded  # noqa: F401
 from hobbit.lower import pool, positional, reduce, resize, rnn, scalar_ops, scatter, tensor, winograd  # noqa: F401
 from hobbit.lower import selection  # noqa: F401
+from hobbit.lower import unique  # noqa: F401
 from hobbit.lower.kernels import CPU
 
 __all__ = ["CPU"]

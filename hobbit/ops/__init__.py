@@ -3,6 +3,7 @@
 from hobbit.ops import bitwise, elementwise, nn, norm, pool, reduce, tensor  # noqa: F401
 from hobbit.ops import resize  # noqa: F401
 from hobbit.ops import index  # noqa: F401
+from hobbit.ops import unique  # noqa: F401
 from hobbit.ops import convnd  # noqa: F401
 from hobbit.ops import rnn  # noqa: F401
 from hobbit.ops import gridsample  # noqa: F401

@@ -1,6 +1,6 @@
 """Ops that place, order or accumulate along positions: OneHot, Trilu,
-ReverseSequence, CumSum/CumProd, TopK, the fold-only Unique, and BitCast (a byte
-copy read as another dtype of the same size).
+ReverseSequence, CumSum/CumProd, TopK, and BitCast (a byte copy read as another
+dtype of the same size). Unique has its own module (hobbit/ops/unique.py).
 
 Canonical attributes: every axis is non-negative. Run-time values that decide
 positions (OneHot indices, Trilu's k, sequence lengths) are normalised or
@@ -156,29 +156,6 @@ register_op(OpDef(
     attrs={"axis": 0, "k": 1, "largest": 1}, per_sample=per_sample.axis_not_batch(),
     doc="the k largest (or smallest) values along `axis`, sorted, and their int64 indices; "
         "equal values in ascending index order"))
-
-
-# -- Unique: its output shape depends on the data, so it only ever folds ----------------
-
-def _folded_only(node: Node) -> list[TensorType]:
-    raise ShapeError(f"{node.op} needs a compile-time constant input (its output shape depends on the data)")
-
-
-def _unique_reference(ins: list[np.ndarray], a: dict) -> list[np.ndarray]:
-    x, axis = ins[0], a["axis"]
-    y, first, inverse, counts = np.unique(x, return_index=True, return_inverse=True, return_counts=True, axis=axis)
-    if not a["sorted"]:
-        order = np.argsort(first, kind="stable")
-        rank = np.empty_like(order)
-        rank[order] = np.arange(len(order))
-        first, inverse, counts = first[order], rank[inverse], counts[order]
-        y = np.take(x.reshape(-1) if axis is None else x, first, axis=0 if axis is None else axis)
-    return [y, first.astype(np.int64), inverse.reshape(-1).astype(np.int64), counts.astype(np.int64)]
-
-
-register_op(OpDef(
-    "Unique", infer=_folded_only, reference=_unique_reference, kernel=None, attrs={"axis": None, "sorted": 1},
-    doc="unique values (or slices along `axis`), first indices, inverse indices and counts; always folded"))
 
 
 # -- BitCast ----------------------------------------------------------------------------

@@ -19,6 +19,7 @@ from hobbit.plan.int8 import int8_conv_plan
 from hobbit.plan.linalg import det_plan
 from hobbit.plan.rnn import recurrence_plan
 from hobbit.plan.selection import compress_plan
+from hobbit.plan.unique import unique_plan
 from hobbit.plan.winograd import winograd_plan
 from hobbit.plan.winograd_bf16 import winograd_bf16_plan
 from hobbit.target import Target
@@ -35,6 +36,7 @@ PLANNERS: dict[str, Planner] = {
     "QConv": int8_conv_plan,
     "QConvInteger": int8_conv_plan,
     "BoundedCompress": compress_plan,
+    "BoundedUnique": unique_plan,
 }
 
 

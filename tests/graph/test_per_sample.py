@@ -16,6 +16,7 @@ WITHOUT_FACT = {
     "GatherElements", "GatherND", "GridSample", "NonZero", "OneHot", "QuantizeLinear", "Range", "Recurrence",
     "ResizeNearest", "ReverseSequence", "ScatterElements", "ScatterND", "Shape", "Size", "TensorScatter",
     "Trilu", "Unique",
+    "BoundedUnique",  # mixes samples, as Unique does
 }
 
 
