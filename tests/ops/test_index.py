@@ -1,4 +1,4 @@
-"""OneHot, Trilu, EyeLike, ReverseSequence, CumSum/CumProd, TopK, Compress, Unique,
+"""OneHot, Trilu, EyeLike, ReverseSequence, CumSum/CumProd, TopK, Compress,
 DepthToSpace/SpaceToDepth, Col2Im, BitCast, ArgMax/ArgMin and every dtype through the
 data-movement ops, against onnxruntime (or numpy where onnxruntime lacks a dtype).
 
@@ -13,7 +13,6 @@ import pytest
 from onnx import TensorProto, helper
 
 import hobbit
-from hobbit.errors import UnsupportedModelError
 from tests.helpers import (BF16, DATA_DTYPES, assert_ort_exact, assert_same, i64, make_model, rand, run_hobbit, run_ort,
                            sample)
 
@@ -156,7 +155,7 @@ def test_top_k_attribute_k_opset1():
     assert_ort_exact([helper.make_node("TopK", ["x"], ["v", "i"], k=2)], {"x": rand(3, 5)}, ["v", "i"], opset=9)
 
 
-# -- Compress, Unique -------------------------------------------------------------------------
+# -- Compress ---------------------------------------------------------------------------------
 
 @pytest.mark.parametrize("axis", [None, 0, 1, -1])
 def test_compress_constant_condition(axis):
@@ -164,18 +163,6 @@ def test_compress_constant_condition(axis):
     attrs = {} if axis is None else {"axis": axis}
     assert_ort_exact([helper.make_node("Compress", ["x", "c"], ["y"], **attrs)], {"x": rand(4, 4)}, ["y"],
                      {"c": condition})
-
-
-def test_unique_folds_constant_input_and_refuses_runtime_input():
-    data = np.array([[2, 1, 2], [3, 1, 2], [2, 1, 2]], dtype=np.int64)
-    for sorted_, axis in ((1, None), (0, None), (1, 0), (0, 1)):
-        attrs = {"sorted": sorted_} if axis is None else {"sorted": sorted_, "axis": axis}
-        nodes = [helper.make_node("Unique", ["c"], ["u", "first", "inverse", "counts"], **attrs),
-                 helper.make_node("Add", ["u", "z"], ["y"])]
-        feeds = {"z": np.zeros((), np.int64)}
-        assert_ort_exact(nodes, feeds, ["y", "first", "inverse", "counts"], {"c": data})
-    with pytest.raises(UnsupportedModelError, match="Unique input"):
-        hobbit.compile(make_model([helper.make_node("Unique", ["x"], ["y"])], {"x": data}, ["y"]))
 
 
 # -- DepthToSpace and SpaceToDepth -------------------------------------------------------------

@@ -3,9 +3,10 @@ GatherND, Scatter*, TensorScatter, OneHot, Trilu, EyeLike, ReverseSequence,
 CumSum/CumProd, TopK, Compress, Unique, DepthToSpace/SpaceToDepth, Col2Im, BitCast.
 
 Constant indices are range-checked here (an invalid one is a clear error at
-compile time); run-time ones are normalised and clamped by the kernels. Ops
-whose output shape depends on data (Compress, Unique) need that data at
-compile time. SpaceToDepth and DepthToSpace become Reshape/Transpose."""
+compile time); run-time ones are normalised and clamped by the kernels. Compress,
+whose output shape depends on its condition, needs it at compile time; Unique of a
+run-time input is a bounded op (hobbit.frontend.bounded). SpaceToDepth and
+DepthToSpace become Reshape/Transpose."""
 
 from __future__ import annotations
 
@@ -13,7 +14,7 @@ import ml_dtypes
 import numpy as np
 
 from hobbit.errors import ShapeError
-from hobbit.frontend.bounded import known_of
+from hobbit.frontend.bounded import known_of, mark_bounded
 from hobbit.frontend.converters import converter
 from hobbit.frontend.onnx_ops import bounded
 from hobbit.frontend.onnx_types import Unsupported, onnx_dtype
@@ -187,13 +188,21 @@ def compress(ctx, node, ins):
 
 @converter("Unique", since=11)
 def unique(ctx, node, ins):
+    """A constant input folds; a run-time one becomes BoundedUnique, whose Y, indices and
+    counts share its extent (inverse_indices has the input's static length)."""
     x = ins[0]
-    ctx.const_value(x, "Unique input (the output shape depends on its values)", specialize=False)
     a = ctx.attrs(node)
     axis = a.get("axis")
     if axis is not None:
         axis = normalize_axis(int(axis), len(x.shape), "Unique axis")
-    return ctx.emit("Unique", [x], {"axis": axis, "sorted": int(a.get("sorted", 1))}, n_outputs=4)
+    attrs = {"axis": axis, "sorted": int(a.get("sorted", 1))}
+    if x.const is not None:
+        return ctx.emit("Unique", [x], attrs, n_outputs=4)
+    y, indices, inverse, counts, extent = ctx.emit("BoundedUnique", [x], attrs, n_outputs=5)
+    mark_bounded(y, 0 if axis is None else axis, extent)
+    mark_bounded(indices, 0, extent)
+    mark_bounded(counts, 0, extent)
+    return [y, indices, inverse, counts]
 
 
 def _block_shape(x: Value, op: str, blocksize: int) -> tuple[int, int, int, int]:
