@@ -67,7 +67,13 @@ def known_of(ctx, value: Value | None) -> Known | None:
         return None
     if value.const is not None:
         return Known.const(value.const) if value.const.dtype.kind in "iu" else None
-    return ctx.known.get(id(value))
+    found = ctx.known.get(id(value))
+    return found[1] if found is not None and found[0] is value else None
+
+
+def remember(ctx, value: Value, known: Known) -> None:
+    """Keyed by identity; the entry holds the value, so its id is never reused meanwhile."""
+    ctx.known[id(value)] = (value, known)
 
 
 def _run(reference, node: Node, arrays: list[np.ndarray | None]) -> list[np.ndarray]:
@@ -82,7 +88,7 @@ def _infer_known(ctx, node: Node) -> None:
     if any(k is None for v, k in zip(node.inputs, ins) if v is not None):
         return
     present = [k for k in ins if k is not None]
-    if all(k.static() for k in present) or len(node.outputs) != 1:
+    if len(node.outputs) != 1:
         return
     reference = get_op(node.op).reference
     lo = [None if k is None else k.lo for k in ins]
@@ -113,7 +119,16 @@ def _infer_known(ctx, node: Node) -> None:
         same = np.full(out_lo.shape, None, object)
     else:
         return
-    ctx.known[id(node.outputs[0])] = Known(np.asarray(out_lo, np.int64), np.asarray(out_hi, np.int64), same)
+    remember(ctx, node.outputs[0], Known(np.asarray(out_lo, np.int64), np.asarray(out_hi, np.int64), same))
+
+
+def folded(ctx, value: Value) -> Value:
+    """A constant in place of shape arithmetic whose result is static (the static dims of
+    a bounded value's Shape), so converters that need constants get them."""
+    known = known_of(ctx, value)
+    if value.const is not None or known is None or not known.static():
+        return value
+    return ctx.const(known.lo.astype(value.dtype).reshape(value.shape))
 
 
 def extent_scalar(ctx, value: Value, known: Known, index: int) -> Value:
@@ -125,13 +140,13 @@ def extent_scalar(ctx, value: Value, known: Known, index: int) -> Value:
         return value
     flat = ctx.emit1("Reshape", [value], {"shape": (value.type.size,)})
     scalar = ctx.emit1("Gather", [flat, ctx.const(np.int64(index))], {"axis": 0})
-    ctx.known[id(scalar)] = Known(known.lo.reshape(-1)[index], known.hi.reshape(-1)[index], np.array(None, object))
+    remember(ctx, scalar, Known(known.lo.reshape(-1)[index], known.hi.reshape(-1)[index], np.array(None, object)))
     return scalar
 
 
 def new_extent(ctx, value: Value, lo: int, hi: int) -> Value:
     """Record a freshly computed extent scalar and its range."""
-    ctx.known[id(value)] = Known(np.asarray(lo, np.int64), np.asarray(hi, np.int64), np.array(value, object))
+    remember(ctx, value, Known(np.asarray(lo, np.int64), np.asarray(hi, np.int64), np.array(value, object)))
     return value
 
 
@@ -144,8 +159,9 @@ def _elementwise_axis(node: Node) -> tuple[int, Value] | None:
         if v is None or v.bounded is None:
             continue
         axis = v.bounded.axis + out_rank - len(v.shape)
-        if found is not None and found[0] != axis:
-            raise Unsupported(f"two different data-dependent dims meet in {node.op}")
+        if found is not None and (found[0] != axis or found[1] is not v.bounded.extent):
+            raise Unsupported(f"{node.op} combines values whose data-dependent lengths are not known "
+                              f"to be equal ('{v.name}')")
         found = found or (axis, v.bounded.extent)
     if found is None:
         return None
@@ -179,6 +195,20 @@ def _is_prefix_cut(node: Node) -> bool:
     their best detections): the extent becomes min(extent, n)."""
     axis, a = node.inputs[0].bounded.axis, node.attrs
     return a["starts"][axis] == 0 and a["steps"][axis] == 1 and a["sizes"][axis] < node.inputs[0].shape[axis]
+
+
+def _per_sample_rows(node: Node, bounded: list[Value]) -> bool:
+    """An op that keeps the samples along dim 0 independent (Conv, Gemm's rows, Softmax on
+    another axis: the op registry's per_sample fact) computes the padding rows of a value
+    bounded along dim 0 as it computes any other rows, so its outputs are bounded alike."""
+    rule = get_op(node.op).per_sample
+    extent = bounded[0].bounded.extent
+    if rule is None or any(v.bounded.axis != 0 or v.bounded.extent is not extent for v in bounded):
+        return False
+    rows = bounded[0].shape[0]
+    if any(not out.shape or out.shape[0] != rows for out in node.outputs):
+        return False
+    return bool(rule(node, [v is not None and v.bounded is not None for v in node.inputs]))
 
 
 def _moved_axis(node: Node, v: Value) -> int | None:
@@ -238,6 +268,9 @@ def propagate(ctx, node: Node, marks_own: bool = False) -> None:
             size = node.attrs["sizes"][v.bounded.axis]
             extent = new_extent(ctx, ctx.emit1("Min", [v.bounded.extent, ctx.const(np.int64(size))]), 0, size)
             mark_bounded(node.outputs[0], v.bounded.axis, extent)
+        elif _per_sample_rows(node, bounded):
+            for out in node.outputs:
+                mark_bounded(out, 0, bounded[0].bounded.extent)
         else:
             extents = {id(v.bounded.extent) for v in bounded}
             moved = {_moved_axis(node, v) for v in bounded}

@@ -48,7 +48,7 @@ class ConvertContext:
         self.node_name = ""
         self._counter = 0
         # What is known of run-time shape arithmetic on data-dependent dims, by id of the value.
-        self.known: dict[int, bounded.Known] = {}
+        self.known: dict[int, tuple[Value, bounded.Known]] = {}
         # The extents of bounded Concats, by their parts' extents (hobbit.frontend.onnx_ops.bounded).
         self.extent_sums: dict[tuple, Value] = {}
 
@@ -128,7 +128,7 @@ class ConvertContext:
             out.type = ty
         self.nodes.append(node)
         bounded.propagate(self, node, marks_own)
-        return outputs
+        return [bounded.folded(self, out) for out in outputs]
 
     def emit1(self, op: str, inputs: list[Value | None], attrs: dict[str, Any] | None = None) -> Value:
         return self.emit(op, inputs, attrs)[0]

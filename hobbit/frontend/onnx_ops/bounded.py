@@ -7,7 +7,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from hobbit.frontend.bounded import Known, checked, extent_scalar, known_of, mark_bounded, new_extent, pad
+from hobbit.frontend.bounded import (Known, checked, extent_scalar, known_of, mark_bounded, new_extent, pad,
+                                     remember)
 from hobbit.frontend.onnx_types import Unsupported
 from hobbit.graph.ir import Value
 
@@ -28,7 +29,7 @@ def shape_of(ctx, x: Value, start: int, end: int) -> Value:
             same.append(None)
         hi.append(n)
     out = parts[0] if len(parts) == 1 else ctx.emit1("Concat", parts, {"axis": 0})
-    ctx.known[id(out)] = Known(np.array(lo, I64), np.array(hi, I64), np.array(same, object))
+    remember(ctx, out, Known(np.array(lo, I64), np.array(hi, I64), np.array(same, object)))
     return out
 
 
@@ -155,6 +156,6 @@ def select(ctx, cond: Value, then: Value, other: Value) -> Value:
     flag = ctx.emit1("Reshape", [cond], {"shape": ()}) if cond.shape != () else cond
     zero = ctx.const(np.int64(0))
     extent = ctx.emit1("Where", [flag, zero, length] if empty_then else [flag, length, zero])
-    data = ctx.emit1("Copy", [full], marks_own=True)
+    data = ctx.emit("Copy", [full], marks_own=True)[0]
     known = known_of(ctx, length)
     return mark_bounded(data, axis, new_extent(ctx, extent, 0, int(known.hi) if known is not None else full.shape[axis]))

@@ -36,7 +36,7 @@ def shape(ctx, node, ins):
 @converter("Reshape", since=5)
 def reshape(ctx, node, ins):
     x = ins[0]
-    target = [int(d) for d in ctx.const_value(ins[1], "Reshape shape")]
+    target = [int(d) for d in _shape_arg(ctx, ins[1], "Reshape shape")]
     allowzero = ctx.attrs(node).get("allowzero", 0)
     out = []
     for i, d in enumerate(target):
@@ -84,6 +84,16 @@ def _ints(ctx, node, ins, index: int, attr: str, what: str) -> list[int] | None:
         return [int(v) for v in np.asarray(ctx.const_value(ins[index], what)).reshape(-1)]
     value = ctx.attrs(node).get(attr)
     return None if value is None else [int(v) for v in value]
+
+
+def _shape_arg(ctx, value, what: str) -> np.ndarray:
+    """A shape input: its data when constant; for shape arithmetic on a data-dependent dim,
+    its upper bounds (the op then runs on the bound shape, and the bounded dim follows the
+    data through it, hobbit.frontend.bounded.propagate)."""
+    known = known_of(ctx, value)
+    if value.const is None and known is not None:
+        return known.hi
+    return np.asarray(ctx.const_value(value, what))
 
 
 @converter("Size", since=1)
@@ -251,7 +261,7 @@ def unsqueeze(ctx, node, ins):
 @converter("Expand", since=8)
 def expand(ctx, node, ins):
     x = ins[0]
-    shape = broadcast(tuple(x.shape), tuple(_ints(ctx, node, ins, 1, "", "Expand shape")))
+    shape = broadcast(tuple(x.shape), tuple(int(d) for d in _shape_arg(ctx, ins[1], "Expand shape").reshape(-1)))
     if shape == tuple(x.shape):
         return [x]
     return [ctx.emit1("Expand", [x], {"shape": shape})]

@@ -1,0 +1,173 @@
+"""The bounded-dynamic path (hobbit.frontend.bounded): data-dependent dims flowing through
+score filters, TopK with a run-time k, gathers, concatenation, reductions and an If with an
+empty branch, checked against onnxruntime over inputs that select nothing, some and all."""
+
+from __future__ import annotations
+
+import numpy as np
+import onnx
+import pytest
+from onnx import TensorProto as T
+from onnx import helper as h
+
+import hobbit
+from hobbit.errors import RunError, UnsupportedModelError
+from hobbit.runtime.layout import cut
+from tests.helpers import run_ort
+
+
+def _model(nodes, inputs, outputs, inits):
+    graph = h.make_graph(nodes, "g", [h.make_tensor_value_info(n, T.FLOAT, s) for n, s in inputs],
+                         [h.make_tensor_value_info(n, t, None) for n, t in outputs], inits)
+    return h.make_model(graph, opset_imports=[h.make_opsetid("", 17)])
+
+
+def _i64(name, values, shape=None):
+    values = list(np.atleast_1d(values))
+    return h.make_tensor(name, T.INT64, [len(values)] if shape is None else shape, values)
+
+
+def _score_filter_model(cap: int = 5) -> onnx.ModelProto:
+    """What torchvision's detectors export per class: scores > t -> NonZero -> GatherND,
+    k = min(cap, count) from Shape arithmetic, TopK, the boxes gathered by its indices."""
+    nodes = [h.make_node("Greater", ["x", "thr"], ["m"]), h.make_node("NonZero", ["m"], ["nz"]),
+             h.make_node("Transpose", ["nz"], ["nzt"], perm=[1, 0]), h.make_node("GatherND", ["x", "nzt"], ["sel"]),
+             h.make_node("Shape", ["sel"], ["shp"]), h.make_node("Gather", ["shp", "zero"], ["n"], axis=0),
+             h.make_node("Unsqueeze", ["n", "ax0"], ["n1"]), h.make_node("Concat", ["cap", "n1"], ["cc"], axis=0),
+             h.make_node("ReduceMin", ["cc"], ["k0"], keepdims=0), h.make_node("Reshape", ["k0", "one"], ["k"]),
+             h.make_node("TopK", ["sel", "k"], ["v", "i"]), h.make_node("Gather", ["boxes", "i"], ["b"], axis=0),
+             h.make_node("Mul", ["v", "two"], ["v2"]), h.make_node("Concat", ["v2", "v2", "fixed"], ["vv"], axis=0),
+             h.make_node("Slice", ["vv", "s0", "s1"], ["vs"]), h.make_node("ReduceMax", ["b"], ["bm"], keepdims=0),
+             h.make_node("Shape", ["b"], ["bshape"]), h.make_node("ConstantOfShape", ["bshape"], ["ones"],
+                                                                  value=h.make_tensor("v", T.FLOAT, [1], [1.0])),
+             h.make_node("Add", ["b", "ones"], ["b1"])]
+    inits = [h.make_tensor("thr", T.FLOAT, [], [0.5]), _i64("zero", 0, []), _i64("ax0", 0), _i64("cap", cap),
+             _i64("one", 1), h.make_tensor("two", T.FLOAT, [], [2.0]), _i64("s0", 0), _i64("s1", 7),
+             h.make_tensor("fixed", T.FLOAT, [2], [7.0, 8.0])]
+    return _model(nodes, [("x", [40]), ("boxes", [40, 4])],
+                  [("sel", T.FLOAT), ("v", T.FLOAT), ("i", T.INT64), ("b", T.FLOAT), ("vs", T.FLOAT),
+                   ("bm", T.FLOAT), ("b1", T.FLOAT)], inits)
+
+
+@pytest.fixture(scope="module")
+def score_filter():
+    model = _score_filter_model()
+    return model, hobbit.compile(model, cache=False)
+
+
+@pytest.mark.parametrize("scale", [0.0, 0.6, 1.0, 3.0])
+def test_score_filter_matches_onnxruntime(score_filter, scale):
+    """scale 0 selects nothing, 0.6 a few (fewer than the cap), 1 about half, 3 nearly all."""
+    model, compiled = score_filter
+    rng = np.random.default_rng(int(scale * 10))
+    feeds = {"x": (rng.random(40) * scale).astype(np.float32), "boxes": rng.random((40, 4)).astype(np.float32)}
+    want = run_ort(model, feeds)
+    got = compiled.run(feeds)
+    for w, g in zip(want, got):
+        assert g.shape == w.shape
+        np.testing.assert_allclose(g, w, rtol=1e-6)
+
+
+def test_every_position_selected_fills_the_bound(score_filter):
+    """All 40 scores pass: NonZero's extent reaches its bound (the input's size) exactly."""
+    model, compiled = score_filter
+    feeds = {"x": np.full(40, 0.9, np.float32), "boxes": np.ones((40, 4), np.float32)}
+    assert compiled.run(feeds)[0].shape == (40,)
+    np.testing.assert_array_equal(compiled.run(feeds)[0], run_ort(model, feeds)[0])
+
+
+def test_the_static_part_keeps_static_kernels(score_filter):
+    """Only the ops that read along a data-dependent dim become Bounded* kernels: the filter's
+    Greater and the Mul on the TopK values stay the ordinary element-wise kernels."""
+    _, compiled = score_filter
+    ops = [node.op for node in compiled.report.graph.nodes]
+    assert "Greater" in ops or any("Greater" in n.fused_names[0] for n in compiled.report.graph.nodes)
+    assert {"BoundedNonZero", "BoundedGatherND", "BoundedGather", "BoundedConcat", "BoundedCheck"} <= set(ops)
+    assert "Mul" in ops or any(step.op == "Mul" for n in compiled.report.graph.nodes for step in n.epilogue)
+
+
+def test_a_bounded_output_reports_an_unknown_dim(score_filter):
+    _, compiled = score_filter
+    args = {a.name: a.shape for a in compiled.get_outputs()}
+    assert args["sel"] == [None] and args["b"] == [None, 4] and args["bm"] == []
+
+
+def test_out_buffers_are_refused_for_bounded_outputs(score_filter):
+    _, compiled = score_filter
+    feeds = {"x": np.zeros(40, np.float32), "boxes": np.zeros((40, 4), np.float32)}
+    with pytest.raises(hobbit.InputError, match="data-dependent"):
+        compiled.run(["sel"], feeds, out=[np.empty(40, np.float32)])
+
+
+def test_top_k_larger_than_what_it_ranks_is_a_run_error():
+    """A constant k above the run-time count is invalid in ONNX (onnxruntime refuses it);
+    the BoundedCheck reports it instead of returning padding."""
+    nodes = [h.make_node("Greater", ["x", "thr"], ["m"]), h.make_node("NonZero", ["m"], ["nz"]),
+             h.make_node("Squeeze", ["nz", "ax0"], ["idx"]), h.make_node("Gather", ["x", "idx"], ["sel"]),
+             h.make_node("TopK", ["sel", "k"], ["v", "i"])]
+    inits = [h.make_tensor("thr", T.FLOAT, [], [0.5]), _i64("ax0", 0), _i64("k", 3)]
+    compiled = hobbit.compile(_model(nodes, [("x", [10])], [("v", T.FLOAT)], inits), cache=False)
+    x = np.linspace(0, 1, 10, dtype=np.float32)
+    np.testing.assert_array_equal(compiled.run({"x": x})[0], np.sort(x[x > 0.5])[::-1][:3])
+    x[x > 0.5] = 0
+    x[:2] = 0.9
+    with pytest.raises(RunError, match="data-dependent length 3"):
+        compiled.run({"x": x})
+
+
+def test_if_with_an_empty_branch_picks_the_extent():
+    """torchvision's `if boxes.numel() == 0: keep = empty else: keep = nms(...)`, with a
+    plain Gather in place of the NMS."""
+    then = h.make_graph([], "then", [], [h.make_tensor_value_info("e", T.INT64, [0])],
+                        [h.make_tensor("e", T.INT64, [0], [])])
+    other = h.make_graph([h.make_node("Identity", ["idx"], ["k"])], "else", [],
+                         [h.make_tensor_value_info("k", T.INT64, None)])
+    nodes = [h.make_node("Greater", ["x", "thr"], ["m"]), h.make_node("NonZero", ["m"], ["nz"]),
+             h.make_node("Squeeze", ["nz", "ax0"], ["idx"]), h.make_node("Size", ["idx"], ["size"]),
+             h.make_node("Equal", ["size", "zero"], ["empty"]),
+             h.make_node("If", ["empty"], ["keep"], then_branch=then, else_branch=other),
+             h.make_node("Gather", ["x", "keep"], ["y"])]
+    inits = [h.make_tensor("thr", T.FLOAT, [], [0.5]), _i64("ax0", 0), _i64("zero", 0, [])]
+    model = _model(nodes, [("x", [12])], [("keep", T.INT64), ("y", T.FLOAT)], inits)
+    compiled = hobbit.compile(model, cache=False)
+    for x in (np.zeros(12, np.float32), np.linspace(0, 1, 12, dtype=np.float32)):
+        for w, g in zip(run_ort(model, {"x": x}), compiled.run({"x": x})):
+            np.testing.assert_array_equal(g, w)
+
+
+def test_an_op_without_a_bounded_form_is_reported_with_its_node():
+    nodes = [h.make_node("Greater", ["x", "thr"], ["m"]), h.make_node("NonZero", ["m"], ["nz"]),
+             h.make_node("Squeeze", ["nz", "ax0"], ["idx"]), h.make_node("CumSum", ["idx", "zero"], ["y"])]
+    inits = [h.make_tensor("thr", T.FLOAT, [], [0.5]), _i64("ax0", 0), _i64("zero", 0, [])]
+    with pytest.raises(UnsupportedModelError, match="CumSum.*data-dependent"):
+        hobbit.compile(_model(nodes, [("x", [12])], [("y", T.INT64)], inits), cache=False)
+
+
+def test_values_of_unrelated_lengths_are_not_combined():
+    """Two filters' results have lengths hobbit cannot prove equal: refused at compile time,
+    never combined with one length silently assumed."""
+    nodes = [h.make_node("Greater", ["x", "thr"], ["m"]), h.make_node("Less", ["x", "thr"], ["l"]),
+             h.make_node("NonZero", ["m"], ["a"]), h.make_node("NonZero", ["l"], ["b"]),
+             h.make_node("Add", ["a", "b"], ["y"])]
+    inits = [h.make_tensor("thr", T.FLOAT, [], [0.5])]
+    with pytest.raises(UnsupportedModelError, match="not known to be equal"):
+        hobbit.compile(_model(nodes, [("x", [12])], [("y", T.INT64)], inits), cache=False)
+
+
+def test_a_corrupt_extent_is_refused_by_the_runtime():
+    """Generated code cannot produce an extent past the bound (every Bounded kernel counts what
+    it writes, and clamps what it reads); the runtime still refuses one from a damaged library."""
+    data = np.arange(6)
+    assert cut(data, 0, 6).shape == (6,) and cut(data, 0, 0).shape == (0,)
+    with pytest.raises(ValueError, match="extent of 7"):
+        cut(data, 0, 7)
+
+
+def test_an_exported_library_cuts_bounded_outputs(tmp_path, score_filter):
+    model, compiled = score_filter
+    compiled.export(tmp_path / "filter")
+    loaded = hobbit.load(tmp_path / "filter")
+    rng = np.random.default_rng(5)
+    feeds = {"x": rng.random(40).astype(np.float32), "boxes": rng.random((40, 4)).astype(np.float32)}
+    for w, g in zip(run_ort(model, feeds), loaded.run(feeds)):
+        np.testing.assert_allclose(g, w, rtol=1e-6)
