@@ -3,11 +3,13 @@
 BoundedNonZero makes one pass over its input. The coordinates of an element are the
 indices of a static loop nest (no division per element); each non-zero one is
 written at the running count in every row of the output (row r starts at r * x.size).
-Along the innermost dim, chunks of W elements are tested at once into a W-bit mask:
-a chunk without a non-zero costs one compare, a full one W-wide vector stores, and
-a mixed one a trip per set bit (count trailing zeros). Shorter rows and the ragged
-edge are tested element by element without a branch: the coordinates are stored at
-the count, which only advances for a non-zero. Every store lies below the bound:
+Along the innermost dim, chunks of W elements (4 vector registers, at most 64) are
+tested at once into a W-bit mask; a sparse chunk (most of a detection model's score
+masks) costs a trip per set bit and writes only what it finds, a denser one packs
+each 8 lanes through a 256-row table of lane orders (no mispredicted loop exits), a
+full one stores vectors. Shorter rows and the ragged edge are tested element by
+element without a branch: the coordinates are stored at the count, which only
+advances for a non-zero. Every store, vector ones included, lies below the bound:
 the count never passes the number of elements already visited.
 
 BoundedCompress makes one pass over the condition, writing the selected positions
@@ -29,6 +31,8 @@ from hobbit.ops.selection import compress_view
 
 INT64 = np.dtype(np.int64)
 CHUNK_VECTORS = 4  # a chunk of NonZero's input spans this many vector registers (at most 64 elements)
+PACK_TABLE = "nonzero_pack_table"
+DENSE_FROM = 4  # a chunk with more than 1/DENSE_FROM of its elements non-zero is packed by table
 
 
 def bits_dtype(dtype: np.dtype) -> np.dtype:
@@ -82,7 +86,7 @@ def emit_nonzero(kb: KernelBuilder, x: ir.Value, out: ir.Value, extent: ir.Value
             base = kb.affine(list(zip(outer, strides)))
             if chunks:
                 with kb.loop(0, chunks, name="chunk") as ci:
-                    _chunk(kb, x, out, raw, magnitude, base, kb.mul(ci, width), width, outer, size, count, write)
+                    _chunk(kb, x, out, raw, magnitude, base, kb.mul(ci, width), width, outer, size, count)
             with kb.loop(chunks * width, length, name="j") as j:
                 found = _is_nonzero(kb, kb.load(x, raw, kb.add(base, j)), magnitude)
                 at = b.load(count)
@@ -100,34 +104,95 @@ def emit_nonzero(kb: KernelBuilder, x: ir.Value, out: ir.Value, extent: ir.Value
     kb.store(b.load(count), extent, INT64)
 
 
+def _pack_table(kb: KernelBuilder) -> ir.GlobalVariable:
+    """Row m (256 rows of 8 bytes): the lanes set in the 8-bit mask m, in order, then zeros.
+    One table per module, shared by every NonZero kernel."""
+    module = kb.fn.module
+    existing = module.globals.get(PACK_TABLE)
+    if existing is not None:
+        return existing
+    rows = []
+    for m in range(256):
+        lanes = [lane for lane in range(8) if m >> lane & 1]
+        rows += lanes + [0] * (8 - len(lanes))
+    ty = ir.ArrayType(ir.IntType(8), len(rows))
+    table = ir.GlobalVariable(module, ty, name=PACK_TABLE)
+    table.global_constant = True
+    table.linkage = "private"
+    table.unnamed_addr = True
+    table.initializer = ir.Constant(ty, rows)
+    return table
+
+
 def _chunk(kb: KernelBuilder, x: ir.Value, out: ir.Value, raw: np.dtype, magnitude: int | None,
            base: int | ir.Value, j0: ir.Value, width: int, outer: list[ir.Value], size: int,
-           count: ir.Value, write) -> None:
-    """Elements j0 .. j0 + width of one row: tested as one vector, written by their mask."""
+           count: ir.Value) -> None:
+    """Elements j0 .. j0 + width of one row, tested as one vector into a bit mask, then
+    written the way its popcount makes cheapest: an empty chunk not at all; a sparse one
+    one coordinate per set bit (count trailing zeros), writing only what it finds, which
+    keeps a mostly-zero input cheap; a denser one 8 lanes at a time packed through a
+    table; a full one as vectors."""
     b = kb.b
     found = _is_nonzero(kb, kb.vload(x, raw, kb.add(base, j0), width), magnitude)
     mask = b.bitcast(found, ir.IntType(width))
     if width < 64:
         mask = b.zext(mask, I64)
+    hits = kb.call_intrinsic("llvm.ctpop.i64", I64, [mask])
+    with b.if_then(b.icmp_unsigned("!=", mask, kb.i64(0))):
+        with b.if_else(b.icmp_unsigned(">", hits, kb.i64(width // DENSE_FROM))) as (dense, sparse):
+            with dense:
+                with b.if_else(b.icmp_unsigned("==", hits, kb.i64(width))) as (full, mixed):
+                    with full:
+                        _write_all(kb, out, j0, width, outer, size, count)
+                    with mixed:
+                        _pack(kb, out, mask, j0, width, outer, size, count)
+            with sparse:
+                _write_bits(kb, out, mask, hits, j0, outer, size, count)
+
+
+def _write_all(kb: KernelBuilder, out: ir.Value, j0: ir.Value, width: int, outer: list[ir.Value], size: int,
+               count: ir.Value) -> None:
+    """Every element of the chunk is non-zero: its coordinates as width-wide vectors."""
+    b = kb.b
     at = b.load(count)
-    with b.if_else(b.icmp_unsigned("==", mask, kb.i64((1 << width) - 1))) as (full, mixed):
-        with full:
-            for r, c in enumerate(outer):
-                kb.vstore(kb.splat(c, width), out, INT64, kb.add(r * size, at))
-            iota = ir.Constant(ir.VectorType(I64, width), list(range(width)))
-            kb.vstore(b.add(kb.splat(j0, width), iota), out, INT64, kb.add(len(outer) * size, at))
-            b.store(b.add(at, kb.i64(width)), count)
-        with mixed:
-            rest = kb.alloca(I64)
-            b.store(mask, rest)
-            hits = kb.call_intrinsic("llvm.ctpop.i64", I64, [mask])
-            with kb.loop(0, hits, name="hit"):
-                bits = b.load(rest)
-                t = kb.call_intrinsic("llvm.cttz.i64", I64, [bits, ir.Constant(ir.IntType(1), 1)])
-                here = b.load(count)
-                write(outer + [b.add(j0, t)], here)
-                b.store(b.add(here, kb.i64(1)), count)
-                b.store(b.and_(bits, b.sub(bits, kb.i64(1))), rest)
+    for r, c in enumerate(outer):
+        kb.vstore(kb.splat(c, width), out, INT64, kb.add(r * size, at))
+    iota = ir.Constant(ir.VectorType(I64, width), list(range(width)))
+    kb.vstore(b.add(kb.splat(j0, width), iota), out, INT64, kb.add(len(outer) * size, at))
+    b.store(b.add(at, kb.i64(width)), count)
+
+
+def _write_bits(kb: KernelBuilder, out: ir.Value, mask: ir.Value, hits: ir.Value, j0: ir.Value,
+                outer: list[ir.Value], size: int, count: ir.Value) -> None:
+    """One trip per set bit of the mask, lowest first."""
+    b = kb.b
+    rest = kb.alloca(I64)
+    b.store(mask, rest)
+    with kb.loop(0, hits, name="hit"):
+        bits = b.load(rest)
+        t = kb.call_intrinsic("llvm.cttz.i64", I64, [bits, ir.Constant(ir.IntType(1), 1)])
+        at = b.load(count)
+        for r, c in enumerate(outer + [b.add(j0, t)]):
+            kb.store(c, out, INT64, kb.add(r * size, at))
+        b.store(b.add(at, kb.i64(1)), count)
+        b.store(b.and_(bits, b.sub(bits, kb.i64(1))), rest)
+
+
+def _pack(kb: KernelBuilder, out: ir.Value, mask: ir.Value, j0: ir.Value, width: int, outer: list[ir.Value],
+          size: int, count: ir.Value) -> None:
+    """Each 8 lanes of the mask packed through the table into 8 coordinates stored at the
+    count; the lanes past their popcount are overwritten next or lie in the padding."""
+    b = kb.b
+    table = _pack_table(kb)
+    for group in range(width // 8):
+        byte = b.and_(b.lshr(mask, kb.i64(8 * group)), kb.i64(255))
+        lanes = kb.vload(table, np.dtype(np.uint8), b.mul(byte, kb.i64(8)), 8)
+        at = b.load(count)
+        for r, c in enumerate(outer):
+            kb.vstore(kb.splat(c, 8), out, INT64, kb.add(r * size, at))
+        inner = b.add(b.zext(lanes, ir.VectorType(I64, 8)), kb.splat(b.add(j0, kb.i64(8 * group)), 8))
+        kb.vstore(inner, out, INT64, kb.add(len(outer) * size, at))
+        b.store(b.add(at, kb.call_intrinsic("llvm.ctpop.i64", I64, [byte])), count)
 
 
 def _lower_nonzero(k: KernelArgs) -> None:
