@@ -112,3 +112,12 @@ def test_nonzero_of_runtime_tensor_has_a_bounded_shape():
     for x in (np.array([0, 1.5, 0, -2], np.float32), np.zeros(4, np.float32), rand(4)):
         y, = compiled.run({"x": x})
         np.testing.assert_array_equal(y, run_ort(model, {"x": x})[0])
+
+
+def test_nonzero_of_a_bounded_value_is_unsupported():
+    """NonZero of a value that has a data-dependent dim itself is reported, not crashed."""
+    x = rand(4)
+    model = make_model([helper.make_node("NonZero", ["x"], ["i"]), helper.make_node("NonZero", ["i"], ["y"])],
+                       {"x": x}, ["y"], opset=13)
+    with pytest.raises(UnsupportedModelError, match="NonZero of a value with a data-dependent dim"):
+        hobbit.compile(model)

@@ -3,9 +3,9 @@ GatherND, Scatter*, TensorScatter, OneHot, Trilu, EyeLike, ReverseSequence,
 CumSum/CumProd, TopK, Compress, Unique, DepthToSpace/SpaceToDepth, Col2Im, BitCast.
 
 Constant indices are range-checked here (an invalid one is a clear error at
-compile time); run-time ones are normalised and clamped by the kernels. Compress,
-whose output shape depends on its condition, needs it at compile time; Unique of a
-run-time input is a bounded op (hobbit.frontend.bounded). SpaceToDepth and
+compile time); run-time ones are normalised and clamped by the kernels. Unique of a
+run-time input and Compress on a run-time condition, whose output shapes depend on
+the data, are bounded ops (hobbit.frontend.bounded). SpaceToDepth and
 DepthToSpace become Reshape/Transpose."""
 
 from __future__ import annotations
@@ -14,7 +14,7 @@ import ml_dtypes
 import numpy as np
 
 from hobbit.errors import ShapeError
-from hobbit.frontend.bounded import known_of, mark_bounded
+from hobbit.frontend.bounded import known_of, mark_bounded, new_extent
 from hobbit.frontend.converters import converter
 from hobbit.frontend.onnx_ops import bounded
 from hobbit.frontend.onnx_types import Unsupported, onnx_dtype
@@ -170,19 +170,25 @@ def top_k_input(ctx, node, ins):
 
 @converter("Compress", since=9)
 def compress(ctx, node, ins):
-    """A Gather of the positions where the (compile-time) condition holds."""
+    """A Gather of the positions where a compile-time condition holds; on a run-time one, the
+    slices bounded by their count (hobbit.ops.selection). Condition entries past the axis
+    are ignored, as onnxruntime does."""
     x, condition = ins
-    keep = np.asarray(ctx.const_value(condition, "Compress condition (the output shape depends on it)"))
-    keep = keep.reshape(-1).astype(bool)
     axis = ctx.attrs(node).get("axis")
+    if axis is not None:
+        axis = normalize_axis(int(axis), len(x.shape), "Compress axis")
+    if condition.const is None:
+        if x.bounded is not None or condition.bounded is not None:
+            raise Unsupported("Compress of a value with a data-dependent dim")
+        data, extent = ctx.emit("BoundedCompress", [x, condition], {"axis": axis}, n_outputs=2)
+        along = 0 if axis is None else axis
+        most = min(data.shape[along], condition.type.size)
+        return [mark_bounded(data, along, new_extent(ctx, extent, 0, most))]
+    keep = np.asarray(condition.const).reshape(-1).astype(bool)
     if axis is None:
         x = ctx.emit1("Reshape", [x], {"shape": (x.type.size,)})
         axis = 0
-    axis = normalize_axis(int(axis), len(x.shape), "Compress axis")
-    dim = x.shape[axis]
-    if keep[dim:].any():
-        raise ShapeError(f"Compress condition selects position {int(np.flatnonzero(keep)[-1])} of a dim of {dim}")
-    positions = ctx.const(np.flatnonzero(keep[:dim]).astype(np.int64))
+    positions = ctx.const(np.flatnonzero(keep[:x.shape[axis]]).astype(np.int64))
     return [ctx.emit1("Gather", [x, positions], {"axis": axis})]
 
 
