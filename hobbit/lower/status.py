@@ -21,7 +21,8 @@ from hobbit.errors import CodegenError
 from hobbit.lower.builder import I64, KernelBuilder
 
 STATUS_WORDS = ("kind", "value", "lo", "hi", "axis")
-CHECK_KINDS = ("index", "sequence length", "write position", "data-dependent length")
+CHECK_KINDS = ("index", "sequence length", "write position", "data-dependent length",
+               "IoU threshold in millionths")
 
 
 def check_range(kb: KernelBuilder, value: ir.Value, lo: int | ir.Value, hi: int | ir.Value, kind: str,

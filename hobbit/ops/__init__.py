@@ -15,3 +15,4 @@ from hobbit.ops import scatter  # noqa: F401
 from hobbit.ops import expand_depthwise  # noqa: F401
 from hobbit.ops import bounded  # noqa: F401
 from hobbit.ops import selection  # noqa: F401
+from hobbit.ops import nms  # noqa: F401

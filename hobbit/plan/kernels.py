@@ -17,6 +17,7 @@ from hobbit.plan.conv_bf16 import conv_bf16_plan, is_bf16
 from hobbit.plan.expand_depthwise import expand_depthwise_plan
 from hobbit.plan.int8 import int8_conv_plan
 from hobbit.plan.linalg import det_plan
+from hobbit.plan.nms import nms_plan
 from hobbit.plan.rnn import recurrence_plan
 from hobbit.plan.selection import compress_plan
 from hobbit.plan.unique import unique_plan
@@ -37,6 +38,7 @@ PLANNERS: dict[str, Planner] = {
     "QConvInteger": int8_conv_plan,
     "BoundedCompress": compress_plan,
     "BoundedUnique": unique_plan,
+    "BoundedNonMaxSuppression": nms_plan,
 }
 
 

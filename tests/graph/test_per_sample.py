@@ -18,6 +18,7 @@ WITHOUT_FACT = {
     "ResizeNearest", "ReverseSequence", "ScatterElements", "ScatterND", "Shape", "Size", "TensorScatter",
     "Trilu", "Unique",
     "BoundedUnique",  # mixes samples, as Unique does
+    "BoundedNonMaxSuppression",  # its rows mix the batch's samples, and its bound counts them all
 }
 
 
