@@ -21,6 +21,7 @@ from hobbit.errors import RunError
 from hobbit.frontend.source import Source
 from hobbit.graph.ir import Graph, Node, TensorType, Value
 from hobbit.ops.registry import get_op
+from tests.lower.nms_data import detections
 
 F32, I64 = np.dtype(np.float32), np.dtype(np.int64)
 NAMES = ("boxes", "scores", "max_output_boxes_per_class", "iou_threshold", "score_threshold")
@@ -120,25 +121,6 @@ def test_onnx_node_test_data(case):
     np.testing.assert_array_equal(got, expected[0])
 
 
-def _detections(rng: np.random.Generator, batches: int, classes: int, n: int,
-                center_point_box: int) -> tuple[np.ndarray, np.ndarray]:
-    """Boxes of detection sizes on a 600x600 image, a tenth with their corners swapped (or a
-    negative width), some exact duplicates; scores on a 0.01 grid, so many tie."""
-    centre = rng.uniform(0, 600, (batches, n, 2))
-    size = rng.uniform(4, 80, (batches, n, 2))
-    if center_point_box:
-        boxes = np.concatenate([centre, size], axis=-1)
-        boxes[..., 2] *= np.where(rng.random((batches, n)) < 0.02, -1, 1)
-    else:
-        lo, hi = centre - size / 2, centre + size / 2
-        boxes = np.concatenate([lo[..., ::-1], hi[..., ::-1]], axis=-1)  # [y1, x1, y2, x2]
-        flip = rng.random((batches, n)) < 0.1
-        boxes[flip] = boxes[flip][:, [2, 3, 0, 1]]
-    boxes[:, 1::17] = boxes[:, 0:1]  # duplicates of box 0
-    scores = np.round(rng.random((batches, classes, n)), 2)
-    return boxes.astype(F32), scores.astype(F32)
-
-
 @pytest.mark.parametrize("classes, center_point_box, limit, iou, score", [
     (1, 0, 5000, 0.5, 0.0),
     (3, 0, 200, 0.45, 0.25),
@@ -147,14 +129,14 @@ def _detections(rng: np.random.Generator, batches: int, classes: int, n: int,
 ])
 def test_random_detections_match_onnxruntime(classes, center_point_box, limit, iou, score):
     rng = np.random.default_rng(classes * 10 + center_point_box)
-    boxes, scores = _detections(rng, 1, classes, 5000, center_point_box)
+    boxes, scores = detections(rng, 1, classes, 5000, center_point_box)
     got = _check(_feeds(boxes, scores, limit, iou, score), center_point_box)
     assert len(got) > 40
 
 
 def test_pairs_shared_by_threads_match_onnxruntime():
     """Three classes over two batches of boxes, each pair claimed by a thread, packed after."""
-    boxes, scores = _detections(np.random.default_rng(7), 2, 3, 2000, 0)
+    boxes, scores = detections(np.random.default_rng(7), 2, 3, 2000, 0)
     got = _check(_feeds(boxes, scores, 2000, 0.5, 0.3), threads=2)
     assert set(got[:, 0]) == {0, 1} and set(got[:, 1]) == {0, 1, 2}
 
@@ -162,7 +144,7 @@ def test_pairs_shared_by_threads_match_onnxruntime():
 def test_absent_inputs_follow_onnxruntime():
     """No score threshold keeps every box as a candidate (-inf included); no IoU threshold is 0
     (any overlap suppresses); no max_output_boxes_per_class selects nothing."""
-    boxes, scores = _detections(np.random.default_rng(3), 1, 2, 300, 0)
+    boxes, scores = detections(np.random.default_rng(3), 1, 2, 300, 0)
     scores[0, 0, :5] = -np.inf
     _check(_feeds(boxes, scores, 300))
     model, _ = _compiled(1, 2, 300, 0, (False, False, False))
@@ -171,7 +153,7 @@ def test_absent_inputs_follow_onnxruntime():
 
 
 def test_limit_at_run_time_clamps_and_a_constant_limit_tightens_the_bound():
-    boxes, scores = _detections(np.random.default_rng(4), 1, 2, 300, 0)
+    boxes, scores = detections(np.random.default_rng(4), 1, 2, 300, 0)
     for limit in (-5, 0, 1, 7, 10 ** 9):
         _check(_feeds(boxes, scores, limit, 0.5, 0.1))
     want = _check(_feeds(boxes, scores, 7, 0.5, 0.1), limit_const=7)
@@ -182,7 +164,7 @@ def test_limit_at_run_time_clamps_and_a_constant_limit_tightens_the_bound():
 
 @pytest.mark.parametrize("iou", [1.5, -0.25, np.nan])
 def test_an_iou_threshold_outside_0_1_is_a_run_error(iou):
-    boxes, scores = _detections(np.random.default_rng(5), 1, 1, 50, 0)
+    boxes, scores = detections(np.random.default_rng(5), 1, 1, 50, 0)
     model, _ = _compiled(1, 1, 50, 0, (True, True, True))
     with pytest.raises(RunError, match=r"IoU threshold in millionths .* is out of range \[0, 1000000\]"):
         model.run(_feeds(boxes, scores, 10, iou, 0.0))
@@ -191,7 +173,7 @@ def test_an_iou_threshold_outside_0_1_is_a_run_error(iou):
 
 
 def test_nan_scores_are_never_selected_and_nan_boxes_suppress_as_in_onnxruntime():
-    boxes, scores = _detections(np.random.default_rng(6), 1, 1, 200, 0)
+    boxes, scores = detections(np.random.default_rng(6), 1, 1, 200, 0)
     boxes[0, 3:40:6, 1] = np.nan
     _check(_feeds(boxes, scores, 200, 0.3, 0.0))
     scores[0, 0, 10:20] = np.nan

@@ -13,3 +13,4 @@ from hobbit.frontend.onnx_ops import control  # noqa: F401
 from hobbit.frontend.onnx_ops import linalg  # noqa: F401
 from hobbit.frontend.onnx_ops import spectral  # noqa: F401
 from hobbit.frontend.onnx_ops import sequence  # noqa: F401
+from hobbit.frontend.onnx_ops import nms  # noqa: F401
