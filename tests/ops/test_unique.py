@@ -8,6 +8,7 @@ import pytest
 from onnx import helper
 
 import hobbit
+from hobbit.errors import UnsupportedModelError
 from tests.helpers import assert_ort_exact, assert_same, make_model, run_ort
 
 OUTPUTS = ["y", "indices", "inverse", "counts"]
@@ -67,3 +68,11 @@ def test_one_compiled_model_gives_each_input_its_own_length():
             assert_same(g, w)
     assert [len(compiled.run({"x": x})[0]) for x in (np.zeros(12, np.float32), np.arange(12.0, dtype=np.float32))] \
         == [1, 12]
+
+
+def test_a_bounded_input_is_refused():
+    """Unique of NonZero's output would read the padding past its extent as data."""
+    x = np.array([0, 1, 0, 2], np.float32)
+    nodes = [helper.make_node("NonZero", ["x"], ["nz"]), _unique(None, 1, "nz")]
+    with pytest.raises(UnsupportedModelError, match="depends on the data"):
+        hobbit.compile(make_model(nodes, {"x": x}, OUTPUTS, opset=11), cache=False)

@@ -204,6 +204,8 @@ def unique(ctx, node, ins):
     attrs = {"axis": axis, "sorted": int(a.get("sorted", 1))}
     if x.const is not None:
         return ctx.emit("Unique", [x], attrs, n_outputs=4)
+    if x.bounded is not None:  # the kernel would count the padding past the extent as data
+        raise Unsupported(f"Unique of '{x.name}', whose dim {x.bounded.axis} depends on the data")
     y, indices, inverse, counts, extent = ctx.emit("BoundedUnique", [x], attrs, n_outputs=5)
     mark_bounded(y, 0 if axis is None else axis, extent)
     mark_bounded(indices, 0, extent)
