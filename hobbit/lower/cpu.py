@@ -8,6 +8,7 @@ from hobbit.lower import nms  # noqa: F401
 from hobbit.lower import pool, positional, reduce, resize, rnn, scalar_ops, scatter, tensor, winograd  # noqa: F401
 from hobbit.lower import selection  # noqa: F401
 from hobbit.lower import unique  # noqa: F401
+from hobbit.lower import roialign  # noqa: F401
 from hobbit.lower.kernels import CPU
 
 __all__ = ["CPU"]

@@ -106,14 +106,15 @@ class Threads:
         self._lines += lines
         return at
 
-    def split(self, units: int) -> tuple[int | ir.Value, int | ir.Value]:
-        """This thread's contiguous share of `units` iterations (balanced to within one)."""
-        if self.max_threads == 1 or units <= 1:
+    def split(self, units: int | ir.Value) -> tuple[int | ir.Value, int | ir.Value]:
+        """This thread's contiguous share of `units` iterations (balanced to within one);
+        `units` may be a run-time i64 (work per row of a bounded dim times its extent)."""
+        if self.max_threads == 1 or (isinstance(units, int) and units <= 1):
             return 0, units
         self.used = True
         self._static = True
         b = self.kb.b
-        total = ir.Constant(I64, units)
+        total = ir.Constant(I64, units) if isinstance(units, int) else units
         lo = b.udiv(b.mul(self.tid, total), self.count)
         hi = b.udiv(b.mul(b.add(self.tid, ir.Constant(I64, 1)), total), self.count)
         return lo, hi

@@ -19,6 +19,7 @@ WITHOUT_FACT = {
     "Trilu", "Unique",
     "BoundedUnique",  # mixes samples, as Unique does
     "BoundedNonMaxSuppression",  # its rows mix the batch's samples, and its bound counts them all
+    "RoiAlign",  # each roi reads the image its batch index names
 }
 
 

@@ -14,3 +14,4 @@ from hobbit.frontend.onnx_ops import linalg  # noqa: F401
 from hobbit.frontend.onnx_ops import spectral  # noqa: F401
 from hobbit.frontend.onnx_ops import sequence  # noqa: F401
 from hobbit.frontend.onnx_ops import nms  # noqa: F401
+from hobbit.frontend.onnx_ops import roialign  # noqa: F401
