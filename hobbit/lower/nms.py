@@ -211,6 +211,7 @@ class _Nms:
     limit: ir.Value
     iou_threshold: ir.Value
     score_threshold: ir.Value | None
+    valid: int | ir.Value  # candidate boxes: N, or the run-time count of bounded boxes
 
     def pairs(self, first: int | ir.Value, end: int | ir.Value, region: ir.Value) -> None:
         """Pairs [first, end), with `region` (keys, then the kept boxes' columns) as scratch."""
@@ -226,7 +227,7 @@ class _Nms:
         batch, cls = b.udiv(p, kb.i64(self.classes)), b.urem(p, kb.i64(self.classes))
         count, kept, pos = kb.alloca(I64), kb.alloca(I64), kb.alloca(I64)
         b.store(kb.i64(0), count)
-        with kb.loop(0, n, name="box") as i:
+        with kb.loop(0, self.valid, name="box") as i:
             score = kb.load(self.scores, F32, b.add(b.mul(p, kb.i64(n)), i))
             passes = (b.fcmp_ordered(">", score, self.score_threshold) if self.score_threshold is not None
                       else b.fcmp_ordered("==", score, score))
@@ -268,11 +269,12 @@ def lower_nms(k: KernelArgs) -> None:
     if plan.bound == 0 or plan.pairs == 0:  # no limit input (or a constant 0), or no boxes
         kb.store(kb.i64(0), extent, INT64)
         return
-    inputs = list(k.inputs) + [None] * (5 - len(k.inputs))
+    inputs = list(k.inputs) + [None] * (6 - len(k.inputs))
     limit = clamp(kb, load_scalar_index(kb, inputs[2], node.inputs[2].dtype, 0), 0, plan.bound)
     score_threshold = kb.load(inputs[4], F32, 0) if inputs[4] is not None else None
     nms = _Nms(kb, plan, k.inputs[0], k.inputs[1], selected, k.scratch, node.inputs[1].shape[1],
-               node.attrs["center_point_box"], limit, _iou_threshold(kb, inputs[3]), score_threshold)
+               node.attrs["center_point_box"], limit, _iou_threshold(kb, inputs[3]), score_threshold,
+               plan.boxes if inputs[5] is None else clamp(kb, kb.load(inputs[5], INT64, 0), 0, plan.boxes))
 
     def region(thread: ir.Value) -> ir.Value:
         start = b.add(kb.i64(plan.counts_bytes), b.mul(thread, kb.i64(plan.region_bytes)))

@@ -40,7 +40,7 @@ def _scalar(value: Value | None, kinds: str, what: str) -> None:
 
 def _infer(node: Node) -> list[TensorType]:
     boxes, scores = node.inputs[:2]
-    optional = list(node.inputs[2:]) + [None] * (5 - len(node.inputs))
+    optional = list(node.inputs[2:]) + [None] * (6 - len(node.inputs))
     if len(boxes.shape) != 3 or boxes.shape[2] != 4 or len(scores.shape) != 3 \
             or scores.shape[0] != boxes.shape[0] or scores.shape[2] != boxes.shape[1] \
             or np.dtype(boxes.dtype) != FLOAT32 or np.dtype(scores.dtype) != FLOAT32:
@@ -53,6 +53,7 @@ def _infer(node: Node) -> list[TensorType]:
     _scalar(optional[0], "iu", "max_output_boxes_per_class")
     _scalar(optional[1], "f", "iou_threshold")
     _scalar(optional[2], "f", "score_threshold")
+    _scalar(optional[3], "i", "box count")
     rows = boxes.shape[0] * scores.shape[1] * per_class_bound(node)
     return [TensorType(INT64, (rows, 3)), TensorType(INT64, ())]
 
@@ -96,8 +97,10 @@ def check_iou_threshold(value: float) -> None:
 
 def _reference(ins: list[np.ndarray | None], a: dict) -> list[np.ndarray]:
     boxes, scores = (np.asarray(v, FLOAT32) for v in ins[:2])
-    limit, iou, score = (list(ins[2:]) + [None] * 3)[:3]
+    limit, iou, score, valid = (list(ins[2:]) + [None] * 4)[:4]
     n = boxes.shape[1]
+    if valid is not None:  # boxes bounded along dim 1: only the first `valid` are candidates
+        scores = scores[:, :, :int(valid)]
     # The bound as infer gives it for a constant limit: the reference only runs on constants
     # (folding), and tests of run-time limits compare rows [0, extent).
     most = 0 if limit is None else min(n, max(int(np.asarray(limit).reshape(-1)[0]), 0))
@@ -131,4 +134,5 @@ register_op(OpDef(
     "BoundedNonMaxSuppression", infer=_infer, reference=_reference, attrs={"center_point_box": 0},
     checks_data=True,
     doc="ONNX NonMaxSuppression with a static bound: selected [batch, class, box] rows padded to "
-        "B*C*min(N, max_output_boxes_per_class), then the number of rows selected"))
+        "B*C*min(N, max_output_boxes_per_class), then the number of rows selected; an optional "
+        "sixth input is the number of valid boxes when boxes and scores are bounded along N"))

@@ -13,7 +13,7 @@ from hobbit.ops.registry import _REGISTRY, get_op
 # Adding an op to the registry means deciding, here, whether it keeps samples independent.
 WITHOUT_FACT = {
     "BoundedCompress", "BoundedNonZero",
-    "BitCast", "Col2Im", "ConstantOfShape", "ConvWinograd", "DequantizeLinear", "Det", "ExpandDepthwise",
+    "BitCast", "BoundedCheck", "BoundedConcat", "BoundedGather", "BoundedGatherND", "BoundedPad", "Col2Im", "ConstantOfShape", "ConvWinograd", "DequantizeLinear", "Det", "ExpandDepthwise",
     "GatherElements", "GatherND", "GridSample", "NonZero", "OneHot", "QuantizeLinear", "Range", "Recurrence",
     "ResizeNearest", "ReverseSequence", "ScatterElements", "ScatterND", "Shape", "Size", "TensorScatter",
     "Trilu", "Unique",
