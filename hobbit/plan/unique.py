@@ -7,7 +7,6 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from hobbit.graph.ir import Node
-from hobbit.ops.unique import unique_length
 from hobbit.target import Target
 
 
@@ -21,4 +20,5 @@ class UniquePlan:
 
 
 def unique_plan(node: Node, target: Target, threads: int) -> UniquePlan:
-    return UniquePlan(unique_length(tuple(node.inputs[0].shape), node.attrs["axis"]))
+    """The bound length is that of the indices output (hobbit.ops.unique.unique_length)."""
+    return UniquePlan(node.outputs[1].shape[0])
