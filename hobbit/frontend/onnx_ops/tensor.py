@@ -5,6 +5,7 @@ from __future__ import annotations
 import numpy as np
 
 from hobbit.errors import ShapeError
+from hobbit.frontend import bounded as bounds
 from hobbit.frontend.bounded import known_of, mark_bounded, new_extent
 from hobbit.frontend.converters import converter
 from hobbit.frontend.onnx_ops import bounded
@@ -301,11 +302,12 @@ def constant_of_shape(ctx, node, ins):
 
 @converter("NonZero", since=9)
 def nonzero(ctx, node, ins):
-    """Constant inputs fold; a run-time input gives positions bounded by its size."""
+    """Constant inputs fold; a run-time input gives positions bounded by its size. Positions
+    in a bounded input's bound shape are its positions (the strides are the bound's), so
+    NonZero of one is NonZero of it with the padding set to zero."""
     if ins[0].const is None:
-        if ins[0].bounded is not None:
-            raise Unsupported("NonZero of a value with a data-dependent dim")
-        out, n = ctx.emit("BoundedNonZero", ins, n_outputs=2)
+        x = ins[0] if ins[0].bounded is None else bounds.pad(ctx, ins[0], 0)  # padding is zero: never counted
+        out, n = ctx.emit("BoundedNonZero", [x], n_outputs=2, marks_own=True)
         return [mark_bounded(out, 1, new_extent(ctx, n, 0, ins[0].type.size))]
     return [ctx.emit1("NonZero", ins)]
 
