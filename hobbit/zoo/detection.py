@@ -139,3 +139,81 @@ def export(name: str, opset: int = 17) -> bytes:
         torch.onnx.export(model, ([x],), buffer, opset_version=opset, dynamo=False,
                           input_names=["image"], output_names=["boxes", "scores", "labels"])
     return buffer.getvalue()
+
+
+# -- a YOLO-style detector with NonMaxSuppression, built with onnx.helper ------------------
+
+YOLO_SIZE = 64      # input image side
+YOLO_CLASSES = 4
+YOLO_STRIDE = 8     # one anchor per 8x8 cell: 64 candidate boxes
+
+
+def _yolo_head(rng: np.random.Generator):
+    """Backbone and head nodes up to boxes [1, A, 4] (centre, size) and scores [1, C, A]."""
+    from onnx import helper, numpy_helper
+
+    def conv(name: str, x: str, cin: int, cout: int, k: int, stride: int) -> tuple[list, list]:
+        w = (rng.standard_normal((cout, cin, k, k)) * np.sqrt(2.0 / (cin * k * k))).astype(np.float32)
+        b = (rng.standard_normal(cout) * 0.1).astype(np.float32)
+        inits = [numpy_helper.from_array(w, f"{name}.w"), numpy_helper.from_array(b, f"{name}.b")]
+        node = helper.make_node("Conv", [x, f"{name}.w", f"{name}.b"], [name], kernel_shape=[k, k],
+                                strides=[stride, stride], pads=[k // 2] * 4)
+        return [node, helper.make_node("Relu", [name], [f"{name}.relu"])], inits
+
+    nodes, inits = [], []
+    x, cin = "image", 3
+    for i, (cout, stride) in enumerate(((16, 2), (32, 2), (32, 2))):
+        n, w = conv(f"conv{i}", x, cin, cout, 3, stride)
+        nodes += n
+        inits += w
+        x, cin = f"conv{i}.relu", cout
+    channels = 5 + YOLO_CLASSES
+    w = (rng.standard_normal((channels, cin, 1, 1)) * 0.5).astype(np.float32)
+    inits += [numpy_helper.from_array(w, "head.w"), numpy_helper.from_array(np.zeros(channels, np.float32), "head.b"),
+              numpy_helper.from_array(np.array([1, channels, -1], np.int64), "flat_shape"),
+              numpy_helper.from_array(np.array([4, 1, YOLO_CLASSES], np.int64), "split"),
+              numpy_helper.from_array(np.float32(YOLO_SIZE), "image_size")]
+    nodes += [helper.make_node("Conv", [x, "head.w", "head.b"], ["head"]),
+              helper.make_node("Reshape", ["head", "flat_shape"], ["flat"]),           # [1, 5+C, A]
+              helper.make_node("Transpose", ["flat"], ["rows"], perm=[0, 2, 1]),      # [1, A, 5+C]
+              helper.make_node("Sigmoid", ["rows"], ["sig"]),
+              helper.make_node("Split", ["sig", "split"], ["box01", "objectness", "classes"], axis=2),
+              helper.make_node("Mul", ["box01", "image_size"], ["boxes"]),              # [1, A, 4] xc, yc, w, h
+              helper.make_node("Mul", ["objectness", "classes"], ["class_scores"]),     # [1, A, C]
+              helper.make_node("Transpose", ["class_scores"], ["scores"], perm=[0, 2, 1])]
+    return nodes, inits
+
+
+def yolo_nms(seed: int = 0, max_per_class: int = 20, iou: float = 0.45):
+    """A small YOLO-style detector ending as exported YOLO models do: NonMaxSuppression
+    (centre-point boxes), then GatherND for the kept boxes and scores and the class column
+    of the selection as labels. Its score threshold is calibrated (`threshold`) on the
+    head's scores for `image(YOLO_SIZE)`, computed with onnx's reference evaluator."""
+    from onnx import TensorProto, helper, numpy_helper
+    from onnx.reference import ReferenceEvaluator
+
+    nodes, inits = _yolo_head(np.random.default_rng(seed))
+    image_info = helper.make_tensor_value_info("image", TensorProto.FLOAT, [1, 3, YOLO_SIZE, YOLO_SIZE])
+
+    def model(graph_nodes, outputs, extra=()):
+        graph = helper.make_graph(graph_nodes, "yolo_nms", [image_info],
+                                  [helper.make_tensor_value_info(n, t, None) for n, t in outputs], inits + list(extra))
+        return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+
+    head = model(nodes, [("scores", TensorProto.FLOAT)])
+    scores = ReferenceEvaluator(head).run(None, {"image": image(YOLO_SIZE, seed)[None]})[0]
+    cut = threshold(np.sort(scores.reshape(-1))[::-1], around=24)
+    extra = [numpy_helper.from_array(np.array([max_per_class], np.int64), "max_out"),
+             numpy_helper.from_array(np.array([iou], np.float32), "iou"),
+             numpy_helper.from_array(np.array([cut], np.float32), "score_threshold"),
+             numpy_helper.from_array(np.array([0, 2], np.int64), "batch_box"),
+             numpy_helper.from_array(np.array(1, np.int64), "class_column")]
+    nodes = nodes + [
+        helper.make_node("NonMaxSuppression", ["boxes", "scores", "max_out", "iou", "score_threshold"],
+                         ["selected"], center_point_box=1),
+        helper.make_node("Gather", ["selected", "batch_box"], ["batch_and_box"], axis=1),
+        helper.make_node("GatherND", ["boxes", "batch_and_box"], ["det_boxes"]),
+        helper.make_node("GatherND", ["scores", "selected"], ["det_scores"]),
+        helper.make_node("Gather", ["selected", "class_column"], ["det_labels"], axis=1)]
+    return model(nodes, [("det_boxes", TensorProto.FLOAT), ("det_scores", TensorProto.FLOAT),
+                         ("det_labels", TensorProto.INT64)], extra)
