@@ -261,7 +261,8 @@ def _emit_kernel(module: ir.Module, node: Node, target: Target, plan: MemoryPlan
         kb.status = status
     team = Threads(kb, tid, count, threads, claims)
     try:
-        lower(KernelArgs(kb, node, target, inputs, outputs, epilogue, scratch, team, plan.kernels.get(id(node))))
+        lower(KernelArgs(kb, node, target, inputs, outputs, epilogue, scratch, team, plan.kernels.get(id(node)),
+                         _subgraph(module, node, plan, target)))
     except Exception as exc:  # a lowering that cannot handle this variant: name the node, never a bare trace
         shapes = ", ".join(str(v.type) for v in node.inputs if v is not None)
         detail = str(exc) if isinstance(exc, CodegenError) else f"{type(exc).__name__}: {exc}"
@@ -269,6 +270,22 @@ def _emit_kernel(module: ir.Module, node: Node, target: Target, plan: MemoryPlan
                            f"{detail}") from exc
     kb.finish()
     return fn, team.used
+
+
+def _subgraph(module: ir.Module, node: Node, plan: MemoryPlan, target: Target
+              ) -> Callable[[ir.IRBuilder, tuple], None] | None:
+    """For a node with a body graph: the body's kernels, emitted for one thread (the loop's
+    kernel runs on one), and the function that calls them in order."""
+    body = node.attrs.get("body")
+    if not isinstance(body, Graph):
+        return None
+    calls = _kernel_calls(module, body, plan.kernels[id(node)].body, target, 1, None)
+    one, zero = ir.Constant(I64, 1), ir.Constant(I64, 0)
+
+    def emit(b: ir.IRBuilder, tables: tuple) -> None:
+        for call in calls:
+            b.call(call.fn, call.args(b, tables) + [zero, one])
+    return emit
 
 
 def _param_name(name: str) -> str:

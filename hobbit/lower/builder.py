@@ -59,8 +59,9 @@ class KernelBuilder:
         # The kernel's status record, for ops that check run-time data (hobbit.lower.status).
         self.status: ir.Value | None = None
 
-    def alloca(self, ty: ir.Type) -> ir.Value:
-        return self._allocas.alloca(ty)
+    def alloca(self, ty: ir.Type, size: int | None = None) -> ir.Value:
+        """A variable of type `ty` (an array of `size` of them), for the whole function."""
+        return self._allocas.alloca(ty, size=None if size is None else ir.Constant(I64, size))
 
     def local(self, value: ir.Constant) -> ir.Value:
         """A variable set to `value` when the function starts (not where this is called)."""

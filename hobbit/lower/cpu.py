@@ -9,6 +9,7 @@ from hobbit.lower import pool, positional, reduce, resize, rnn, scalar_ops, scat
 from hobbit.lower import selection  # noqa: F401
 from hobbit.lower import unique  # noqa: F401
 from hobbit.lower import roialign  # noqa: F401
+from hobbit.lower import loop  # noqa: F401
 from hobbit.lower.kernels import CPU
 
 __all__ = ["CPU"]

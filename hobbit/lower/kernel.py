@@ -4,7 +4,7 @@ the node's plan (hobbit.plan.kernels) where it has one."""
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Callable
 
 import numpy as np
 from llvmlite import ir
@@ -26,6 +26,10 @@ class KernelArgs:
     scratch: ir.Value | None
     threads: Threads
     plan: Any = None  # the frozen plan (hobbit.plan.kernels) memory planning sized the scratch by
+    # For an op with a body graph (BoundedLoop): subgraph(builder, tables) emits the calls of
+    # the body's kernels, given its (inputs, outputs, weights, arena) pointers as the entry
+    # point has them. Codegen provides it: a lowering cannot call kernels itself.
+    subgraph: Callable[[ir.IRBuilder, tuple], None] | None = None
 
     def thread_scratch(self, offset: int, per_thread: int, dtype: np.dtype) -> ir.Value:
         """This thread's slice of scratch: elements [offset + tid*per_thread, ... + per_thread)."""

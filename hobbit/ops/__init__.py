@@ -17,3 +17,4 @@ from hobbit.ops import bounded  # noqa: F401
 from hobbit.ops import selection  # noqa: F401
 from hobbit.ops import nms  # noqa: F401
 from hobbit.ops import roialign  # noqa: F401
+from hobbit.ops import loop  # noqa: F401

@@ -22,6 +22,7 @@ from hobbit.passes.half import widen_half
 from hobbit.passes.int8 import lower_int8
 from hobbit.passes.layout import choose_layouts
 from hobbit.passes.legalize import legalize
+from hobbit.passes.loop import run_bodies
 from hobbit.passes.pool import fuse_pool
 from hobbit.passes.transpose import sink_transposes
 from hobbit.passes.winograd import use_winograd
@@ -74,4 +75,5 @@ def run_pipeline(graph: Graph, pipeline: list[str] | None = None, target: Target
         if name not in PASSES:
             raise HobbitError(f"unknown pass {name!r}; known passes: {', '.join(PASSES)}")
         graph = PASSES[name](graph, target)
+    graph = run_bodies(graph, lambda body: run_pipeline(body, pipeline, target))
     return legalize(eliminate_dead_code(graph))

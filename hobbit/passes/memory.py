@@ -15,6 +15,7 @@ from hobbit.graph.ir import Graph, Node, Value
 from hobbit.ops.registry import get_op
 from hobbit.plan.arena import STATUS_BYTES, claim_bytes
 from hobbit.plan.kernels import kernel_plan
+from hobbit.plan.loop import LoopPlan, loop_plan
 
 ALIGN = 64
 
@@ -90,6 +91,8 @@ def plan_memory(graph: Graph, target: Target | None = None, threads: int = 1) ->
 
     weights_offset = 0
     for const in graph.constants():
+        if id(const) in plan.places:  # a loop body's constant, an input fed by the loop
+            continue
         plan.places[id(const)] = Place("const", weights_offset)
         weights_offset = _align(weights_offset + const.const.nbytes)
     plan.weights_bytes = weights_offset
@@ -114,7 +117,8 @@ def plan_memory(graph: Graph, target: Target | None = None, threads: int = 1) ->
     for key, root in roots.items():
         requests.append((_align(root.type.nbytes), first[key], last[key], ("value", key)))
     for pos, node in enumerate(graph.nodes):
-        kernel = kernel_plan(node, target, threads) if needs_code(node) else None
+        kernel = _body_plan(node, target) if node.op == "BoundedLoop" else \
+            kernel_plan(node, target, threads) if needs_code(node) else None
         if kernel is None:
             continue
         plan.kernels[id(node)] = kernel
@@ -151,6 +155,12 @@ def plan_memory(graph: Graph, target: Target | None = None, threads: int = 1) ->
                 base = plan.places[id(root)]
                 plan.places[id(out)] = Place(base.kind, base.index, base.offset + offset)
     return plan
+
+
+def _body_plan(node: Node, target: Target) -> LoopPlan:
+    """A loop's body is planned as a graph of its own, run by one thread (the loop's kernel
+    calls its kernels in order), its arena inside the loop's scratch."""
+    return loop_plan(node, plan_memory(node.attrs["body"], target, 1))
 
 
 def _first_fit(placed: list[tuple[int, int, int, int]], size: int, start: int, end: int) -> int:

@@ -7,7 +7,9 @@ computed from small graph inputs makes the model specialise on those inputs'
 values (hobbit.runtime.specialize). An If on run-time data whose branches
 agree in type becomes a Where over both branches (ONNX ops have no side
 effects, so evaluating both is safe); one whose branch has a data-dependent dim
-picks that branch's extent at run time (hobbit.frontend.onnx_ops.bounded.select)."""
+picks that branch's extent at run time (hobbit.frontend.onnx_ops.bounded.select).
+A Loop whose trip count or condition comes from run-time data runs at run time, as a
+BoundedLoop (hobbit.frontend.onnx_ops.loop)."""
 
 from __future__ import annotations
 
@@ -15,6 +17,7 @@ import numpy as np
 
 from hobbit.frontend.converters import converter
 from hobbit.frontend.onnx_ops import bounded
+from hobbit.frontend.onnx_ops.loop import bounded_loop
 from hobbit.frontend.onnx_types import NeedsInputValues, Unsupported
 from hobbit.graph.ir import Value
 
@@ -43,6 +46,34 @@ def if_(ctx, node, ins):
 
 @converter("Loop", since=1)
 def loop(ctx, node, ins):
+    """Unrolled when the trip count and every condition are known at compile time, else a
+    BoundedLoop (hobbit.frontend.onnx_ops.loop); where the bounded form does not apply
+    (a sequence carried, shapes that change per iteration), the unrolled path decides
+    (a trip count from small graph inputs then specialises on their values)."""
+    decided = all(i >= len(ins) or ins[i] is None or ins[i].const is not None for i in (0, 1))
+    if decided:
+        mark = len(ctx.nodes)
+        try:
+            return _unrolled(ctx, node, ins)
+        except _RunTimeCondition:
+            del ctx.nodes[mark:]
+        return bounded_loop(ctx, node, ins)
+    try:
+        return bounded_loop(ctx, node, ins)
+    except Unsupported as exc:
+        try:
+            return _unrolled(ctx, node, ins)
+        except NeedsInputValues:
+            raise
+        except Unsupported:
+            raise exc from None
+
+
+class _RunTimeCondition(Unsupported):
+    """The body computes its condition from run-time data: the loop cannot be unrolled."""
+
+
+def _unrolled(ctx, node, ins):
     body = ctx.attrs(node)["body"]
     name = ctx.node_name
     trip = int(ctx.const_value(ins[0], "Loop trip count")) if len(ins) > 0 and ins[0] is not None else None
@@ -56,6 +87,8 @@ def loop(ctx, node, ins):
             raise Unsupported(f"Loop runs more than {MAX_ITERATIONS} iterations (hobbit unrolls loops)")
         outs = ctx.inline(body, [ctx.const(np.int64(iteration)), ctx.const(np.bool_(cond)), *carried],
                           f"{name}/iter{iteration}")
+        if isinstance(outs[0], Value) and outs[0].const is None:
+            raise _RunTimeCondition("the Loop condition is computed from run-time data")
         cond = bool(ctx.const_value(outs[0], "Loop condition computed in the body", specialize=False))
         carried = outs[1:1 + len(carried)]
         for collected, value in zip(scans, outs[1 + len(carried):]):
