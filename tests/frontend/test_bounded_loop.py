@@ -171,3 +171,31 @@ def test_a_loop_on_data_inside_a_loop_on_data() -> None:
     compiled = hobbit.compile(model)
     for value in (0.5, 3.0, 20.0):
         _assert_matches(compiled, model, {"x": np.full((2, 3), value, np.float32)})
+
+
+@pytest.mark.parametrize("threads", [1, 2])
+def test_a_conv_body_gets_the_passes_plans_and_weights_of_a_model(threads: int) -> None:
+    """x = Relu(Conv(x)) while max(x) > 0.05, a channel mean per iteration as the scan output:
+    the body's Conv has its plan, scratch and packed weights like any model's."""
+    rng = np.random.default_rng(0)
+    w = (rng.standard_normal((8, 8, 3, 3)) * 0.08).astype(np.float32)
+    body = _body([helper.make_node("Conv", ["x_in", "w"], ["c"], pads=[1, 1, 1, 1]),
+                  helper.make_node("Relu", ["c"], ["x_out"]),
+                  helper.make_node("ReduceMax", ["x_out"], ["s"], keepdims=0),
+                  helper.make_node("Greater", ["s", "lim"], ["cond_out"]),
+                  helper.make_node("ReduceMean", ["x_out"], ["scan"], axes=[2, 3], keepdims=0)],
+                 ["x_in"], ["x_out", "scan"])
+    body.initializer.append(helper.make_tensor("w", TensorProto.FLOAT, w.shape, w.reshape(-1).tolist()))
+    nodes = [helper.make_node("Conv", ["x", "w0"], ["x1"], pads=[1, 1, 1, 1]),
+             helper.make_node("Loop", ["", "", "x1"], ["y", "history"], body=body)]
+    x = rng.standard_normal((1, 8, 16, 16)).astype(np.float32)
+    model = make_model(nodes, {"x": x}, ["y", "history"], {"lim": np.array(0.05, np.float32), "w0": w})
+    compiled = hobbit.compile(model, threads=threads)
+    lengths = []
+    for scale in (1.0, 5.0):
+        got, want = compiled.run({"x": x * scale}), run_ort(model, {"x": x * scale})
+        for g, e in zip(got, want):
+            assert g.shape == e.shape
+            np.testing.assert_allclose(g, e, rtol=1e-4, atol=1e-6)
+        lengths.append(got[1].shape[0])
+    assert lengths == [6, 8]
