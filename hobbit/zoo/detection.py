@@ -67,8 +67,10 @@ def _torch():
 
 
 def image(size: int, seed: int = 0) -> np.ndarray:
-    """The calibration (and test) image: 3 x size x size in [0, 1)."""
-    return np.random.default_rng(seed).random((3, size, size), dtype=np.float32)
+    """The calibration (and test) image: 3 x size x size of seeded N(0, 1) data, the input
+    `hobbit bench` feeds a model (hobbit.bench.random_inputs, seed 0), so a benchmark of an
+    exported detector times the detections it was calibrated for."""
+    return np.random.default_rng(seed).standard_normal((3, size, size)).astype(np.float32)
 
 
 def _last_conv(head) -> object:
@@ -217,3 +219,25 @@ def yolo_nms(seed: int = 0, max_per_class: int = 20, iou: float = 0.45):
         helper.make_node("Gather", ["selected", "class_column"], ["det_labels"], axis=1)]
     return model(nodes, [("det_boxes", TensorProto.FLOAT), ("det_scores", TensorProto.FLOAT),
                          ("det_labels", TensorProto.INT64)], extra)
+
+
+def main(argv: list[str] | None = None) -> None:
+    """`python -m hobbit.zoo.detection DIR`: write every detector as DIR/<name>.onnx, for
+    `hobbit bench --model DIR/<name>.onnx`."""
+    import argparse
+    from pathlib import Path
+
+    parser = argparse.ArgumentParser(prog="python -m hobbit.zoo.detection", description=main.__doc__)
+    parser.add_argument("directory")
+    parser.add_argument("--models", default=",".join([*DETECTORS, "yolo_nms"]))
+    args = parser.parse_args(argv)
+    folder = Path(args.directory)
+    folder.mkdir(parents=True, exist_ok=True)
+    for name in args.models.split(","):
+        data = yolo_nms().SerializeToString() if name == "yolo_nms" else export(name)
+        (folder / f"{name}.onnx").write_bytes(data)
+        print(folder / f"{name}.onnx")
+
+
+if __name__ == "__main__":
+    main()
