@@ -8,9 +8,11 @@ import ml_dtypes
 import numpy as np
 import onnx
 import onnxruntime as ort
+import pytest
 from onnx import helper, numpy_helper
 
 import hobbit
+from hobbit.target import host_target
 
 
 def make_model(nodes: list[onnx.NodeProto], inputs: dict[str, np.ndarray], outputs: list[str],
@@ -26,6 +28,18 @@ def make_model(nodes: list[onnx.NodeProto], inputs: dict[str, np.ndarray], outpu
     model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", opset)])
     model.ir_version = 8
     return model
+
+
+def needs_host_feature(feature: str) -> pytest.MarkDecorator:
+    """Skip a test that runs code using the CPU feature `feature` (LLVM's name: "avx512bf16")
+    where this host lacks it: the code would not compile for the host (precision="bf16" is a
+    TargetError without AVX512-BF16) or would die on the instruction. Only the hardware
+    decides; on a host with the feature the test runs. What does not need the code to run is
+    tested on every host with an explicit target instead (target="znver4")."""
+    host = host_target()
+    return pytest.mark.skipif(feature not in host.enabled,
+                              reason=f"runs code that needs the CPU feature {feature}, which this host "
+                                     f"('{host.cpu}') lacks")
 
 
 def run_ort(model: onnx.ModelProto, feeds: dict[str, np.ndarray]) -> list[np.ndarray]:

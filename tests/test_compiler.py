@@ -15,7 +15,7 @@ from hobbit.errors import ConfigError, TargetError
 from hobbit.passes import DEFAULT_PIPELINE
 from hobbit.runtime import cache
 from hobbit.runtime.cache import CachedReport
-from tests.helpers import make_model, rand
+from tests.helpers import make_model, needs_host_feature, rand
 
 
 @pytest.fixture(scope="module")
@@ -46,9 +46,10 @@ def test_unknown_precision_is_a_config_error(model, precision):
 
 def test_bf16_with_a_pass_list_lacking_the_bf16_pass_is_refused(model):
     with pytest.raises(ConfigError, match="no 'bf16' pass"):
-        hobbit.compile(model, precision="bf16", passes=DEFAULT_PIPELINE, cache=False)
+        hobbit.compile(model, target="znver4", precision="bf16", passes=DEFAULT_PIPELINE, cache=False)
 
 
+@needs_host_feature("avx512bf16")
 def test_cache_keeps_precisions_apart(model, x, tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
     monkeypatch.setenv("HOBBIT_CACHE_DIR", str(tmp_path / "cache"))
     monkeypatch.setattr(cache, "_WARNED", set())
@@ -62,6 +63,7 @@ def test_cache_keeps_precisions_apart(model, x, tmp_path: Path, monkeypatch: pyt
     assert not np.array_equal(fp32, fresh_bf16)
 
 
+@needs_host_feature("avx512bf16")
 def test_pickled_bf16_model_rebuilds_in_bf16(model, x):
     compiled = hobbit.compile(model, threads=1, precision="bf16", cache=False)
     again = pickle.loads(pickle.dumps(compiled))

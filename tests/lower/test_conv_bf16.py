@@ -24,7 +24,7 @@ import hobbit
 from hobbit.compiler import lower_to_llvm
 from hobbit.plan.conv_bf16 import conv_bf16_plan
 from hobbit.target import host_target
-from tests.helpers import make_model, rand
+from tests.helpers import make_model, needs_host_feature, rand
 
 U = 2.0 ** -9  # bf16's unit roundoff
 EPS = 2.0 ** -24  # float32's
@@ -89,6 +89,7 @@ def bf16_bound(magnitudes: np.ndarray, k: int) -> np.ndarray:
     return (2 * U + U * U) * magnitudes + (k + 2) * EPS * magnitudes
 
 
+@needs_host_feature("avx512bf16")
 @pytest.mark.parametrize("threads", [1, 2])
 @pytest.mark.parametrize("case", CASES, ids=[c[0] for c in CASES])
 def test_bf16_conv_within_rounding_bound(case, threads):

@@ -13,7 +13,7 @@ from onnx import helper
 
 import hobbit
 from hobbit.compiler import lower_to_llvm
-from tests.helpers import make_model, rand
+from tests.helpers import make_model, needs_host_feature, rand
 from tests.lower.test_conv_bf16 import EPS, U, bf16_bound, to_bf16
 
 CASES = [
@@ -40,6 +40,7 @@ def _model(a_shape, k, n, gemm):
     return make_model(nodes, {"a": a}, ["y"], inits), a, w, bias
 
 
+@needs_host_feature("avx512bf16")
 @pytest.mark.parametrize("threads", [1, 2])
 @pytest.mark.parametrize("case", CASES, ids=[c[0] for c in CASES])
 def test_bf16_matmul_within_rounding_bound(case, threads):

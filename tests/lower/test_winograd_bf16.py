@@ -26,7 +26,7 @@ from hobbit.compiler import lower_to_llvm
 from hobbit.plan.kernels import kernel_plan
 from hobbit.plan.winograd import VARIANTS, transform_weights
 from hobbit.target import host_target
-from tests.helpers import make_model, rand
+from tests.helpers import make_model, needs_host_feature, rand
 from tests.lower.test_conv_bf16 import EPS, U, to_bf16
 
 F2 = VARIANTS[2]
@@ -84,6 +84,7 @@ def winograd(x: np.ndarray, w: np.ndarray, pads, oh: int, ow: int, bf16: bool = 
     return y.reshape(n, oc, 2 * th, 2 * tw)[:, :, :oh, :ow]
 
 
+@needs_host_feature("avx512bf16")
 @pytest.mark.parametrize("case", CASES, ids=[c[0] for c in CASES])
 def test_bf16_winograd_within_rounding_bound(case):
     _, xshape, oc, pads, threads, by_tile, banded = case

@@ -20,7 +20,7 @@ from hobbit import zoo
 from hobbit.compiler import lower_to_llvm
 import hobbit
 from hobbit.zoo.images import evaluation_images
-from tests.helpers import make_model, rand, run_ort
+from tests.helpers import make_model, needs_host_feature, rand, run_ort
 
 U = 2.0 ** -9
 
@@ -44,7 +44,7 @@ def _mixed_model() -> onnx.ModelProto:
 
 
 def test_gemm_shaped_nodes_run_in_bf16_the_rest_in_float32():
-    graph = lower_to_llvm(_mixed_model(), threads=1, precision="bf16", keep_ir=False).graph
+    graph = lower_to_llvm(_mixed_model(), target="znver4", threads=1, precision="bf16", keep_ir=False).graph
     precision = {node.name: node.attrs.get("precision", "fp32") for node in graph.nodes}
     assert precision == {"stem": "bf16",  # a direct conv in float32, im2col in bf16
                          "expand": "bf16", "depthwise": "fp32", "project": "bf16",
@@ -69,8 +69,9 @@ def test_winograd_convs_in_bf16_are_f2_where_the_gemms_outweigh_the_transforms()
     """F(4x4) stays float32 (bf16 rounding through its transforms: 3% error); a conv whose
     channels make the GEMMs large next to the transforms takes F(2x2) in bf16 instead."""
     model = _winograd_model()
-    fp32 = {n.name: n.attrs.get("tile") for n in lower_to_llvm(model, threads=1, keep_ir=False).graph.nodes}
-    graph = lower_to_llvm(model, threads=1, precision="bf16", keep_ir=False).graph
+    fp32 = {n.name: n.attrs.get("tile")
+            for n in lower_to_llvm(model, target="znver4", threads=1, keep_ir=False).graph.nodes}
+    graph = lower_to_llvm(model, target="znver4", threads=1, precision="bf16", keep_ir=False).graph
     bf16 = {n.name: (n.op, n.attrs.get("tile"), n.attrs.get("precision", "fp32")) for n in graph.nodes}
     assert (fp32["few"], fp32["many"], fp32["small"]) == (4, 4, 2)
     assert bf16["few"] == ("ConvWinograd", 4, "fp32")  # 16 -> 96: C*OC/(C+OC) = 13.7
@@ -88,6 +89,7 @@ def images() -> np.ndarray:
     return evaluation_images(2)
 
 
+@needs_host_feature("avx512bf16")
 @pytest.mark.parametrize("name", ["squeezenet1_1", "resnet18"])
 def test_zoo_model_in_bf16_matches_onnxruntime_float32(name, images):
     model = zoo.build(name)
