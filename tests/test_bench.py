@@ -61,6 +61,14 @@ def test_run_benchmark_counts_flops_and_peak_share():
     assert "GFLOP/s" in result.format() and "% of the 200 GFLOP/s FMA peak" in result.format()
 
 
+def test_a_model_with_data_dependent_outputs_is_compared_and_timed():
+    """NonZero's output is bounded (hobbit.frontend.bounded): bench compares the model's outputs
+    with onnxruntime's by their names, not the flat outputs that carry its extent."""
+    nodes = [helper.make_node("Relu", ["x"], ["r"]), helper.make_node("NonZero", ["r"], ["y"])]
+    result = bench.run_benchmark(make_model(nodes, {"x": rand(4, 6)}, ["y"]), "nonzero", runs=3, threads=1, warmup=1)
+    assert result.mismatch is None and result.hobbit.median > 0
+
+
 def test_threads_list_json_and_markdown(tiny_path, tmp_path, capsys):
     out_json, out_md = tmp_path / "b.json", tmp_path / "b.md"
     argv = ["bench", "--model", tiny_path, "--threads", "1,2", "--runs", "3", "--warmup", "1",
