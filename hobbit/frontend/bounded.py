@@ -56,6 +56,7 @@ class Known:
 
 _MOVES = {"Reshape", "Gather", "Concat", "Slice", "Split", "Transpose", "Expand", "Tile", "Copy", "Cast"}
 _MONOTONE = {"Min", "Max", "Add", "ReduceMin", "ReduceMax", "ReduceSum"}
+_COMPARISONS = {"Equal", "Less", "Greater", "LessOrEqual", "GreaterOrEqual"}
 _REDUCTIONS = {"ReduceSum": "add", "ReduceMax": "max", "ReduceMin": "min", "ReduceProd": "mul",
                "ReduceSumSquare": "add", "ReduceL1": "add", "ReduceL2": "add"}
 
@@ -80,10 +81,55 @@ def _run(reference, node: Node, arrays: list[np.ndarray | None]) -> list[np.ndar
     return [np.asarray(r) for r in reference(arrays, node.attrs)]
 
 
+def _less(a: Known, b: Known) -> tuple[np.ndarray, np.ndarray]:
+    """Where a < b holds for every value in the ranges, and where it fails for every one."""
+    return a.hi < b.lo, a.lo >= b.hi
+
+
+def _compared(op: str, a: Known, b: Known) -> np.ndarray | None:
+    """A comparison's result where the ranges (or an extent compared with itself) decide it
+    for every element; None where they do not."""
+    if op == "Equal":
+        equal = ((a.lo == a.hi) & (b.lo == b.hi) & (a.lo == b.lo)) | np.vectorize(
+            lambda x, y: x is not None and x is y, otypes=[bool])(a.same, b.same)
+        true, false = equal, (a.hi < b.lo) | (b.hi < a.lo)
+    elif op in ("Less", "GreaterOrEqual"):
+        true, false = _less(a, b)
+    else:
+        true, false = _less(b, a)
+    if op in ("LessOrEqual", "GreaterOrEqual"):
+        true, false = false, true
+    true, false = np.broadcast_arrays(true, false)
+    return true if (true | false).all() else None
+
+
+def _infer_decided(ctx, node: Node) -> bool:
+    """Comparisons of shape arithmetic that the ranges decide (torchvision's `-1 == n` on a
+    length n >= 0, before an Expand) fold to constants, and a Where on a constant condition
+    moves the Known elements it picks; True when `node` was one of those."""
+    if node.op in _COMPARISONS:
+        ins = [known_of(ctx, v) for v in node.inputs]
+        if None not in ins:
+            decided = _compared(node.op, *ins)
+            if decided is not None:
+                remember(ctx, node.outputs[0], Known.const(decided))
+        return True
+    if node.op == "Where" and node.inputs[0].const is not None:
+        picks = [known_of(ctx, v) for v in node.inputs[1:]]
+        if None not in picks:
+            cond = node.inputs[0].const
+            remember(ctx, node.outputs[0], Known(*(np.where(cond, getattr(picks[0], f), getattr(picks[1], f))
+                                                   for f in ("lo", "hi", "same"))))
+        return True
+    return False
+
+
 def _infer_known(ctx, node: Node) -> None:
     """Carry Known through shape arithmetic: data movement keeps each element's identity and
     range; Min, Max, Add and the reductions are monotone, so their bounds are the op on
     the bounds; Sub and Mul (of non-negative values) have their interval forms."""
+    if _infer_decided(ctx, node):
+        return
     ins = [known_of(ctx, v) for v in node.inputs]
     if any(k is None for v, k in zip(node.inputs, ins) if v is not None):
         return
@@ -111,6 +157,9 @@ def _infer_known(ctx, node: Node) -> None:
     elif node.op in _MONOTONE:
         out_lo, out_hi = _run(reference, node, lo)[0], _run(reference, node, hi)[0]
         same = np.full(out_lo.shape, None, object)
+        zero = [k is not None and k.static() and not k.lo.any() for k in ins]
+        if node.op == "Add" and any(zero):  # torchvision's split offsets: 0 + n is n
+            same = np.broadcast_to(ins[zero.index(False) if False in zero else 0].same, out_lo.shape).copy()
     elif node.op == "Sub":
         out_lo, out_hi = ins[0].lo - ins[1].hi, ins[0].hi - ins[1].lo
         same = np.full(out_lo.shape, None, object)

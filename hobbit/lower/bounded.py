@@ -10,8 +10,10 @@ from __future__ import annotations
 import numpy as np
 from llvmlite import ir
 
+from hobbit.graph.shapes import contiguous_strides
 from hobbit.lower.builder import KernelBuilder
-from hobbit.lower.index import clamp, load_index
+from hobbit.lower.copy import emit_strided_copy
+from hobbit.lower.index import clamp, load_index, loop_nest, update
 from hobbit.lower.kernel import KernelArgs
 from hobbit.lower.kernels import CPU
 from hobbit.lower.status import check_range
@@ -63,13 +65,14 @@ def clamp_value(kb: KernelBuilder, v: ir.Value, lo: int | ir.Value, hi: ir.Value
 
 
 def _checked(kb: KernelBuilder, raw: ir.Value, dim: int | ir.Value, axis: int) -> ir.Value:
-    """`raw` as a position in [0, dim) for a run-time dim (negatives count from the end)."""
+    """`raw` as a position in [0, dim) for a run-time dim (negatives count from the end); when
+    the dim is 0 at run time, no index is valid (reported) and position 0 of the bound is used."""
     d = kb.idx(dim)
     check_range(kb, raw, kb.b.neg(d), kb.b.sub(d, kb.i64(1)), "index", axis)
     b = kb.b
     idx = b.select(b.icmp_signed("<", raw, kb.i64(0)), b.add(raw, d), raw)
-    idx = b.select(b.icmp_signed("<", idx, kb.i64(0)), kb.i64(0), idx)
-    return b.select(b.icmp_signed(">=", idx, d), b.sub(d, kb.i64(1)), idx)
+    idx = b.select(b.icmp_signed(">=", idx, d), b.sub(d, kb.i64(1)), idx)
+    return b.select(b.icmp_signed("<", idx, kb.i64(0)), kb.i64(0), idx)
 
 
 def _lower_gather(k: KernelArgs) -> None:
@@ -131,8 +134,32 @@ def _lower_concat(k: KernelArgs) -> None:
         start = kb.add(start, n)
 
 
+def _lower_scatter(k: KernelArgs) -> None:
+    data, indices = k.node.inputs[:2]
+    kb, axis = k.kb, k.node.attrs["axis"]
+    shape, index_shape = tuple(data.shape), tuple(indices.shape)
+    emit_strided_copy(kb, k.inputs[0], k.outputs[0], data.dtype, (data.type.size,), [1], 0)
+    if indices.type.size == 0:
+        return
+    rows = _extent(kb, k.inputs[3], index_shape[0])
+    dim = _extent(kb, k.inputs[4], shape[axis])
+    data_strides, index_strides = contiguous_strides(shape), contiguous_strides(index_shape)
+    with kb.loop(0, rows, name="r") as r:
+        def element(rest: list[ir.Value]) -> None:
+            index = [r] + rest
+            at = kb.affine(list(zip(index, index_strides)))
+            pos = _checked(kb, load_index(kb, k.inputs[1], indices.dtype, at), dim, axis)
+            terms = [(i, s) for d, (i, s) in enumerate(zip(index, data_strides)) if d != axis]
+            target = kb.add(kb.affine(terms), kb.mul(pos, data_strides[axis]))
+            update(kb, k.outputs[0], data.dtype, target, kb.load(k.inputs[2], data.dtype, at),
+                   k.node.attrs["reduction"])
+
+        loop_nest(kb, index_shape[1:], element)
+
+
 CPU.register("BoundedPad", lower=_lower_pad)
 CPU.register("BoundedCheck", lower=_lower_check)
 CPU.register("BoundedGather", lower=_lower_gather)
 CPU.register("BoundedGatherND", lower=_lower_gather_nd)
 CPU.register("BoundedConcat", lower=_lower_concat)
+CPU.register("BoundedScatterElements", lower=_lower_scatter)

@@ -1,6 +1,6 @@
 """The ops of the bounded-dynamic path (hobbit.graph.ir.Bounded) that other ops' bounded
 forms are built from: padding a bounded value, checking a run-time length, and the
-gathers and concatenation that read along a data-dependent dim.
+gathers, scatter and concatenation that read along a data-dependent dim.
 
 Each takes the run-time extents it needs as int64 scalar inputs (None where a dim is
 static) and writes its output in its static bound shape. The frontend
@@ -12,7 +12,7 @@ import numpy as np
 
 from hobbit.errors import ShapeError
 from hobbit.graph.ir import Node, TensorType
-from hobbit.ops.registry import OpDef, register_op
+from hobbit.ops.registry import OpDef, get_op, register_op
 
 
 def _cut(x: np.ndarray, axis: int, extent: int) -> np.ndarray:
@@ -126,3 +126,29 @@ register_op(OpDef(
     "BoundedConcat", infer=_concat_infer, reference=_concat_reference, attrs={"axis": 0, "count": 0},
     doc="Concat along a bounded dim: `count` parts, then one extent per part (None for a static "
         "part); each part's valid rows follow the previous parts' at a run-time offset"))
+
+
+def _scatter_infer(node: Node) -> list[TensorType]:
+    """ScatterElements' checks of the three tensors' shapes, in their bound shapes."""
+    inner = Node("ScatterElements", node.name, list(node.inputs[:3]), node.outputs, node.attrs)
+    return get_op("ScatterElements").infer(inner)
+
+
+def _scatter_reference(ins: list[np.ndarray], a: dict) -> list[np.ndarray]:
+    data, indices, updates, count, dim = ins
+    rows = indices.shape[0] if count is None else int(count)
+    dim = data.shape[a["axis"]] if dim is None else int(dim)
+    valid = indices[:rows]
+    if valid.size and (valid.min() < -dim or valid.max() >= dim):
+        raise ShapeError(f"index out of range [{-dim}, {dim})")
+    valid = np.where(valid < 0, valid + dim, valid)  # negatives count from the extent, not the bound
+    return get_op("ScatterElements").reference([data, valid, updates[:rows]], a)
+
+
+register_op(OpDef(
+    "BoundedScatterElements", infer=_scatter_infer, reference=_scatter_reference,
+    attrs={"axis": 0, "reduction": "none"}, checks_data=True,
+    doc="ScatterElements(data, indices, updates) where the indices and updates are bounded along "
+        "their dim 0 (input 3, their extent: only that many rows are scattered) and/or the data "
+        "is bounded along `axis` (input 4: indices are checked against that extent, not the "
+        "bound); torchvision's MultiScaleRoIAlign merges its levels' rows this way"))

@@ -9,7 +9,18 @@ Each model's BatchNorm statistics are therefore set from one pass over the calib
 image (as batch-norm recalibration does), its classification head's last conv is scaled
 to spread the logits, and the score threshold is set in the widest gap among the scores
 around rank `CANDIDATES`, so a few dozen well-separated candidates survive and two engines
-computing them to float32 rounding keep the same ones."""
+computing them to float32 rounding keep the same ones.
+
+FasterRCNN scores its classes in a second stage: its class logits (box_predictor.cls_score,
+after the RPN, RoiAlign and the box head, computed in torch for the calibration image) are
+scaled to the spread and roi_heads.score_thresh is set in their gap. Its RPN is left as
+initialised: its objectness ranks 3375 anchors by a TopK per level, NonMaxSuppression and
+a cut at 1000 proposals, and where two objectness scores tie to float32 rounding the
+engines order them differently. Scaling the objectness head does not separate them (the
+rounding scales with it), and it need not: on the calibration image and the other test
+images both engines send the same 1000 boxes to RoiAlign, a few near-tied ones in another
+order, which the detections (filtered, suppressed and sorted by their own scores) do not
+depend on."""
 
 from __future__ import annotations
 
@@ -34,7 +45,7 @@ class Detector:
     name: str
     size: int  # the square input image's side, also the transform's min/max size
     build: Callable[[object], object]  # torchvision.models.detection -> the model
-    scores: str  # "softmax" (SSD: class 0 is background) or "sigmoid" (RetinaNet)
+    scores: str  # "softmax" (SSD: class 0 is background), "sigmoid" (RetinaNet) or "rcnn" (two stages)
 
 
 def _ssdlite(d):
@@ -49,10 +60,15 @@ def _retinanet(d):
     return d.retinanet_resnet50_fpn(weights=None, weights_backbone=None, min_size=320, max_size=320)
 
 
+def _faster_rcnn(d):
+    return d.fasterrcnn_mobilenet_v3_large_fpn(weights=None, weights_backbone=None, min_size=320, max_size=320)
+
+
 DETECTORS = {d.name: d for d in (
     Detector("ssdlite320_mobilenet_v3_large", 320, _ssdlite, "softmax"),
     Detector("ssd300_vgg16", 300, _ssd300, "softmax"),
     Detector("retinanet_resnet50_fpn", 320, _retinanet, "sigmoid"),
+    Detector("fasterrcnn_mobilenet_v3_large_fpn", 320, _faster_rcnn, "rcnn"),
 )}
 
 
@@ -87,15 +103,21 @@ def _head_logits(model, xs: list):
     return model.head(features)["cls_logits"]
 
 
-def _recalibrate(torch, model, size: int) -> None:
-    """BatchNorm running statistics from one training-mode pass (momentum 1) over four
-    images (the smallest feature maps are 1x1: batch statistics need several samples)."""
+def _features(model, xs: list):
+    images, _ = model.transform(xs)
+    return images, model.backbone(images.tensors)
+
+
+def _recalibrate(torch, model, size: int, forward: Callable) -> None:
+    """BatchNorm running statistics from one training-mode pass (momentum 1) of `forward`
+    over four images (the smallest feature maps are 1x1: batch statistics need several
+    samples)."""
     norms = [m for m in model.modules() if isinstance(m, torch.nn.modules.batchnorm._BatchNorm)]
     for norm in norms:
         norm.reset_running_stats()
         norm.momentum = 1.0
     model.train()
-    _head_logits(model, [torch.from_numpy(image(size, seed)) for seed in range(4)])
+    forward(model, [torch.from_numpy(image(size, seed)) for seed in range(4)])
     model.eval()
 
 
@@ -105,7 +127,42 @@ def _candidate_scores(torch, model, detector: Detector, x) -> np.ndarray:
         scores = torch.softmax(logits, -1)[..., 1:]
     else:
         scores = torch.sigmoid(logits)
+    return _descending(scores)
+
+
+def _descending(scores) -> np.ndarray:
     return np.sort(scores.detach().numpy().reshape(-1))[::-1]
+
+
+def _calibrate_single_stage(torch, model, detector: Detector, x) -> None:
+    _recalibrate(torch, model, detector.size, _head_logits)
+    convs = _last_conv(model.head.classification_head)
+    if detector.scores == "sigmoid":
+        for conv in convs:
+            conv.bias.zero_()  # RetinaNet's prior bias keeps every score near 0.01
+    scale = LOGIT_SPREAD / float(_head_logits(model, [x]).std())
+    for conv in convs:
+        conv.weight.mul_(scale)
+    model.score_thresh = threshold(_candidate_scores(torch, model, detector, x))
+
+
+def _rcnn_logits(model, x):
+    """The second stage's class logits for one image, as FasterRCNN computes them."""
+    images, features = _features(model, [x])
+    proposals, _ = model.rpn(images, features)
+    heads = model.roi_heads
+    pooled = heads.box_roi_pool(features, proposals, images.image_sizes)
+    return heads.box_predictor(heads.box_head(pooled))[0]
+
+
+def _calibrate_rcnn(torch, model, size: int, x) -> None:
+    _recalibrate(torch, model, size, _features)
+    cls_score = model.roi_heads.box_predictor.cls_score
+    scale = LOGIT_SPREAD / float(_rcnn_logits(model, x).std())
+    cls_score.weight.mul_(scale)
+    cls_score.bias.mul_(scale)
+    scores = torch.softmax(_rcnn_logits(model, x), -1)[:, 1:]
+    model.roi_heads.score_thresh = threshold(_descending(scores))
 
 
 def threshold(scores: np.ndarray, around: int = CANDIDATES) -> float:
@@ -128,19 +185,26 @@ def export(name: str, opset: int = 17) -> bytes:
     model = detector.build(detection).eval()
     with torch.no_grad():
         x = torch.from_numpy(image(detector.size))
-        _recalibrate(torch, model, detector.size)
-        convs = _last_conv(model.head.classification_head)
-        if detector.scores == "sigmoid":
-            for conv in convs:
-                conv.bias.zero_()  # RetinaNet's prior bias keeps every score near 0.01
-        scale = LOGIT_SPREAD / float(_head_logits(model, [x]).std())
-        for conv in convs:
-            conv.weight.mul_(scale)
-        model.score_thresh = threshold(_candidate_scores(torch, model, detector, x))
+        if detector.scores == "rcnn":
+            _calibrate_rcnn(torch, model, detector.size, x)
+        else:
+            _calibrate_single_stage(torch, model, detector, x)
+        names = list(model([x])[0])  # the detections dict's order: FasterRCNN's has labels before scores
         buffer = io.BytesIO()
         torch.onnx.export(model, ([x],), buffer, opset_version=opset, dynamo=False,
-                          input_names=["image"], output_names=["boxes", "scores", "labels"])
-    return buffer.getvalue()
+                          input_names=["image"], output_names=names)
+    return _outputs_in_order(buffer.getvalue(), ["boxes", "scores", "labels"])
+
+
+def _outputs_in_order(data: bytes, names: list[str]) -> bytes:
+    import onnx
+
+    proto = onnx.load_from_string(data)
+    outputs = {o.name: o for o in proto.graph.output}
+    ordered = [onnx.ValueInfoProto.FromString(outputs[n].SerializeToString()) for n in names]
+    del proto.graph.output[:]
+    proto.graph.output.extend(ordered)
+    return proto.SerializeToString()
 
 
 # -- a YOLO-style detector with NonMaxSuppression, built with onnx.helper ------------------

@@ -171,3 +171,98 @@ def test_an_exported_library_cuts_bounded_outputs(tmp_path, score_filter):
     feeds = {"x": rng.random(40).astype(np.float32), "boxes": rng.random((40, 4)).astype(np.float32)}
     for w, g in zip(run_ort(model, feeds), loaded.run(feeds)):
         np.testing.assert_allclose(g, w, rtol=1e-6)
+
+
+def _rows_model(extra_nodes, outputs, extra_inits=()):
+    """rois = boxes[x > 0.2] (bounded rows), then `extra_nodes` on them."""
+    nodes = [h.make_node("Greater", ["x", "thr"], ["m"]), h.make_node("NonZero", ["m"], ["nz"]),
+             h.make_node("Squeeze", ["nz", "ax0"], ["idx"]), h.make_node("Gather", ["boxes", "idx"], ["rois"])]
+    inits = [h.make_tensor("thr", T.FLOAT, [], [0.2]), _i64("ax0", 0)] + list(extra_inits)
+    return _model(nodes + extra_nodes, [("x", [16]), ("boxes", [16, 4])], outputs, inits)
+
+
+def _compiled_once(model: onnx.ModelProto):
+    """Compiled once for every input: a model whose shapes need input values at compile time
+    would come back specialising on each input's values instead (and without a report)."""
+    compiled = hobbit.compile(model, cache=False)
+    assert compiled.report is not None
+    return compiled
+
+
+def _rows_feeds(seed: int) -> dict:
+    """seed 0 keeps no row, 1 all, others some."""
+    rng = np.random.default_rng(seed)
+    x = {0: np.zeros(16), 1: np.ones(16)}.get(seed, rng.random(16))
+    return {"x": x.astype(np.float32), "boxes": rng.random((16, 4)).astype(np.float32)}
+
+
+def test_rows_merged_by_level_scatter_only_their_valid_rows():
+    """torchvision's MultiScaleRoIAlign merge: zeros shaped like the rois, then per level a
+    ScatterElements of that level's rows at their NonZero positions, expanded through the
+    exporter's `shape == -1` Where (decided from the ranges: a length is never -1)."""
+    nodes = [h.make_node("Gather", ["rois", "first"], ["col"], axis=1), h.make_node("Greater", ["col", "half"], ["hi"]),
+             h.make_node("Cast", ["hi"], ["levels"], to=T.INT64), h.make_node("Shape", ["rois"], ["rshape"]),
+             h.make_node("ConstantOfShape", ["rshape"], ["res0"], value=h.make_tensor("v", T.FLOAT, [1], [0.0]))]
+    for level in (0, 1):
+        p = f"l{level}_"
+        nodes += [h.make_node("Equal", ["levels", f"{p}k"], [f"{p}eq"]), h.make_node("NonZero", [f"{p}eq"], [f"{p}nz"]),
+                  h.make_node("Reshape", [f"{p}nz", "col_shape"], [f"{p}ix"]),
+                  h.make_node("Shape", [f"{p}ix"], [f"{p}s"]), h.make_node("Gather", [f"{p}s", "first"], [f"{p}n"]),
+                  h.make_node("Unsqueeze", [f"{p}n", "ax0"], [f"{p}n1"]),
+                  h.make_node("Concat", [f"{p}n1", "four"], [f"{p}shape"], axis=0),
+                  h.make_node("Equal", [f"{p}shape", "minus_one"], [f"{p}auto"]),
+                  h.make_node("Where", [f"{p}auto", "ones", f"{p}shape"], [f"{p}to"]),
+                  h.make_node("Expand", [f"{p}ix", f"{p}to"], [f"{p}at"]),
+                  h.make_node("Squeeze", [f"{p}nz", "ax0"], [f"{p}flat"]),
+                  h.make_node("Gather", ["rois", f"{p}flat"], [f"{p}rows"]),
+                  h.make_node("Mul", [f"{p}rows", f"{p}scale"], [f"{p}upd"]),
+                  h.make_node("ScatterElements", [f"res{level}", f"{p}at", f"{p}upd"], [f"res{level + 1}"], axis=0)]
+    inits = [h.make_tensor("half", T.FLOAT, [], [0.5]), _i64("first", 0, []), _i64("col_shape", [-1, 1]), _i64("four", 4),
+             _i64("minus_one", [-1, -1]), _i64("ones", [1, 1]), _i64("l0_k", 0, []), _i64("l1_k", 1, []),
+             h.make_tensor("l0_scale", T.FLOAT, [], [2.0]), h.make_tensor("l1_scale", T.FLOAT, [], [-3.0])]
+    model = _rows_model(nodes, [("res2", T.FLOAT)], inits)
+    compiled = _compiled_once(model)
+    assert "BoundedScatterElements" in [n.op for n in compiled.report.graph.nodes]
+    for seed in range(5):
+        feeds = _rows_feeds(seed)
+        (want,), (got,) = run_ort(model, feeds), compiled.run(feeds)
+        assert got.shape == want.shape
+        np.testing.assert_array_equal(got, want)
+
+
+def test_scatter_indices_are_checked_against_the_data_extent():
+    """Scatter positions taken from x itself into the rows kept from it: positions past the
+    kept count are out of range at run time (onnxruntime refuses them too)."""
+    nodes = [h.make_node("Greater", ["x", "pos_thr"], ["pm"]), h.make_node("NonZero", ["pm"], ["pnz"]),
+             h.make_node("Squeeze", ["pnz", "ax0"], ["pos"]), h.make_node("Reshape", ["pos", "col_shape"], ["pcol"]),
+             h.make_node("Expand", ["pcol", "wide"], ["at"]), h.make_node("Gather", ["boxes", "pos"], ["upd"]),
+             h.make_node("ScatterElements", ["rois", "at", "upd"], ["y"], axis=0)]
+    inits = [h.make_tensor("pos_thr", T.FLOAT, [], [0.6]), _i64("col_shape", [-1, 1]), _i64("wide", [1, 4])]
+    model = _rows_model(nodes, [("y", T.FLOAT)], inits)
+    compiled = _compiled_once(model)
+    feeds = _rows_feeds(3)
+    feeds["x"][:8], feeds["x"][8:] = 0.9, 0.0  # kept rows 0-7, positions 0-7
+    (want,), (got,) = run_ort(model, feeds), compiled.run(feeds)
+    np.testing.assert_array_equal(got, want)
+    feeds["x"][:8], feeds["x"][8:] = 0.0, 0.9  # 8 kept rows, positions 8-15
+    with pytest.raises(RunError, match="index"):
+        compiled.run(feeds)
+
+
+def test_slice_ends_computed_from_data_dependent_lengths():
+    """rois[0:0 + len(rois)] (torchvision's split per image) keeps every row; rois[0:n] with n
+    another filter's count keeps min(len(rois), n) rows."""
+    nodes = [h.make_node("Shape", ["rois"], ["rs"]), h.make_node("Gather", ["rs", "first"], ["n"]),
+             h.make_node("Unsqueeze", ["n", "ax0"], ["n1"]), h.make_node("Add", ["zero1", "n1"], ["end"]),
+             h.make_node("Slice", ["rois", "zero1", "end", "zero1"], ["whole"]),
+             h.make_node("Greater", ["x", "high"], ["hm"]), h.make_node("NonZero", ["hm"], ["hnz"]),
+             h.make_node("Shape", ["hnz"], ["hs"]), h.make_node("Gather", ["hs", "one1"], ["count"]),
+             h.make_node("Slice", ["rois", "zero1", "count", "zero1"], ["prefix"])]
+    inits = [_i64("first", 0, []), _i64("zero1", [0]), _i64("one1", [1]), h.make_tensor("high", T.FLOAT, [], [0.7])]
+    model = _rows_model(nodes, [("whole", T.FLOAT), ("prefix", T.FLOAT)], inits)
+    compiled = _compiled_once(model)
+    for seed in range(5):
+        feeds = _rows_feeds(seed)
+        for w, g in zip(run_ort(model, feeds), compiled.run(feeds)):
+            assert g.shape == w.shape
+            np.testing.assert_array_equal(g, w)

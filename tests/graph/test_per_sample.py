@@ -20,6 +20,7 @@ WITHOUT_FACT = {
     "BoundedUnique",  # mixes samples, as Unique does
     "BoundedNonMaxSuppression",  # its rows mix the batch's samples, and its bound counts them all
     "RoiAlign",  # each roi reads the image its batch index names
+    "BoundedScatterElements",  # writes rows at positions read from data, as ScatterElements does
 }
 
 

@@ -1,5 +1,5 @@
 """The bounded forms of ONNX converters: what Shape, Size, ConstantOfShape, TopK, Gather,
-GatherND, Concat and Slice become when an input has a data-dependent dim or is shape
+GatherND, ScatterElements, Concat and Slice (a prefix, or run-time ends) become when an input has a data-dependent dim or is shape
 arithmetic on one (hobbit.frontend.bounded). The converters in the other modules call
 these when they meet such an input; everything static stays on their usual path."""
 
@@ -109,6 +109,26 @@ def gather_nd(ctx, data: Value, indices: Value, batch_dims: int) -> Value:
     return mark_bounded(out, 0, indices.bounded.extent)
 
 
+def scatter_elements(ctx, data: Value, indices: Value, updates: Value, axis: int, reduction: str) -> Value:
+    """ScatterElements of index rows bounded along dim 0 (only the valid rows write) into data
+    that is static, bounded along `axis` (indices are checked against its extent) or bounded
+    along dim 0 alike (the rows line up); the result is bounded as the data is."""
+    rows = indices.bounded
+    if (rows is None) != (updates.bounded is None) or (rows is not None and (
+            rows.axis != 0 or updates.bounded.axis != 0 or updates.bounded.extent is not rows.extent)):
+        raise Unsupported("ScatterElements whose indices and updates are not bounded alike along dim 0")
+    along = data.bounded is not None and data.bounded.axis == axis
+    if data.bounded is not None and not along and (rows is None or data.bounded.axis != 0
+                                                   or data.bounded.extent is not rows.extent):
+        raise Unsupported("ScatterElements into a value bounded along a dim its indices do not share")
+    inputs = [data, indices, updates, rows.extent if rows is not None else None,
+              data.bounded.extent if along else None]
+    out = ctx.emit("BoundedScatterElements", inputs, {"axis": axis, "reduction": reduction}, marks_own=True)[0]
+    if data.bounded is None:
+        return out
+    return mark_bounded(out, data.bounded.axis, data.bounded.extent)
+
+
 def concat(ctx, parts: list[Value], axis: int) -> Value:
     """Concat along a bounded dim: the valid rows of each part, one after another."""
     extents = [v.bounded.extent if v.bounded is not None and v.bounded.axis == axis else None for v in parts]
@@ -133,6 +153,26 @@ def _sum_extents(ctx, parts: list[Value], extents: list[Value | None], axis: int
             new_extent(ctx, total, 0, sum(v.shape[axis] for v in parts))
         ctx.extent_sums[key] = total
     return ctx.extent_sums[key]
+
+
+def cut_to_ends(ctx, x: Value, cut: Value, ends: Value, known: Known, starts: list[int], axes: list[int],
+                steps: list[int] | None) -> Value:
+    """Slice whose ends are computed from data-dependent lengths: `cut` is `x` sliced to the
+    ends' upper bounds. A run-time end on x's bounded dim, from 0 by step 1, keeps the rows
+    before it: the extent becomes min(extent, end), or stays when the end is the extent
+    itself (torchvision splits its per-image boxes at the number of proposals)."""
+    loose = [j for j in range(known.lo.size) if known.lo.reshape(-1)[j] != known.hi.reshape(-1)[j]]
+    for j in loose:
+        if x.bounded is None or axes[j] != x.bounded.axis or starts[j] != 0 \
+                or (steps is not None and steps[j] != 1) or known.lo.reshape(-1)[j] < 0:
+            raise Unsupported(f"Slice with a run-time end on dim {axes[j]} of '{x.name}' (only a "
+                              f"prefix of its data-dependent dim is supported)")
+        end = extent_scalar(ctx, ends, known, j)
+        if end is cut.bounded.extent:
+            continue
+        extent = new_extent(ctx, ctx.emit1("Min", [cut.bounded.extent, end]), 0, x.shape[axes[j]])
+        cut = mark_bounded(ctx.emit("Copy", [cut], marks_own=True)[0], axes[j], extent)
+    return cut
 
 
 def select(ctx, cond: Value, then: Value, other: Value) -> Value:

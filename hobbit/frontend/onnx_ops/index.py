@@ -58,8 +58,10 @@ def scatter_elements(ctx, node, ins):
     data, indices, updates = ins
     axis = normalize_axis(int(ctx.attrs(node).get("axis", 0)), len(data.shape), "ScatterElements axis")
     _check_range(indices, data.shape[axis], "ScatterElements indices")
-    return [ctx.emit1("ScatterElements", [data, indices, updates],
-                      {"axis": axis, "reduction": _reduction(ctx, node, data.dtype)})]
+    reduction = _reduction(ctx, node, data.dtype)
+    if any(v.bounded is not None for v in ins):
+        return [bounded.scatter_elements(ctx, data, indices, updates, axis, reduction)]
+    return [ctx.emit1("ScatterElements", [data, indices, updates], {"axis": axis, "reduction": reduction})]
 
 
 converter("Scatter", since=9)(scatter_elements)

@@ -173,9 +173,13 @@ def slice_attrs(ctx, node, ins):
 @converter("Slice", since=10)
 def slice_inputs(ctx, node, ins):
     starts = _ints(ctx, node, ins, 1, "", "Slice starts")
-    ends = _ints(ctx, node, ins, 2, "", "Slice ends")
-    return _slice(ctx, ins[0], starts, ends, _ints(ctx, node, ins, 3, "", "Slice axes"),
-                  _ints(ctx, node, ins, 4, "", "Slice steps"))
+    axes, steps = _ints(ctx, node, ins, 3, "", "Slice axes"), _ints(ctx, node, ins, 4, "", "Slice steps")
+    known = known_of(ctx, ins[2])
+    if ins[2].const is None and known is not None:
+        cut = _slice(ctx, ins[0], starts, [int(e) for e in known.hi.reshape(-1)], axes, steps)[0]
+        axes = list(range(len(starts))) if axes is None else [_axis(ax, len(ins[0].shape)) for ax in axes]
+        return [bounded.cut_to_ends(ctx, ins[0], cut, ins[2], known, starts, axes, steps)]
+    return _slice(ctx, ins[0], starts, _ints(ctx, node, ins, 2, "", "Slice ends"), axes, steps)
 
 
 @converter("Pad", since=1)
