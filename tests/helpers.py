@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import copy
 import threading
 
 import ml_dtypes
@@ -43,10 +44,80 @@ def needs_host_feature(feature: str) -> pytest.MarkDecorator:
 
 
 def run_ort(model: onnx.ModelProto, feeds: dict[str, np.ndarray]) -> list[np.ndarray]:
+    """onnxruntime's outputs, with uint8 x int8 products computed exactly on every CPU: its x86
+    kernels for those sum pairs of products in int16 (vpmaddubsw) where the CPU lacks VNNI,
+    saturating at 32767 (255 * 127 * 2 = 64770: a 1x1 QLinearConv of two such pairs gives 33
+    for the exact 65 with y_scale 1000 on AVX2), while its uint8 x uint8 kernels widen to
+    int16 first and are exact everywhere. So int8 weights of uint8 activations run as the
+    same values in uint8 (w + 128, zero point + 128): (x - xz)(w - wz) is unchanged, and on
+    a VNNI CPU, where both kernels are exact, so is the result (exact_u8s8)."""
     opts = ort.SessionOptions()
     opts.intra_op_num_threads = 1
+    model, feeds = exact_u8s8(model, feeds)
     sess = ort.InferenceSession(model.SerializeToString(), opts, providers=["CPUExecutionProvider"])
     return sess.run(None, feeds)
+
+
+# op -> (weight input, its zero point, the activation's zero point) of onnxruntime's int8 products
+_INT8_PRODUCTS = {"QLinearConv": (3, 5, 2), "QLinearMatMul": (3, 5, 2), "QGemm": (3, 5, 2),
+                  "ConvInteger": (1, 3, 2), "MatMulInteger": (1, 3, 2)}
+_FLOAT_PRODUCTS = {"Conv", "MatMul", "Gemm"}  # their weight input 1 behind a DequantizeLinear: QDQ
+
+
+def exact_u8s8(model: onnx.ModelProto, feeds: dict[str, np.ndarray]
+               ) -> tuple[onnx.ModelProto, dict[str, np.ndarray]]:
+    """`model` and `feeds` with every int8 weight of a uint8 activation (an initializer or a
+    fed input, with its zero point) stored as uint8 (see run_ort), in the QOperator and
+    integer ops and behind the DequantizeLinear of QDQ convs and matmuls; the arguments
+    themselves when there is none."""
+    graph = model.graph
+    values = {t.name: t for t in graph.initializer}
+    elem = {t.name: t.data_type for t in graph.initializer}
+    elem.update((v.name, v.type.tensor_type.elem_type) for v in graph.input)
+    producer = {out: node for node in graph.node for out in node.output}
+
+    def is_uint8(node: onnx.NodeProto, zero: int, activation: int) -> bool:
+        name = node.input[zero] if len(node.input) > zero and node.input[zero] else node.input[activation]
+        return elem.get(name) == onnx.TensorProto.UINT8
+
+    def int8_weight(name: str) -> bool:
+        return (name in values or name in feeds) and elem.get(name) == onnx.TensorProto.INT8
+
+    # (node index, weight input, zero point input) to store in uint8
+    targets = [(i, w, z) for i, node in enumerate(graph.node) if node.op_type in _INT8_PRODUCTS
+               for w, z, a in [_INT8_PRODUCTS[node.op_type]]
+               if int8_weight(node.input[w]) and is_uint8(node, a, 0)]
+    index = {id(node): i for i, node in enumerate(graph.node)}
+    for node in graph.node:
+        if node.op_type in _FLOAT_PRODUCTS and len(node.input) > 1:
+            dq_w, dq_x = producer.get(node.input[1]), producer.get(node.input[0])
+            if (dq_w is not None and dq_x is not None and dq_w.op_type == dq_x.op_type == "DequantizeLinear"
+                    and int8_weight(dq_w.input[0]) and is_uint8(dq_x, 2, 0)):
+                targets.append((index[id(dq_w)], 0, 2))
+    if not targets:
+        return model, feeds
+    model, feeds = copy.deepcopy(model), dict(feeds)
+    for i, w, z in targets:
+        node = model.graph.node[i]
+        while len(node.input) <= z:
+            node.input.append("")
+        for slot in (w, z):
+            old = node.input[slot]
+            new = f"{node.input[w]}_as_uint8_{slot}_{i}"
+            if old in feeds:
+                feeds[new] = (feeds[old].astype(np.int16) + 128).astype(np.uint8)
+                model.graph.input.append(helper.make_tensor_value_info(new, onnx.TensorProto.UINT8,
+                                                                       feeds[new].shape))
+            else:
+                array = numpy_helper.to_array(values[old]) if old else np.zeros((), np.int8)
+                model.graph.initializer.append(numpy_helper.from_array(
+                    (array.astype(np.int16) + 128).astype(np.uint8), new))
+            node.input[slot] = new
+    used = {name for node in model.graph.node for name in node.input}
+    kept = [t for t in model.graph.initializer if t.name in used or t.name not in values]
+    del model.graph.initializer[:]
+    model.graph.initializer.extend(kept)
+    return model, feeds
 
 
 def assert_matches_ort(model: onnx.ModelProto, feeds: dict[str, np.ndarray],
