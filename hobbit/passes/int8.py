@@ -133,7 +133,7 @@ def _dequantized_weights(value: Value) -> tuple[np.ndarray, np.ndarray] | None:
     oc = w.shape[0]
     if scale.size not in (1, oc) or zero.size not in (1, oc):
         return None
-    if scale.size == oc and scale.shape[0] != oc:
+    if scale.ndim and scale.size == oc and scale.shape[0] != oc:  # per channel, but not along axis 0
         return None
     centred = w.astype(np.int32) - zero.astype(np.int32).reshape(-1, *(1,) * (w.ndim - 1))
     return centred, np.broadcast_to(scale.astype(np.float64).reshape(-1), (oc,))

@@ -230,3 +230,10 @@ def test_extreme_weights_requantize_exactly(form, x_dtype, x_value, x_zero):
     (got,), (want,) = run_both(model, {"x": x})
     np.testing.assert_array_equal(want, exact)
     np.testing.assert_array_equal(got, exact)
+
+
+@pytest.mark.parametrize("form", FORMS)
+def test_one_output_channel_with_a_per_tensor_weight_scale(form):
+    """A scalar weight scale of a conv with one output channel is per tensor (its size is
+    also the channel count: the per-channel check must not index its shape)."""
+    _check(form, Geometry(1, 8, 7, 1, 3, pads=_p(3)), per_channel=False)
