@@ -12,8 +12,9 @@ from hobbit.ops.registry import _REGISTRY, get_op
 # Ops without a fact: a batched operand reaching one makes the model compile per batch size.
 # Adding an op to the registry means deciding, here, whether it keeps samples independent.
 WITHOUT_FACT = {
-    "BoundedCompress", "BoundedNonZero",
-    "BitCast", "BoundedCheck", "BoundedConcat", "BoundedGather", "BoundedGatherND", "BoundedPad", "Col2Im", "ConstantOfShape", "ConvWinograd", "DequantizeLinear", "Det", "ExpandDepthwise",
+    "BoundedCompress", "BoundedNonZero", "BoundedCheck", "BoundedConcat", "BoundedGather", "BoundedGatherND",
+    "BoundedPad",
+    "BitCast", "Col2Im", "ConstantOfShape", "ConvWinograd", "DequantizeLinear", "Det", "ExpandDepthwise",
     "GatherElements", "GatherND", "GridSample", "NonZero", "OneHot", "QuantizeLinear", "Range", "Recurrence",
     "ResizeNearest", "ReverseSequence", "ScatterElements", "ScatterND", "Shape", "Size", "TensorScatter",
     "Trilu", "Unique",
@@ -21,6 +22,7 @@ WITHOUT_FACT = {
     "BoundedNonMaxSuppression",  # its rows mix the batch's samples, and its bound counts them all
     "RoiAlign",  # each roi reads the image its batch index names
     "BoundedScatterElements",  # writes rows at positions read from data, as ScatterElements does
+    "BoundedLoop",  # its body may mix samples, and its iteration count is one for the whole batch
 }
 
 
