@@ -74,6 +74,11 @@ def exact_u8s8(model: onnx.ModelProto, feeds: dict[str, np.ndarray]
     values = {t.name: t for t in graph.initializer}
     elem = {t.name: t.data_type for t in graph.initializer}
     elem.update((v.name, v.type.tensor_type.elem_type) for v in graph.input)
+    for node in graph.node:  # what quantizes at run time: uint8 from DynamicQuantizeLinear, a QuantizeLinear's zero's type
+        if node.op_type == "DynamicQuantizeLinear":
+            elem[node.output[0]] = elem[node.output[2]] = onnx.TensorProto.UINT8
+        elif node.op_type == "QuantizeLinear":
+            elem[node.output[0]] = elem.get(node.input[2]) if len(node.input) > 2 else onnx.TensorProto.UINT8
     producer = {out: node for node in graph.node for out in node.output}
 
     def is_uint8(node: onnx.NodeProto, zero: int, activation: int) -> bool:
