@@ -17,6 +17,11 @@ import os
 
 import pytest
 
+# TensorFlow's own (non-oneDNN) CPU kernels lack dilated DepthwiseConv2dNative, and TensorFlow
+# turns oneDNN on by default only on some CPUs (not on an AVX2-only Zen 1): the TFLite reader's
+# oracle (tests/frontend/tf/tflite_oracle.py) runs that op. Set before any test imports TensorFlow.
+os.environ.setdefault("TF_ENABLE_ONEDNN_OPTS", "1")
+
 
 @pytest.fixture(autouse=True, scope="session")
 def _compile_cache_in_tmp(tmp_path_factory: pytest.TempPathFactory):
