@@ -3,6 +3,11 @@ file runs on one xdist worker, so the export and compile happen once per CI run)
 
 from __future__ import annotations
 
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
 import numpy as np
 import onnxruntime as ort
 
@@ -12,6 +17,16 @@ from hobbit.zoo import detection
 # Box corners are pixels of a 300-320 image: 1e-2 absolute is 1/30000 of the image; the
 # scores come from a softmax/sigmoid computed to float32 rounding in both engines.
 BOX_ATOL, SCORE_ATOL = 1e-2, 1e-4
+
+
+def exported(name: str) -> bytes:
+    """The detector exported in a fresh interpreter (`python -m hobbit.zoo.detection`): torch's
+    exporter imports triton, whose bundled LLVM crashes a process that already holds
+    llvmlite's and TensorFlow's (a segfault in an xdist worker of the full suite)."""
+    with tempfile.TemporaryDirectory() as folder:
+        subprocess.run([sys.executable, "-m", "hobbit.zoo.detection", folder, "--models", name],
+                       check=True, capture_output=True, timeout=1200)
+        return (Path(folder) / f"{name}.onnx").read_bytes()
 
 
 def compile_both(model: bytes, threads: int = 2):

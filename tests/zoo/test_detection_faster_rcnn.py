@@ -8,8 +8,7 @@ boxes reach RoiAlign), which the detections do not depend on."""
 
 import pytest
 
-from hobbit.zoo import detection
-from tests.zoo.detection_cases import check_detector, compile_both
+from tests.zoo.detection_cases import check_detector, compile_both, exported
 
 pytestmark = pytest.mark.slow
 
@@ -18,7 +17,7 @@ NAME = "fasterrcnn_mobilenet_v3_large_fpn"
 
 @pytest.fixture(scope="module")
 def engines():
-    return compile_both(detection.export(NAME))
+    return compile_both(exported(NAME))
 
 
 def test_detections_match_onnxruntime(engines):

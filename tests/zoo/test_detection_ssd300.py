@@ -4,15 +4,14 @@ NonMaxSuppression and If run on hobbit's bounded-dynamic path."""
 
 import pytest
 
-from hobbit.zoo import detection
-from tests.zoo.detection_cases import check_detector, compile_both
+from tests.zoo.detection_cases import check_detector, compile_both, exported
 
 pytestmark = pytest.mark.slow
 
 
 @pytest.fixture(scope="module")
 def engines():
-    return compile_both(detection.export("ssd300_vgg16"))
+    return compile_both(exported("ssd300_vgg16"))
 
 
 def test_detections_match_onnxruntime(engines):
