@@ -29,11 +29,11 @@ def _cases(*names: str) -> list:
 
 
 def test_run_suite_reports_passes_and_reasons() -> None:
-    cases = _cases("test_abs", "test_nonmaxsuppression_center_point_box_format")
+    cases = _cases("test_abs", "test_basic_deform_conv_with_padding")
     results = conformance.run_suite("hobbit", cases)
     assert results["test_abs"] == Outcome(True, "")
-    failed = results["test_nonmaxsuppression_center_point_box_format"]
-    assert not failed.passed and "NonMaxSuppression" in failed.reason and "not supported" in failed.reason
+    failed = results["test_basic_deform_conv_with_padding"]
+    assert not failed.passed and "DeformConv" in failed.reason and "not supported" in failed.reason
 
 
 def test_markdown_groups_expanded_tests_under_their_operator() -> None:
@@ -172,10 +172,10 @@ def test_write_expected_failures_exits_0_and_keeps_the_rest(listing, monkeypatch
 def test_a_real_run_on_hobbit(tmp_path: Path, monkeypatch, capsys) -> None:
     """End to end with no expected-failure list: a failing test is unexpected, so exit 1."""
     monkeypatch.setattr(conformance, "EXPECTED_FAILURES", tmp_path / "missing.txt")
-    assert main(["conformance", "--filter", "^test_(abs|nonmaxsuppression_center_point_box_format)$"]) == 1
+    assert main(["conformance", "--filter", "^test_(abs|basic_deform_conv_with_padding)$"]) == 1
     out = capsys.readouterr().out
-    assert "pass  test_abs" in out and "FAIL  test_nonmaxsuppression_center_point_box_format  Unsupported" in out
-    assert "(none found at" in out and "not expected to fail: test_nonmaxsuppression_center_point_box_format" in out
+    assert "pass  test_abs" in out and "FAIL  test_basic_deform_conv_with_padding  Unsupported" in out
+    assert "(none found at" in out and "not expected to fail: test_basic_deform_conv_with_padding" in out
 
 
 def test_the_target_reaches_the_worker_processes() -> None:
