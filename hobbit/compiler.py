@@ -11,7 +11,7 @@ import numpy as np
 
 from hobbit.codegen.llvm import emit_object, optimize
 from hobbit.codegen.module import build_module, pack_weights, status_records, view_constants
-from hobbit.target import Target, host_target, parse_target
+from hobbit.target import Target, host_target, is_gpu, parse_target
 from hobbit.errors import ConfigError
 from hobbit.frontend.onnx import InputValuesNeeded, SymbolicInputShape
 from hobbit.frontend.source import ModelInput, OnnxSource, Source, open_source
@@ -99,6 +99,8 @@ def resolve_threads(threads: int | None, target: Target | None = None) -> int:
     for a target this host cannot run (this host's CPUs say nothing about that machine's).
     Checked up front so a bad value is one clear error naming the argument, not a TypeError
     deep in planning, and 0 is refused rather than read as "the default"."""
+    if target is not None and is_gpu(target):
+        return 1  # a GPU model is one launch sequence; its parallelism is its grids'
     if threads is None:
         return 1 if target is not None and target.runs_on(host_target()) else default_threads()
     if isinstance(threads, bool) or not isinstance(threads, numbers.Integral) or threads < 1:
@@ -111,6 +113,8 @@ def resolve_precision(precision: str, target: Target, passes: list[str] | None) 
     """"fp32" or "bf16" (on a target with AVX512-BF16), checked before anything is imported.
     An explicit pass list must name the "bf16" pass for bf16: without it nothing would run
     in bf16, and a model silently compiled in float32 is not what was asked for."""
+    if is_gpu(target):
+        return precision  # compile_gpu says which precisions GPUs have
     if precision not in PRECISIONS:
         raise ConfigError(f"precision= must be one of {', '.join(map(repr, PRECISIONS))}; got {precision!r} "
                           f"(int8 comes from quantized models: see hobbit.quantize)")
@@ -175,6 +179,10 @@ def compile(model: ModelSource, target: str | Target = "host", threads: int | No
 
     def build(shapes: dict[str, tuple[int, ...]], values: dict[str, np.ndarray]) -> CompiledModel | ExportOnlyModel:
         with Progress.for_compile(progress) as show:
+            if is_gpu(machine):
+                from hobbit.compiler_gpu import compile_gpu
+                return compile_gpu(source, machine, precision, opt_level, passes,
+                                   {**(input_shapes or {}), **shapes}, values, show)
             if foreign:
                 return _compile_only(source, machine, foreign, threads, precision, opt_level, passes,
                                      {**(input_shapes or {}), **shapes}, values, show)

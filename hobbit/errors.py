@@ -98,3 +98,8 @@ class CalibrationError(InputError):
 class QuantizeError(HobbitError):
     """hobbit.quantize cannot quantize this model: nothing in it is quantizable, or its opset is
     too old for per-axis (De)QuantizeLinear; the message names the model and what to do."""
+
+
+class DeviceError(HobbitError):
+    """A GPU model cannot run here: no GPU, no driver, no cuda-python, or the device refused
+    a call; the message says which, and what still works without it (export, emulate)."""

@@ -172,14 +172,88 @@ def cpu_target(triple: str, cpu: str | None = None, features: str = "") -> Targe
     return Target(_full_triple(triple), cpu, flat, bits, regs, known.l1_bytes, known.l2_bytes, cores=1)
 
 
-def parse_target(spec: "str | Target | None") -> Target:
+@dataclass(frozen=True)
+class GpuTarget:
+    """A GPU: what its schedules read (SMs or compute units, shared memory a block may hold,
+    registers, warp width, threads per block) and what codegen reads (LLVM triple, arch).
+
+    `vendor` is "cuda" (NVPTX, `arch` an sm_XX) or "rocm" (AMDGPU, `arch` a gfxXXX).
+    `shared_bytes` is what a block may hold as *static* shared memory (48 KiB on NVIDIA:
+    more needs dynamic shared memory and an opt-in attribute per kernel; a workgroup's
+    64 KiB LDS on AMD)."""
+
+    vendor: str
+    arch: str
+    sms: int
+    shared_bytes: int
+    registers_per_thread: int
+    registers_per_sm: int
+    warp: int
+    max_block: int
+    ptx_version: str = ""  # the PTX ISA the NVPTX back end writes (.version), "" for AMDGPU
+
+    @property
+    def triple(self) -> str:
+        return "nvptx64-nvidia-cuda" if self.vendor == "cuda" else "amdgcn-amd-amdhsa"
+
+    @property
+    def cpu(self) -> str:
+        return self.arch
+
+    @property
+    def features(self) -> str:
+        return f"+{self.ptx_version}" if self.ptx_version else ""
+
+    @property
+    def key(self) -> str:
+        return f"{self.triple}|{self.arch}"
+
+    @property
+    def sve_bits(self) -> int:
+        return 0
+
+    def runs_on(self, host: Target) -> str | None:
+        return f"it is {self.vendor} GPU code ({self.arch}); run it on the GPU, not on the host CPU"
+
+
+# GPUs by arch: one typical part each (H100/H200 for sm_90, A100 for sm_80, MI250X's GCD for
+# gfx90a, MI300X for gfx942). Schedules scale with `sms`; a bigger or smaller part of the
+# same arch runs the same code, with a grid that fills it less well.
+GPUS: dict[str, GpuTarget] = {
+    "sm_80": GpuTarget("cuda", "sm_80", 108, 48 * KIB, 255, 65536, 32, 1024, "ptx70"),
+    "sm_90": GpuTarget("cuda", "sm_90", 132, 48 * KIB, 255, 65536, 32, 1024, "ptx78"),
+    "gfx90a": GpuTarget("rocm", "gfx90a", 110, 64 * KIB, 512, 131072, 64, 1024),
+    "gfx942": GpuTarget("rocm", "gfx942", 304, 64 * KIB, 512, 131072, 64, 1024),
+}
+GPU_DEFAULTS = {"cuda": "sm_90", "rocm": "gfx942"}
+
+
+def gpu_target(spec: str) -> GpuTarget:
+    """"cuda", "cuda:sm_80", "rocm", "rocm:gfx90a" -> the GpuTarget."""
+    vendor, _, arch = spec.partition(":")
+    arch = arch or GPU_DEFAULTS[vendor]
+    known = GPUS.get(arch)
+    if known is None or known.vendor != vendor:
+        names = [name for name, g in GPUS.items() if g.vendor == vendor]
+        raise TargetError(f"unknown {vendor} GPU arch {arch!r} in target {spec!r}; known: {', '.join(names)}")
+    return known
+
+
+def is_gpu(target: "Target | GpuTarget") -> bool:
+    return isinstance(target, GpuTarget)
+
+
+def parse_target(spec: "str | Target | GpuTarget | None") -> "Target | GpuTarget":
     """compile(target=...) -> a Target: None, "host" (or "cpu") for this machine; a Target as
-    given; or "CPU", "TRIPLE", "TRIPLE:CPU" or "TRIPLE:CPU:FEATURES" (e.g. "x86-64-v3",
-    "aarch64-linux-gnu:neoverse-v1", "x86_64-linux-gnu:znver4:-avx512bf16")."""
+    given; "CPU", "TRIPLE", "TRIPLE:CPU" or "TRIPLE:CPU:FEATURES" (e.g. "x86-64-v3",
+    "aarch64-linux-gnu:neoverse-v1", "x86_64-linux-gnu:znver4:-avx512bf16"); or a GPU:
+    "cuda[:sm_80|sm_90]", "rocm[:gfx90a|gfx942]" (a GpuTarget)."""
     if spec is None or spec in HOST:
         return host_target()
-    if isinstance(spec, Target):
+    if isinstance(spec, (Target, GpuTarget)):
         return spec
+    if isinstance(spec, str) and spec.strip().partition(":")[0] in GPU_DEFAULTS:
+        return gpu_target(spec.strip())
     if not isinstance(spec, str) or not spec.strip():
         raise TargetError(f"target= is 'host', a CPU name, 'TRIPLE[:CPU[:FEATURES]]' or a hobbit Target; "
                           f"got {spec!r}")

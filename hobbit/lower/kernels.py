@@ -44,6 +44,11 @@ class KernelTable:
             table = table.parent
         raise CodegenError(f"backend {self.backend} has no kernel {name!r}")
 
+    def scalars(self) -> dict[str, Callable[..., Any]]:
+        """The scalar expression of every element-wise kernel this table or an ancestor has."""
+        own = {name: k.scalar for name, k in self._kernels.items() if k.scalar is not None}
+        return {**self.parent.scalars(), **own} if self.parent is not None else own
+
     def names(self) -> set[str]:
         """Every kernel name this table or an ancestor implements."""
         own = set(self._kernels)

@@ -60,6 +60,11 @@ DEFAULT_PIPELINE: list[str] = ["int8", "widen-half", "dce", "fold", "sink-transp
 BF16_PIPELINE: list[str] = ["winograd-bf16" if p == "winograd" else p for p in DEFAULT_PIPELINE]
 BF16_PIPELINE.insert(BF16_PIPELINE.index("fuse-depthwise") + 1, "bf16")
 
+# A GPU target: the target-independent graph passes. Winograd, the blocked layouts and the
+# pool/depthwise fusions are the CPU's kernels' choices, not the GPU's; in-place Concat
+# would hand producers strided slices the GPU kernels do not write.
+GPU_PIPELINE: list[str] = ["widen-half", "dce", "fold", "sink-transposes", "fold-batchnorm", "fuse", "dce"]
+
 PRECISIONS = ("fp32", "bf16")
 
 

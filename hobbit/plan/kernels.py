@@ -23,7 +23,8 @@ from hobbit.plan.selection import compress_plan
 from hobbit.plan.unique import unique_plan
 from hobbit.plan.winograd import winograd_plan
 from hobbit.plan.winograd_bf16 import winograd_bf16_plan
-from hobbit.target import Target
+from hobbit.plan.gpu import gpu_plan
+from hobbit.target import GpuTarget, Target, is_gpu
 
 Planner = Callable[[Node, Target, int], Any]
 
@@ -42,7 +43,10 @@ PLANNERS: dict[str, Planner] = {
 }
 
 
-def kernel_plan(node: Node, target: Target, threads: int) -> Any:
-    """The node's frozen plan, or None for an op that has no planner."""
+def kernel_plan(node: Node, target: Target | GpuTarget, threads: int) -> Any:
+    """The node's frozen plan, or None for an op that has no planner. On a GPU every kernel
+    has one (its launch: hobbit.plan.gpu)."""
+    if is_gpu(target):
+        return gpu_plan(node, target)
     planner = PLANNERS.get(node.op)
     return planner(node, target, threads) if planner is not None else None

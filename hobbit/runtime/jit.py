@@ -89,6 +89,26 @@ def call_positionally(model, arrays: tuple) -> np.ndarray | list:
     return outs[0] if len(outs) == 1 else outs
 
 
+def validate_feeds(feeds: dict[str, np.ndarray], specs: list[TensorSpec]) -> list[np.ndarray]:
+    """run()'s feeds -> one contiguous, aligned array per declared input, in declaration order;
+    a wrong name, type, dtype or shape is an InputError naming the input."""
+    check_feed_names(feeds, [s.name for s in specs])
+    arrays = []
+    for spec in specs:
+        value = feeds[spec.name]
+        if not isinstance(value, np.ndarray):
+            raise InputError(f"input '{spec.name}' must be a numpy array, got {type(value).__name__}")
+        if value.dtype != spec.dtype:
+            raise InputError(f"input '{spec.name}' has dtype {value.dtype}, "
+                             f"the model expects {np.dtype(spec.dtype).name}")
+        if tuple(value.shape) != tuple(spec.shape):
+            raise InputError(f"input '{spec.name}' has shape {tuple(value.shape)}, "
+                             f"the model expects {tuple(spec.shape)}")
+        # Generated code indexes elements from a naturally aligned base pointer.
+        arrays.append(np.require(value, requirements=["C_CONTIGUOUS", "ALIGNED"]))
+    return arrays
+
+
 def check_feed_names(feeds: object, names: list[str]) -> None:
     """run() takes a dict whose keys are exactly the model's input names."""
     if not isinstance(feeds, dict):
@@ -233,18 +253,4 @@ class CompiledModel(ModelTensors):
         return arena
 
     def _validate(self, feeds: dict[str, np.ndarray]) -> list[np.ndarray]:
-        check_feed_names(feeds, [s.name for s in self.inputs])
-        arrays = []
-        for spec in self.inputs:
-            value = feeds[spec.name]
-            if not isinstance(value, np.ndarray):
-                raise InputError(f"input '{spec.name}' must be a numpy array, got {type(value).__name__}")
-            if value.dtype != spec.dtype:
-                raise InputError(f"input '{spec.name}' has dtype {value.dtype}, "
-                                 f"the model expects {np.dtype(spec.dtype).name}")
-            if tuple(value.shape) != tuple(spec.shape):
-                raise InputError(f"input '{spec.name}' has shape {tuple(value.shape)}, "
-                                 f"the model expects {tuple(spec.shape)}")
-            # Generated code indexes elements from a naturally aligned base pointer.
-            arrays.append(np.require(value, requirements=["C_CONTIGUOUS", "ALIGNED"]))
-        return arrays
+        return validate_feeds(feeds, self.inputs)

@@ -1,0 +1,72 @@
+"""compile() for a GPU target: frontend -> the GPU pass pipeline -> memory plan with GPU
+plans -> one module of kernels -> PTX (+ cubin) or an AMDGPU code object -> GpuModel.
+
+The frontend, the graph passes and memory planning are the CPU path's; only the plans
+(hobbit.plan.gpu), the kernels (hobbit.gpu) and the finish differ. The host-flavour
+module for GpuModel.emulate is built from the same graph and plan when first asked for."""
+
+from __future__ import annotations
+
+import time
+
+import numpy as np
+
+from hobbit.codegen.device_code import assemble_ptx, hsaco, ptx, ptxas_path
+from hobbit.codegen.gpu_module import build_gpu_module
+from hobbit.codegen.module import pack_weights
+from hobbit.compiler import CompileReport
+from hobbit.errors import ConfigError, MissingDependencyError
+from hobbit.frontend.source import Source
+from hobbit.passes import GPU_PIPELINE, run_pipeline
+from hobbit.passes.memory import plan_memory
+from hobbit.runtime.gpu_model import GpuModel
+from hobbit.runtime.jit import TensorSpec
+from hobbit.runtime.progress import Progress
+from hobbit.target import GpuTarget
+
+
+def compile_gpu(source: Source, target: GpuTarget, precision: str, opt_level: int, passes: list[str] | None,
+                input_shapes: dict[str, tuple[int, ...]] | None, input_values: dict[str, np.ndarray],
+                show: Progress) -> GpuModel:
+    if precision != "fp32":
+        raise ConfigError(f"precision={precision!r} is not built for GPU targets yet; they compute in float32")
+    times: dict[str, float] = {}
+    t0 = time.perf_counter()
+    show.stage("import")
+    graph = source.import_graph(input_shapes, input_values)
+    times["import"] = time.perf_counter() - t0
+    t0 = time.perf_counter()
+    show.stage("passes")
+    graph = run_pipeline(graph, GPU_PIPELINE if passes is None else passes, target)
+    plan = plan_memory(graph, target, 1)
+    weights = pack_weights(graph, plan)
+    times["passes"] = time.perf_counter() - t0
+    t0 = time.perf_counter()
+    show.stage("codegen")
+    flavour = "nvptx" if target.vendor == "cuda" else "amdgpu"
+    text, launches = build_gpu_module(graph, plan, target, flavour)
+    times["codegen"] = time.perf_counter() - t0
+    t0 = time.perf_counter()
+    show.stage("LLVM " + target.arch)
+    cubin, resources = None, {}
+    if target.vendor == "cuda":
+        code: str | bytes = ptx(text, target, opt_level)
+        try:
+            ptxas_path()
+        except MissingDependencyError:
+            pass  # the driver assembles the PTX itself when the model is loaded
+        else:
+            cubin, resources = assemble_ptx(code, target)
+    else:
+        code = hsaco(text, target, opt_level)
+    times["llvm"] = time.perf_counter() - t0
+    report = CompileReport(graph, plan, target, 1, text, times, None, weights)
+    inputs = [TensorSpec(v.name, tuple(v.shape), np.dtype(v.dtype)) for v in graph.inputs]
+    outputs = [TensorSpec(name, tuple(v.shape), np.dtype(v.dtype)) for name, v in zip(graph.output_names, graph.outputs)]
+
+    def host_module() -> str:
+        return build_gpu_module(graph, plan, target, "host")[0]
+
+    show.finish(f"compiled for {target.vendor} {target.arch}")
+    return GpuModel(target, inputs, outputs, launches, weights, plan.arena_bytes, code, cubin, resources,
+                    host_module, report)

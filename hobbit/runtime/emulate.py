@@ -1,0 +1,50 @@
+"""The grid emulation: a GPU model's kernels, built for the host, run over their grids.
+
+The kernels are the GPU backend's own emitters built with the "host" flavour
+(hobbit.gpu.simt): the same body, its blocks run one after another and each phase's
+threads in a loop, shared memory and barriers honoured. Buffers are numpy arrays laid
+out as the device runtime lays out device memory: the inputs, the outputs, the weights
+blob and one arena, each kernel's pointers at the places its Launch names. This is how
+the GPU kernels' results are checked against onnxruntime on a machine with no GPU; its
+speed says nothing about a GPU's."""
+
+from __future__ import annotations
+
+import ctypes
+
+import numpy as np
+
+from hobbit.codegen.gpu_module import Launch
+from hobbit.codegen.llvm import optimize
+from hobbit.runtime.jit import jit_engine
+from hobbit.target import host_target
+
+
+class GridEmulator:
+    def __init__(self, host_module_text: str, launches: list[Launch], weights: np.ndarray, arena_bytes: int):
+        target = host_target()
+        self._engine = jit_engine(optimize(host_module_text, target), target)
+        self._launches = launches
+        self._weights = weights
+        raw = np.zeros(arena_bytes + 64, dtype=np.uint8)
+        shift = (-raw.ctypes.data) % 64
+        self._arena = raw[shift: shift + arena_bytes]
+        self._calls = []
+        for launch in launches:
+            address = self._engine.get_function_address(f"{launch.kernel}.grid")
+            kind = ctypes.CFUNCTYPE(None, *[ctypes.c_void_p] * len(launch.args))
+            self._calls.append(kind(address))
+
+    def run(self, inputs: list[np.ndarray], outputs: list[np.ndarray]) -> None:
+        """Every launch in order on `inputs` (contiguous, as the model declares them), writing `outputs`."""
+        bases = {"input": [a.ctypes.data for a in inputs], "output": [a.ctypes.data for a in outputs]}
+        weights, arena = self._weights.ctypes.data, self._arena.ctypes.data
+        for launch, call in zip(self._launches, self._calls):
+            pointers = []
+            for place in launch.args:
+                if place.kind in bases:
+                    pointers.append(bases[place.kind][place.index] + place.offset)
+                else:
+                    pointers.append((weights if place.kind == "const" else arena) + place.index + place.offset)
+            call(*pointers)
+
