@@ -33,7 +33,7 @@ from hobbit.passes import DEFAULT_PIPELINE, PASSES, PRECISIONS, default_pipeline
 from hobbit.passes.memory import needs_code
 from hobbit.quantize.calibrate import declared_inputs
 from hobbit.quantize.files import CalibrationFiles
-from hobbit.target import CPUS, Target, host_target, parse_target
+from hobbit.target import CPUS, GpuTarget, Target, host_target, is_gpu, parse_target
 
 EXIT_ERROR = 2
 EXIT_INTERRUPTED = 130
@@ -99,8 +99,11 @@ def _report(args: argparse.Namespace, opt_level: int = 0) -> CompileReport:
                          opt_level=opt_level, threads=args.threads, precision=args.precision)
 
 
-def runnable_here(target: Target, command: str) -> Target:
-    """The target of a command that runs code in this process: one this host can run."""
+def runnable_here(target: Target | GpuTarget, command: str) -> Target | GpuTarget:
+    """The target of a command that runs code in this process: one this host can run, or a GPU
+    (whose run says plainly when there is none)."""
+    if is_gpu(target):
+        return target
     why = target.runs_on(host_target())
     if why:
         raise TargetError(f"`hobbit {command}` runs the model here, and code for {target.triple} '{target.cpu}' "
@@ -171,7 +174,20 @@ def _write(text: str, path: str | None) -> None:
 _EMIT_OPT_LEVEL = {"llvm": 0, "bc": 0, "graph": 0, "asm": 3, "obj": 3}
 
 
+def _gpu_model(args: argparse.Namespace):
+    """The GpuModel behind `compile`/`inspect --target cuda|rocm`: one fixed-shape build."""
+    from hobbit import cli_gpu
+    source = model_source(args)
+    shapes = input_shapes(declared(source, args.input_shape), args.input_shape)
+    require_static(source.declared_inputs(shapes),
+                   f"`hobbit {args.command}` builds one fixed-shape variant, so each symbolic dim needs a size")
+    return cli_gpu.compile_for_gpu(args, source, shapes, pipeline(args))
+
+
 def cmd_compile(args: argparse.Namespace) -> int:
+    if is_gpu(args.target):
+        from hobbit import cli_gpu
+        return cli_gpu.emit(args, _gpu_model(args), _write, _write_bytes)
     if args.emit == "lib":
         return _export(args)
     if args.emit in ("bc", "obj") and args.output is None and sys.stdout.isatty():
@@ -219,6 +235,9 @@ def _mib(nbytes: int) -> str:
 
 
 def cmd_inspect(args: argparse.Namespace) -> int:
+    if is_gpu(args.target):
+        from hobbit import cli_gpu
+        return cli_gpu.inspect(_gpu_model(args))
     report = _report(args)
     graph, plan = report.graph, report.plan
     passes = pipeline(args)
@@ -560,10 +579,11 @@ def _target(p: argparse.ArgumentParser) -> None:
     p.add_argument("--target", type=target_arg, default="host", metavar="T",
                    help="the CPU to generate code for: 'host' (default: this machine), a CPU name "
                         f"({', '.join(CPUS)}), or TRIPLE:CPU[:FEATURES] (e.g. aarch64-linux-gnu:neoverse-v1, "
-                        "x86_64-linux-gnu:znver4:-avx512bf16); code this host cannot run is for --emit only")
+                        "x86_64-linux-gnu:znver4:-avx512bf16); code this host cannot run is for --emit only; "
+                        "or a GPU: cuda[:sm_80|sm_90], rocm[:gfx90a|gfx942]")
 
 
-def target_arg(text: str) -> Target:
+def target_arg(text: str) -> Target | GpuTarget:
     """--target T: refused by argparse (a usage error) unless hobbit knows the CPU."""
     try:
         return parse_target(text)

@@ -116,3 +116,18 @@ def test_cli_run_refuses_a_target_the_host_cannot_run(capsys, tmp_path):
     path.write_bytes(model.SerializeToString())
     assert main(["run", str(path), "--target", "aarch64-linux-gnu:neoverse-v1"]) == 2
     assert "cannot run on this host: it is aarch64 code" in capsys.readouterr().err
+
+
+def test_gpu_targets_parse_with_their_arch_facts() -> None:
+    from hobbit.target import GPUS, GpuTarget, is_gpu, parse_target
+    cuda = parse_target("cuda")
+    assert isinstance(cuda, GpuTarget) and is_gpu(cuda) and cuda.arch == "sm_90" and cuda.warp == 32
+    assert cuda.triple == "nvptx64-nvidia-cuda"
+    assert parse_target("cuda:sm_80") is GPUS["sm_80"]
+    rocm = parse_target("rocm:gfx90a")
+    assert rocm.triple == "amdgcn-amd-amdhsa" and rocm.warp == 64 and rocm.shared_bytes == 64 * 1024
+    assert parse_target("rocm").arch == "gfx942"
+    for bad in ("cuda:sm_42", "rocm:sm_90", "cuda:gfx942"):
+        with pytest.raises(TargetError, match="unknown"):
+            parse_target(bad)
+    assert "GPU code" in cuda.runs_on(parse_target("host"))
