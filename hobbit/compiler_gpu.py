@@ -8,21 +8,33 @@ module for GpuModel.emulate is built from the same graph and plan when first ask
 from __future__ import annotations
 
 import time
+from dataclasses import dataclass, field
 
 import numpy as np
 
 from hobbit.codegen.device_code import assemble_ptx, hsaco, ptx, ptxas_path
 from hobbit.codegen.gpu_module import build_gpu_module
 from hobbit.codegen.module import pack_weights
-from hobbit.compiler import CompileReport
 from hobbit.errors import ConfigError, MissingDependencyError
 from hobbit.frontend.source import Source
+from hobbit.graph.ir import Graph
 from hobbit.passes import GPU_PIPELINE, run_pipeline
-from hobbit.passes.memory import plan_memory
+from hobbit.passes.memory import MemoryPlan, plan_memory
 from hobbit.runtime.gpu_model import GpuModel
 from hobbit.runtime.jit import TensorSpec
 from hobbit.runtime.progress import Progress
 from hobbit.target import GpuTarget
+
+
+@dataclass
+class GpuReport:
+    """What the compiler did for a GPU target, for `inspect` and `--emit` (GpuModel.report)."""
+
+    graph: Graph
+    plan: MemoryPlan
+    target: GpuTarget
+    llvm_ir: str  # the module of kernels as generated, before LLVM's optimisation
+    seconds: dict[str, float] = field(default_factory=dict)
 
 
 def compile_gpu(source: Source, target: GpuTarget, precision: str, opt_level: int, passes: list[str] | None,
@@ -60,7 +72,7 @@ def compile_gpu(source: Source, target: GpuTarget, precision: str, opt_level: in
     else:
         code = hsaco(text, target, opt_level)
     times["llvm"] = time.perf_counter() - t0
-    report = CompileReport(graph, plan, target, 1, text, times, None, weights)
+    report = GpuReport(graph, plan, target, text, times)
     inputs = [TensorSpec(v.name, tuple(v.shape), np.dtype(v.dtype)) for v in graph.inputs]
     outputs = [TensorSpec(name, tuple(v.shape), np.dtype(v.dtype)) for name, v in zip(graph.output_names, graph.outputs)]
 

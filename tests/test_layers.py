@@ -33,7 +33,7 @@ LAYERS: tuple[tuple[str, ...], ...] = (
     ("hobbit.graph", "hobbit.ops"),
     ("hobbit.frontend",),
     ("hobbit.passes",),
-    ("hobbit.lower",),
+    ("hobbit.lower", "hobbit.gpu"),  # the CPU backend and its GPU sibling
     ("hobbit.codegen",),
     ("hobbit.runtime",),
 )

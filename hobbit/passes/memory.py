@@ -118,7 +118,7 @@ def plan_memory(graph: Graph, target: Target | None = None, threads: int = 1) ->
         requests.append((_align(root.type.nbytes), first[key], last[key], ("value", key)))
     for pos, node in enumerate(graph.nodes):
         kernel = _body_plan(node, target) if node.op == "BoundedLoop" else \
-            kernel_plan(node, target, threads) if needs_code(node) else None
+            kernel_plan(node, target, threads, get_op(node.op).kind == "elementwise") if needs_code(node) else None
         if kernel is None:
             continue
         plan.kernels[id(node)] = kernel

@@ -14,7 +14,6 @@ from typing import Any, Callable
 import numpy as np
 
 from hobbit.graph.ir import Node
-from hobbit.ops.registry import get_op
 from hobbit.target import GpuTarget
 
 
@@ -63,10 +62,10 @@ def elementwise_plan(node: Node, target: GpuTarget) -> GpuPlan:
     return flat_plan(int(np.prod(node.outputs[0].shape, dtype=np.int64)), target)
 
 
-def gpu_plan(node: Node, target: GpuTarget) -> GpuPlan | None:
-    """The node's GPU plan (element-wise ops share one planner); None for an op without one,
-    which then has no GPU kernel (codegen reports it)."""
+def gpu_plan(node: Node, target: GpuTarget, elementwise: bool) -> GpuPlan | None:
+    """The node's GPU plan (element-wise ops, as the op registry says, share one planner);
+    None for an op without one, which then has no GPU kernel (codegen reports it)."""
     planner = GPU_PLANNERS.get(node.op)
     if planner is not None:
         return planner(node, target)
-    return elementwise_plan(node, target) if get_op(node.op).kind == "elementwise" else None
+    return elementwise_plan(node, target) if elementwise else None

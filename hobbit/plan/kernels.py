@@ -43,10 +43,11 @@ PLANNERS: dict[str, Planner] = {
 }
 
 
-def kernel_plan(node: Node, target: Target | GpuTarget, threads: int) -> Any:
+def kernel_plan(node: Node, target: Target | GpuTarget, threads: int, elementwise: bool = False) -> Any:
     """The node's frozen plan, or None for an op that has no planner. On a GPU every kernel
-    has one (its launch: hobbit.plan.gpu)."""
+    has one (its launch: hobbit.plan.gpu); `elementwise` is the op registry's word on the op,
+    which the plan floor sits below."""
     if is_gpu(target):
-        return gpu_plan(node, target)
+        return gpu_plan(node, target, elementwise)
     planner = PLANNERS.get(node.op)
     return planner(node, target, threads) if planner is not None else None
