@@ -47,16 +47,24 @@ class GpuModel:
     def output_names(self) -> list[str]:
         return [s.name for s in self.outputs]
 
-    def run(self, feeds: dict[str, np.ndarray]) -> list[np.ndarray]:
+    def run(self, feeds: dict[str, np.ndarray], device_outputs: bool = False) -> list:
         """Inputs as numpy arrays (or objects with __cuda_array_interface__ / DLPack on the
-        GPU) -> the outputs as numpy arrays, in graph-output order."""
+        GPU) -> the outputs as numpy arrays, in graph-output order; with device_outputs=True
+        as hobbit.runtime.device_arrays.DeviceArrays left on the GPU (valid until the next run)."""
         if self.target.vendor != "cuda":
             raise DeviceError(f"running {self.target.arch} code objects is not built into hobbit yet (no HIP "
                               f"runtime); export the model (GpuModel.export) for a ROCm loader, or use emulate()")
         if self._device is None:
             from hobbit.runtime.cuda import CudaModel
             self._device = CudaModel(self)
-        return self._device.run(feeds)
+        return self._device.run(feeds, device_outputs)
+
+    def close(self) -> None:
+        """Free the model's GPU memory and module now rather than when it is collected;
+        a later run sets them up again."""
+        if self._device is not None:
+            self._device.close()
+            self._device = None
 
     def emulate(self, feeds: dict[str, np.ndarray]) -> list[np.ndarray]:
         """The outputs computed by the GPU kernels built for this CPU and run over their grids."""
