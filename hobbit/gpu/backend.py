@@ -2,6 +2,8 @@
 hobbit/gpu module that registers kernels in GPU (hobbit/gpu/kernels.py)."""
 
 from hobbit.gpu import elementwise  # noqa: F401
+from hobbit.gpu import pool  # noqa: F401
+from hobbit.gpu import tensor  # noqa: F401
 from hobbit.gpu.kernels import GPU
 
 __all__ = ["GPU"]
