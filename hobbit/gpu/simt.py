@@ -34,6 +34,7 @@ from hobbit.lower.builder import I32, I64, PTR, KernelBuilder, llvm_type
 
 FLAVOURS = ("nvptx", "amdgpu", "host")
 SHARED_SPACE = 3  # NVPTX's shared and AMDGPU's local (LDS) address space: the same number
+PRIVATE_SPACE = 5  # AMDGPU's per-thread (scratch) address space
 
 
 class Simt:
@@ -66,8 +67,8 @@ class Simt:
         ty = ir.ArrayType(llvm_type(dtype), count)
         self._shared_bytes += count * np.dtype(dtype).itemsize
         module = self.kb.fn.module
-        if self.flavour == "host":
-            return self.kb.alloca(ty)
+        if self.flavour == "host":  # an element pointer, as loads and stores through it expect
+            return self.kb.alloca(llvm_type(dtype), size=count)
         var = ir.GlobalVariable(module, ty, module.get_unique_name(f"{self.kb.fn.name}.{name}"),
                                 addrspace=SHARED_SPACE)
         var.linkage = "internal"
@@ -79,7 +80,12 @@ class Simt:
         """`count` elements per thread that live across barriers (accumulators, staged loads)."""
         ty = llvm_type(dtype)
         per_block = count * (self.threads if self.flavour == "host" else 1)
-        return Private(self, self.kb.alloca(ty, size=per_block), np.dtype(dtype), count)
+        if self.flavour != "amdgpu":
+            return Private(self, self.kb.alloca(ty, size=per_block), np.dtype(dtype), count)
+        entry = self.kb._allocas  # beside the kernel's other allocas, which SROA makes registers of
+        slot = _PrivateAlloca(entry.block, ty, ir.Constant(I64, per_block))
+        entry._insert(slot)
+        return Private(self, entry.addrspacecast(slot, PTR), np.dtype(dtype), count)
 
     @contextmanager
     def phase(self, sync: bool = True) -> Iterator[ir.Value]:
@@ -111,6 +117,19 @@ class Simt:
         b.fence("release", "workgroup")
         self.kb.call_intrinsic("llvm.amdgcn.s.barrier", ir.VoidType(), [])
         b.fence("acquire", "workgroup")
+
+
+class _PrivateAlloca(ir.instructions.AllocaInstr):
+    """An alloca in AMDGPU's private address space, where its allocas must be (llvmlite
+    writes allocas in the default one)."""
+
+    def __init__(self, parent: ir.Block, typ: ir.Type, count: ir.Value):
+        super().__init__(parent, typ, count, "")
+        self.type = ir.PointerType(addrspace=PRIVATE_SPACE)
+
+    def descr(self, buf: list[str]) -> None:
+        super().descr(buf)
+        buf.append(f", addrspace({PRIVATE_SPACE})")
 
 
 class Private:
