@@ -2,11 +2,14 @@
 register blocking, tiles from hobbit/plan/gpu_gemm.py.
 
 Block (x, y, z) computes C[y*BM:(y+1)*BM, x*BN:(x+1)*BN] of GEMM z (a conv's group, a
-matmul's batch entry). Per K step of BK, two phases: the block loads the A tile
-(transposed, one column of padding against bank conflicts) and the B tile into shared
-memory, zero outside M, N and K so ragged edges need no other case; then each thread
-adds the rank-BK product into its TM x TN accumulators. Python loops over the
-micro-tile keep its indices constant, so the private accumulators become registers.
+matmul's batch entry). Per K step of BK, two phases: the block stores the A tile
+(transposed, one column of padding against bank conflicts) and the B tile from its
+threads' staging registers into shared memory; then each thread issues the global loads
+of the next step's tiles into its staging registers and adds the rank-BK product into
+its TM x TN accumulators, so the loads' latency hides behind the multiply even with one
+block per SM (batch-1 layers have few blocks). Tiles are zero outside M, N and K, so
+ragged edges need no other case. Python loops over the micro-tile keep its indices
+constant, so the private accumulators and staging arrays become registers.
 
 A thread owns rows ty + i*(BM/TM) and columns tx + j*(BN/TN) (strided, not a block of
 TM x TN): for a fixed (i, j) a warp reads consecutive words of B's tile (no bank
@@ -171,29 +174,56 @@ def _owner(kb: KernelBuilder, s: Shapes, tid: ir.Value) -> tuple[int | ir.Value,
     return group, within, kb.b.udiv(within, kb.i64(t.bn // t.tn)), _urem(kb, within, t.bn // t.tn)
 
 
-def _load_a(kb: KernelBuilder, s: Shapes, ops: Operands, k0: ir.Value, e: int | ir.Value) -> None:
-    """Element e of the A tile (row-major BM x BK: a warp reads runs of BK along K),
-    stored transposed."""
-    mm, kk = kb.b.udiv(kb.idx(e), kb.i64(s.t.bk)), _urem(kb, kb.idx(e), s.t.bk)
-    m, kidx = kb.add(s.m0, mm), kb.add(k0, kk)
-    valid = kb.b.and_(_below(kb, m, s.dims.m), _below(kb, kidx, s.dims.k))
-    value = _load_or_zero(kb, ops.a, valid, kb.affine([(ops.a_base, 1), (m, s.dims.k), (kidx, 1)]))
-    kb.store(value, s.a_tile, F32, kb.affine([(kk, s.lda), (mm, 1)]))
+def _a_element(kb: KernelBuilder, s: Shapes, e: int | ir.Value) -> tuple[ir.Value, int | ir.Value]:
+    """(row, k) in the A tile of element e: the tile is read row-major, BM x BK, so a warp
+    reads runs of BK consecutive weights."""
+    return kb.b.udiv(kb.idx(e), kb.i64(s.t.bk)), _urem(kb, kb.idx(e), s.t.bk)
 
 
-def _load_tiles(kb: KernelBuilder, s: Shapes, ops: Operands, cols, k0: ir.Value, tid: ir.Value) -> None:
+def _b_element(kb: KernelBuilder, s: Shapes, tid: ir.Value, i: int) -> tuple[ir.Value, int | ir.Value]:
+    """(k, column) in the B tile of this thread's element i: its column is the same for
+    every i (threads is a multiple of BN), a warp reads consecutive columns."""
     t = s.t
-    a_count = t.bm * t.bk
-    for i in range(-(-a_count // t.threads)):
-        e = kb.add(tid, i * t.threads)
-        with kb.if_then(_below(kb, e, a_count)) if a_count % t.threads else nullcontext():
-            _load_a(kb, s, ops, k0, e)
+    return kb.add(kb.b.udiv(tid, kb.i64(t.bn)), i * (t.threads // t.bn)), _urem(kb, tid, t.bn)
+
+
+def _a_elements(kb: KernelBuilder, s: Shapes, tid: ir.Value):
+    """(i, e, guard) for each A element this thread moves; guard: the tile has fewer
+    elements than threads * count, so e may be past its end."""
+    count = s.t.bm * s.t.bk
+    for i in range(-(-count // s.t.threads)):
+        e = kb.add(tid, i * s.t.threads)
+        yield i, e, kb.if_then(_below(kb, e, count)) if count % s.t.threads else nullcontext()
+
+
+def _fetch(kb: KernelBuilder, s: Shapes, ops: Operands, cols, staged, k0: ir.Value, tid: ir.Value) -> None:
+    """This thread's elements of the A and B tiles at K offset k0, into its staging registers
+    (zero outside M, N, K); they are stored to shared memory in the next step's first phase,
+    so the loads are in flight during this step's multiply."""
+    stage_a, stage_b = staged
+    for i, e, guard in _a_elements(kb, s, tid):
+        with guard:
+            mm, kk = _a_element(kb, s, e)
+            m, kidx = kb.add(s.m0, mm), kb.add(k0, kk)
+            valid = kb.b.and_(_below(kb, m, s.dims.m), _below(kb, kidx, s.dims.k))
+            stage_a.store(_load_or_zero(kb, ops.a, valid, kb.affine([(ops.a_base, 1), (m, s.dims.k), (kidx, 1)])), i)
     column = [cols.load(q) for q in range(ops.n_column)]
-    nn, row0 = _urem(kb, tid, t.bn), kb.b.udiv(tid, kb.i64(t.bn))
-    for i in range(t.bk * t.bn // t.threads):
-        kk = kb.add(row0, i * (t.threads // t.bn))
+    for i in range(stage_b.count):
+        kk, _ = _b_element(kb, s, tid, i)
         valid, offset = ops.b_offset(kb.add(k0, kk), column)
-        kb.store(_load_or_zero(kb, ops.b, valid, offset), s.b_tile, F32, kb.affine([(kk, t.bn), (nn, 1)]))
+        stage_b.store(_load_or_zero(kb, ops.b, valid, offset), i)
+
+
+def _stash(kb: KernelBuilder, s: Shapes, staged, tid: ir.Value) -> None:
+    """The staging registers into the shared tiles: A transposed ([BK][BM + 1]), B as is."""
+    stage_a, stage_b = staged
+    for i, e, guard in _a_elements(kb, s, tid):
+        with guard:
+            mm, kk = _a_element(kb, s, e)
+            kb.store(stage_a.load(i), s.a_tile, F32, kb.affine([(kk, s.lda), (mm, 1)]))
+    for i in range(stage_b.count):
+        kk, nn = _b_element(kb, s, tid, i)
+        kb.store(stage_b.load(i), s.b_tile, F32, kb.affine([(kk, s.t.bn), (nn, 1)]))
 
 
 def _multiply(kb: KernelBuilder, s: Shapes, acc, tid: ir.Value) -> None:
@@ -227,10 +257,16 @@ def emit_gemm(k: GpuArgs, t: Tile, dims: GemmDims, ops: Operands) -> None:
         for q, v in enumerate(ops.column(kb.add(s.n0, _urem(kb, tid, t.bn)))):
             cols.store(v, q)
 
+    staged = (simt.private(F32, -(-t.bm * t.bk // t.threads)), simt.private(F32, t.bk * t.bn // t.threads))
+    with simt.phase(sync=False) as tid:
+        _fetch(kb, s, ops, cols, staged, kb.i64(0), tid)
     with kb.loop(0, dims.k, t.bk, name="k0") as k0:
         with simt.phase() as tid:
-            _load_tiles(kb, s, ops, cols, k0, tid)
+            _stash(kb, s, staged, tid)
         with simt.phase() as tid:
+            following = kb.b.add(k0, kb.i64(t.bk))
+            with kb.if_then(kb.b.icmp_signed("<", following, kb.i64(dims.k))):
+                _fetch(kb, s, ops, cols, staged, following, tid)
             _multiply(kb, s, acc, tid)
 
     if partial is not None:  # groups 1.. hand their sums to group 0
