@@ -5,6 +5,7 @@ from hobbit.gpu import depthwise  # noqa: F401
 from hobbit.gpu import elementwise  # noqa: F401
 from hobbit.gpu import gemm  # noqa: F401
 from hobbit.gpu import pool  # noqa: F401
+from hobbit.gpu import reduce  # noqa: F401
 from hobbit.gpu import tensor  # noqa: F401
 from hobbit.gpu.kernels import GPU
 
