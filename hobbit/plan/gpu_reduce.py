@@ -17,7 +17,11 @@ Either way each thread folds its elements in registers, then the block folds the
 threads of a segment in shared memory, halving with a barrier each step (log2(ty)
 barriers). Block sizes are powers of two, whole warps, sized from the segment length
 (about PER_THREAD elements each) and grown with more segments per block while the grid
-still covers the SMs."""
+still covers the SMs; column tiles narrow down to a warp while the grid does not.
+
+One segment is one block: a reduction with fewer segments than SMs (a sum of a whole
+tensor) leaves SMs idle, as a grid-wide split would need device scratch and a second
+kernel."""
 
 from __future__ import annotations
 
@@ -98,8 +102,11 @@ def segment_plan(seg: Segments, target: GpuTarget) -> GpuPlan:
             threads *= 2
         tx = threads // ty
     else:
+        outer = seg.outputs // seg.inner
         tx = min(_pow2_at_least(seg.inner), BLOCK)
-        tiles = -(-seg.inner // tx) * (seg.outputs // seg.inner)
+        while tx > target.warp and -(-seg.inner // tx) * outer < target.sms:
+            tx //= 2  # narrower tiles of columns, more blocks: still a warp's consecutive loads
+        tiles = -(-seg.inner // tx) * outer
         budget = BLOCK if tiles >= target.sms else target.max_block
         ty = max(min(_pow2_at_least(-(-count // PER_THREAD)), budget // tx), 1, target.warp // tx)
     tiles = -(-seg.inner // tx)

@@ -62,3 +62,17 @@ def test_global_average_pool_plan_fills_the_gpu() -> None:
     plan = segment_plan(segments((1, 2048, 7, 7), (2, 3)), target)
     assert plan.extra["ty"] == 16 and plan.per_thread == 4
     assert plan.threads % target.warp == 0 and plan.grid[0] >= target.sms
+
+
+def test_few_wide_columns_narrow_their_tiles() -> None:
+    """[1, 4096, 4096] over axis 1: 4096 columns in tiles of a warp (128 blocks, not 16 of 256)."""
+    target = GPUS["sm_90"]
+    plan = segment_plan(segments((1, 4096, 4096), (1,)), target)
+    assert plan.extra["tx"] == target.warp and plan.grid[0] == 4096 // target.warp
+    assert plan.threads == target.max_block and plan.per_thread == 4096 // plan.extra["ty"]
+
+
+def test_float16_is_summed_in_float32() -> None:
+    x = rand(3, 300, seed=4).astype(np.float16)
+    assert_gpu_matches_ort(reduce_model("ReduceSum", x, [1], 0), {"x": x}, rtol=2e-3, atol=2e-3,
+                           targets=("cuda:sm_90", "rocm:gfx942"))
