@@ -182,6 +182,35 @@ class FakeDriver:
         return ()
 
 
+def host_kernels(gpu_model: Any) -> dict[str, tuple[Callable, int]]:
+    """kernel name -> (the kernel built for the host over its whole grid, its pointer count),
+    for a FakeDriver to run `gpu_model`'s launches with; "engine" keeps the machine code alive."""
+    from hobbit.codegen.llvm import optimize
+    from hobbit.runtime.jit import jit_engine
+    from hobbit.target import host_target
+    engine = jit_engine(optimize(gpu_model.host_module(), host_target()), host_target())
+    kernels: dict[str, tuple[Callable, int]] = {"engine": (engine, 0)}
+    for launch in gpu_model.launches:
+        signature = ctypes.CFUNCTYPE(None, *[ctypes.c_void_p] * len(launch.args))
+        kernels[launch.kernel] = (signature(engine.get_function_address(f"{launch.kernel}.grid")), len(launch.args))
+    return kernels
+
+
+def install(monkeypatch: Any) -> FakeDriver:
+    """A FakeDriver in place of cuda-python for every GpuModel.run (each model's host kernels
+    are built for it when its device side is opened)."""
+    from hobbit.runtime import cuda
+    driver = FakeDriver()
+
+    class FakeBackedModel(cuda.CudaModel):
+        def __init__(self, gpu_model: Any):
+            driver.kernels.update(host_kernels(gpu_model))
+            super().__init__(gpu_model)
+    monkeypatch.setattr(cuda, "driver_module", lambda: driver)
+    monkeypatch.setattr(cuda, "CudaModel", FakeBackedModel)
+    return driver
+
+
 def raising_init(exc: Exception) -> Callable[[int], tuple]:
     """A cuInit that raises as cuda-python's does where libcuda.so is missing."""
     def cu_init(flags: int) -> tuple:

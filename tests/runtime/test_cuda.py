@@ -5,7 +5,6 @@ driver calls: grids, blocks, parameter pointers from places, the graph, copies, 
 
 from __future__ import annotations
 
-import ctypes
 import sys
 from dataclasses import replace
 
@@ -15,15 +14,13 @@ from onnx import helper
 
 import hobbit
 from hobbit.codegen.gpu_module import Launch
-from hobbit.codegen.llvm import optimize
 from hobbit.errors import ConfigError, DeviceError, InputError
 from hobbit.passes.memory import Place
 from hobbit.runtime import cuda
 from hobbit.runtime.cuda import CudaModel, choose_image
 from hobbit.runtime.device_arrays import DeviceArray, device_view, from_dlpack_capsule
-from hobbit.runtime.jit import jit_engine
-from hobbit.target import host_target
 from tests.helpers import make_model, rand, run_ort
+from tests.runtime import fake_cuda
 from tests.runtime.fake_cuda import CUresult, FakeDriver, raising_init
 
 SHAPE = (16, 257)  # 4112 elements: more than one block
@@ -41,15 +38,7 @@ def model():
 
 @pytest.fixture(scope="module")
 def host_kernels(model):
-    """kernel name -> (the kernel built for the host over its whole grid, its pointer count)."""
-    compiled = model[1]
-    engine = jit_engine(optimize(compiled.host_module(), host_target()), host_target())
-    kernels = {}
-    for launch in compiled.launches:
-        signature = ctypes.CFUNCTYPE(None, *[ctypes.c_void_p] * len(launch.args))
-        kernels[launch.kernel] = (signature(engine.get_function_address(f"{launch.kernel}.grid")), len(launch.args))
-    kernels["engine"] = (engine, 0)  # keeps the machine code alive
-    return kernels
+    return fake_cuda.host_kernels(model[1])
 
 
 @pytest.fixture

@@ -1,0 +1,90 @@
+"""hobbit.runtime.cuda on a real NVIDIA GPU (skipped where there is none: CI has none;
+scripts/gpu_check.sh runs these on a GPU machine): results against the grid emulation,
+the cubin and PTX images, graph and plain launches, and arrays already on the GPU
+(torch CUDA tensors by __cuda_array_interface__ and by DLPack, on a side stream) in and out."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from onnx import helper
+
+import hobbit
+from hobbit.runtime.cuda import CudaModel, driver_module
+from tests.helpers import make_model, rand
+
+
+def _gpu_present() -> bool:
+    try:
+        d = driver_module()
+        status = d.cuInit(0)
+    except Exception:  # DeviceError, or cuda-python finding no libcuda
+        return False
+    status = status[0] if isinstance(status, tuple) else status
+    return status == d.CUresult.CUDA_SUCCESS and d.cuDeviceGetCount()[1] > 0
+
+
+pytestmark = pytest.mark.skipif(not _gpu_present(), reason="needs an NVIDIA GPU, its driver and cuda-python")
+SHAPE = (64, 1000)
+
+
+def three_kernels():
+    nodes = [helper.make_node("Exp", ["x"], ["t"]), helper.make_node("Add", ["t", "b"], ["y1"]),
+             helper.make_node("Mul", ["t", "t"], ["m"]), helper.make_node("Sub", ["m", "y1"], ["y2"])]
+    return make_model(nodes, {"x": rand(*SHAPE)}, ["y1", "y2"], {"b": rand(SHAPE[1], seed=1)})
+
+
+@pytest.fixture(scope="module")
+def compiled():
+    return hobbit.compile(three_kernels(), target="cuda")
+
+
+def _close(got, want) -> None:
+    for g, w in zip(got, want):
+        np.testing.assert_allclose(np.asarray(g), w, rtol=1e-5, atol=1e-5)
+
+
+@pytest.mark.parametrize("arch", ["sm_90", "sm_80"])
+def test_matches_emulation(arch) -> None:
+    model = hobbit.compile(three_kernels(), target=f"cuda:{arch}")
+    device = CudaModel(model)
+    feeds = {"x": rand(*SHAPE, seed=2)}
+    want = model.emulate(feeds)
+    for _ in range(3):  # the graph replayed
+        _close(device.run(feeds), want)
+    assert device.image in ("cubin", "ptx") and "graph" in repr(device)
+    device.close()
+
+
+@pytest.mark.parametrize("setting", ["HOBBIT_CUDA_GRAPH", "HOBBIT_CUDA_SYNC"])
+def test_plain_launches(compiled, monkeypatch, setting) -> None:
+    monkeypatch.setenv(setting, "0" if setting == "HOBBIT_CUDA_GRAPH" else "1")
+    feeds = {"x": rand(*SHAPE, seed=3)}
+    device = CudaModel(compiled)
+    _close(device.run(feeds), compiled.emulate(feeds))
+    assert "launches" in repr(device)
+    device.close()
+
+
+def test_torch_tensors_in_and_out(compiled) -> None:
+    torch = pytest.importorskip("torch")
+    x = rand(*SHAPE, seed=4)
+    want = compiled.emulate({"x": x})
+    side = torch.cuda.Stream()
+    with torch.cuda.stream(side):  # written on a side stream: the run must wait for it
+        tensor = torch.from_numpy(x).cuda(non_blocking=True) * 1.0
+        got = compiled.run({"x": tensor}, device_outputs=True)
+    _close([torch.as_tensor(g, device="cuda").cpu().numpy() for g in got], want)
+    _close([g.numpy() for g in got], want)
+
+    class OnlyDlpack:
+        def __init__(self, t):
+            self.t = t
+
+        def __dlpack__(self, stream=None):
+            return self.t.__dlpack__(stream=stream)
+
+        def __dlpack_device__(self):
+            return self.t.__dlpack_device__()
+    _close(compiled.run({"x": OnlyDlpack(torch.from_numpy(x).cuda())}), want)
+    compiled.close()
