@@ -184,7 +184,8 @@ def _summary(row: Row) -> str:
 
 
 def markdown(rows: list[Row]) -> str:
-    lines = ["| model | batch | hobbit GPU median (p10–p90) ms | PyTorch eager median (p10–p90) ms | hobbit/torch | "
+    lines = ["| model | batch | hobbit GPU median (p10–p90) ms | PyTorch eager median (p10–p90) ms | hobbit/torch "
+             "| "
              "hobbit images/s | max abs err vs hobbit CPU (hobbit / torch) | within tolerance (hobbit / torch) | "
              "kernels | runs | compile s | note |",
              "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |"]
@@ -248,7 +249,8 @@ def dry_run(models: dict[str, Callable[[], onnx.ModelProto]], show: Callable[[st
 
 
 def dry_markdown(rows: list[DryRow]) -> str:
-    lines = ["| model | kernels | max registers | spill bytes | compile s | note |", "| --- | --- | --- | --- | --- | --- |"]
+    lines = ["| model | kernels | max registers | spill bytes | compile s | note |",
+             "| --- | --- | --- | --- | --- | --- |"]
     for r in rows:
         note = r.note.replace("|", "\\|")
         lines.append(f"| {r.model} | {r.kernels or '—'} | {r.max_registers or '—'} | {r.spills} | "

@@ -22,7 +22,6 @@ caused it (slow; for debugging)."""
 
 from __future__ import annotations
 
-import ctypes
 import os
 import threading
 from typing import Any
@@ -161,18 +160,16 @@ class CudaModel:
             try:
                 self._module = self._call("cuModuleLoadData", self.model.cubin, what=" (the cubin)")
                 return
-            except DeviceError as exc:
-                refused = exc
-            if arch_capability(self.model.target.arch) > self._capability():
-                raise refused
-            self.image = "ptx"
+            except DeviceError:
+                self.image = "ptx"  # choose_image picked the cubin, so the device is at least the PTX's target
         self._module = self._call("cuModuleLoadData", self.model.device_code.encode() + b"\0",
                                   what=f" (the PTX for {self.model.target.arch}, compiled by the driver)")
 
     def _capability(self) -> tuple[int, int]:
         attribute = self.d.CUdevice_attribute
-        return (self._call("cuDeviceGetAttribute", attribute.CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR, self._device),
-                self._call("cuDeviceGetAttribute", attribute.CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR, self._device))
+        return tuple(self._call("cuDeviceGetAttribute", which, self._device)
+                     for which in (attribute.CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR,
+                                   attribute.CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR))
 
     def _alloc(self, nbytes: int, what: str) -> int:
         """A device allocation of `nbytes` (none for 0 bytes: its pointer is 0, never read)."""
@@ -281,7 +278,8 @@ class CudaModel:
                            what=f" (input '{spec.name}')")
             return array
         if view.dtype != spec.dtype:
-            raise InputError(f"input '{spec.name}' has dtype {view.dtype}, the model expects {np.dtype(spec.dtype).name}")
+            raise InputError(f"input '{spec.name}' has dtype {view.dtype}, "
+                             f"the model expects {np.dtype(spec.dtype).name}")
         if view.shape != tuple(spec.shape):
             raise InputError(f"input '{spec.name}' has shape {view.shape}, the model expects {tuple(spec.shape)}")
         if not view.contiguous:

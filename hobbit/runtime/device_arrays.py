@@ -108,8 +108,8 @@ def from_dlpack_capsule(capsule: object) -> DeviceView:
     dtype = np.dtype(bool) if code == 6 else np.dtype(f"{_DL_DTYPE[code]}{bits // 8}")
     shape = tuple(tensor.shape[i] for i in range(tensor.ndim))
     strides = None if not tensor.strides else tuple(tensor.strides[i] * dtype.itemsize for i in range(tensor.ndim))
-    return DeviceView((tensor.data or 0) + tensor.byte_offset, shape, dtype, is_c_contiguous(shape, strides, dtype.itemsize),
-                      None, capsule)
+    contiguous = is_c_contiguous(shape, strides, dtype.itemsize)
+    return DeviceView((tensor.data or 0) + tensor.byte_offset, shape, dtype, contiguous, None, capsule)
 
 
 class DeviceArray:
