@@ -21,7 +21,7 @@ from hobbit.gpu.reduce import no_epilogue
 from hobbit.gpu.segments import Lane, SegmentThreads, load_element
 from hobbit.lower.half import compute_dtype, narrow
 from hobbit.lower.scalar import Emit
-from hobbit.plan.gpu_reduce import Segments, layernorm_segments, softmax_segments
+from hobbit.plan.gpu_reduce import Segments, layernorm_segments, axis_segments
 
 Value = ir.Value
 
@@ -95,7 +95,7 @@ def lower_softmax(k: GpuArgs) -> None:
         shifted = e.sub(x, peak)
         return e.sub(shifted, e.log(total)) if log else e.div(e.exp(shifted), total)
 
-    lower_rows(k, softmax_segments(k.node), RowKernel(
+    lower_rows(k, axis_segments(k.node), RowKernel(
         first=("max", lambda e, x: x),
         second=("add", lambda e, x, peak: e.exp(e.sub(x, peak))),
         out=out))

@@ -1,5 +1,5 @@
-"""GPU plans for reductions and the row normalisations (Softmax, LogSoftmax,
-LayerNormalization): a block folds `tx` segments, `ty` threads each.
+"""GPU plans for reductions (ReduceX, ArgMax, ArgMin) and the row normalisations
+(Softmax, LogSoftmax, LayerNormalization): a block folds `tx` segments, `ty` threads each.
 
 A segment is the set of input elements one output (one normalised row or column)
 combines. The input's dims are merged into runs of kept and reduced dims (size-1 dims
@@ -118,7 +118,8 @@ def reduce_segments(node: Node) -> Segments:
     return segments(tuple(node.inputs[0].shape), tuple(node.attrs["axes"]))
 
 
-def softmax_segments(node: Node) -> Segments:
+def axis_segments(node: Node) -> Segments:
+    """Segments along the one `axis` of Softmax, LogSoftmax, ArgMax and ArgMin."""
     return segments(tuple(node.inputs[0].shape), (node.attrs["axis"],))
 
 
@@ -132,9 +133,9 @@ def reduce_plan(node: Node, target: GpuTarget) -> GpuPlan:
     return segment_plan(reduce_segments(node), target)
 
 
-@gpu_planner("Softmax", "LogSoftmax")
-def softmax_plan(node: Node, target: GpuTarget) -> GpuPlan:
-    return segment_plan(softmax_segments(node), target)
+@gpu_planner("Softmax", "LogSoftmax", "ArgMax", "ArgMin")
+def axis_plan(node: Node, target: GpuTarget) -> GpuPlan:
+    return segment_plan(axis_segments(node), target)
 
 
 @gpu_planner("LayerNormalization")

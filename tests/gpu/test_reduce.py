@@ -1,6 +1,6 @@
-"""ReduceX kernels on the GPU against onnxruntime (grid emulation, ptxas, ld.lld): every
-reducer; the last, a middle, the first and all axes; keepdims 0/1; segment lengths that
-leave ragged thread shares and ragged blocks (1000, 49, 3)."""
+"""ReduceX, ArgMax and ArgMin kernels on the GPU against onnxruntime (grid emulation,
+ptxas, ld.lld): every reducer; the last, a middle, the first and all axes; keepdims 0/1;
+segment lengths that leave ragged thread shares and ragged blocks (1000, 49, 3); ties."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ from onnx import helper
 
 from hobbit.plan.gpu_reduce import segment_plan, segments
 from hobbit.target import GPUS
-from tests.gpu.gpu_cases import assert_gpu_matches_ort
+from tests.gpu.gpu_cases import EMULATED, assert_gpu_matches_ort
 from tests.helpers import make_model, rand
 
 
@@ -25,12 +25,14 @@ def reduce_model(op: str, x: np.ndarray, axes: list[int] | None, keepdims: int):
 @pytest.mark.parametrize("op", ["ReduceSum", "ReduceMean", "ReduceMax", "ReduceMin", "ReduceProd", "ReduceL1",
                                 "ReduceL2", "ReduceSumSquare", "ReduceLogSum", "ReduceLogSumExp"])
 def test_each_reducer_over_rows_and_columns(op) -> None:
-    """Axis 2 (innermost: rows layout) and axis 1 (columns layout) of the same tensor."""
+    """Axis 2 (innermost: rows layout) and axis 1 (columns layout) of the same tensor, on the
+    emulated targets (every target assembles in test_axes_and_keepdims)."""
     x = rand(2, 5, 49, seed=1)
     if op in ("ReduceLogSum", "ReduceProd"):
         x = np.abs(x) + 0.5
     for axes in ([2], [1]):
-        assert_gpu_matches_ort(reduce_model(op, x, axes, keepdims=1), {"x": x}, rtol=2e-5, atol=1e-5)
+        assert_gpu_matches_ort(reduce_model(op, x, axes, keepdims=1), {"x": x}, rtol=2e-5, atol=1e-5,
+                               targets=EMULATED)
 
 
 @pytest.mark.parametrize("shape,axes,keepdims", [
@@ -52,7 +54,7 @@ def test_integer_sum_and_max() -> None:
     x = (rand(3, 40, seed=3) * 100).astype(np.int64)
     for op in ("ReduceSum", "ReduceMax"):
         assert_gpu_matches_ort(reduce_model(op, x, [1], 0), {"x": x}, rtol=0, atol=0,
-                               targets=("cuda:sm_90", "rocm:gfx942"))
+                               targets=EMULATED)
 
 
 def test_global_average_pool_plan_fills_the_gpu() -> None:
@@ -75,4 +77,15 @@ def test_few_wide_columns_narrow_their_tiles() -> None:
 def test_float16_is_summed_in_float32() -> None:
     x = rand(3, 300, seed=4).astype(np.float16)
     assert_gpu_matches_ort(reduce_model("ReduceSum", x, [1], 0), {"x": x}, rtol=2e-3, atol=2e-3,
-                           targets=("cuda:sm_90", "rocm:gfx942"))
+                           targets=EMULATED)
+
+
+@pytest.mark.parametrize("op", ["ArgMax", "ArgMin"])
+@pytest.mark.parametrize("last", [0, 1])
+def test_arg_reduce_ties_over_rows_and_columns(op, last) -> None:
+    """Values rounded to a few levels, so every segment has ties that threads far apart hold."""
+    x = np.round(rand(3, 130, 5, seed=5) * 2).astype(np.float32)
+    for axis, keepdims in ((1, 1), (2, 0)):
+        node = helper.make_node(op, ["x"], ["y"], axis=axis, keepdims=keepdims, select_last_index=last)
+        assert_gpu_matches_ort(make_model([node], {"x": x}, ["y"]), {"x": x}, rtol=0, atol=0,
+                               targets=EMULATED)
