@@ -54,7 +54,8 @@ class UnsupportedItem:
 
     def __str__(self) -> str:
         domain = self.domain or "ai.onnx"
-        return f"{self.op_type} (domain {domain}, opset {self.opset}) at node '{self.node}': {self.reason}"
+        opset = f", opset {self.opset}" if self.opset else ""  # 0: a graph op, past the frontend
+        return f"{self.op_type} (domain {domain}{opset}) at node '{self.node}': {self.reason}"
 
 
 class UnsupportedModelError(HobbitError):

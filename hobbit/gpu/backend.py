@@ -1,7 +1,7 @@
 """The GPU backend's kernel table, filled: importing this module imports every
 hobbit/gpu module that registers kernels in GPU (hobbit/gpu/kernels.py)."""
 
-from hobbit.gpu import depthwise  # noqa: F401
+from hobbit.gpu import conv  # noqa: F401
 from hobbit.gpu import elementwise  # noqa: F401
 from hobbit.gpu import gemm  # noqa: F401
 from hobbit.gpu import norm  # noqa: F401

@@ -8,8 +8,8 @@ The plan (hobbit.plan.gpu_depthwise) picks where the taps come from: a shared-me
 tile of the input staged by the block ("tiled", no bounds checks on the taps), or
 global memory with each tap's bounds checked ("direct", hobbit.gpu.window).
 
-This is not the GPU "Conv" kernel: the Conv kernel's dispatch calls `is_depthwise` and
-`lower_depthwise` (and the Conv planner `depthwise_plan`) for the nodes that are."""
+The GPU "Conv" kernel (hobbit/gpu/conv.py) hands the nodes that are depthwise
+(hobbit.plan.gpu_depthwise.is_depthwise) to `lower_depthwise`."""
 
 from __future__ import annotations
 
@@ -25,19 +25,10 @@ from hobbit.gpu.kernels import GPU, GpuArgs
 from hobbit.gpu.window import inside
 from hobbit.lower.elementwise import Epilogue
 from hobbit.lower.scalar import Emit
-from hobbit.plan.gpu_depthwise import input_tile
+from hobbit.plan.gpu_depthwise import input_tile, is_depthwise
 
 F32 = np.dtype(np.float32)
 Fetch = Callable[[int, int], ir.Value]  # (kernel row, column offset in the thread's span) -> input value
-
-
-def is_depthwise(node: Node) -> bool:
-    """A 2-D Conv whose every channel is its own group, with OIHW weights [C, 1, KH, KW]."""
-    if node.op != "Conv" or len(node.inputs[0].shape) != 4:
-        return False
-    c = node.inputs[0].shape[1]
-    return (node.attrs["group"] == c == node.outputs[0].shape[1]
-            and node.attrs.get("weight_layout", "OIHW") == "OIHW" and len(node.inputs[1].shape) == 4)
 
 
 class _Channel:
@@ -183,5 +174,3 @@ def lower_depthwise(k: GpuArgs) -> None:
         raise CodegenError("the depthwise GPU kernel computes float32 tensors")
     (_lower_tiled if k.plan.extra["variant"] == "tiled" else _lower_direct)(k)
 
-
-GPU.register("DepthwiseConv", lower=lower_depthwise)

@@ -301,5 +301,4 @@ def lower_gemm(k: GpuArgs) -> None:
     emit_gemm(k, Tile(**k.plan.extra), dims, ops)
 
 
-GPU.register("Conv", lower=lower_gemm)
 GPU.register("MatMul", lower=lower_gemm)

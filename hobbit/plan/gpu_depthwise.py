@@ -32,6 +32,15 @@ SHARED_SHARE = 4  # a tile takes at most 1/SHARED_SHARE of a block's shared memo
 MIN_TILE_USE = 0.5  # of a tile's outputs, the share inside the plane
 
 
+def is_depthwise(node: Node) -> bool:
+    """A 2-D Conv whose every channel is its own group, with OIHW weights [C, 1, KH, KW]."""
+    if node.op != "Conv" or len(node.inputs[0].shape) != 4:
+        return False
+    c = node.inputs[0].shape[1]
+    return (node.attrs["group"] == c == node.outputs[0].shape[1]
+            and node.attrs.get("weight_layout", "OIHW") == "OIHW" and len(node.inputs[1].shape) == 4)
+
+
 def _pow2_at_least(n: int) -> int:
     return 1 << max(0, (n - 1).bit_length())
 
@@ -75,7 +84,7 @@ def _tiled(node: Node, target: GpuTarget, per_thread: int) -> GpuPlan | None:
 
 
 def depthwise_plan(node: Node, target: GpuTarget) -> GpuPlan:
-    """The plan of a depthwise Conv node (hobbit.gpu.depthwise.is_depthwise) for `target`."""
+    """The plan of a depthwise Conv node (is_depthwise) for `target`."""
     (n, c, oh, ow), *_ = _geometry(node)
     per_thread = min(OUTPUTS_ALONG_W, ow)
     tiled = _tiled(node, target, per_thread)

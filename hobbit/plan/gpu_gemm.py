@@ -136,7 +136,7 @@ def choose_tile(dims: GemmDims, target: GpuTarget) -> Tile:
     return max(tiles, key=lambda t: (blocks(t), -padded(t)))
 
 
-@gpu_planner("Conv", "MatMul")
+@gpu_planner("MatMul")
 def gemm_plan(node: Node, target: GpuTarget) -> GpuPlan:
     dims = gemm_dims(node)
     if dims.z > MAX_Z:

@@ -24,9 +24,7 @@ from hobbit.plan.unique import unique_plan
 from hobbit.plan.winograd import winograd_plan
 from hobbit.plan.winograd_bf16 import winograd_bf16_plan
 from hobbit.plan.gpu import gpu_plan
-from hobbit.plan import gpu_pool  # noqa: F401  (registers its GPU planners)
-from hobbit.plan import gpu_gemm  # noqa: F401  (registers its GPU planners)
-from hobbit.plan import gpu_reduce  # noqa: F401  (registers its GPU planners)
+from hobbit.plan import gpu_conv, gpu_gemm, gpu_pool, gpu_reduce  # noqa: F401  (register their GPU planners)
 from hobbit.target import GpuTarget, Target, is_gpu
 
 Planner = Callable[[Node, Target, int], Any]

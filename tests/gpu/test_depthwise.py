@@ -12,30 +12,10 @@ import pytest
 from onnx import helper
 
 from hobbit.frontend.onnx import import_onnx
-from hobbit.gpu.depthwise import is_depthwise, lower_depthwise
-from hobbit.gpu.kernels import GPU
-from hobbit.lower.kernels import Kernel
-from hobbit.plan.gpu import GPU_PLANNERS
-from hobbit.plan.gpu_depthwise import depthwise_plan
+from hobbit.plan.gpu_depthwise import depthwise_plan, is_depthwise
 from hobbit.target import gpu_target
 from tests.gpu.gpu_cases import assert_gpu_matches_ort
 from tests.helpers import make_model, rand
-
-
-@pytest.fixture(autouse=True)
-def depthwise_dispatch(monkeypatch):
-    """Conv nodes that are depthwise go to the depthwise kernel and planner; others to the
-    Conv kernel, where there is one."""
-    kernels = GPU._kernels  # the table has no public override: tests only
-    conv, planner = kernels.get("Conv"), GPU_PLANNERS.get("Conv")
-
-    def lower(k):
-        return lower_depthwise(k) if is_depthwise(k.node) else conv.lower(k)
-
-    def plan(node, target):
-        return depthwise_plan(node, target) if is_depthwise(node) else planner(node, target)
-    monkeypatch.setitem(kernels, "Conv", Kernel(lower))
-    monkeypatch.setitem(GPU_PLANNERS, "Conv", plan)
 
 
 def _model(shape, k, stride=1, pads=None, dilation=1, bias=True, epilogue=None, seed=0):
