@@ -11,7 +11,9 @@ from the target:
 - Micro-tile: BM*BN/threads outputs per thread, split TM x TN near square (8x8 for the
   128x128 tile); its accumulators plus one column of A and row of B must stay under a
   third of `registers_per_thread` (64 + 16 of 255 on NVIDIA), which leaves room for the
-  addresses and loop state without ptxas spilling.
+  next K step's staged tiles ((BM + BN) * BK / threads, 16 at most), the addresses and
+  the loop state without ptxas spilling (125 registers for 128 x 128 on sm_90: two
+  blocks of 256 threads fit an SM's 64K registers).
 - Tile: the largest BM x BN (area, then least padded work) that still gives at least
   `sms` blocks, since a bigger tile reads fewer bytes per multiply-add (its arithmetic
   intensity grows with the tile) but a grid smaller than the SM count leaves SMs idle

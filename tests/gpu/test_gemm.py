@@ -55,6 +55,9 @@ CONVS = {
                           epilogue=("Relu",)),
     "clip": dict(x_shape=(1, 3, 6, 6), w_shape=(4, 3, 3, 3), epilogue=("Clip",)),
     "ragged_10x13x13": dict(x_shape=(2, 7, 13, 13), w_shape=(10, 7, 3, 3), pads=(1, 1, 1, 1)),
+    "asymmetric_groups_dilation": dict(x_shape=(3, 4, 6, 7), w_shape=(34, 2, 2, 3), group=2, strides=(2, 1),
+                                       pads=(0, 1, 1, 0), dilations=(1, 2)),
+    "kernel_over_input": dict(x_shape=(1, 2, 3, 3), w_shape=(4, 2, 5, 5), pads=(2, 2, 2, 2)),
     # K = 40 * 9 = 360: several K steps, the last one ragged; M = 70: two row tiles
     "deep_k": dict(x_shape=(1, 40, 5, 5), w_shape=(70, 40, 3, 3), pads=(1, 1, 1, 1), epilogue=("Relu",)),
 }
