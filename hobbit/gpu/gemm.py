@@ -264,9 +264,9 @@ def emit_gemm(k: GpuArgs, t: Tile, dims: GemmDims, ops: Operands) -> None:
         with simt.phase() as tid:
             _stash(kb, s, staged, tid)
         with simt.phase() as tid:
-            following = kb.b.add(k0, kb.i64(t.bk))
-            with kb.if_then(kb.b.icmp_signed("<", following, kb.i64(dims.k))):
-                _fetch(kb, s, ops, cols, staged, following, tid)
+            # unguarded: the last step fetches a tile past K, all zeros; a branch around the
+            # fetch made ptxas spill (VGG's first conv, K = 27, on sm_90)
+            _fetch(kb, s, ops, cols, staged, kb.b.add(k0, kb.i64(t.bk)), tid)
             _multiply(kb, s, acc, tid)
 
     if partial is not None:  # groups 1.. hand their sums to group 0

@@ -111,12 +111,13 @@ def test_large_tile_assembles_without_spills() -> None:
 
 
 @pytest.mark.parametrize("dims, tile", [
-    (GemmDims(256, 8 * 56 * 56, 64, 1), (128, 128, 1)),  # big: the largest tile fills the SMs
-    (GemmDims(64, 112 * 112, 147, 1), (64, 64, 1)),  # ResNet's stem at batch 1: BM capped at M
-    (GemmDims(512, 49, 4608, 1), (32, 32, 1)),  # 7x7 layer at batch 1: no tile fills 132 SMs
-    (GemmDims(1, 1000, 512, 1), (1, 32, 8)),  # classifier: one row, K split over 8 thread groups
+    (GemmDims(256, 8 * 56 * 56, 64, 1), (128, 128, 1, 256)),  # big: the largest tile fills the SMs
+    (GemmDims(64, 112 * 112, 147, 1), (64, 64, 1, 256)),  # ResNet's stem at batch 1: BM capped at M
+    (GemmDims(512, 49, 4608, 1), (32, 32, 4, 1024)),  # 7x7 layer at batch 1: 32 blocks, 4 K groups each
+    (GemmDims(1, 1000, 2048, 1), (1, 32, 32, 1024)),  # classifier: one row, K split over 32 thread groups
+    (GemmDims(1, 1000, 64, 1), (1, 32, 8, 256)),  # short K: not widened past two K steps
 ])
 def test_tile_rule(dims, tile) -> None:
     t = choose_tile(dims, gpu_target("cuda:sm_90"))
-    assert (t.bm, t.bn, t.ks) == tile
-    assert t.threads == 256 and t.tm * t.tn * t.threads == t.bm * t.bn * t.ks
+    assert (t.bm, t.bn, t.ks, t.threads) == tile
+    assert t.tm * t.tn * t.threads == t.bm * t.bn * t.ks
