@@ -47,7 +47,7 @@ from hobbit.plan.gpu import GpuPlan, gpu_planner
 from hobbit.target import GpuTarget
 
 THREADS = 256
-MAX_Z = 65535  # CUDA's grid z extent
+MAX_YZ = 65535  # CUDA's grid y and z extents
 
 
 @dataclass(frozen=True)
@@ -163,9 +163,10 @@ def _widened(t: Tile, dims: GemmDims, target: GpuTarget) -> Tile:
 @gpu_planner("MatMul")
 def gemm_plan(node: Node, target: GpuTarget) -> GpuPlan:
     dims = gemm_dims(node)
-    if dims.z > MAX_Z:
-        raise CodegenError(f"{node.op} '{node.name}' is {dims.z} GEMMs; the grid's z extent stops at {MAX_Z}")
     t = choose_tile(dims, target)
     grid = (-(-dims.n // t.bn), -(-dims.m // t.bm), dims.z)
+    if max(grid[1:]) > MAX_YZ:
+        raise CodegenError(f"{node.op} '{node.name}' needs a grid of {grid} blocks ({dims.z} GEMMs of {dims.m} rows); "
+                           f"the grid's y and z extents stop at {MAX_YZ}")
     return GpuPlan(grid, t.threads, t.tm * t.tn,
                    {"bm": t.bm, "bn": t.bn, "bk": t.bk, "tm": t.tm, "tn": t.tn, "ks": t.ks})
