@@ -19,9 +19,8 @@ import numpy as np
 from llvmlite import ir
 
 from hobbit.errors import CodegenError
-from hobbit.graph.ir import Node
 from hobbit.gpu.elementwise import unflatten
-from hobbit.gpu.kernels import GPU, GpuArgs
+from hobbit.gpu.kernels import GpuArgs
 from hobbit.gpu.window import inside
 from hobbit.lower.elementwise import Epilogue
 from hobbit.lower.scalar import Emit
