@@ -29,7 +29,7 @@ from hobbit.compiler import CompileReport, lower_to_llvm
 from hobbit.errors import ConfigError, HobbitError, InputError, TargetError
 from hobbit.frontend.onnx import load_model as read_onnx
 from hobbit.frontend.source import OnnxSource, Source, detect_format, open_source
-from hobbit.passes import DEFAULT_PIPELINE, PASSES, PRECISIONS, default_pipeline
+from hobbit.passes import DEFAULT_PIPELINE, GPU_PRECISIONS, PASSES, PRECISIONS, default_pipeline
 from hobbit.passes.memory import needs_code
 from hobbit.quantize.calibrate import declared_inputs
 from hobbit.quantize.files import CalibrationFiles
@@ -80,7 +80,7 @@ def pipeline(args: argparse.Namespace) -> list[str] | None:
     """--passes / --disable -> the `passes` argument of hobbit.compile (None = default pipeline)."""
     if args.passes is None and not args.disable:
         return None
-    default = default_pipeline(getattr(args, "precision", None) or "fp32")
+    default = default_pipeline(getattr(args, "precision", None) or "fp32", getattr(args, "target", None))
     names = default if args.passes is None else [p.strip() for p in args.passes.split(",") if p.strip()]
     for name in list(names) + list(args.disable):
         if name not in PASSES:
@@ -568,9 +568,10 @@ def _common(p: argparse.ArgumentParser) -> None:
     p.add_argument("--threads", type=positive_int, default=None, metavar="N",
                    help="threads per inference to build for (default: $HOBBIT_NUM_THREADS, else the CPUs "
                         "this process may use: its affinity mask, capped by any cgroup CPU quota)")
-    p.add_argument("--precision", choices=PRECISIONS, default="fp32",
+    p.add_argument("--precision", choices=sorted(set(PRECISIONS + GPU_PRECISIONS)), default="fp32",
                    help="fp32 (default), or bf16: convolutions and fully-connected layers on bf16 weights and "
-                        "activations with float32 sums (needs a CPU with AVX512-BF16, e.g. Zen 4, Sapphire Rapids)")
+                        "activations with float32 sums (needs a CPU with AVX512-BF16, e.g. Zen 4, Sapphire Rapids), "
+                        "or tf32 for --target cuda: convolutions and matmuls on tensor cores, TF32 operands")
     _input_shape(p)
     _target(p)
 

@@ -18,7 +18,8 @@ from hobbit.codegen.module import pack_weights
 from hobbit.errors import ConfigError, MissingDependencyError
 from hobbit.frontend.source import Source
 from hobbit.graph.ir import Graph
-from hobbit.passes import GPU_PIPELINE, run_pipeline
+from hobbit.passes import GPU_PIPELINE, GPU_PRECISIONS, GPU_TF32_PIPELINE, run_pipeline
+from hobbit.passes.tf32 import require_tf32
 from hobbit.passes.memory import MemoryPlan, plan_memory
 from hobbit.runtime.gpu_model import GpuModel
 from hobbit.runtime.jit import TensorSpec
@@ -37,11 +38,25 @@ class GpuReport:
     seconds: dict[str, float] = field(default_factory=dict)
 
 
+def _pipeline(precision: str, target: GpuTarget, passes: list[str] | None) -> list[str]:
+    """The pass list for `precision` ("fp32", or "tf32" on NVIDIA: tensor cores), checked
+    before anything is imported; an explicit list must then name the "tf32" pass."""
+    if precision not in GPU_PRECISIONS:
+        raise ConfigError(f"precision= on a GPU target must be one of {', '.join(map(repr, GPU_PRECISIONS))}; "
+                          f"got {precision!r}")
+    if precision == "fp32":
+        return GPU_PIPELINE if passes is None else passes
+    require_tf32(target)
+    if passes is not None and "tf32" not in passes:
+        raise ConfigError(f"precision='tf32' with passes={list(passes)!r}: the list has no 'tf32' pass, so nothing "
+                          f"would run on tensor cores; add it (last) or leave passes=None")
+    return GPU_TF32_PIPELINE if passes is None else passes
+
+
 def compile_gpu(source: Source, target: GpuTarget, precision: str, opt_level: int, passes: list[str] | None,
                 input_shapes: dict[str, tuple[int, ...]] | None, input_values: dict[str, np.ndarray],
                 show: Progress) -> GpuModel:
-    if precision != "fp32":
-        raise ConfigError(f"precision={precision!r} is not built for GPU targets yet; they compute in float32")
+    pipeline = _pipeline(precision, target, passes)
     times: dict[str, float] = {}
     t0 = time.perf_counter()
     show.stage("import")
@@ -49,7 +64,7 @@ def compile_gpu(source: Source, target: GpuTarget, precision: str, opt_level: in
     times["import"] = time.perf_counter() - t0
     t0 = time.perf_counter()
     show.stage("passes")
-    graph = run_pipeline(graph, GPU_PIPELINE if passes is None else passes, target)
+    graph = run_pipeline(graph, pipeline, target)
     plan = plan_memory(graph, target, 1)
     weights = pack_weights(graph, plan)
     times["passes"] = time.perf_counter() - t0

@@ -115,3 +115,20 @@ def test_without_a_gpu_main_points_to_the_dry_run(capsys) -> None:
     assert main(["--models", "resnet18"]) == 2
     assert "--dry-run" in capsys.readouterr().err
     assert markdown([Row("m", 1, note="x|y")]).endswith("| x\\|y |")
+
+
+def test_compare_in_tf32() -> None:
+    a = np.linspace(-2, 2, 50).astype(np.float32)
+    assert compare([a], [a + 9e-3], "tf32")[1] and not compare([a], [a + 2e-2], "tf32")[1]
+
+
+def test_tf32_bench_on_the_fake_driver(monkeypatch) -> None:
+    """precision="tf32": hobbit's tensor-core kernels (the fake driver runs their emulation)
+    within TF32's tolerance of hobbit's float32 CPU outputs."""
+    fake_cuda.install(monkeypatch)
+
+    def dense():
+        nodes = [helper.make_node("MatMul", ["x", "w"], ["t"]), helper.make_node("Relu", ["t"], ["y"])]
+        return make_model(nodes, {"x": rand(64, 48)}, ["y"], {"w": rand(48, 96, seed=1)})
+    rows = run_bench({"dense": dense}, [1], device="cpu", runs=3, warmup=0, seconds=0.1, precision="tf32")
+    assert rows[0].ok and rows[0].torch_ok and 0 < rows[0].error, rows[0]

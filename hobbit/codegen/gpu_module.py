@@ -77,28 +77,37 @@ def build_gpu_module(graph: Graph, plan: MemoryPlan, target: GpuTarget, flavour:
         raise UnsupportedModelError(missing)
     module = ir.Module(name=graph.name)
     module.triple = target.triple if flavour != "host" else ""
-    launches = []
+    launches, min_blocks = [], {}
     for node in kernel_nodes(graph):
         launches.append(_emit_kernel(module, node, plan, target, flavour))
-    return with_block_size(str(module), launches, flavour), launches
+        min_blocks[launches[-1].kernel] = plan.kernels[id(node)].min_blocks
+    return with_block_size(str(module), launches, flavour, min_blocks), launches
 
 
 _BLOCK_ATTRIBUTE = {"nvptx": '"nvvm.maxntid"="{}"', "amdgpu": '"amdgpu-flat-work-group-size"="1,{}"'}
 
 
-def with_block_size(text: str, launches: list[Launch], flavour: str) -> str:
+def with_block_size(text: str, launches: list[Launch], flavour: str, min_blocks: dict[str, int] | None = None) -> str:
     """Each kernel's definition says the block size it is launched with, so the back end
     allocates registers for that many threads (AMDGPU assumes 1024 otherwise and caps
-    each thread's registers to fit them). llvmlite's IR builder has no string attributes,
-    so they are added to each definition's line here."""
+    each thread's registers to fit them), and on NVPTX the blocks per SM its plan wants
+    resident (`min_blocks`, GpuPlan.min_blocks: nvvm.minctasm), which is the register
+    budget ptxas then allocates to; without it, a block size alone made ptxas cap a
+    tensor-core conv at 80 registers and spill (sm_90). llvmlite's IR builder has no
+    string attributes, so they are added to each definition's line here."""
     if flavour not in _BLOCK_ATTRIBUTE:
         return text
     threads = {launch.kernel: launch.threads for launch in launches}
+    min_blocks = min_blocks or {}
 
     def attribute(match: re.Match) -> str:
         name = match.group(2)
-        return match.group(0) + " " + _BLOCK_ATTRIBUTE[flavour].format(threads[name]) if name in threads \
-            else match.group(0)
+        if name not in threads:
+            return match.group(0)
+        attributes = [_BLOCK_ATTRIBUTE[flavour].format(threads[name])]
+        if flavour == "nvptx" and min_blocks.get(name):
+            attributes.append(f'"nvvm.minctasm"="{min_blocks[name]}"')
+        return match.group(0) + " " + " ".join(attributes)
     return re.sub(r'^(define [^\n]*?@"?([^"(]+)"?\([^\n]*\))', attribute, text, flags=re.MULTILINE)
 
 

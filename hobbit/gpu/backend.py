@@ -3,7 +3,7 @@ hobbit/gpu module that registers kernels in GPU (hobbit/gpu/kernels.py)."""
 
 from hobbit.gpu import conv  # noqa: F401
 from hobbit.gpu import elementwise  # noqa: F401
-from hobbit.gpu import gemm  # noqa: F401
+from hobbit.gpu import matmul  # noqa: F401
 from hobbit.gpu import norm  # noqa: F401
 from hobbit.gpu import pool  # noqa: F401
 from hobbit.gpu import reduce  # noqa: F401

@@ -5,7 +5,7 @@ channel is its own group, else the implicit GEMM (hobbit.gpu.gemm), as the Conv 
 from __future__ import annotations
 
 from hobbit.gpu.depthwise import lower_depthwise
-from hobbit.gpu.gemm import lower_gemm
+from hobbit.gpu.matmul import lower_gemm
 from hobbit.gpu.kernels import GPU, GpuArgs
 from hobbit.plan.gpu_depthwise import is_depthwise
 

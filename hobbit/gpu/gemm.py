@@ -19,7 +19,10 @@ conflicts) and one or two of A's (broadcast), and stores consecutive outputs
 A conv's B is never materialised: B[k, n] is the input at channel k // (KH*KW) and
 kernel offset k % (KH*KW) of output pixel n, or zero in the padding. Each thread loads
 a single column of each B tile, so the pixel's image offset and top-left corner are
-computed once, before the K loop, and kept in private registers."""
+computed once, before the K loop, and kept in private registers.
+
+The operands, staging and K loop (begin, k_steps) serve the tensor-core kernel as well
+(hobbit/gpu/mma.py), which replaces only the multiply and the accumulators' layout."""
 
 from __future__ import annotations
 
@@ -33,13 +36,15 @@ from llvmlite import ir
 from hobbit.errors import CodegenError
 from hobbit.graph.shapes import broadcast, broadcast_strides
 from hobbit.gpu.elementwise import unflatten
-from hobbit.gpu.kernels import GPU, GpuArgs
-from hobbit.lower.builder import KernelBuilder, llvm_type
+from hobbit.gpu.kernels import GpuArgs
+from hobbit.gpu.simt import Private
+from hobbit.lower.builder import I32, KernelBuilder, llvm_type
 from hobbit.lower.elementwise import Epilogue
 from hobbit.lower.scalar import Emit
 from hobbit.ops.nn import matmul_b_shape, weight_shape
 from hobbit.ops.registry import get_op
-from hobbit.plan.gpu_gemm import GemmDims, Tile, gemm_dims
+from hobbit.plan.gpu_gemm import GemmDims, Tile
+from hobbit.plan.gpu_mma import MmaTile
 
 F32 = np.dtype(np.float32)
 OUTSIDE = -(1 << 40)  # a row coordinate no kernel offset brings back into the image
@@ -73,7 +78,7 @@ def _load_or_zero(kb: KernelBuilder, ptr: ir.Value, valid: ir.Value, offset: int
     return kb.b.select(valid, kb.load(ptr, F32, safe), kb.const(F32, 0.0))
 
 
-def _conv_operands(k: GpuArgs, dims: GemmDims) -> Operands:
+def conv_operands(k: GpuArgs, dims: GemmDims) -> Operands:
     kb, node = k.kb, k.node
     if node.attrs.get("weight_layout", "OIHW") != "OIHW":
         raise CodegenError("the GPU conv reads OIHW weights (the GPU pipeline keeps them so)")
@@ -113,7 +118,7 @@ def _conv_operands(k: GpuArgs, dims: GemmDims) -> Operands:
     return Operands(k.inputs[1], kb.mul(group, dims.m * dims.k), k.inputs[0], column, 3, b_offset, store)
 
 
-def _matmul_operands(k: GpuArgs, dims: GemmDims) -> Operands:
+def matmul_operands(k: GpuArgs, dims: GemmDims) -> Operands:
     kb, node = k.kb, k.node
     if node.attrs.get("b_layout", "KN") != "KN":
         raise CodegenError("the GPU matmul reads B as [..., K, N] (the GPU pipeline keeps it so)")
@@ -141,24 +146,27 @@ def _matmul_operands(k: GpuArgs, dims: GemmDims) -> Operands:
     return Operands(k.inputs[0], kb.affine(list(zip(index, a_strides))), k.inputs[1], column, 1, b_offset, store)
 
 
-def _fma(kb: KernelBuilder, a: ir.Value, b: ir.Value, c: ir.Value) -> ir.Value:
+def fma(kb: KernelBuilder, a: ir.Value, b: ir.Value, c: ir.Value) -> ir.Value:
     return kb.call_intrinsic("llvm.fma.f32", llvm_type(F32), [a, b, c])
 
 
 @dataclass
 class Shapes:
-    """The block's tile, staged arrays and origin, shared by the emitters of its phases."""
+    """The block's tile, staged arrays and origin, shared by the emitters of its phases.
+    Element (m, k) of the A tile is at m * a_m + k * a_k, (k, n) of the B tile at
+    k * ldb + n: the SIMT multiply reads A transposed, the tensor-core fragments row-major
+    (hobbit.gpu.mma), each padded against bank conflicts."""
 
-    t: Tile
+    t: Tile | MmaTile
     dims: GemmDims
-    a_tile: ir.Value  # [BK][BM + 1]
-    b_tile: ir.Value  # [BK][BN]
+    a_tile: ir.Value
+    b_tile: ir.Value
     m0: ir.Value
     n0: ir.Value
-
-    @property
-    def lda(self) -> int:
-        return self.t.bm + 1
+    a_m: int
+    a_k: int
+    ldb: int
+    tf32: bool = False  # operands rounded to TF32 as they are staged
 
     @property
     def tile_threads(self) -> int:
@@ -220,10 +228,25 @@ def _stash(kb: KernelBuilder, s: Shapes, staged, tid: ir.Value) -> None:
     for i, e, guard in _a_elements(kb, s, tid):
         with guard:
             mm, kk = _a_element(kb, s, e)
-            kb.store(stage_a.load(i), s.a_tile, F32, kb.affine([(kk, s.lda), (mm, 1)]))
+            kb.store(_staged(kb, s, stage_a.load(i)), s.a_tile, F32, kb.affine([(kk, s.a_k), (mm, s.a_m)]))
     for i in range(stage_b.count):
         kk, nn = _b_element(kb, s, tid, i)
-        kb.store(stage_b.load(i), s.b_tile, F32, kb.affine([(kk, s.t.bn), (nn, 1)]))
+        kb.store(_staged(kb, s, stage_b.load(i)), s.b_tile, F32, kb.affine([(kk, s.ldb), (nn, 1)]))
+
+
+def _staged(kb: KernelBuilder, s: Shapes, x: ir.Value) -> ir.Value:
+    return round_tf32(kb, x) if s.tf32 else x
+
+
+def round_tf32(kb: KernelBuilder, x: ir.Value) -> ir.Value:
+    """x to TF32's 10 mantissa bits, to nearest with ties away from zero (cvt.rna.tf32.f32),
+    kept as a float32 whose 13 low bits are zero; infinities and NaNs as they are."""
+    b = kb.b
+    bits = b.bitcast(x, I32)
+    exponent = b.and_(bits, ir.Constant(I32, 0x7F800000))
+    rounded = b.and_(b.add(bits, ir.Constant(I32, 0x1000)), ir.Constant(I32, -0x2000))
+    special = b.icmp_unsigned("==", exponent, ir.Constant(I32, 0x7F800000))
+    return b.bitcast(b.select(special, bits, rounded), llvm_type(F32))
 
 
 def _multiply(kb: KernelBuilder, s: Shapes, acc, tid: ir.Value) -> None:
@@ -233,11 +256,47 @@ def _multiply(kb: KernelBuilder, s: Shapes, acc, tid: ir.Value) -> None:
     sums = [acc.load(q) for q in range(t.tm * t.tn)]
     for step in range(t.bk // t.ks):
         kk = kb.add(step * t.ks, group)
-        a = [kb.load(s.a_tile, F32, kb.affine([(kk, s.lda), (ty, 1)], i * (t.bm // t.tm))) for i in range(t.tm)]
-        b = [kb.load(s.b_tile, F32, kb.affine([(kk, t.bn), (tx, 1)], j * (t.bn // t.tn))) for j in range(t.tn)]
-        sums = [_fma(kb, a[q // t.tn], b[q % t.tn], sums[q]) for q in range(t.tm * t.tn)]
+        a = [kb.load(s.a_tile, F32, kb.affine([(kk, s.a_k), (ty, 1)], i * (t.bm // t.tm))) for i in range(t.tm)]
+        b = [kb.load(s.b_tile, F32, kb.affine([(kk, s.ldb), (tx, 1)], j * (t.bn // t.tn))) for j in range(t.tn)]
+        sums = [fma(kb, a[q // t.tn], b[q % t.tn], sums[q]) for q in range(t.tm * t.tn)]
     for q, v in enumerate(sums):
         acc.store(v, q)
+
+
+def begin(k: GpuArgs, s: Shapes, ops: Operands, acc: Private) -> tuple[Private, tuple[Private, Private]]:
+    """Zero accumulators, each thread's B column (kept across K) and the first K step's
+    tiles in its staging registers: (column, staged)."""
+    kb, simt, t = k.kb, k.simt, s.t
+    cols = simt.private(np.dtype(np.int64), ops.n_column)
+    with simt.phase(sync=False) as tid:
+        for q in range(acc.count):
+            acc.store(kb.const(F32, 0.0), q)
+        for q, v in enumerate(ops.column(kb.add(s.n0, _urem(kb, tid, t.bn)))):
+            cols.store(v, q)
+    staged = (simt.private(F32, -(-t.bm * t.bk // t.threads)), simt.private(F32, t.bk * t.bn // t.threads))
+    with simt.phase(sync=False) as tid:
+        _fetch(kb, s, ops, cols, staged, kb.i64(0), tid)
+    return cols, staged
+
+
+def k_steps(k: GpuArgs, s: Shapes, ops: Operands, cols: Private, staged: tuple[Private, Private],
+            multiply: Callable[[], None]) -> None:
+    """The K loop: the staged tiles into shared memory, then the next step's global loads
+    issued before `multiply` (phases of its own that end with a barrier) consumes the tiles."""
+    kb, simt, t = k.kb, k.simt, s.t
+    with kb.loop(0, s.dims.k, t.bk, name="k0") as k0:
+        with simt.phase() as tid:
+            _stash(kb, s, staged, tid)
+        with simt.phase(sync=False) as tid:
+            # unguarded: the last step fetches a tile past K, all zeros; a branch around the
+            # fetch made ptxas spill (VGG's first conv, K = 27, on sm_90)
+            _fetch(kb, s, ops, cols, staged, kb.b.add(k0, kb.i64(t.bk)), tid)
+        multiply()
+
+
+def store_inside(kb: KernelBuilder, s: Shapes, ops: Operands, m: ir.Value, n: ir.Value, x: ir.Value) -> None:
+    with kb.if_then(kb.b.and_(_below(kb, m, s.dims.m), _below(kb, n, s.dims.n))):
+        ops.store(m, n, x)
 
 
 def emit_gemm(k: GpuArgs, t: Tile, dims: GemmDims, ops: Operands) -> None:
@@ -245,29 +304,17 @@ def emit_gemm(k: GpuArgs, t: Tile, dims: GemmDims, ops: Operands) -> None:
     if t.threads != simt.threads or simt.threads % t.bn:
         raise CodegenError(f"GEMM tile {t} does not match a block of {simt.threads} threads")
     s = Shapes(t, dims, simt.shared(F32, t.bk * (t.bm + 1), "a"), simt.shared(F32, t.bk * t.bn, "b"),
-               kb.mul(simt.block(1), t.bm), kb.mul(simt.block(0), t.bn))
+               kb.mul(simt.block(1), t.bm), kb.mul(simt.block(0), t.bn), a_m=1, a_k=t.bm + 1, ldb=t.bn)
     tmtn = t.tm * t.tn
     partial = simt.shared(F32, (t.ks - 1) * t.bm * t.bn, "partial") if t.ks > 1 else None
     acc = simt.private(F32, tmtn)
-    cols = simt.private(np.dtype(np.int64), ops.n_column)
+    cols, staged = begin(k, s, ops, acc)
 
-    with simt.phase(sync=False) as tid:
-        for q in range(tmtn):
-            acc.store(kb.const(F32, 0.0), q)
-        for q, v in enumerate(ops.column(kb.add(s.n0, _urem(kb, tid, t.bn)))):
-            cols.store(v, q)
-
-    staged = (simt.private(F32, -(-t.bm * t.bk // t.threads)), simt.private(F32, t.bk * t.bn // t.threads))
-    with simt.phase(sync=False) as tid:
-        _fetch(kb, s, ops, cols, staged, kb.i64(0), tid)
-    with kb.loop(0, dims.k, t.bk, name="k0") as k0:
+    def multiply() -> None:
         with simt.phase() as tid:
-            _stash(kb, s, staged, tid)
-        with simt.phase() as tid:
-            # unguarded: the last step fetches a tile past K, all zeros; a branch around the
-            # fetch made ptxas spill (VGG's first conv, K = 27, on sm_90)
-            _fetch(kb, s, ops, cols, staged, kb.b.add(k0, kb.i64(t.bk)), tid)
             _multiply(kb, s, acc, tid)
+
+    k_steps(k, s, ops, cols, staged, multiply)
 
     if partial is not None:  # groups 1.. hand their sums to group 0
         with simt.phase() as tid:
@@ -288,17 +335,4 @@ def emit_gemm(k: GpuArgs, t: Tile, dims: GemmDims, ops: Operands) -> None:
                     x = kb.b.fadd(x, kb.load(partial, F32, slot))
                 m = kb.affine([(s.m0, 1), (ty, 1)], (q // t.tn) * (t.bm // t.tm))
                 n = kb.affine([(s.n0, 1), (tx, 1)], (q % t.tn) * (t.bn // t.tn))
-                with kb.if_then(kb.b.and_(_below(kb, m, dims.m), _below(kb, n, dims.n))):
-                    ops.store(m, n, x)
-
-
-def lower_gemm(k: GpuArgs) -> None:
-    node = k.node
-    if any(v is not None and np.dtype(v.dtype) != F32 for v in list(node.inputs) + list(node.outputs)):
-        raise CodegenError(f"the GPU {node.op} computes float32 only")
-    dims = gemm_dims(node)
-    ops = _conv_operands(k, dims) if node.op == "Conv" else _matmul_operands(k, dims)
-    emit_gemm(k, Tile(**k.plan.extra), dims, ops)
-
-
-GPU.register("MatMul", lower=lower_gemm)
+                store_inside(kb, s, ops, m, n, x)

@@ -150,6 +150,14 @@ class Private:
     def store(self, value: ir.Value, i: int | ir.Value) -> None:
         self.simt.kb.store(value, self.base, self.dtype, self._index(i))
 
+    def load_of(self, thread: ir.Value, i: int) -> ir.Value:
+        """Element i of another thread's array: only the host emulation, whose threads'
+        arrays are all in memory, can read one (a warp-wide instruction's operands)."""
+        if self.simt.flavour != "host":
+            raise RuntimeError("a thread reads another's private array only in the host emulation")
+        kb = self.simt.kb
+        return kb.load(self.base, self.dtype, kb.add(kb.mul(thread, self.count), i))
+
 
 def block_id_values(b: ir.IRBuilder, kb: KernelBuilder, flavour: str, host_params: list[ir.Value]) -> list[ir.Value]:
     """The block's grid coordinates: the special registers on a GPU, parameters on the host."""

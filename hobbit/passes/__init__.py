@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from typing import Callable
 
-from hobbit.target import Target, host_target
+from hobbit.target import Target, host_target, is_gpu
 from hobbit.errors import HobbitError
 from hobbit.graph.ir import Graph
 from hobbit.passes.batchnorm import fold_batchnorm
@@ -24,6 +24,7 @@ from hobbit.passes.layout import choose_layouts
 from hobbit.passes.legalize import legalize
 from hobbit.passes.loop import run_bodies
 from hobbit.passes.pool import fuse_pool
+from hobbit.passes.tf32 import use_tf32
 from hobbit.passes.transpose import sink_transposes
 from hobbit.passes.winograd import use_winograd
 
@@ -49,6 +50,7 @@ PASSES: dict[str, Pass] = {
     "fuse-depthwise": fuse_expand_depthwise,
     "concat-in-place": _graph_only(concat_in_place),
     "bf16": use_bf16,
+    "tf32": use_tf32,
     "winograd-bf16": lambda graph, target: use_winograd(graph, target, bf16_tile),
 }
 
@@ -64,12 +66,17 @@ BF16_PIPELINE.insert(BF16_PIPELINE.index("fuse-depthwise") + 1, "bf16")
 # pool/depthwise fusions are the CPU's kernels' choices, not the GPU's; in-place Concat
 # would hand producers strided slices the GPU kernels do not write.
 GPU_PIPELINE: list[str] = ["widen-half", "dce", "fold", "sink-transposes", "fold-batchnorm", "fuse", "dce"]
+# precision="tf32" (NVIDIA): Conv and MatMul on tensor cores where they pay (passes/tf32.py).
+GPU_TF32_PIPELINE: list[str] = GPU_PIPELINE + ["tf32"]
 
 PRECISIONS = ("fp32", "bf16")
+GPU_PRECISIONS = ("fp32", "tf32")
 
 
-def default_pipeline(precision: str = "fp32") -> list[str]:
-    """The pipeline `passes=None` means at this precision."""
+def default_pipeline(precision: str = "fp32", target: Target | None = None) -> list[str]:
+    """The pipeline `passes=None` means at this precision, for a CPU or (`target`) a GPU."""
+    if target is not None and is_gpu(target):
+        return list(GPU_TF32_PIPELINE if precision == "tf32" else GPU_PIPELINE)
     return list(BF16_PIPELINE if precision == "bf16" else DEFAULT_PIPELINE)
 
 

@@ -24,9 +24,10 @@ class GpuPlan:
     per_thread: int = 1  # elements (or outputs) each thread computes
     extra: dict[str, Any] = field(default_factory=dict)  # the kernel's own choices (tiles, splits)
     scratch_bytes: int = 0  # device scratch in the arena (none yet: every kernel works in registers/shared)
+    min_blocks: int = 0  # blocks per SM its registers must allow (0: the back end's choice)
 
     def __hash__(self) -> int:
-        return hash((self.grid, self.threads, self.per_thread, tuple(sorted(self.extra.items()))))
+        return hash((self.grid, self.threads, self.per_thread, tuple(sorted(self.extra.items())), self.min_blocks))
 
 
 GpuPlanner = Callable[[Node, GpuTarget], GpuPlan]

@@ -32,7 +32,10 @@ from the target:
   collide in one bank, must fit `shared_bytes`.
 
 Splitting K over blocks (more blocks for the 7x7 layers) needs a second pass or atomics
-and the epilogue after them; it is not done."""
+and the epilogue after them; it is not done.
+
+Nodes the "tf32" pass marked get tensor-core tiles instead where they pay
+(hobbit/plan/gpu_mma.py), picked by the same best_tile rule."""
 
 from __future__ import annotations
 
@@ -44,6 +47,7 @@ from hobbit.errors import CodegenError
 from hobbit.graph.ir import Node
 from hobbit.graph.shapes import broadcast
 from hobbit.plan.gpu import GpuPlan, gpu_planner
+from hobbit.plan.gpu_mma import MmaTile, mma_pays, mma_tiles
 from hobbit.target import GpuTarget
 
 THREADS = 256
@@ -123,21 +127,28 @@ def candidate_tiles(dims: GemmDims, target: GpuTarget) -> list[Tile]:
     return tiles
 
 
-def choose_tile(dims: GemmDims, target: GpuTarget) -> Tile:
-    """The module docstring's rule."""
-    def blocks(t: Tile) -> int:
-        return -(-dims.m // t.bm) * -(-dims.n // t.bn) * dims.z
+def blocks(t: Tile | MmaTile, dims: GemmDims) -> int:
+    return -(-dims.m // t.bm) * -(-dims.n // t.bn) * dims.z
 
-    def padded(t: Tile) -> int:
+
+def best_tile(tiles: list, dims: GemmDims, target: GpuTarget) -> Tile | MmaTile:
+    """The largest tile (area, then least padded work) that gives at least `sms` blocks,
+    else the one with the most blocks."""
+    def padded(t: Tile | MmaTile) -> int:
         return -(-dims.m // t.bm) * t.bm * -(-dims.n // t.bn) * t.bn
 
-    tiles = candidate_tiles(dims, target)
     if not tiles:
         raise CodegenError(f"no GEMM tile fits {target.arch} for {dims}")
-    filling = [t for t in tiles if blocks(t) >= target.sms]
+    filling = [t for t in tiles if blocks(t, dims) >= target.sms]
     if filling:
         return max(filling, key=lambda t: (t.bm * t.bn, -padded(t)))
-    return _widened(max(tiles, key=lambda t: (blocks(t), -padded(t))), dims, target)
+    return max(tiles, key=lambda t: (blocks(t, dims), -padded(t)))
+
+
+def choose_tile(dims: GemmDims, target: GpuTarget) -> Tile:
+    """The module docstring's rule."""
+    t = best_tile(candidate_tiles(dims, target), dims, target)
+    return t if blocks(t, dims) >= target.sms else _widened(t, dims, target)
 
 
 def _registers(t: Tile) -> int:
@@ -162,11 +173,21 @@ def _widened(t: Tile, dims: GemmDims, target: GpuTarget) -> Tile:
 
 @gpu_planner("MatMul")
 def gemm_plan(node: Node, target: GpuTarget) -> GpuPlan:
+    """Tensor-core tiles for a node the "tf32" pass marked, where they pay
+    (hobbit.plan.gpu_mma), else the SIMT tiles."""
     dims = gemm_dims(node)
-    t = choose_tile(dims, target)
+    if node.attrs.get("tf32") and mma_pays(dims.m, dims.n, target):
+        t: Tile | MmaTile = best_tile(mma_tiles(dims.m, dims.n, target), dims, target)
+        per_thread = t.accumulators
+        extra = {"mma": "tf32", "bm": t.bm, "bn": t.bn, "bk": t.bk, "wm": t.wm, "wn": t.wn}
+        min_blocks = t.blocks_per_sm
+    else:
+        t = choose_tile(dims, target)
+        per_thread = t.tm * t.tn
+        extra = {"bm": t.bm, "bn": t.bn, "bk": t.bk, "tm": t.tm, "tn": t.tn, "ks": t.ks}
+        min_blocks = 0
     grid = (-(-dims.n // t.bn), -(-dims.m // t.bm), dims.z)
     if max(grid[1:]) > MAX_YZ:
         raise CodegenError(f"{node.op} '{node.name}' needs a grid of {grid} blocks ({dims.z} GEMMs of {dims.m} rows); "
                            f"the grid's y and z extents stop at {MAX_YZ}")
-    return GpuPlan(grid, t.threads, t.tm * t.tn,
-                   {"bm": t.bm, "bn": t.bn, "bk": t.bk, "tm": t.tm, "tn": t.tn, "ks": t.ks})
+    return GpuPlan(grid, t.threads, per_thread, extra, min_blocks=min_blocks)

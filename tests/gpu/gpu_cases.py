@@ -21,9 +21,9 @@ GPU_TARGETS = ("cuda:sm_80", "cuda:sm_90", "rocm:gfx90a", "rocm:gfx942")
 EMULATED = ("cuda:sm_90", "rocm:gfx942")
 
 
-def compiled_for(model: onnx.ModelProto, spec: str) -> GpuModel:
+def compiled_for(model: onnx.ModelProto, spec: str, precision: str = "fp32") -> GpuModel:
     """The model compiled for GPU target `spec`, its device code checked as the module says."""
-    gm = hobbit.compile(model, target=spec, cache=False)
+    gm = hobbit.compile(model, target=spec, precision=precision, cache=False)
     assert isinstance(gm, GpuModel)
     names = {launch.kernel for launch in gm.launches}
     if gm.target.vendor == "cuda":
