@@ -220,7 +220,8 @@ class DryRow:
     note: str = ""
 
 
-def dry_run(models: dict[str, Callable[[], onnx.ModelProto]], show: Callable[[str], None] = lambda line: None
+def dry_run(models: dict[str, Callable[[], onnx.ModelProto]], show: Callable[[str], None] = lambda line: None,
+            precision: str = "fp32"
             ) -> tuple[list[DryRow], tuple[str, float, bool] | None]:
     """Each model compiled for cuda (or why not), and the PyTorch interpreter's outputs on the
     CPU against hobbit's CPU outputs for the first model: (name, max abs error, within tolerance)."""
@@ -229,7 +230,7 @@ def dry_run(models: dict[str, Callable[[], onnx.ModelProto]], show: Callable[[st
         row = DryRow(name)
         t0 = time.perf_counter()
         try:
-            gpu = hobbit.compile(factory(), target="cuda")
+            gpu = hobbit.compile(factory(), target="cuda", precision=precision)
         except HobbitError as exc:
             row.note = f"{type(exc).__name__}: {_first_line(exc)}"
         else:
@@ -294,7 +295,7 @@ def main(argv: list[str] | None = None) -> int:
         print(line, file=sys.stderr, flush=True)
     torch = import_torch()
     if args.dry_run:
-        rows, check = dry_run(models, show)
+        rows, check = dry_run(models, show, args.precision)
         text = dry_markdown(rows)
         if check is not None:
             text += f"\n\nPyTorch interpreter vs hobbit CPU on {check[0]}: max abs error {check[1]:.2e} " \
