@@ -44,3 +44,18 @@ def test_run_without_a_gpu_is_a_clear_error(model_path, capsys) -> None:
     assert main(["run", model_path, "--target", "cuda"]) != 0
     err = capsys.readouterr().err
     assert "DeviceError" in err or "GPU" in err or "driver" in err
+
+
+def test_precision_tf32_and_disable_start_from_the_gpu_pipeline(tmp_path, capsys) -> None:
+    """--disable drops a pass from the GPU pipeline (not the CPU's: no Winograd or layout
+    pass appears); --precision tf32 puts the matmul on tensor cores."""
+    path = tmp_path / "mm.onnx"
+    nodes = [helper.make_node("MatMul", ["x", "w"], ["t"], name="mm"), helper.make_node("Relu", ["t"], ["y"])]
+    onnx.save(make_model(nodes, {"x": rand(64, 32)}, ["y"], {"w": rand(32, 64, seed=1)}), path)
+    out = tmp_path / "mm.ptx"
+    assert main(["compile", str(path), "--target", "cuda", "--precision", "tf32", "--emit", "asm", "-o", str(out)]) == 0
+    assert "mma.sync.aligned.m16n8k8" in out.read_text()
+    graph = tmp_path / "graph.txt"
+    assert main(["compile", str(path), "--target", "cuda", "--disable", "fuse", "--emit", "graph", "-o", str(graph)]) == 0
+    text = graph.read_text()
+    assert "= Relu[" in text and "-> Relu" not in text and "Winograd" not in text  # Relu a node of its own
