@@ -571,7 +571,8 @@ def _common(p: argparse.ArgumentParser) -> None:
     p.add_argument("--precision", choices=sorted(set(PRECISIONS + GPU_PRECISIONS)), default="fp32",
                    help="fp32 (default), or bf16: convolutions and fully-connected layers on bf16 weights and "
                         "activations with float32 sums (needs a CPU with AVX512-BF16, e.g. Zen 4, Sapphire Rapids), "
-                        "or tf32 for --target cuda: convolutions and matmuls on tensor cores, TF32 operands")
+                        "or, for --target cuda, tf32 or bf16: convolutions and matmuls on tensor cores with operands in "
+                        "that format")
     _input_shape(p)
     _target(p)
 

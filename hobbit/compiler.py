@@ -18,7 +18,7 @@ from hobbit.frontend.source import ModelInput, OnnxSource, Source, open_source
 from hobbit.graph.ir import Graph
 from hobbit.passes import PRECISIONS, default_pipeline, run_pipeline
 from hobbit.passes.bf16 import require_bf16
-from hobbit.passes.tf32 import require_tf32
+from hobbit.passes.tensor_cores import require_tensor_cores
 from hobbit.passes.memory import MemoryPlan, plan_memory
 from hobbit.runtime import cache as compile_cache
 from hobbit.runtime import weights as shared_weights
@@ -118,7 +118,7 @@ def resolve_precision(precision: str, target: Target, passes: list[str] | None) 
     if is_gpu(target):
         return precision  # compile_gpu says which precisions GPUs have
     if precision == "tf32":
-        require_tf32(target)
+        require_tensor_cores(target, precision)
     if precision not in PRECISIONS:
         raise ConfigError(f"precision= must be one of {', '.join(map(repr, PRECISIONS))}; got {precision!r} "
                           f"(int8 comes from quantized models: see hobbit.quantize)")
@@ -166,9 +166,10 @@ def compile(model: ModelSource, target: str | Target = "host", threads: int | No
     this process may use, see hobbit.runtime.cpus; a fresh compile records it as report.threads);
     `precision` "bf16" runs convolutions and fully-connected layers on bf16 weights and
     activations with float32 accumulation (vdpbf16ps: needs AVX512-BF16, else a TargetError;
-    hobbit.passes.bf16), "tf32" (target "cuda" only) runs Conv and MatMul on tensor cores with
-    TF32 operands and float32 sums (hobbit.passes.tf32, hobbit.plan.gpu_mma), "fp32" (the
-    default) everything in float32;
+    hobbit.passes.bf16; on target "cuda", Conv and MatMul on bf16 tensor cores), "tf32" (target
+    "cuda" only) runs Conv and MatMul on tensor cores with TF32 operands and float32 sums
+    (hobbit.passes.tensor_cores, hobbit.plan.gpu_mma), "fp32" (the default) everything in
+    float32;
     `passes` replaces the default graph pass pipeline of that precision (see hobbit.passes);
     `input_shapes` fixes symbolic input dims;
     `profile` builds in per-kernel timers, read with CompiledModel.profile();

@@ -18,8 +18,8 @@ from hobbit.codegen.module import pack_weights
 from hobbit.errors import ConfigError, MissingDependencyError
 from hobbit.frontend.source import Source
 from hobbit.graph.ir import Graph
-from hobbit.passes import GPU_PIPELINE, GPU_PRECISIONS, GPU_TF32_PIPELINE, run_pipeline
-from hobbit.passes.tf32 import require_tf32
+from hobbit.passes import GPU_PRECISIONS, TENSOR_CORE_PASS, default_pipeline, run_pipeline
+from hobbit.passes.tensor_cores import require_tensor_cores
 from hobbit.passes.memory import MemoryPlan, plan_memory
 from hobbit.runtime.gpu_model import GpuModel
 from hobbit.runtime.jit import TensorSpec
@@ -39,18 +39,20 @@ class GpuReport:
 
 
 def _pipeline(precision: str, target: GpuTarget, passes: list[str] | None) -> list[str]:
-    """The pass list for `precision` ("fp32", or "tf32" on NVIDIA: tensor cores), checked
-    before anything is imported; an explicit list must then name the "tf32" pass."""
+    """The pass list for `precision` ("fp32", or "tf32"/"bf16" on NVIDIA: tensor cores),
+    checked before anything is imported; an explicit list must then name the precision's
+    pass (TENSOR_CORE_PASS)."""
     if precision not in GPU_PRECISIONS:
         raise ConfigError(f"precision= on a GPU target must be one of {', '.join(map(repr, GPU_PRECISIONS))}; "
                           f"got {precision!r}")
     if precision == "fp32":
-        return GPU_PIPELINE if passes is None else passes
-    require_tf32(target)
-    if passes is not None and "tf32" not in passes:
-        raise ConfigError(f"precision='tf32' with passes={list(passes)!r}: the list has no 'tf32' pass, so nothing "
-                          f"would run on tensor cores; add it (last) or leave passes=None")
-    return GPU_TF32_PIPELINE if passes is None else passes
+        return default_pipeline(precision, target) if passes is None else passes
+    require_tensor_cores(target, precision)
+    needed = TENSOR_CORE_PASS[precision]
+    if passes is not None and needed not in passes:
+        raise ConfigError(f"precision={precision!r} with passes={list(passes)!r}: the list has no {needed!r} pass, so "
+                          f"nothing would run on tensor cores; add it (last) or leave passes=None")
+    return default_pipeline(precision, target) if passes is None else passes
 
 
 def compile_gpu(source: Source, target: GpuTarget, precision: str, opt_level: int, passes: list[str] | None,

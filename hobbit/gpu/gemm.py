@@ -38,7 +38,7 @@ from hobbit.graph.shapes import broadcast, broadcast_strides
 from hobbit.gpu.elementwise import unflatten
 from hobbit.gpu.kernels import GpuArgs
 from hobbit.gpu.simt import Private
-from hobbit.lower.builder import I32, KernelBuilder, llvm_type
+from hobbit.lower.builder import KernelBuilder, llvm_type
 from hobbit.lower.elementwise import Epilogue
 from hobbit.lower.scalar import Emit
 from hobbit.ops.nn import matmul_b_shape, weight_shape
@@ -166,7 +166,7 @@ class Shapes:
     a_m: int
     a_k: int
     ldb: int
-    tf32: bool = False  # operands rounded to TF32 as they are staged
+    to_shared: Callable[[KernelBuilder, ir.Value], ir.Value] | None = None  # rounds operands as they are staged
 
     @property
     def tile_threads(self) -> int:
@@ -235,18 +235,7 @@ def _stash(kb: KernelBuilder, s: Shapes, staged, tid: ir.Value) -> None:
 
 
 def _staged(kb: KernelBuilder, s: Shapes, x: ir.Value) -> ir.Value:
-    return round_tf32(kb, x) if s.tf32 else x
-
-
-def round_tf32(kb: KernelBuilder, x: ir.Value) -> ir.Value:
-    """x to TF32's 10 mantissa bits, to nearest with ties away from zero (cvt.rna.tf32.f32),
-    kept as a float32 whose 13 low bits are zero; infinities and NaNs as they are."""
-    b = kb.b
-    bits = b.bitcast(x, I32)
-    exponent = b.and_(bits, ir.Constant(I32, 0x7F800000))
-    rounded = b.and_(b.add(bits, ir.Constant(I32, 0x1000)), ir.Constant(I32, -0x2000))
-    special = b.icmp_unsigned("==", exponent, ir.Constant(I32, 0x7F800000))
-    return b.bitcast(b.select(special, bits, rounded), llvm_type(F32))
+    return s.to_shared(kb, x) if s.to_shared is not None else x
 
 
 def _multiply(kb: KernelBuilder, s: Shapes, acc, tid: ir.Value) -> None:

@@ -1,5 +1,5 @@
 """The GPU MatMul kernel, and the GEMM emitter of a Conv that is not depthwise: the
-tensor-core kernel (hobbit.gpu.mma) where the plan chose mma tiles (precision="tf32"),
+tensor-core kernel (hobbit.gpu.mma) where the plan chose mma tiles (precision "tf32" or "bf16"),
 else the SIMT one (hobbit.gpu.gemm)."""
 
 from __future__ import annotations
@@ -9,7 +9,7 @@ import numpy as np
 from hobbit.errors import CodegenError
 from hobbit.gpu.gemm import F32, conv_operands, emit_gemm, matmul_operands
 from hobbit.gpu.kernels import GPU, GpuArgs
-from hobbit.gpu.mma import emit_mma_gemm
+from hobbit.gpu.mma import FORMATS, emit_mma_gemm
 from hobbit.plan.gpu_gemm import Tile, gemm_dims
 from hobbit.plan.gpu_mma import MmaTile
 
@@ -21,8 +21,9 @@ def lower_gemm(k: GpuArgs) -> None:
     dims = gemm_dims(node)
     ops = conv_operands(k, dims) if node.op == "Conv" else matmul_operands(k, dims)
     extra = dict(k.plan.extra)
-    if extra.pop("mma", None) == "tf32":
-        emit_mma_gemm(k, MmaTile(**extra), dims, ops)
+    fmt = extra.pop("mma", None)
+    if fmt is not None:
+        emit_mma_gemm(k, MmaTile(**extra), FORMATS[fmt], dims, ops)
     else:
         emit_gemm(k, Tile(**extra), dims, ops)
 

@@ -24,7 +24,7 @@ from hobbit.passes.layout import choose_layouts
 from hobbit.passes.legalize import legalize
 from hobbit.passes.loop import run_bodies
 from hobbit.passes.pool import fuse_pool
-from hobbit.passes.tf32 import use_tf32
+from hobbit.passes.tensor_cores import tensor_cores
 from hobbit.passes.transpose import sink_transposes
 from hobbit.passes.winograd import use_winograd
 
@@ -50,7 +50,8 @@ PASSES: dict[str, Pass] = {
     "fuse-depthwise": fuse_expand_depthwise,
     "concat-in-place": _graph_only(concat_in_place),
     "bf16": use_bf16,
-    "tf32": use_tf32,
+    "tf32": tensor_cores("tf32"),
+    "gpu-bf16": tensor_cores("bf16"),
     "winograd-bf16": lambda graph, target: use_winograd(graph, target, bf16_tile),
 }
 
@@ -66,17 +67,18 @@ BF16_PIPELINE.insert(BF16_PIPELINE.index("fuse-depthwise") + 1, "bf16")
 # pool/depthwise fusions are the CPU's kernels' choices, not the GPU's; in-place Concat
 # would hand producers strided slices the GPU kernels do not write.
 GPU_PIPELINE: list[str] = ["widen-half", "dce", "fold", "sink-transposes", "fold-batchnorm", "fuse", "dce"]
-# precision="tf32" (NVIDIA): Conv and MatMul on tensor cores where they pay (passes/tf32.py).
-GPU_TF32_PIPELINE: list[str] = GPU_PIPELINE + ["tf32"]
+# precision="tf32" or "bf16" (NVIDIA): Conv and MatMul on tensor cores where they pay
+# (passes/tensor_cores.py); the pass that marks them, by precision.
+TENSOR_CORE_PASS = {"tf32": "tf32", "bf16": "gpu-bf16"}
 
 PRECISIONS = ("fp32", "bf16")
-GPU_PRECISIONS = ("fp32", "tf32")
+GPU_PRECISIONS = ("fp32", "tf32", "bf16")
 
 
 def default_pipeline(precision: str = "fp32", target: Target | None = None) -> list[str]:
     """The pipeline `passes=None` means at this precision, for a CPU or (`target`) a GPU."""
     if target is not None and is_gpu(target):
-        return list(GPU_TF32_PIPELINE if precision == "tf32" else GPU_PIPELINE)
+        return GPU_PIPELINE + ([TENSOR_CORE_PASS[precision]] if precision in TENSOR_CORE_PASS else [])
     return list(BF16_PIPELINE if precision == "bf16" else DEFAULT_PIPELINE)
 
 

@@ -34,7 +34,7 @@ from the target:
 Splitting K over blocks (more blocks for the 7x7 layers) needs a second pass or atomics
 and the epilogue after them; it is not done.
 
-Nodes the "tf32" pass marked get tensor-core tiles instead where they pay
+Nodes a tensor-core pass marked (precision "tf32" or "bf16") get tensor-core tiles instead where they pay
 (hobbit/plan/gpu_mma.py), picked by the same best_tile rule."""
 
 from __future__ import annotations
@@ -173,13 +173,14 @@ def _widened(t: Tile, dims: GemmDims, target: GpuTarget) -> Tile:
 
 @gpu_planner("MatMul")
 def gemm_plan(node: Node, target: GpuTarget) -> GpuPlan:
-    """Tensor-core tiles for a node the "tf32" pass marked, where they pay
+    """Tensor-core tiles for a node a tensor-core pass marked, where they pay
     (hobbit.plan.gpu_mma), else the SIMT tiles."""
     dims = gemm_dims(node)
-    if node.attrs.get("tf32") and mma_pays(dims.m, dims.n, target):
+    fmt = node.attrs.get("tensor_cores")
+    if fmt and mma_pays(dims.m, dims.n, target):
         t: Tile | MmaTile = best_tile(mma_tiles(dims.m, dims.n, target), dims, target)
         per_thread = t.accumulators
-        extra = {"mma": "tf32", "bm": t.bm, "bn": t.bn, "bk": t.bk, "wm": t.wm, "wn": t.wn}
+        extra = {"mma": fmt, "bm": t.bm, "bn": t.bn, "bk": t.bk, "wm": t.wm, "wn": t.wn}
         min_blocks = t.blocks_per_sm
     else:
         t = choose_tile(dims, target)

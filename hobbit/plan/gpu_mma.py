@@ -1,10 +1,11 @@
-"""Tensor-core tiles for the GEMM kernel: precision="tf32" on NVIDIA runs Conv and MatMul
-on mma.sync.m16n8k8 with TF32 operands and float32 accumulation (hobbit/gpu/mma.py).
+"""Tensor-core tiles for the GEMM kernel: precision "tf32" or "bf16" on NVIDIA runs Conv and
+MatMul on mma.sync (m16n8k8 .tf32, m16n8k16 .bf16) with float32 accumulation
+(hobbit/gpu/mma.py).
 
 A warp computes a WM x WN piece of the block's BM x BN tile as (WM/16) x (WN/8) mma
 tiles, its accumulators in registers (four per mma tile and thread); K goes in steps of
-BK = 16 staged through shared memory as in the SIMT kernel (two mma k-steps per pair of
-barriers). The rule, from the target:
+BK = 16 staged through shared memory as in the SIMT kernel (two TF32 mma k-steps or one
+bf16 per pair of barriers). The rule, from the target:
 
 - Block tiles: 128 x 128 on 8 warps (2 x 4, warps of 64 x 32: 64 accumulators, the
   most that leaves a thread room for its fragments (24), staged tiles (16) and
@@ -18,9 +19,9 @@ barriers). The rule, from the target:
 - Shared tiles: A row-major [BM][BK + 4] and B [BK][BN + 8]: the fragment loads of a
   warp (rows g = lane / 4, columns t = lane % 4) then fall in 32 distinct banks.
 
-TF32 keeps 10 of float32's 23 mantissa bits: operands are rounded to nearest (ties away,
-as cvt.rna.tf32.f32) when they are staged, so each product carries a relative error up to
-2**-11; that is why it is an opt-in precision, like bf16 on the CPU."""
+TF32 keeps 10 of float32's 23 mantissa bits, bf16 7: operands are rounded to nearest
+when they are staged, so each product carries a relative error up to 2**-11 (TF32) or
+2**-8 (bf16); that is why they are opt-in precisions, like bf16 on the CPU."""
 
 from __future__ import annotations
 
