@@ -64,7 +64,7 @@ class Format:
             t, rest = divmod(kk - dk, self.step)
             if dr == row and rest == 0 and 0 <= t < 4:
                 return t, i
-        raise AssertionError(f"no {self.name} fragment holds k = {kk}")
+        raise CodegenError(f"no {self.name} fragment holds k = {kk}")
 
 
 def _special(kb: KernelBuilder, bits: ir.Value) -> ir.Value:
