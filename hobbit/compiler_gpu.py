@@ -45,13 +45,12 @@ def _pipeline(precision: str, target: GpuTarget, passes: list[str] | None) -> li
     if precision not in GPU_PRECISIONS:
         raise ConfigError(f"precision= on a GPU target must be one of {', '.join(map(repr, GPU_PRECISIONS))}; "
                           f"got {precision!r}")
-    if precision == "fp32":
-        return default_pipeline(precision, target) if passes is None else passes
-    require_tensor_cores(target, precision)
-    needed = TENSOR_CORE_PASS[precision]
-    if passes is not None and needed not in passes:
-        raise ConfigError(f"precision={precision!r} with passes={list(passes)!r}: the list has no {needed!r} pass, so "
-                          f"nothing would run on tensor cores; add it (last) or leave passes=None")
+    if precision in TENSOR_CORE_PASS:
+        require_tensor_cores(target, precision)
+        needed = TENSOR_CORE_PASS[precision]
+        if passes is not None and needed not in passes:
+            raise ConfigError(f"precision={precision!r} with passes={list(passes)!r}: the list has no {needed!r} "
+                              f"pass, so nothing would run on tensor cores; add it (last) or leave passes=None")
     return default_pipeline(precision, target) if passes is None else passes
 
 

@@ -18,7 +18,6 @@ from hobbit.graph.ir import Graph, Node
 from hobbit.target import Target, is_gpu
 
 FLOAT32 = np.dtype(np.float32)
-FORMATS = ("tf32", "bf16")
 
 
 def require_tensor_cores(target: Target, precision: str) -> None:

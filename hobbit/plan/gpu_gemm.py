@@ -34,12 +34,12 @@ from the target:
 Splitting K over blocks (more blocks for the 7x7 layers) needs a second pass or atomics
 and the epilogue after them; it is not done.
 
-Nodes a tensor-core pass marked (precision "tf32" or "bf16") get tensor-core tiles instead where they pay
-(hobbit/plan/gpu_mma.py), picked by the same best_tile rule."""
+Nodes a tensor-core pass marked (precision "tf32" or "bf16") get tensor-core tiles instead
+where they pay (hobbit/plan/gpu_mma.py), picked by the same best_tile rule."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 
 import numpy as np
 
@@ -180,12 +180,12 @@ def gemm_plan(node: Node, target: GpuTarget) -> GpuPlan:
     if fmt and mma_pays(dims.m, dims.n, target):
         t: Tile | MmaTile = best_tile(mma_tiles(dims.m, dims.n, target), dims, target)
         per_thread = t.accumulators
-        extra = {"mma": fmt, "bm": t.bm, "bn": t.bn, "bk": t.bk, "wm": t.wm, "wn": t.wn}
+        extra = {"mma": fmt, **asdict(t)}
         min_blocks = t.blocks_per_sm
     else:
         t = choose_tile(dims, target)
         per_thread = t.tm * t.tn
-        extra = {"bm": t.bm, "bn": t.bn, "bk": t.bk, "tm": t.tm, "tn": t.tn, "ks": t.ks}
+        extra = asdict(t)
         min_blocks = 0
     grid = (-(-dims.n // t.bn), -(-dims.m // t.bm), dims.z)
     if max(grid[1:]) > MAX_YZ:
