@@ -35,6 +35,12 @@ class GraphStructureError(ModelFormatError):
     node or output that does not exist; the message names the node."""
 
 
+class InvalidAttributeError(ModelFormatError):
+    """A node's attribute (or the constant input that carries it in newer opsets) breaks its
+    operator's spec: a stride of 0, an axis outside the input's rank, an axis named twice;
+    the message names the node, its operator, the attribute and the values allowed."""
+
+
 class MissingDependencyError(HobbitError):
     """A feature needs an optional package that is not installed; the message says which extra
     to install (e.g. reading .keras files needs TensorFlow: pip install 'hobbit[tf]')."""

@@ -18,7 +18,7 @@ from onnx import numpy_helper
 
 from hobbit.errors import HobbitError, InputError, ModelFormatError, ShapeError, UnsupportedItem, UnsupportedModelError
 import hobbit.frontend.onnx_ops  # noqa: F401  (its converters fill the converter table)
-from hobbit.frontend import bounded, functions, validate
+from hobbit.frontend import bounded, functions, onnx_rules, validate
 from hobbit.frontend.converters import lookup
 from hobbit.frontend.onnx_types import NeedsInputValues, Sequence, Unsupported, onnx_dtype
 from hobbit.graph.ir import BoundedOutput, Graph, Node, TensorType, Value
@@ -61,7 +61,7 @@ class ConvertContext:
             if isinstance(value, bytes):
                 value = value.decode()
             elif isinstance(value, onnx.TensorProto):
-                value = numpy_helper.to_array(value)
+                value = _tensor_array(value, f"tensor attribute '{a.name}' of node '{proto.name or proto.op_type}'")
             elif isinstance(value, list):
                 value = [v.decode() if isinstance(v, bytes) else v for v in value]
             out[a.name] = value
@@ -159,6 +159,7 @@ def import_onnx(model: str | os.PathLike | bytes | onnx.ModelProto,
     """Import a model. `input_shapes` binds symbolic dims; `input_values` turns those graph
     inputs into constants (for inputs that decide shapes, such as a Reshape target)."""
     proto = load_model(model)
+    validate.check_header(proto)
     if not proto.graph.output:
         raise ModelFormatError("the model's graph declares no outputs (an empty or truncated model?)")
     opsets = model_opsets(proto)
@@ -321,6 +322,8 @@ class _Importer:
                                    "which no node, input or initializer defines before it")
         ins = [self.env[n] if n else None for n in node.input]
         validate.check_input_types(node, name, opset, ins)
+        onnx_rules.check_node(node, name, opset, validate.node_schema(node, opset) if not domain else None,
+                              ConvertContext.attrs(node), ins)
         entry = lookup(domain, node.op_type, opset)
         try:
             if entry is None:
@@ -419,15 +422,17 @@ def _check_supported(graph_proto: onnx.GraphProto, opsets: dict[str, int]) -> No
         raise UnsupportedModelError(problems)
 
 
-def _tensor_array(tensor: onnx.TensorProto) -> np.ndarray:
+def _tensor_array(tensor: onnx.TensorProto, what: str = "") -> np.ndarray:
     """The tensor's data without a copy of our own: for raw_data, onnx returns a read-only
     view of the bytes protobuf hands out, already a copy that nobody else holds. A second
-    copy was the import's memory peak on VGG-16 (its 411 MB fc1 weight held twice)."""
+    copy was the import's memory peak on VGG-16 (its 411 MB fc1 weight held twice).
+    `what` names the tensor in errors (an initializer unless said otherwise)."""
+    what = what or f"initializer '{tensor.name}'"
     onnx_dtype(tensor.data_type, tensor.name)
     try:
         return numpy_helper.to_array(tensor)
     except Exception as exc:
-        raise ModelFormatError(f"initializer '{tensor.name}' cannot be read: {exc}") from exc
+        raise ModelFormatError(f"{what} cannot be read: {exc}") from exc
 
 
 def _sequence_input(vi: onnx.ValueInfoProto, shapes: list[tuple[int, ...]] | None) -> Sequence:

@@ -17,7 +17,8 @@ from pathlib import Path
 import numpy as np
 import onnx
 
-from hobbit.errors import CorruptModelError, InputError, ModelFormatError, UnsupportedItem, UnsupportedModelError
+from hobbit.errors import (ConfigError, CorruptModelError, InputError, ModelFormatError, UnsupportedItem,
+                           UnsupportedModelError)
 from hobbit.frontend.declared import DeclaredInput, declared_inputs, declared_output_types
 from hobbit.frontend.onnx import import_onnx, load_model
 from hobbit.frontend.tf.convert import import_tf
@@ -40,6 +41,9 @@ def detect_format(model: ModelInput) -> str:
         return "onnx"
     if isinstance(model, (bytes, bytearray, memoryview)):
         return "tflite" if bytes(model[4:8]) == _TFLITE_IDENTIFIER else "onnx"
+    if not isinstance(model, (str, os.PathLike)):
+        raise ConfigError(f"the model must be a path, bytes or an onnx.ModelProto, not {type(model).__name__} "
+                          f"({model!r:.60})")
     path = Path(os.fspath(model))
     if path.is_dir():
         if (path / "saved_model.pb").is_file():

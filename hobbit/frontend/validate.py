@@ -47,7 +47,7 @@ def ordered_nodes(graph_proto: onnx.GraphProto, opsets: dict[str, int], defined:
 def check_input_types(node: onnx.NodeProto, name: str, opset: int, ins: list[Value | None]) -> None:
     """Each input's dtype is one the operator's schema allows at this opset, and inputs that
     share a type parameter (T for both Add inputs) share a dtype."""
-    schema = _schema(node, opset)
+    schema = node_schema(node, opset)
     if schema is None or not schema.inputs:
         return
     bound: dict[str, tuple[str, int]] = {}
@@ -93,6 +93,39 @@ def tensor_type_str(dtype: np.dtype) -> str:
     return f"tensor({onnx.TensorProto.DataType.Name(code).lower()})"
 
 
+def check_header(proto: onnx.ModelProto) -> None:
+    """The model says which IR and operator sets it is written in, in versions this onnx
+    package knows, and every name in it is text (protobuf hands out a string that is not
+    valid UTF-8 as bytes, which nothing downstream expects); onnxruntime refuses the same."""
+    if proto.ir_version > onnx.IR_VERSION:
+        raise UnsupportedModelError([UnsupportedItem(
+            "ir_version", "", 0, "model",
+            f"IR version {proto.ir_version} is newer than the newest this onnx package knows ({onnx.IR_VERSION})")])
+    if not proto.opset_import:
+        raise ModelFormatError("the model imports no operator set (its opset_import is empty); "
+                               "set it to the opset the model was written for")
+    _check_text(proto.graph, "the main graph")
+
+
+def _check_text(graph: onnx.GraphProto, where: str) -> None:
+    for kind, items in (("input", graph.input), ("output", graph.output), ("initializer", graph.initializer)):
+        for item in items:
+            _text(item.name, f"a {kind} name of {where}")
+    for index, node in enumerate(graph.node):
+        what = f"node {index} of {where}"
+        for field in (node.op_type, node.domain, node.name, *node.input, *node.output):
+            _text(field, what)
+        for attr in node.attribute:
+            _text(attr.name, what)
+            for sub in [*attr.graphs, *([attr.g] if attr.HasField("g") else [])]:
+                _check_text(sub, f"a subgraph of {what}")
+
+
+def _text(field: str | bytes, where: str) -> None:
+    if not isinstance(field, str):
+        raise ModelFormatError(f"{where} holds a name that is not valid UTF-8: {field!r}")
+
+
 # -- graph structure ----------------------------------------------------------------------
 
 def _check_opset(opsets: dict[str, int]) -> None:
@@ -103,7 +136,7 @@ def _check_opset(opsets: dict[str, int]) -> None:
             f"ai.onnx opset {opsets['']} is newer than the newest this onnx package knows ({newest})")])
 
 
-def _schema(node: onnx.NodeProto, opset: int) -> defs.OpSchema | None:
+def node_schema(node: onnx.NodeProto, opset: int) -> defs.OpSchema | None:
     """The node's schema at the model's opset; None for ops the standard does not define
     (custom domains, unknown ops: those are reported as unsupported elsewhere)."""
     domain = "" if node.domain == "ai.onnx" else node.domain
@@ -118,7 +151,7 @@ def _check_schema(node: onnx.NodeProto, name: str, opsets: dict[str, int]) -> No
     domain = "" if node.domain == "ai.onnx" else node.domain
     if domain not in opsets:
         return
-    schema = _schema(node, opsets[domain])
+    schema = node_schema(node, opsets[domain])
     if schema is None:
         return
     where = f"node '{name}' ({node.op_type}, opset {opsets[domain]})"
