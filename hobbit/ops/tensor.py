@@ -74,6 +74,8 @@ register_op(OpDef(
 def _concat_infer(node: Node) -> list[TensorType]:
     first = node.inputs[0]
     axis = node.attrs["axis"]
+    if not 0 <= axis < len(first.shape):
+        raise ShapeError(f"Concat '{node.name}': axis {axis} is outside {first.type}")
     total = 0
     for v in node.inputs:
         same = len(v.shape) == len(first.shape) and all(

@@ -295,13 +295,15 @@ class _Trial:
 
     # -- operands --------------------------------------------------------------
 
-    def under(self, u: Value, perm: Perm) -> Value | None:
-        """A value v with transpose(v, perm) == u, for a rewritten node to read instead of u."""
+    def under(self, u: Value, perm: Perm, broadcast: bool = False) -> Value | None:
+        """A value v with transpose(v, perm) == u, for a rewritten node to read instead of u.
+        Only an operand of a broadcasting op may come back with another rank (a constant with
+        its leading 1s dropped); Concat and the like need every operand at the rank of `perm`."""
         if id(u) in self.moved:
             v, p = self.moved[id(u)]
             return v if p == perm else None
         if u.const is not None:
-            return self.constant(u, perm)
+            return self.constant(u, perm, broadcast)
         if len(u.shape) != len(perm):
             return None
         key = (id(u), perm)
@@ -324,15 +326,19 @@ class _Trial:
         self.pending.append(node)
         return out
 
-    def constant(self, u: Value, perm: Perm) -> Value | None:
-        """The constant aligned to the rank of `perm`, transposed back, leading 1s dropped."""
+    def constant(self, u: Value, perm: Perm, broadcast: bool = True) -> Value | None:
+        """The constant transposed back. As an operand of a broadcasting op it is first
+        aligned to the rank of `perm` and its leading 1s are dropped after (a bias (C,) on
+        NHWC becomes (C, 1, 1)); otherwise it must have that rank and keeps it."""
         data = u.const
+        if not broadcast and data.ndim != len(perm):
+            return None
         if data.ndim == 0 or data.ndim > len(perm):
             return u if data.ndim == 0 else None
         aligned = data.reshape((1,) * (len(perm) - data.ndim) + data.shape)
         moved = np.ascontiguousarray(np.transpose(aligned, inverse(perm)))
         shape = moved.shape
-        while shape and shape[0] == 1:
+        while broadcast and shape and shape[0] == 1:
             shape = shape[1:]
         if shape == data.shape and np.array_equal(moved.reshape(shape), data):
             return u
@@ -388,7 +394,8 @@ def _rewrite(trial: _Trial, node: Node) -> list[Node] | None:
     if any(len(o.shape) != rank for o in node.outputs) and node.op not in REDUCE_OPS + _ARG_OPS:
         return None
     if get_op(node.op).kind == "elementwise":
-        return trial.emit(node, node.op, [trial.under(v, perm) for v in node.inputs], dict(node.attrs), [perm])
+        return trial.emit(node, node.op, [trial.under(v, perm, broadcast=True) for v in node.inputs],
+                          dict(node.attrs), [perm])
     if node.op == "Concat":
         return trial.emit(node, "Concat", [trial.under(v, perm) for v in node.inputs],
                           {**node.attrs, "axis": perm[node.attrs["axis"]]}, [perm])

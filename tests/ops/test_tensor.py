@@ -11,6 +11,9 @@ import pytest
 from onnx import TensorProto, helper
 
 import hobbit
+from hobbit.errors import ShapeError
+from hobbit.graph.ir import Node, TensorType, Value
+from hobbit.ops.registry import get_op
 from tests.helpers import assert_matches_ort, make_model, rand
 
 EXACT = {"rtol": 0, "atol": 0}
@@ -42,6 +45,15 @@ def test_concat(shape, axis, opset):
     const = rand(*[d if k != ax else 2 for k, d in enumerate(shape)], seed=9)
     _check([helper.make_node("Concat", ["x0", "c", "x1", "x2"], ["y"], axis=axis)],
            inputs, ["y"], {"c": const}, opset)
+
+
+def test_concat_axis_past_the_first_operands_rank_is_a_shape_error():
+    """Shape inference of a Concat whose first operand is shorter than its axis (what a pass
+    rewriting operands might build) refuses it instead of indexing past the shape."""
+    short, full = Value("a", TensorType(np.float32, (8, 1))), Value("b", TensorType(np.float32, (1, 8, 9)))
+    node = Node("Concat", "cat", [short, full], [Value("y", TensorType(np.float32, (1, 8, 10)))], {"axis": 2})
+    with pytest.raises(ShapeError, match="Concat 'cat': axis 2"):
+        get_op("Concat").infer(node)
 
 
 # -- Split -------------------------------------------------------------------------

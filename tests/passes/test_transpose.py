@@ -245,6 +245,49 @@ def test_size_one_dims_transpose_is_a_view():
     assert ops(graph) == ["Reshape", "Conv"]
 
 
+def _class_token_model(batch: int | str) -> onnx.ModelProto:
+    """ViT's embedding: patches [N, C, H, W] -> [N, C, HW] -> Transpose(0, 2, 1), the class
+    token [1, 1, C] expanded to the batch and put first (Concat axis 1), plus positions; a
+    head that reads the tokens channels first transposes back."""
+    x = rand(1, 8, 3, 3)
+    nodes = [helper.make_node("Reshape", ["x", "flat"], ["r"]),
+             helper.make_node("Transpose", ["r"], ["t"], perm=[0, 2, 1]),
+             helper.make_node("Shape", ["x"], ["s"], start=0, end=1),
+             helper.make_node("Concat", ["s", "ones"], ["size"], axis=0),
+             helper.make_node("Expand", ["token", "size"], ["cls"]),
+             helper.make_node("Concat", ["cls", "t"], ["cat"], axis=1),
+             helper.make_node("Add", ["cat", "pos"], ["a"]),
+             helper.make_node("Transpose", ["a"], ["y"], perm=[0, 2, 1])]
+    inits = {"flat": np.array([0, 8, 9], np.int64), "ones": np.array([1, 1], np.int64),
+             "token": rand(1, 1, 8, seed=1), "pos": rand(10, 8, seed=2)}
+    model = make_model(nodes, {"x": x}, ["y"], inits)
+    model.graph.input[0].type.tensor_type.shape.dim[0].ClearField("dim_value")
+    if isinstance(batch, str):
+        model.graph.input[0].type.tensor_type.shape.dim[0].dim_param = batch
+    else:
+        model.graph.input[0].type.tensor_type.shape.dim[0].dim_value = batch
+    return model
+
+
+def test_class_token_concat_keeps_the_rank_of_its_operands():
+    """The [1, 1, C] token moved under the Transpose is [1, C, 1] (rank 3, as Concat needs),
+    not the [C, 1] an operand of a broadcasting op may be: the Concat joins the untransposed
+    patches on axis 2 and the Transposes cancel."""
+    x = rand(1, 8, 3, 3, seed=3)
+    graph = _check(_class_token_model(1), {"x": x}, 0)
+    concat = next(n for n in graph.nodes if n.op == "Concat")
+    assert concat.attrs["axis"] == 2 and [v.shape for v in concat.inputs] == [(1, 8, 1), (1, 8, 9)]
+
+
+def test_class_token_concat_with_a_symbolic_batch():
+    """The same model with a symbolic batch, run at two batch sizes."""
+    model = _class_token_model("N")
+    compiled = hobbit.compile(model)
+    for n in (1, 3):
+        x = rand(n, 8, 3, 3, seed=n)
+        np.testing.assert_allclose(compiled.run({"x": x})[0], run_ort(model, {"x": x})[0], rtol=1e-5, atol=1e-6)
+
+
 def _nhwc_version(model: onnx.ModelProto) -> onnx.ModelProto:
     """The NCHW zoo model as a TF converter would write it: an NHWC input, every NCHW op
     between Transposes, element-wise ops and Concat on NHWC tensors, the head unchanged."""
