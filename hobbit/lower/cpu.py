@@ -4,6 +4,7 @@ hobbit/lower module that registers kernels in CPU (hobbit/lower/kernels.py)."""
 from hobbit.lower import col2im, conv, convnd, expand_depthwise, gridsample, linalg, matmul, norm  # noqa: F401
 from hobbit.lower import int8_concat, int8_conv, int8_matmul, int8_pool  # noqa: F401
 from hobbit.lower import bounded  # noqa: F401
+from hobbit.lower import divisor  # noqa: F401
 from hobbit.lower import nms  # noqa: F401
 from hobbit.lower import pool, positional, reduce, resize, rnn, scalar_ops, scatter, tensor, winograd  # noqa: F401
 from hobbit.lower import selection  # noqa: F401

@@ -22,7 +22,7 @@ from hobbit.lower.builder import I64, KernelBuilder
 
 STATUS_WORDS = ("kind", "value", "lo", "hi", "axis")
 CHECK_KINDS = ("index", "sequence length", "write position", "data-dependent length",
-               "IoU threshold in millionths", "Loop iteration")
+               "IoU threshold in millionths", "Loop iteration", "divisor")
 
 
 def check_range(kb: KernelBuilder, value: ir.Value, lo: int | ir.Value, hi: int | ir.Value, kind: str,

@@ -9,6 +9,7 @@ from typing import Callable
 
 import numpy as np
 
+from hobbit.errors import RunError
 from hobbit.graph.ir import Node, TensorType
 from hobbit.ops.registry import OpDef, register_op
 from hobbit.ops import per_sample
@@ -105,6 +106,19 @@ binary("Max", np.maximum)
 binary("Min", np.minimum)
 binary("Pow", _np_pow)
 binary_with_attrs("Mod", _np_mod, {"fmod": 0})
+
+
+def _nonzero_reference(ins: list[np.ndarray], a: dict) -> list[np.ndarray]:
+    if np.any(ins[0] == 0):
+        raise RunError("integer division by zero: a divisor is 0")
+    return [ins[0]]
+
+
+register_op(OpDef(
+    "NonzeroDivisor", infer=lambda n: [n.inputs[0].type], reference=_nonzero_reference, checks_data=True,
+    per_sample=per_sample.broadcasting,
+    doc="a copy of an integer Div's or Mod's divisor, checked at run time to hold no 0 (a RunError "
+        "naming the node, as onnxruntime refuses such a run; the division itself gives 0 there)"))
 
 unary("Relu", lambda x, a: np.maximum(x, 0))
 unary("LeakyRelu", lambda x, a: np.where(x < 0, x * a["alpha"], x), {"alpha": 0.01})

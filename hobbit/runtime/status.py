@@ -26,6 +26,8 @@ def status_error(status: int, table: list[tuple[int, str, str]], arena: np.ndarr
     offset, node, op = table[status - 1]
     words = dict(zip(STATUS_WORDS, arena[offset: offset + 8 * len(STATUS_WORDS)].view(np.int64).tolist()))
     what = CHECK_KINDS[words["kind"] - 1]
+    if what == "divisor":
+        return RunError(f"node '{node}' ({op}): integer division by zero (a divisor is 0); no outputs were returned")
     where = f" along axis {words['axis']}" if what == "index" else ""
     return RunError(f"node '{node}' ({op}): {what} {words['value']} is out of range "
                     f"[{words['lo']}, {words['hi']}]{where}; no outputs were returned")

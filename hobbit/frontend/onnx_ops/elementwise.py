@@ -5,13 +5,13 @@ from __future__ import annotations
 import ml_dtypes
 import numpy as np
 
-from hobbit.errors import ShapeError
+from hobbit.errors import ModelFormatError, ShapeError
 from hobbit.frontend.converters import converter
 from hobbit.frontend.onnx_types import Unsupported, onnx_dtype
 from hobbit.frontend.onnx_ops.half import narrow, widen_half
 from hobbit.graph.shapes import broadcast
 
-_SAME_NAME = ["Add", "Sub", "Mul", "Div", "Relu", "Sigmoid", "Tanh", "Erf", "Exp", "Log",
+_SAME_NAME = ["Add", "Sub", "Mul", "Relu", "Sigmoid", "Tanh", "Erf", "Exp", "Log",
               "Sqrt", "Neg", "Abs", "Reciprocal", "Floor", "Ceil", "Softplus"]
 # Ops whose kernels only exist for floating-point inputs (as their ONNX schemas say).
 _FLOAT_ONLY = {"Sigmoid", "Tanh", "Erf", "Exp", "Log", "Sqrt", "Reciprocal", "Floor", "Ceil", "Softplus",
@@ -52,12 +52,31 @@ def is_inf(ctx, node, ins):
                                      "detect_negative": int(a.get("detect_negative", 1))})]
 
 
+def _checked_divisor(ctx, node, divisor):
+    """An integer divisor, refused when it holds 0: onnxruntime refuses such a run, where the
+    kernels would give 0. A constant one is checked now; one computed at run time goes
+    through NonzeroDivisor, whose status record turns a 0 into a RunError naming the node."""
+    if _is_float(divisor.dtype):
+        return divisor
+    if divisor.const is None:
+        return ctx.emit1("NonzeroDivisor", [divisor])
+    if np.any(divisor.const == 0):
+        raise ModelFormatError(f"node '{ctx.node_name}' ({node.op_type}): its constant divisor '{node.input[1]}' "
+                               "holds 0, and integer division by zero is undefined")
+    return divisor
+
+
+@converter("Div", since=1)
+def div(ctx, node, ins):
+    return [ctx.emit1("Div", [ins[0], _checked_divisor(ctx, node, ins[1])])]
+
+
 @converter("Mod", since=10)
 def mod(ctx, node, ins):
     fmod = int(ctx.attrs(node).get("fmod", 0))
     if fmod not in (0, 1):
         raise Unsupported(f"fmod={fmod} (must be 0 or 1)")
-    return [ctx.emit1("Mod", ins, {"fmod": fmod})]
+    return [ctx.emit1("Mod", [ins[0], _checked_divisor(ctx, node, ins[1])], {"fmod": fmod})]
 
 
 @converter("Pow", since=1)
