@@ -4,7 +4,8 @@ Schedules read vector width, register count, cache sizes and core count from
 here; codegen reads the triple, CPU name and feature string. It lives on the
 ground floor beside errors because passes, schedules and codegen all read it;
 llvmlite is imported only inside host_target(), which asks LLVM what the host
-is, so importing the graph or the passes does not load LLVM. The LLVM
+is, and by the check that LLVM knows a target's CPU and feature names
+(hobbit.target_llvm), so importing the graph or the passes does not load LLVM. The LLVM
 TargetMachine built from a Target is codegen's: hobbit/codegen/machine.py.
 
 A target is what compile(target=...) is given: "host" (this machine, as LLVM and
@@ -21,6 +22,7 @@ from dataclasses import dataclass
 from functools import lru_cache
 
 from hobbit.errors import TargetError
+from hobbit.target_llvm import unrecognized
 
 
 @dataclass(frozen=True)
@@ -110,8 +112,9 @@ HOST = ("host", "cpu")  # "cpu" was compile()'s only target before targets were 
 def _cache_size(index: int, default: int) -> int:
     path = f"/sys/devices/system/cpu/cpu0/cache/index{index}/size"
     try:
-        text = open(path).read().strip()
-    except OSError:
+        with open(path, encoding="ascii") as f:
+            text = f.read().strip()
+    except (OSError, UnicodeDecodeError):
         return default
     scale = {"K": 1024, "M": 1024 * 1024}.get(text[-1], 1)
     return int(text.rstrip("KM")) * scale
@@ -169,7 +172,25 @@ def cpu_target(triple: str, cpu: str | None = None, features: str = "") -> Targe
     else:
         bits, regs = (known.sve_bits if known.sve_bits and "sve" in on else 128), 32
     flat = ",".join(("+" if value else "-") + name for name, value in enabled.items())
-    return Target(_full_triple(triple), cpu, flat, bits, regs, known.l1_bytes, known.l2_bytes, cores=1)
+    target = Target(_full_triple(triple), cpu, flat, bits, regs, known.l1_bytes, known.l2_bytes, cores=1)
+    check_llvm_names(target)
+    return target
+
+
+def check_llvm_names(target: Target) -> None:
+    """A CPU or feature name LLVM does not know for the triple is a TargetError naming it:
+    LLVM itself only warns and builds code without it (hobbit.target_llvm)."""
+    if target.arch not in ARCHES:
+        raise TargetError(f"unknown target architecture {target.arch!r} in {target.triple!r}; hobbit generates "
+                          f"code for {', '.join(ARCHES)}")
+    cpus, features = unrecognized(target.triple, target.cpu, target.features)
+    if cpus:
+        raise TargetError(f"LLVM does not know the {target.arch} CPU {', '.join(map(repr, cpus))}; "
+                          f"hobbit knows: {', '.join(name for name, c in CPUS.items() if c.arch == target.arch)}")
+    if features:
+        raise TargetError(f"LLVM does not know the {target.arch} CPU feature(s) {', '.join(map(repr, features))} "
+                          f"for {target.triple}; features are LLVM's names, e.g. "
+                          f"{'+avx512f' if target.arch == 'x86_64' else '+sve'}")
 
 
 @dataclass(frozen=True)
@@ -250,7 +271,10 @@ def parse_target(spec: "str | Target | GpuTarget | None") -> "Target | GpuTarget
     "cuda[:sm_80|sm_90]", "rocm[:gfx90a|gfx942]" (a GpuTarget)."""
     if spec is None or spec in HOST:
         return host_target()
-    if isinstance(spec, (Target, GpuTarget)):
+    if isinstance(spec, GpuTarget):
+        return spec
+    if isinstance(spec, Target):
+        check_llvm_names(spec)
         return spec
     if isinstance(spec, str) and spec.strip().partition(":")[0] in GPU_DEFAULTS:
         return gpu_target(spec.strip())

@@ -3,7 +3,10 @@
 from __future__ import annotations
 
 import dataclasses
+import gc
 import re
+import sys
+import warnings
 
 import numpy as np
 import pytest
@@ -67,12 +70,44 @@ def test_every_known_cpu_lists_the_features_its_width_needs():
     ("aarch64-linux-gnu:znver4", "unknown aarch64 CPU 'znver4'"),
     ("x86-64-v3:avx2", "'+name' or '-name'"),
     ("x86_64-linux-gnu:znver4:+a:+b", "more than TRIPLE:CPU:FEATURES"),
+    ("x86_64-linux-gnu:znver4:+nonsense", "LLVM does not know the x86_64 CPU feature(s) '+nonsense'"),
+    ("znver4:-avx512bf61,+avx2", "'-avx512bf61'"),
+    ("aarch64-linux-gnu:neoverse-v1:+avx2", "LLVM does not know the aarch64 CPU feature(s) '+avx2'"),
     ("", "target= is 'host'"),
     (3, "target= is 'host'"),
 ])
 def test_bad_targets_are_one_clear_error(spec, message):
     with pytest.raises(TargetError, match=re.escape(message)):
         parse_target(spec)
+
+
+def test_a_target_object_with_names_llvm_does_not_know_is_refused():
+    host = host_target()
+    with pytest.raises(TargetError, match="LLVM does not know the x86_64 CPU 'notacpu'"):
+        parse_target(dataclasses.replace(host, cpu="notacpu"))
+    with pytest.raises(TargetError, match=re.escape("'+hobbit-imaginary'")):
+        parse_target(dataclasses.replace(host, features=host.features + ",+hobbit-imaginary"))
+    assert parse_target(host) is host
+
+
+def test_an_unknown_feature_is_a_target_error_not_an_export_only_model():
+    """LLVM only warns about '+nonsense' and ignores it; hobbit took it for a feature the host
+    lacks and returned an ExportOnlyModel."""
+    model, _ = _model()
+    with pytest.raises(TargetError, match=re.escape("'+nonsense'")):
+        hobbit.compile(model, target="x86_64-linux-gnu:znver4:+nonsense")
+
+
+def test_host_detection_closes_the_sysfs_files_it_reads(monkeypatch):
+    """A file left to the garbage collector warns (ResourceWarning) from its finaliser, where
+    an error filter cannot raise: the unraisable hook sees it."""
+    unraisable = []
+    monkeypatch.setattr(sys, "unraisablehook", unraisable.append)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", ResourceWarning)
+        host_target.__wrapped__()
+        gc.collect()
+    assert [str(u.exc_value) for u in unraisable] == []
 
 
 def test_what_the_host_cannot_run_says_why():
