@@ -63,12 +63,18 @@ def dtype_of(enum: int) -> np.dtype | TFDType:
     return TFDType(enum, f"DT_UNKNOWN_{enum}")
 
 
-def shape_of(shape) -> tuple[int | None, ...] | None:
-    """A TensorShapeProto as a tuple with None for unknown dims (-1), or None for an
-    unknown rank."""
+def shape_of(shape, where: str) -> tuple[int | None, ...] | None:
+    """A TensorShapeProto as a tuple with None for unknown dims, or None for an unknown
+    rank. Only -1 means unknown (TensorFlow refuses other negative sizes): a dim of -7 is
+    a damaged or hand-made file, an error naming `where`, not one more unknown dim."""
     if shape.unknown_rank:
         return None
-    return tuple(dim.size if dim.size >= 0 else None for dim in shape.dim)
+    dims = tuple(dim.size for dim in shape.dim)
+    bad = [d for d in dims if d < -1]
+    if bad:
+        raise CorruptModelError(f"{where}: the shape {list(dims)} has the dim {bad[0]}; a dim is a size >= 0, "
+                                "or -1 for an unknown size")
+    return tuple(None if d == -1 else d for d in dims)
 
 
 def tensor_of(tensor, where: str) -> np.ndarray | TFDType:
@@ -76,7 +82,7 @@ def tensor_of(tensor, where: str) -> np.ndarray | TFDType:
     them raw); a tensor of a dtype numpy lacks is its TFDType, for the converter to
     report. `where` names the file and node for errors."""
     dtype = dtype_of(tensor.dtype)
-    shape = shape_of(tensor.tensor_shape)
+    shape = shape_of(tensor.tensor_shape, where)
     if shape is None or any(dim is None for dim in shape):
         raise CorruptModelError(f"{where}: a tensor value with an unknown shape {shape}")
     count = int(np.prod(shape, dtype=np.int64))
@@ -133,7 +139,7 @@ def _scalar(kind: str, item, where: str) -> Any:
     if kind == "type":
         return dtype_of(item)
     if kind == "shape":
-        return shape_of(item)
+        return shape_of(item, where)
     if kind == "tensor":
         return tensor_of(item, where)
     if kind == "func":

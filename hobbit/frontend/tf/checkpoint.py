@@ -145,7 +145,7 @@ class Checkpoint:
             raise UnsupportedModelError(
                 [UnsupportedItem("partitioned variable", "tf", 0, key, "saved as slices in the checkpoint")]
             )
-        shape = shape_of(entry.shape) or ()
+        shape = shape_of(entry.shape, f"{self.prefix}.index: entry '{key}'") or ()
         raw = self._bytes(key, entry)
         if entry.dtype == DT_STRING:
             return _strings(raw, int(np.prod(shape, dtype=np.int64)), f"{self.prefix}: entry '{key}'").reshape(shape)

@@ -12,7 +12,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from hobbit.errors import CorruptModelError, GraphStructureError
+from hobbit.errors import CorruptModelError, GraphStructureError, UnsupportedItem, UnsupportedModelError
 from hobbit.frontend.tf.attrs import decode_attrs
 from hobbit.frontend.tf.graph import TensorRef, TFGraph, TFNode, TFTensor
 
@@ -47,7 +47,54 @@ def raw_nodes(graph_def, source: str) -> dict[str, RawNode]:
         if node.name in nodes:
             raise GraphStructureError(f"{source}: two nodes are named '{node.name}'")
         nodes[node.name] = RawNode(node.name, node.op, data_inputs(node.input), node.attr)
+    check_acyclic(nodes, source)
     return nodes
+
+
+def check_acyclic(nodes: Mapping[str, RawNode], source: str) -> None:
+    """A data cycle is a GraphStructureError naming its nodes, wherever it is in the graph.
+
+    Why the whole graph and not only what the outputs need: a frozen GraphDef's default
+    outputs are the nodes nobody reads, and a node on a cycle reads itself, so a model
+    whose last node was `out = Relu(out)` lost it silently and answered with the node
+    before it. TensorFlow refuses such graphs; the one cycle it allows is a TF1 while
+    loop's (its back edge leaves a NextIteration), which hobbit does not run: that one is
+    reported as an unsupported construct rather than a broken graph."""
+    done: set[str] = set()
+    for root in nodes:
+        if root in done:
+            continue
+        path, on_path = [root], {root}
+        stack = [iter(_producers(nodes, root))]
+        while stack:
+            producer = next(stack[-1], None)
+            if producer is None:
+                stack.pop()
+                done.add(path[-1])
+                on_path.discard(path.pop())
+                continue
+            if producer in on_path:
+                _report_cycle(nodes, [producer, *reversed(path[path.index(producer):])], source)
+            if producer in done:
+                continue
+            path.append(producer)
+            on_path.add(producer)
+            stack.append(iter(_producers(nodes, producer)))
+
+
+def _producers(nodes: Mapping[str, RawNode], name: str) -> list[str]:
+    """The nodes `name` reads data from (missing ones are reported later, by name)."""
+    return [ref.node for ref in nodes[name].inputs if ref.node in nodes]
+
+
+def _report_cycle(nodes: Mapping[str, RawNode], flow: list[str], source: str) -> None:
+    """`flow`: the cycle's nodes, each feeding the next, the first repeated at the end."""
+    described = " -> ".join(f"'{n}' ({nodes[n].op})" for n in flow)
+    loop = next((n for n in flow if nodes[n].op == "NextIteration"), None)
+    if loop is not None:
+        raise UnsupportedModelError([UnsupportedItem(
+            "NextIteration", "tf", 0, loop, f"a TF1 while loop ({described}), which hobbit does not support")])
+    raise GraphStructureError(f"{source}: the graph has a cycle through node '{flow[0]}': {described}")
 
 
 def resolve(ref: TensorRef, aliases: Mapping[TensorRef, TensorRef]) -> TensorRef:

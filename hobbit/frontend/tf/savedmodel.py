@@ -86,7 +86,8 @@ def _tensors(infos: Mapping, path: str, signature: str) -> list[TFTensor]:
         if info.WhichOneof("encoding") != "name":
             item = UnsupportedItem("sparse or composite tensor", "tf", 0, name, f"in signature '{signature}' of {path}")
             raise UnsupportedModelError([item])
-        shape = shape_of(info.tensor_shape) if info.HasField("tensor_shape") else None
+        where = f"{path}: tensor '{name}' of signature '{signature}'"
+        shape = shape_of(info.tensor_shape, where) if info.HasField("tensor_shape") else None
         tensors.append(TFTensor(name, parse_ref(info.name), dtype_of(info.dtype), shape))
     return tensors
 

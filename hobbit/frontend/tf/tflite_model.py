@@ -127,6 +127,10 @@ def _tensor(fb: FlatBuffer, table: Table, index: int, buffers: list[Table]) -> T
         shape_or_none = None
     else:
         shape_or_none = shape
+    for what, values in (("shape", shape), ("shape signature", signature)):
+        if any(d < -1 for d in values):
+            raise CorruptModelError(f"{fb.source}: {part} '{name}' has the {what} {list(values)}; a dim is a size "
+                                    ">= 0, or -1 for an unknown size")
     dims = signature if signature and len(signature) == len(shape) else shape
     declared = None if shape_or_none is None else tuple(None if d < 0 else d for d in dims)
     buffer_index = table.scalar(S.TensorField.BUFFER, N.Uint32Flags, 0)

@@ -12,9 +12,11 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
+import hobbit
 from hobbit.errors import CorruptModelError, GraphStructureError, SignatureError, UnsupportedModelError
 from hobbit.frontend.tf.graph import TFDType
 from hobbit.frontend.tf.graphdef import read_graphdef
+from hobbit.frontend.tf.protos import SavedModel
 from hobbit.frontend.tf.savedmodel import read_saved_model
 
 
@@ -189,3 +191,64 @@ def test_outputs_of_an_unknown_multi_output_op_are_not_guessed():
     graph.library.function[0].ret["y"] = "second:z:0"
     with pytest.raises(UnsupportedModelError, match=r"(?s)Mystery.*'call/inner'.*outputs 'first' and 'other'"):
         read_graphdef(graph.SerializeToString())
+
+
+def _chain(last_input: str, placeholder_dims: tuple[int, ...] = (2,)) -> tf.compat.v1.GraphDef:
+    """x -> a = Relu(x) -> out = Relu(`last_input`)."""
+    graph = tf.compat.v1.GraphDef()
+    x = graph.node.add(name="x", op="Placeholder")
+    x.attr["dtype"].type = tf.float32.as_datatype_enum
+    for size in placeholder_dims:
+        x.attr["shape"].shape.dim.add(size=size)
+    for name, source in (("a", "x"), ("out", last_input)):
+        graph.node.add(name=name, op="Relu", input=[source]).attr["T"].type = tf.float32.as_datatype_enum
+    return graph
+
+
+def test_a_self_cycle_is_an_error_not_a_silently_dropped_output(tmp_path):
+    """`out = Relu(out)` is read by itself, so it was no default output and the model answered
+    with 'a' instead."""
+    path = tmp_path / "cycle.pb"
+    path.write_bytes(_chain("out").SerializeToString())
+    with pytest.raises(GraphStructureError, match=r"cycle\.pb: the graph has a cycle through node 'out': "
+                                                  r"'out' \(Relu\) -> 'out' \(Relu\)"):
+        hobbit.compile(str(path), cache=False)
+
+
+def test_a_longer_cycle_names_its_nodes_in_data_order():
+    graph = _chain("b")
+    graph.node.add(name="b", op="AddV2", input=["a", "out"]).attr["T"].type = tf.float32.as_datatype_enum
+    with pytest.raises(GraphStructureError, match=r"cycle through node '(b|out)': .*'b' \(AddV2\) -> 'out' \(Relu\)"):
+        read_graphdef(graph.SerializeToString(), ["a"])
+
+
+def test_a_tf1_while_loop_is_reported_as_unsupported():
+    graph = tf.Graph()
+    with graph.as_default():
+        tf.compat.v1.disable_control_flow_v2()
+        try:
+            x = tf.compat.v1.placeholder(tf.float32, [2], name="x")
+            _, y = tf.compat.v1.while_loop(lambda i, v: i < 3, lambda i, v: (i + 1, v * 2.0), [tf.constant(0), x])
+            tf.identity(y, name="out")
+        finally:
+            tf.compat.v1.enable_control_flow_v2()
+    with pytest.raises(UnsupportedModelError, match=r"NextIteration .*a TF1 while loop \('while/Merge"):
+        read_graphdef(graph.as_graph_def().SerializeToString(), ["out"])
+
+
+def test_a_placeholder_dim_below_minus_one_is_refused(tmp_path):
+    """Only -1 means an unknown size; -7 was taken as one more symbolic dim."""
+    path = tmp_path / "dims.pb"
+    path.write_bytes(_chain("a", (2, -7)).SerializeToString())
+    with pytest.raises(CorruptModelError, match=r"node 'x'.*the shape \[2, -7\] has the dim -7; a dim is a size "
+                                                r">= 0, or -1 for an unknown size"):
+        hobbit.compile(str(path), cache=False)
+
+
+def test_a_signature_dim_below_minus_one_is_refused(copy):
+    saved = SavedModel.FromString((copy / "saved_model.pb").read_bytes())
+    signature = saved.meta_graphs[0].signature_def["serving_default"]
+    signature.inputs["x"].tensor_shape.dim[0].size = -3
+    (copy / "saved_model.pb").write_bytes(saved.SerializeToString())
+    with pytest.raises(CorruptModelError, match=r"tensor 'x' of signature 'serving_default': the shape \[-3, 3\]"):
+        read_saved_model(copy)

@@ -154,3 +154,17 @@ def test_int8_quantized_model_is_unsupported(tmp_path):
     ops = {item.op_type for item in info.value.items}
     assert {"QUANTIZE", "FULLY_CONNECTED"} <= ops
     assert all(item.domain == "tflite" for item in info.value.items)
+
+
+@pytest.mark.parametrize("field", [S.TensorField.SHAPE, S.TensorField.SHAPE_SIGNATURE], ids=["shape", "signature"])
+def test_a_dim_below_minus_one_is_refused_not_taken_as_dynamic(tmp_path, field):
+    """Only -1 means an unknown size; -4 was read as one more dynamic dim."""
+    model = convert(lambda x: tf.nn.relu(x), [tf.TensorSpec([None, 5], tf.float32)])
+    subgraph = _subgraph(model)
+    start, _ = _vector(model, subgraph, S.SubGraphField.INPUTS)
+    index = Table(model, 0).Get(N.Int32Flags, start)
+    dims, _ = _vector(model, _tables(model, subgraph, S.SubGraphField.TENSORS)[index], field)
+    broken = _patched(model, dims, "<i", -4)
+    with pytest.raises(CorruptModelError, match=rf"model\.tflite: subgraph 0, tensor {index} '[^']+' has the "
+                                                rf"shape( signature)? \[-4, 5\]; a dim is a size >= 0, or -1"):
+        read_tflite(_write(tmp_path, broken))
