@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import hashlib
 import numbers
+import os
 import time
 from dataclasses import dataclass, field
 
@@ -142,7 +143,8 @@ def compile(model: ModelSource, target: str | Target = "host", threads: int | No
             passes: list[str] | None = None,
             input_shapes: dict[str, tuple[int, ...]] | None = None, profile: bool = False,
             cache: bool | None = None,
-            progress: bool | None = None, signature: str | None = None
+            progress: bool | None = None, signature: str | None = None,
+            external_data_dir: str | os.PathLike | None = None
             ) -> CompiledModel | SpecializingModel | ExportOnlyModel:
     """Compile a model for a CPU and JIT it: ONNX (path, bytes or ModelProto), or TensorFlow
     by path: a frozen GraphDef (.pb), a SavedModel directory (`signature` picks the signature,
@@ -176,8 +178,13 @@ def compile(model: ModelSource, target: str | Target = "host", threads: int | No
     `cache` reuses native code from the compile cache on disk (hobbit.runtime.cache; on by
     default, HOBBIT_CACHE=0 turns it off; profiled builds bypass it); a model loaded from it
     carries a CachedReport without the graph; `progress` shows the stages on stderr
-    (default: only on a terminal, once a compile has taken a second)."""
-    source = open_source(model, signature)
+    (default: only on a terminal, once a compile has taken a second);
+    `external_data_dir` names the folder of the external-data files of an ONNX model given as
+    bytes or a ModelProto, which has no folder of its own: without it such a model is refused
+    (a model file reads them from its own folder; hobbit.frontend.external_data)."""
+    if external_data_dir is not None:  # a pickled model may be rebuilt where the current directory differs
+        external_data_dir = os.path.abspath(external_data_dir)
+    source = open_source(model, signature, external_data_dir)
     machine = parse_target(target)
     foreign = machine.runs_on(host_target())
     threads = resolve_threads(threads, machine)
@@ -213,7 +220,8 @@ def compile(model: ModelSource, target: str | Target = "host", threads: int | No
                                               "opt_level": opt_level,
                                               "passes": passes,
                                               "input_shapes": input_shapes, "profile": profile, "cache": cache,
-                                              "progress": progress, "signature": signature})
+                                              "progress": progress, "signature": signature,
+                                              "external_data_dir": external_data_dir})
     return compiled
 
 

@@ -16,10 +16,12 @@ import numpy as np
 import onnx
 from onnx import numpy_helper
 
-from hobbit.errors import HobbitError, InputError, ModelFormatError, ShapeError, UnsupportedItem, UnsupportedModelError
+from hobbit.errors import (ConfigError, HobbitError, InputError, ModelFormatError, ShapeError, UnsupportedItem,
+                           UnsupportedModelError)
 import hobbit.frontend.onnx_ops  # noqa: F401  (its converters fill the converter table)
 from hobbit.frontend import bounded, functions, onnx_rules, validate
 from hobbit.frontend.converters import lookup
+from hobbit.frontend.external_data import with_external_data
 from hobbit.frontend.onnx_types import NeedsInputValues, Sequence, Unsupported, onnx_dtype
 from hobbit.graph.ir import BoundedOutput, Graph, Node, TensorType, Value
 from hobbit.ops.registry import get_op
@@ -134,20 +136,26 @@ class ConvertContext:
         return self.emit(op, inputs, attrs)[0]
 
 
-def load_model(model: str | os.PathLike | bytes | onnx.ModelProto) -> onnx.ModelProto:
-    """Read a model from a path, bytes or a ModelProto, with external-data weights."""
+def load_model(model: str | os.PathLike | bytes | onnx.ModelProto,
+               external_data_dir: str | os.PathLike | None = None) -> onnx.ModelProto:
+    """Read a model from a path, bytes or a ModelProto, with external-data weights: from the
+    model file's folder, or for bytes and ModelProtos from `external_data_dir` only
+    (hobbit.frontend.external_data: never from the current directory)."""
     if isinstance(model, onnx.ModelProto):
-        return model
+        return with_external_data(model, external_data_dir, "an onnx.ModelProto", copy=True)
     try:
         if isinstance(model, (bytes, bytearray)):
             proto = onnx.ModelProto()
             proto.ParseFromString(bytes(model))
-            return proto
+            return with_external_data(proto, external_data_dir, "bytes", copy=False)
         path = os.fspath(model)
+        if external_data_dir is not None:
+            raise ConfigError(f"external_data_dir= is for models given as bytes or an onnx.ModelProto; the model "
+                              f"file '{path}' reads its external data from its own folder")
         if not os.path.exists(path):
             raise ModelFormatError(f"model file '{path}' does not exist")
         return onnx.load(path, load_external_data=True)
-    except ModelFormatError:
+    except HobbitError:
         raise
     except Exception as exc:  # protobuf raises several unrelated types on bad bytes
         raise ModelFormatError(f"could not parse the ONNX model: {exc}") from exc
@@ -155,10 +163,12 @@ def load_model(model: str | os.PathLike | bytes | onnx.ModelProto) -> onnx.Model
 
 def import_onnx(model: str | os.PathLike | bytes | onnx.ModelProto,
                 input_shapes: dict[str, tuple[int, ...]] | None = None,
-                input_values: dict[str, np.ndarray] | None = None) -> Graph:
+                input_values: dict[str, np.ndarray] | None = None,
+                external_data_dir: str | os.PathLike | None = None) -> Graph:
     """Import a model. `input_shapes` binds symbolic dims; `input_values` turns those graph
-    inputs into constants (for inputs that decide shapes, such as a Reshape target)."""
-    proto = load_model(model)
+    inputs into constants (for inputs that decide shapes, such as a Reshape target);
+    `external_data_dir` is load_model's."""
+    proto = load_model(model, external_data_dir)
     validate.check_header(proto)
     if not proto.graph.output:
         raise ModelFormatError("the model's graph declares no outputs (an empty or truncated model?)")
@@ -429,6 +439,9 @@ def _tensor_array(tensor: onnx.TensorProto, what: str = "") -> np.ndarray:
     `what` names the tensor in errors (an initializer unless said otherwise)."""
     what = what or f"initializer '{tensor.name}'"
     onnx_dtype(tensor.data_type, tensor.name)
+    if tensor.data_location == onnx.TensorProto.EXTERNAL:  # onnx would read it from the current directory
+        raise ModelFormatError(f"{what} keeps its data in an external file that was not loaded with the model "
+                               "(hobbit reads external data only from the model's folder or external_data_dir)")
     try:
         return numpy_helper.to_array(tensor)
     except Exception as exc:

@@ -92,13 +92,17 @@ class Source:
 
 @dataclass
 class OnnxSource(Source):
+    """An ONNX model. `external_data_dir`: the folder of the external-data files of a model
+    given as bytes or a ModelProto (hobbit.frontend.external_data)."""
+
     model: ModelInput
     format: str = "onnx"
+    external_data_dir: str | os.PathLike | None = None
     _proto: onnx.ModelProto | None = field(default=None, repr=False)
 
     def proto(self) -> onnx.ModelProto:
         if self._proto is None:
-            self._proto = load_model(self.model)
+            self._proto = load_model(self.model, self.external_data_dir)
         return self._proto
 
     def declared_inputs(self, input_shapes: dict[str, tuple[int, ...]] | None = None) -> list[DeclaredInput]:
@@ -115,7 +119,7 @@ class OnnxSource(Source):
 
     def import_graph(self, input_shapes: dict[str, tuple[int, ...]] | None = None,
                      input_values: dict[str, np.ndarray] | None = None) -> Graph:
-        return import_onnx(self.model, input_shapes, input_values)
+        return import_onnx(self.model, input_shapes, input_values, self.external_data_dir)
 
 
 @dataclass
@@ -196,8 +200,11 @@ def _declared(tensor: TFTensor, fixed: tuple[int, ...] | None) -> DeclaredInput:
     return DeclaredInput(tensor.name, tuple(tensor.shape), symbols, tensor.dtype)
 
 
-def open_source(model: ModelInput | Source, signature: str | None = None) -> Source:
-    """The model as a Source (a Source is returned as it is)."""
+def open_source(model: ModelInput | Source, signature: str | None = None,
+                external_data_dir: str | os.PathLike | None = None) -> Source:
+    """The model as a Source (a Source is returned as it is). `external_data_dir` is only for
+    ONNX bytes and ModelProtos (load_model refuses it with a model file, which reads its
+    external data from its own folder)."""
     if isinstance(model, Source):
         return model
     fmt = detect_format(model)
@@ -205,5 +212,8 @@ def open_source(model: ModelInput | Source, signature: str | None = None) -> Sou
         if signature is not None:
             raise InputError(f"signature={signature!r} was given, but an ONNX model has no signatures "
                              "(only SavedModels and Keras files do)")
-        return OnnxSource(model)
+        return OnnxSource(model, external_data_dir=external_data_dir)
+    if external_data_dir is not None:
+        raise ConfigError(f"external_data_dir= is for ONNX models given as bytes or an onnx.ModelProto, not for a "
+                          f"{fmt} model")
     return TFSource(model, fmt, signature)

@@ -1,7 +1,8 @@
 """The compile cache on disk: a repeated compile loads native code and weights instead of compiling.
 
 An entry is keyed by a sha256 over the model (a file's bytes plus any external-data
-files, or a ModelProto field by field), the full target description, the compile
+files, or a ModelProto field by field; bytes and ModelProtos plus the external-data files
+they name in compile(external_data_dir=...)), the full target description, the compile
 options, and hobbit's own version and source files plus the llvmlite, numpy and onnx
 versions, so a changed compiler never reuses stale code. It holds the machine code
 MCJIT produced (an ELF object) and a manifest with the arena size, the input/output
@@ -41,7 +42,9 @@ from typing import Any
 import llvmlite
 import numpy as np
 import onnx
+from google.protobuf.message import DecodeError
 
+from hobbit.frontend.external_data import external_tensors, location
 from hobbit.frontend.source import OnnxSource, TFSource
 from hobbit.target import Target
 from hobbit.version import __version__
@@ -104,8 +107,9 @@ def compile_key(model: object, target: Target, options: dict[str, Any]) -> str |
                        target.l1_bytes, target.l2_bytes, target.cores],
             "options": options}
     _feed(h, "head", json.dumps(head, sort_keys=True, default=str).encode())
+    folder = None
     if isinstance(model, OnnxSource):
-        model = model.model
+        model, folder = model.model, model.external_data_dir
     try:
         if isinstance(model, TFSource):
             _feed(h, "tf", json.dumps([model.format, model.signature]).encode())
@@ -116,11 +120,15 @@ def compile_key(model: object, target: Target, options: dict[str, Any]) -> str |
                 _hash_file(h, path)
         elif isinstance(model, onnx.ModelProto):
             _hash_message(h, model, "")
+            if folder is not None:
+                _hash_external(h, model, Path(folder))
         elif isinstance(model, (bytes, bytearray)):
             _feed(h, "bytes", bytes(model))
+            if folder is not None and has_external_data(model):
+                _hash_external(h, onnx.ModelProto.FromString(bytes(model)), Path(folder))
         else:
             _hash_model_file(h, Path(os.fspath(model)))
-    except (OSError, ValueError, TypeError):
+    except (OSError, ValueError, TypeError, DecodeError):
         return None
     return h.hexdigest()
 
@@ -172,9 +180,7 @@ def _hash_model_file(h, path: Path) -> None:
             _feed(h, "bytes", data)
             external = has_external_data(data)
     if external:
-        for location in _external_locations(path):
-            _feed(h, "external", location.encode())
-            _hash_file(h, path.parent / location)
+        _hash_external(h, onnx.load_model(os.fspath(path), load_external_data=False), path.parent)
 
 
 def has_external_data(data: bytes | mmap.mmap) -> bool:
@@ -183,27 +189,17 @@ def has_external_data(data: bytes | mmap.mmap) -> bool:
     return data.find(_LOCATION_MARKER) >= 0
 
 
-def _external_locations(path: Path) -> list[str]:
-    proto = onnx.load_model(os.fspath(path), load_external_data=False)
-    locations = set()
-    for tensor in _all_tensors(proto.graph):
-        for entry in tensor.external_data:
-            if entry.key == "location":
-                locations.add(entry.value)
-    return sorted(locations)
-
-
-def _all_tensors(graph: onnx.GraphProto):
-    yield from graph.initializer
-    for node in graph.node:
-        for attr in node.attribute:
-            if attr.HasField("t"):
-                yield attr.t
-            yield from attr.tensors
-            if attr.HasField("g"):
-                yield from _all_tensors(attr.g)
-            for sub in attr.graphs:
-                yield from _all_tensors(sub)
+def _hash_external(h, proto: onnx.ModelProto, folder: Path) -> None:
+    """The external-data files a model names, by name and content. A name that leads out of
+    `folder` is a ValueError (no key: the import then refuses the model), so that not even
+    a hash is taken of a file outside it."""
+    root = folder.resolve()
+    for name in sorted({location(tensor) for _, tensor in external_tensors(proto)}):
+        path = (folder / name).resolve()
+        if not path.is_relative_to(root):
+            raise ValueError(f"external data '{name}' is outside {folder}")
+        _feed(h, "external", name.encode())
+        _hash_file(h, path)
 
 
 def _hash_file(h, path: Path) -> None:
