@@ -34,6 +34,7 @@ from hobbit import zoo
 from hobbit.bench import Timing, machine_info
 from hobbit.bench_load import BLOCK, COOLDOWN_S, run_in_process
 from hobbit.bench_ort import ort_session
+from hobbit.cli_output import writing
 from hobbit.errors import ConfigError, HobbitError, MissingDependencyError
 from hobbit.frontend.onnx import load_model
 from hobbit.target import host_target
@@ -603,7 +604,7 @@ def cmd_bench(args: Any) -> int:
     if args.markdown:
         command = (f"hobbit bench --precision {args.precision} --model {args.model or ','.join(MODELS)} "
                    f"--threads {','.join(map(str, args.threads))} --runs {args.runs}")
-        with open(args.markdown, "w") as f:
+        with writing(args.markdown), open(args.markdown, "w") as f:
             f.write(markdown_report(results, machine, command, args.warmup))
         print(f"wrote {args.markdown}", file=sys.stderr)
     return 0 if all(r.mismatch is None for r in results) else 1

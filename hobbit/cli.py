@@ -23,6 +23,7 @@ from hobbit import bench, bench_quant, bench_tf, conformance, zoo
 from hobbit.bench import random_inputs
 from hobbit.cli_inputs import ShapeFlag, declared, input_shapes, load_feeds, parse_input_file, parse_input_shape, \
     require_static, with_input_shapes
+from hobbit.cli_output import check_outputs, writing
 from hobbit.codegen.llvm import emit_assembly, emit_object
 from hobbit.codegen.module import kernel_name
 from hobbit.compiler import CompileReport, lower_to_llvm
@@ -163,7 +164,7 @@ def _write(text: str, path: str | None) -> None:
     if path is None:
         sys.stdout.write(text if text.endswith("\n") else text + "\n")
         return
-    with open(path, "w") as f:
+    with writing(path), open(path, "w") as f:
         f.write(text)
     print(f"wrote {path} ({len(text)} characters)", file=sys.stderr)
 
@@ -211,7 +212,7 @@ def _write_bytes(data: bytes, path: str | None) -> None:
         sys.stdout.buffer.write(data)
         sys.stdout.buffer.flush()
         return
-    with open(path, "wb") as f:
+    with writing(path), open(path, "wb") as f:
         f.write(data)
     print(f"wrote {path} ({len(data)} bytes)", file=sys.stderr)
 
@@ -224,7 +225,8 @@ def _export(args: argparse.Namespace) -> int:
     shapes = input_shapes(declared(source, args.input_shape), args.input_shape)
     model = hobbit.compile(source.model, target=args.target, threads=args.threads, precision=args.precision,
                            passes=pipeline(args), input_shapes=shapes or None, signature=args.signature)
-    files = model.export(args.output, name=args.name, weights=args.weights)
+    with writing(args.output):
+        files = model.export(args.output, name=args.name, weights=args.weights)
     for path in files.written:
         print(f"wrote {path}", file=sys.stderr)
     return 0
@@ -431,10 +433,12 @@ def cmd_bench(args: argparse.Namespace) -> int:
         if args.markdown:
             _write(bench.markdown_report(results, machine, command, args.warmup), args.markdown)
         if args.json:
-            bench.write_json(results, machine, args.json)
+            with writing(args.json):
+                bench.write_json(results, machine, args.json)
             print(f"wrote {args.json}", file=sys.stderr)
     if args.plot:
-        bench.plot_ratios(results, args.plot)
+        with writing(args.plot):
+            bench.plot_ratios(results, args.plot)
         print(f"wrote {args.plot}", file=sys.stderr)
     if args.profile:
         for name, load in models:
@@ -451,7 +455,8 @@ def cmd_zoo(args: argparse.Namespace) -> int:
         return 0
     model = zoo.build(args.name)
     path = args.output or f"{args.name}.onnx"
-    onnx.save(model, path)
+    with writing(path):
+        onnx.save(model, path)
     print(f"wrote {path}")
     return 0
 
@@ -465,7 +470,8 @@ def cmd_quantize(args: argparse.Namespace) -> int:
     batches = CalibrationFiles(args.calibration, declared_inputs(proto))
     quantized = hobbit.quantize(proto, calibration=batches, method=args.method, per_channel=not args.per_tensor,
                                 percentile=args.percentile, threads=args.threads, progress=True)
-    onnx.save(quantized, args.output)
+    with writing(args.output):
+        onnx.save(quantized, args.output)
     print(f"wrote {args.output} ({len(batches)} calibration batches, {args.method}, "
           f"{'per-tensor' if args.per_tensor else 'per-channel'} weights)", file=sys.stderr)
     return 0
@@ -484,7 +490,7 @@ def cmd_conformance(args: argparse.Namespace) -> int:
     if args.markdown:
         results, ort_results, seconds = conformance.measure(cases, progress=print, timeout=args.timeout,
                                                             options=options)
-        with open(args.markdown, "w") as f:
+        with writing(args.markdown), open(args.markdown, "w") as f:
             f.write(conformance.markdown(cases, results, ort_results, seconds))
         s = conformance.summary(results, ort_results)
         print(f"{s['tests']} node tests: onnxruntime passed {s['onnxruntime']}, hobbit {s['hobbit']}; "
@@ -773,6 +779,7 @@ def main(argv: list[str] | None = None) -> int:
     except SystemExit as exc:  # --help, --version and usage errors
         return exc.code if isinstance(exc.code, int) else EXIT_ERROR
     try:
+        check_outputs(args)
         return args.func(args)
     except HobbitError as exc:
         print(f"hobbit: error: {exc}", file=sys.stderr)

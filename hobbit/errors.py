@@ -15,6 +15,12 @@ class ConfigError(HobbitError):
     environment variable such as HOBBIT_NUM_THREADS; the message names it and its value."""
 
 
+class OutputPathError(ConfigError):
+    """A file or folder the `hobbit` command was asked to write cannot be written there: its
+    folder is missing, it is a folder where a file goes (or the reverse), or the system
+    refused the write; the message names the flag, the path and the reason."""
+
+
 class TargetError(ConfigError):
     """A target hobbit cannot use: an unknown CPU, architecture or feature, or code built for
     a CPU this host is not, asked to run in-process (export it and run it there)."""
