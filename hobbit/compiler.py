@@ -261,7 +261,7 @@ def _compile(model: Source, host: Target, threads: int, precision: str, opt_leve
                    "input_values": {k: [v.dtype.str, list(v.shape), hashlib.sha256(v.tobytes()).hexdigest()]
                                     for k, v in input_values.items()}}
         key = compile_cache.compile_key(model, host, options)
-        hit = compile_cache.load(key, host) if key else None
+        hit = compile_cache.load(key, host, threads) if key else None
         if hit is not None:
             show.finish("loaded from the compile cache")
             return hit

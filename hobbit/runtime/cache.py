@@ -70,16 +70,23 @@ _WARNED: set[str] = set()  # paths already warned about as untrusted in this pro
 
 @dataclass
 class CachedReport:
-    """The report of a model loaded from the cache: where from, and how long loading took.
+    """The report of a model loaded from the cache: where from, how long loading took, and
+    what a fresh compile's report also says about the code (the target and thread count it
+    was built for, the packed weights); llvm_ir is None, as after any compile().
 
-    The graph, memory plan and IR are not stored; compile with cache=False to get them."""
+    The graph, memory plan and optimised module are not stored; compile with cache=False to
+    get them."""
 
     path: str
+    target: Target
+    threads: int
+    weights: np.ndarray
     seconds: dict[str, float] = field(default_factory=dict)
     cached: bool = True
+    llvm_ir: None = None
 
     def __getattr__(self, name: str) -> Any:
-        if name in ("graph", "plan", "llvm_ir", "optimized", "target"):
+        if name in ("graph", "plan", "optimized"):
             raise AttributeError(f"report.{name} is not available: this model was loaded from the compile "
                                  f"cache ({self.path}); compile with cache=False for the full report")
         raise AttributeError(name)
@@ -226,8 +233,9 @@ class _Untrusted(Exception):
     to callers (an untrusted cache is skipped with a warning, not an error)."""
 
 
-def load(key: str, target: Target) -> CompiledModel | None:
-    """The cached model for `key`, or None on a miss. An entry whose folders or files are not
+def load(key: str, target: Target, threads: int) -> CompiledModel | None:
+    """The cached model for `key` (code for `target` built for `threads`, both part of the
+    key), or None on a miss. An entry whose folders or files are not
     private to this user is skipped with a warning and left alone for the user to inspect
     (the warning says how to fix it); a damaged one is deleted with a warning (and its
     weights file, when that is what failed its hash)."""
@@ -256,7 +264,7 @@ def load(key: str, target: Target) -> CompiledModel | None:
                       stacklevel=3)
         shutil.rmtree(entry, ignore_errors=True)
         return None
-    report = CachedReport(str(entry), {"cache": time.perf_counter() - t0})
+    report = CachedReport(str(entry), target, threads, weights, {"cache": time.perf_counter() - t0})
     t0 = time.perf_counter()
     model = CompiledModel(code, target, weights, arena_bytes, inputs, outputs, report, layout=layout)
     report.seconds["jit"] = time.perf_counter() - t0

@@ -74,6 +74,18 @@ def test_hit_is_bit_identical_to_a_fresh_compile(cache_dir: Path) -> None:
         _ = hit.report.graph
 
 
+def test_hit_report_has_the_documented_fields(cache_dir: Path) -> None:
+    """report.threads, .weights and .target are documented for every compiled model, and a
+    compile from the second on is a cache hit by default: the hit must carry them too."""
+    first = hobbit.compile(_model(), threads=3, cache=True)
+    hit = hobbit.compile(_model(), threads=3, cache=True)
+    assert isinstance(hit.report, CachedReport)
+    assert hit.report.threads == first.report.threads == 3
+    assert hit.report.target == first.report.target == host_target()
+    assert np.array_equal(hit.report.weights, first.report.weights) and hit.report.weights.nbytes > 0
+    assert hit.report.llvm_ir is None and first.report.llvm_ir is None
+
+
 def test_hit_weights_are_aligned_and_read_only(cache_dir: Path) -> None:
     """Loaded weights are shared with every variant holding the same bytes, so nothing may
     write them; once the last holder goes, the next hit maps the file afresh."""
