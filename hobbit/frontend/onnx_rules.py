@@ -189,13 +189,34 @@ def _permutation(view: NodeView) -> bool:
     perm, rank = view.param("perm"), view.rank(0)
     if perm is None or rank is None:
         return True
-    axes = [int(p) for p in perm[1].reshape(-1)]
-    return all(-rank <= p < rank for p in axes) and sorted(p % rank for p in axes) == list(range(rank))
+    return sorted(int(p) for p in perm[1].reshape(-1)) == list(range(rank))
+
+
+def _zeros_copy_dims(view: NodeView) -> bool:
+    """Reshape without allowzero: a 0 copies the input's dim at its position, which must exist."""
+    shape, rank = view.param("shape"), view.rank(0)
+    if shape is None or rank is None or view.attrs.get("allowzero", 0):
+        return True
+    return all(d != 0 or i < rank for i, d in enumerate(shape[1].reshape(-1).tolist()))
+
+
+def _one_output_each(view: NodeView) -> bool:
+    """Split with num_outputs: the node has that many outputs."""
+    count = view.attrs.get("num_outputs")
+    return count is None or int(count) == len(view.node.output)
 
 
 def _no_zero_step(view: NodeView) -> bool:
     steps = view.param("steps")
     return steps is None or bool(np.all(steps[1] != 0))
+
+
+def _reflection_fits(view: NodeView) -> bool:
+    """Pad in reflect mode: each pad is smaller than its axis (a reflection repeats no edge)."""
+    pads, shape = view.param("pads"), view.shape(0)
+    if view.attrs.get("mode") != "reflect" or pads is None or shape is None or pads[1].size != 2 * len(shape):
+        return True
+    return all(p < d for p, d in zip(pads[1].tolist(), shape * 2))
 
 
 def _pad_count(view: NodeView) -> bool:
@@ -226,13 +247,17 @@ RULES: dict[str, tuple[Rule, ...]] = {
     "Concat": _AXIS, "Gather": _AXIS, "GatherElements": _AXIS, "Compress": _AXIS,
     "Softmax": _AXIS, "LogSoftmax": _AXIS, "Hardmax": _AXIS, "ArgMax": _AXIS, "ArgMin": _AXIS,
     "TopK": _AXIS, "LayerNormalization": _AXIS, "CumSum": _AXIS,
-    "Split": (Axes("axis"), AtLeast("num_outputs", 1), AtLeast("split", 0)),
-    "Squeeze": (Axes("axes", unique=True),),
+    "Split": (Axes("axis"), AtLeast("num_outputs", 1), AtLeast("split", 0),
+              Holds("num_outputs", _one_output_each, "the node must have that many outputs")),
+    "Squeeze": (Axes("axes"),),
     "Unsqueeze": (Axes("axes", grows=True, unique=True),),
     "Transpose": (Holds("perm", _permutation, "it must be a permutation of the input's axes"),),
     "Slice": (Axes("axes", unique=True), Holds("steps", _no_zero_step, "no step may be 0")),
-    "Pad": (Axes("axes", unique=True), Holds("pads", _pad_count, "it needs two entries per axis of the input")),
-    "Reshape": (AtLeast("shape", -1),),
+    "Pad": (Axes("axes", unique=True), Holds("pads", _pad_count, "it needs two entries per axis of the input"),
+            Holds("pads", _reflection_fits, "in reflect mode each pad must be smaller than its axis")),
+    "Reshape": (AtLeast("shape", -1),
+                Holds("shape", _zeros_copy_dims, "a 0 copies the input's dim at its position, and the input "
+                                                 "has no dim there (set allowzero=1 for an empty dim)")),
     "Tile": (AtLeast("repeats", 0),),
     "Resize": (Positive("scales"), AtLeast("sizes", 0)),
     "Upsample": (Positive("scales"),),
