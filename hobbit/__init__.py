@@ -17,14 +17,18 @@ _LOADED_ON_USE = {"compile": "hobbit.compiler", "load": "hobbit.runtime.load", "
                   "NodeArg": "hobbit.runtime.nodearg", "SpecializingModel": "hobbit.runtime.specialize",
                   "ExportOnlyModel": "hobbit.runtime.export_only", "Target": "hobbit.target",
                   "parse_target": "hobbit.target", "quantize": "hobbit.quantize"}
+# Subpackages reachable as attributes after `import hobbit` (hobbit.zoo.build("resnet18")).
+_SUBPACKAGES_ON_USE = ("zoo",)
 
-__all__ = ["compile", "load", "quantize", "CompiledModel", "LoadedModel", "SpecializingModel", "ExportOnlyModel",
+__all__ = ["compile", "load", "quantize", "zoo", "CompiledModel", "LoadedModel", "SpecializingModel", "ExportOnlyModel",
            "TensorSpec", "NodeArg", "Target", "parse_target", "HobbitError", "UnsupportedModelError", "ModelFormatError",
            "InputError", "RunError", "ShapeError", "CodegenError", "ConfigError", "TargetError", "ArtifactError",
            "__version__"]
 
 
 def __getattr__(name: str) -> object:
+    if name in _SUBPACKAGES_ON_USE:
+        return import_module(f"hobbit.{name}")  # importing it sets the attribute
     if name not in _LOADED_ON_USE:
         raise AttributeError(f"module 'hobbit' has no attribute {name!r}")
     value = getattr(import_module(_LOADED_ON_USE[name]), name)
@@ -33,4 +37,4 @@ def __getattr__(name: str) -> object:
 
 
 def __dir__() -> list[str]:
-    return sorted(set(globals()) | set(_LOADED_ON_USE))
+    return sorted(set(globals()) | set(_LOADED_ON_USE) | set(_SUBPACKAGES_ON_USE))

@@ -10,6 +10,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from hobbit import zoo
 from hobbit.codegen.llvm import emit_object, optimize
 from hobbit.codegen.module import build_module, pack_weights, status_records, view_constants
 from hobbit.target import Target, host_target, is_gpu, parse_target
@@ -146,7 +147,8 @@ def compile(model: ModelSource, target: str | Target = "host", threads: int | No
             progress: bool | None = None, signature: str | None = None,
             external_data_dir: str | os.PathLike | None = None
             ) -> CompiledModel | SpecializingModel | ExportOnlyModel:
-    """Compile a model for a CPU and JIT it: ONNX (path, bytes or ModelProto), or TensorFlow
+    """Compile a model for a CPU and JIT it: ONNX (path, bytes or ModelProto, or the name of
+    a zoo model such as "resnet18", as on the command line: hobbit.zoo), or TensorFlow
     by path: a frozen GraphDef (.pb), a SavedModel directory (`signature` picks the signature,
     default serving_default), a Keras file (.keras; needs TensorFlow) or TFLite (.tflite).
 
@@ -184,6 +186,7 @@ def compile(model: ModelSource, target: str | Target = "host", threads: int | No
     (a model file reads them from its own folder; hobbit.frontend.external_data)."""
     if external_data_dir is not None:  # a pickled model may be rebuilt where the current directory differs
         external_data_dir = os.path.abspath(external_data_dir)
+    model = zoo.resolve(model)
     source = open_source(model, signature, external_data_dir)
     machine = parse_target(target)
     foreign = machine.runs_on(host_target())

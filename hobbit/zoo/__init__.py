@@ -10,6 +10,7 @@ output included (hobbit.zoo.float16), for comparing both precisions in one bench
 
 from __future__ import annotations
 
+import os
 from typing import Callable
 
 import onnx
@@ -40,4 +41,13 @@ def build(name: str) -> onnx.ModelProto:
     return MODELS[name]()
 
 
-__all__ = ["MODELS", "build", "resnet18", "resnet50", "mobilenet_v2", "squeezenet1_1", "vgg16"]
+def resolve(model: object) -> object:
+    """hobbit.compile's model argument with a zoo name replaced by that model, as `hobbit run
+    NAME` does: a str that names a zoo model and no existing file or folder (a path that
+    exists always wins); anything else is returned as it is."""
+    if isinstance(model, str) and model in MODELS and not os.path.exists(model):
+        return build(model)
+    return model
+
+
+__all__ = ["MODELS", "build", "resolve", "resnet18", "resnet50", "mobilenet_v2", "squeezenet1_1", "vgg16"]
