@@ -2,6 +2,6 @@
 
 import sys
 
-from hobbit.cli import main
+from hobbit.console import main
 
 sys.exit(main())

@@ -13,7 +13,9 @@ import os
 import re
 import sys
 import time
+import warnings
 from collections.abc import Callable
+from typing import TextIO
 
 import numpy as np
 import onnx
@@ -27,6 +29,7 @@ from hobbit.cli_output import check_outputs, writing
 from hobbit.codegen.llvm import emit_assembly, emit_object
 from hobbit.codegen.module import kernel_name
 from hobbit.compiler import CompileReport, lower_to_llvm
+from hobbit.console import interrupted
 from hobbit.errors import ConfigError, HobbitError, InputError, TargetError
 from hobbit.frontend.onnx import load_model as read_onnx
 from hobbit.frontend.source import OnnxSource, Source, detect_format, open_source
@@ -37,7 +40,6 @@ from hobbit.quantize.files import CalibrationFiles
 from hobbit.target import CPUS, GpuTarget, Target, host_target, is_gpu, parse_target
 
 EXIT_ERROR = 2
-EXIT_INTERRUPTED = 130
 
 _EPILOG = """examples:
   hobbit run resnet18                       compile a zoo model and run it on random input
@@ -421,7 +423,7 @@ def cmd_bench(args: argparse.Namespace) -> int:
     print("\n".join(table for table in tables if table), end="")
     warning = bench.contention_warning(threads)
     if warning:
-        print(f"warning: {warning}", file=sys.stderr)
+        print(f"hobbit: warning: {warning}", file=sys.stderr)
     if args.markdown or args.json:
         command = (f"hobbit bench --model {args.model} --threads {','.join(map(str, threads))} "
                    f"--runs {args.runs}" + (f" --load {','.join(args.load)}" if args.load != ["none"] else "")
@@ -772,21 +774,31 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: list[str] | None = None) -> int:
-    """Entry point of the `hobbit` command; returns the process exit status."""
+    """The `hobbit` command (argv: sys.argv[1:] by default); returns the process exit status.
+    Warnings it raises print as one line each (show_warning) while it runs."""
     parser = build_parser()
     try:
         args = parser.parse_args(argv)
     except SystemExit as exc:  # --help, --version and usage errors
         return exc.code if isinstance(exc.code, int) else EXIT_ERROR
-    try:
-        check_outputs(args)
-        return args.func(args)
-    except HobbitError as exc:
-        print(f"hobbit: error: {exc}", file=sys.stderr)
-        return EXIT_ERROR
-    except KeyboardInterrupt:
-        print("hobbit: interrupted", file=sys.stderr)
-        return EXIT_INTERRUPTED
+    with warnings.catch_warnings():
+        warnings.showwarning = show_warning
+        try:
+            check_outputs(args)
+            return args.func(args)
+        except HobbitError as exc:
+            print(f"hobbit: error: {exc}", file=sys.stderr)
+            return EXIT_ERROR
+        except KeyboardInterrupt:
+            return interrupted()
+
+
+def show_warning(message: Warning | str, category: type[Warning], filename: str, lineno: int,
+                 file: TextIO | None = None, line: str | None = None) -> None:
+    """warnings.showwarning for the command: `hobbit: warning: MESSAGE` on one line, without
+    Python's file, line number, category and source line, which mean nothing to a user."""
+    text = " ".join(str(message).removeprefix("hobbit: ").split())
+    print(f"hobbit: warning: {text}", file=sys.stderr if file is None else file)
 
 
 if __name__ == "__main__":

@@ -7,6 +7,7 @@ import signal
 import subprocess
 import sys
 import time
+import warnings
 
 import numpy as np
 import onnx
@@ -14,6 +15,7 @@ import pytest
 from onnx import helper
 
 import hobbit
+import hobbit.cli
 from hobbit import bench
 from hobbit.cli import main
 from tests.helpers import make_model, needs_host_feature, rand
@@ -393,6 +395,37 @@ def test_sigint_while_running_a_zoo_model_exits_130(tmp_path):
         child.wait()
     assert child.returncode == 130, err
     assert "Traceback" not in err and err.strip().endswith("hobbit: interrupted")
+
+
+def test_sigint_during_the_imports_exits_130_quietly() -> None:
+    """A real SIGINT while the command's modules are still importing (sent from inside the
+    import of onnx, so it always lands there): one line and status 130, as during the command."""
+    script = ("import builtins, os, signal, sys\n"
+              "signal.signal(signal.SIGINT, signal.default_int_handler)\n"
+              "signal.pthread_sigmask(signal.SIG_UNBLOCK, [signal.SIGINT])\n"
+              "real = builtins.__import__\n"
+              "def hook(name, *args, **kwargs):\n"
+              "    if name == 'onnx':\n"
+              "        os.kill(os.getpid(), signal.SIGINT)\n"
+              "    return real(name, *args, **kwargs)\n"
+              "builtins.__import__ = hook\n"
+              "from hobbit.console import main\n"
+              "sys.argv[1:] = ['zoo']\n"
+              "sys.exit(main())\n")
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=120)
+    assert done.returncode == 130, done.stderr
+    assert done.stderr == "hobbit: interrupted\n" and done.stdout == ""
+
+
+def test_warnings_print_as_one_line(tmp_path, monkeypatch, capsys) -> None:
+    """No file, line number, category or source line: `hobbit: warning: MESSAGE`."""
+    def warn_and_build(name: str) -> onnx.ModelProto:
+        warnings.warn("hobbit: compile cache entry X is damaged\n(ValueError); deleted", stacklevel=2)
+        return make_model([helper.make_node("Relu", ["x"], ["y"])], {"x": rand(1, 2)}, ["y"])
+    monkeypatch.setattr(hobbit.zoo, "build", warn_and_build)
+    assert main(["zoo", "resnet18", "-o", str(tmp_path / "m.onnx")]) == 0
+    assert capsys.readouterr().err == "hobbit: warning: compile cache entry X is damaged (ValueError); deleted\n"
+    assert warnings.showwarning is not hobbit.cli.show_warning  # only while the command runs
 
 
 def test_python_dash_m_hobbit_is_the_command() -> None:

@@ -1,0 +1,25 @@
+"""The `hobbit` console script and `python -m hobbit`. The command's modules (numpy, onnx,
+LLVM) take seconds to import, and a Ctrl-C in those seconds must end the process as one
+during the command does (hobbit.cli.main): one line, status 130, no traceback. So this
+module imports nothing heavy itself and imports the command inside the handler."""
+
+from __future__ import annotations
+
+import sys
+
+EXIT_INTERRUPTED = 130  # 128 + SIGINT: what a shell reports for a process killed by Ctrl-C
+
+
+def interrupted() -> int:
+    """Say so on stderr; the exit status for a Ctrl-C."""
+    print("hobbit: interrupted", file=sys.stderr)
+    return EXIT_INTERRUPTED
+
+
+def main() -> int:
+    """Entry point of the `hobbit` command; returns the process exit status."""
+    try:
+        from hobbit.cli import main as command
+    except KeyboardInterrupt:
+        return interrupted()
+    return command()
