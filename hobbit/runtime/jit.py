@@ -115,9 +115,14 @@ def check_feed_names(feeds: object, names: list[str]) -> None:
         raise InputError(f"run() takes a dict of input name -> numpy array, got {type(feeds).__name__}")
     unknown = [k for k in feeds if k not in names]
     missing = [n for n in names if n not in feeds]
-    if unknown or missing:
-        raise InputError(f"inputs do not match the model: unknown {unknown}, missing {missing}; "
-                         f"the model takes {names}")
+    wrong = []
+    if unknown:
+        wrong.append(f"the model has no input{'s' if len(unknown) > 1 else ''} named "
+                     f"{', '.join(map(repr, unknown))}")
+    if missing:
+        wrong.append(f"no value for input{'s' if len(missing) > 1 else ''} {', '.join(map(repr, missing))}")
+    if wrong:
+        raise InputError(f"run(): {' and '.join(wrong)}; the model's inputs are {names}")
 
 
 def reduce_with_recipe(model: object) -> tuple:

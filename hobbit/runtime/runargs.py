@@ -22,12 +22,25 @@ def split_run_args(first: object, second: object) -> tuple[list[str] | None, dic
                              f"({type(second).__name__}); onnxruntime's order is run(output_names, feeds)")
         return None, first
     if first is None or isinstance(first, (list, tuple)):
+        if second is None and first:
+            _refuse_missing_feeds(first)
         if not isinstance(second, dict):
             raise InputError(f"run(output_names, feeds) takes a dict of input name -> numpy array as feeds, "
                              f"got {type(second).__name__}")
         return _names(first), second
     raise InputError(f"run() takes a dict of input name -> numpy array, or onnxruntime's "
                      f"(output_names, feeds) with output_names None or a list of str; got {type(first).__name__}")
+
+
+def _refuse_missing_feeds(first: list | tuple) -> None:
+    """run(x) with a list or tuple and nothing after it: arrays are feeds in the wrong form
+    (onnxruntime takes a dict too), names are output_names whose feeds were left out."""
+    if all(isinstance(item, str) for item in first):
+        raise InputError(f"run(output_names, feeds) got output_names {list(first)} and no feeds: pass the "
+                         f"dict of input name -> numpy array after them")
+    kinds = ", ".join(sorted({type(item).__name__ for item in first}))
+    raise InputError(f"run() takes the feeds as a dict of input name -> numpy array, not a {type(first).__name__} "
+                     f"of {kinds}: pass {{name: array}} for each of the model's inputs (m.inputs names them)")
 
 
 def _names(names: list | tuple | None) -> list[str] | None:

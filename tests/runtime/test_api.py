@@ -135,7 +135,9 @@ def test_unknown_output_name_is_named_with_the_outputs() -> None:
 
 
 @pytest.mark.parametrize("args, message", [
-    (([rand(2, 3)],), "takes a dict"),
+    (([rand(2, 3)],), r"run\(\) takes the feeds as a dict of input name -> numpy array, not a list of ndarray"),
+    (((rand(2, 3),),), "not a tuple of ndarray"),
+    ((["y"],), r"got output_names \['y'\] and no feeds"),
     (("y", {"x": rand(2, 3)}), "got str"),
     (([1], {"x": rand(2, 3)}), "list of str"),
     ((None, [rand(2, 3)]), "feeds, got list"),
@@ -146,6 +148,19 @@ def test_run_arguments_are_checked(args, message) -> None:
     m = hobbit.compile(_two_outputs())
     with pytest.raises(hobbit.InputError, match=message):
         m.run(*args)
+
+
+@pytest.mark.parametrize("feeds, message", [
+    ({"x": rand(2, 3), "q": rand(2, 3)}, "run(): the model has no input named 'q'; the model's inputs are ['x']"),
+    ({}, "run(): no value for input 'x'; the model's inputs are ['x']"),
+    ({"w": rand(2, 3)}, "run(): the model has no input named 'w' and no value for input 'x'; the model's inputs "
+                        "are ['x']"),
+])
+def test_wrong_input_names_say_only_what_is_wrong(feeds, message) -> None:
+    for model in (hobbit.compile(_two_outputs()), hobbit.compile(_inner_symbolic())):
+        with pytest.raises(hobbit.InputError) as info:
+            model.run(feeds)
+        assert str(info.value) == message
 
 
 def test_specializing_model_takes_both_orders_and_checks_names_first() -> None:
