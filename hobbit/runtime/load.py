@@ -7,12 +7,14 @@ differs (the library's <name>_run through ctypes instead of the JIT'd entry poin
 Everything that could make loading run the wrong code, or crash, is checked before the
 library is mapped, each as an ArtifactError naming the file: the folder and its files are
 private to this user (hobbit.runtime.trust: a folder others can write is a way for them to
-run code as you); the manifest is one hobbit wrote; the library was built for this
-machine's triple and the host has every CPU feature it was built with (else the first
-run would die on an illegal instruction); the library's sha256 is the one recorded when
-it was written; and the weights file has the recorded size. The library then checks the
-weights' crc32 itself when the first context is made, and its sizes are compared with the
-manifest's.
+run code as you); the manifest is one hobbit wrote, every field of the right type and
+range (hobbit.runtime.manifest); the library was built for this machine's triple and the
+host has every CPU feature it was built with (else the first run would die on an illegal
+instruction); the library's sha256 is the one recorded when it was written; and the
+weights file has the recorded size. Each file is opened once and checked and used through
+that descriptor, so a file swapped after its check is never the one used
+(hobbit.runtime.verified). The library then checks the weights' crc32 itself when the
+first context is made, and its sizes are compared with the manifest's.
 
 Each Python thread gets its own context (its own arena), as a CompiledModel gives each
 thread its own arena, so concurrent runs on one model are safe."""
@@ -20,23 +22,24 @@ thread its own arena, so concurrent runs on one model are safe."""
 from __future__ import annotations
 
 import ctypes
-import hashlib
 import json
 import os
 import threading
+import weakref
 from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
 
 from hobbit.errors import ArtifactError, ConfigError, HobbitError, RunError
-from hobbit.runtime.export import MANIFEST_FORMAT, artifact_files
+from hobbit.runtime.export import MANIFEST_FORMAT, ArtifactFiles, artifact_files
 from hobbit.runtime.jit import CompiledModel, TensorSpec
 from hobbit.runtime.layout import from_json, grouped_layout, per_output
+from hobbit.runtime.manifest import check_manifest
 from hobbit.runtime.trust import check_private_tree
+from hobbit.runtime.verified import descriptor_path, load_library, open_private, read_private
 from hobbit.target import host_target
 
-_MANIFEST_KEYS = ("name", "target", "threads", "arena_bytes", "library", "weights", "inputs", "outputs", "layout")
 # The library's status codes (hobbit.runtime.export_c.STATUS_CODES).
 _E_INVALID_DATA = 4
 
@@ -64,22 +67,19 @@ def load(directory: str | os.PathLike, name: str | None = None, threads: int | N
         raise ArtifactError(f"hobbit.load refuses to load native code: {problem}")
     manifest_path = _manifest_path(folder, name)
     manifest = _read_manifest(manifest_path)
-    files = artifact_files(folder, manifest["name"], embedded=manifest["weights"]["file"] is None)
-    _check_cpu(manifest["target"], files.library)
-    _check_library(files.library, manifest["library"]["sha256"])  # embedded weights included
-    if files.weights is not None:
-        _check_weights_size(files.weights, int(manifest["weights"]["bytes"]))
-    built = int(manifest["threads"])
+    built = manifest["threads"]
     if threads is not None and (isinstance(threads, bool) or not isinstance(threads, int) or not 1 <= threads <= built):
         raise ConfigError(f"threads= must be 1 to {built} (the library was built for {built} thread(s); export "
                           f"again for more) or None for all of them; got {threads!r}")
-    return LoadedModel(files.library, files.weights, manifest, LoadedReport(str(folder), manifest), threads or 0)
+    files = artifact_files(folder, manifest["name"], embedded=manifest["weights"]["file"] is None)
+    _check_cpu(manifest["target"], files.library)
+    return LoadedModel(files, manifest, LoadedReport(str(folder), manifest), threads or 0)
 
 
 class LoadedModel(CompiledModel):
     """An exported library run through ctypes; see hobbit.runtime.load."""
 
-    def __init__(self, library: Path, weights: Path | None, manifest: dict, report: LoadedReport, threads: int = 0):
+    def __init__(self, files: ArtifactFiles, manifest: dict, report: LoadedReport, threads: int = 0):
         self.inputs = [_spec(s) for s in manifest["inputs"]]
         self.outputs = [_spec(s) for s in manifest["outputs"]]
         layout = manifest["layout"]
@@ -87,11 +87,15 @@ class LoadedModel(CompiledModel):
         self._per_output = per_output(self.outputs, self.layout)
         self.report = report
         self._name = manifest["name"]
-        self._weights_path = None if weights is None else os.fsencode(weights)  # None: inside the library
+        self._weights_path = None  # None: the weights are inside the library
+        if files.weights is not None:
+            fd = _open_weights(files.weights, manifest["weights"]["bytes"])
+            weakref.finalize(self, os.close, fd)  # each thread's context maps the file through it
+            self._weights_path = os.fsencode(descriptor_path(fd))
         self._threads = threads
-        self._lib = ctypes.CDLL(os.fspath(library), mode=os.RTLD_NOW | os.RTLD_LOCAL)
-        self._api = bind_api(self._lib, self._name)
-        self._check_sizes(manifest, library)
+        self._lib = load_library(files.library, manifest["library"]["sha256"])  # embedded weights included
+        self._api = bind_api(self._lib, self._name, files.library)
+        self._check_sizes(manifest, files.library)
         self._local = threading.local()
         self._context()  # the weights' crc32 is checked now, not at the first run
 
@@ -146,8 +150,9 @@ class _Context:
             self.handle = ctypes.c_void_p()
 
 
-def bind_api(lib: ctypes.CDLL, name: str) -> dict[str, ctypes._CFuncPtr]:
-    """The library's C API with its argument and result types."""
+def bind_api(lib: ctypes.CDLL, name: str, path: Path | None = None) -> dict[str, ctypes._CFuncPtr]:
+    """The library's C API with its argument and result types; `path` names the library in
+    errors (default: the name it was loaded by)."""
     c = ctypes
     signatures = {
         "create": (c.c_int, [c.c_char_p, c.c_int, c.c_void_p, c.c_size_t, c.POINTER(c.c_void_p)]),
@@ -163,7 +168,7 @@ def bind_api(lib: ctypes.CDLL, name: str) -> dict[str, ctypes._CFuncPtr]:
         try:
             fn = getattr(lib, f"{name}_{short}")
         except AttributeError as exc:
-            raise ArtifactError(f"{lib._name} has no function {name}_{short}: not a library hobbit exported "
+            raise ArtifactError(f"{path or lib._name} has no function {name}_{short}: not a library hobbit exported "
                                 f"under the name '{name}'") from exc
         fn.restype, fn.argtypes = result, args
         api[short] = fn
@@ -183,17 +188,15 @@ def _manifest_path(folder: Path, name: str | None) -> Path:
 
 def _read_manifest(path: Path) -> dict:
     try:
-        manifest = json.loads(path.read_text())
-        if manifest.get("format") != MANIFEST_FORMAT:
-            raise ArtifactError(f"{path} has manifest format {manifest.get('format')!r}, this hobbit reads "
-                                f"{MANIFEST_FORMAT}: export the model again")
-        missing = [key for key in _MANIFEST_KEYS if key not in manifest]
-        if missing:
-            raise KeyError(", ".join(missing))
-        return manifest
-    except (OSError, ValueError, KeyError, TypeError, AttributeError) as exc:
+        manifest = json.loads(read_private(path, "artifact manifest"))
+    except (OSError, ValueError) as exc:
         raise ArtifactError(f"{path} is not the manifest of an exported library ({type(exc).__name__}: {exc})") \
             from exc
+    if not isinstance(manifest, dict) or manifest.get("format") != MANIFEST_FORMAT:
+        found = manifest.get("format") if isinstance(manifest, dict) else None
+        raise ArtifactError(f"{path} has manifest format {found!r}, this hobbit reads {MANIFEST_FORMAT}: "
+                            "export the model again")
+    return check_manifest(manifest, path)
 
 
 def _check_cpu(built_for: dict, library: Path) -> None:
@@ -211,24 +214,15 @@ def _enabled(features: str) -> set[str]:
     return {f[1:] for f in features.split(",") if f.startswith("+")}
 
 
-def _check_library(library: Path, sha256: str) -> None:
-    try:
-        data = library.read_bytes()
-    except OSError as exc:
-        raise ArtifactError(f"cannot read the library {library}: {exc.strerror or exc}") from exc
-    if hashlib.sha256(data).hexdigest() != sha256:
-        raise ArtifactError(f"{library} is not the library that was exported (its sha256 differs from the "
-                            f"manifest's): damaged or replaced; export it again")
-
-
-def _check_weights_size(weights: Path, size: int) -> None:
-    try:
-        actual = weights.stat().st_size
-    except OSError as exc:
-        raise ArtifactError(f"the weights file {weights} cannot be read: {exc.strerror or exc}") from exc
+def _open_weights(weights: Path, size: int) -> int:
+    """A descriptor of the weights file, private to this user and of the recorded size."""
+    fd = open_private(weights, "weights file")
+    actual = os.fstat(fd).st_size
     if actual != size:
+        os.close(fd)
         raise ArtifactError(f"the weights file {weights} has {actual} bytes, the library needs {size}: "
                             f"damaged or from another export")
+    return fd
 
 
 def _spec(item: list) -> TensorSpec:

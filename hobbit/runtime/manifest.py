@@ -1,0 +1,118 @@
+"""The manifest of an exported library (hobbit.runtime.export), checked field by field before use.
+
+hobbit.load trusts the manifest for what it passes to native code: the thread count, the
+tensors' shapes and types (the sizes of the buffers the library writes into), the library's
+name (which names the files opened). A manifest is JSON that anyone can edit, so every field
+is checked for its type and range here, each problem an ArtifactError naming the field and
+the value; `threads: -5` loaded before. The library then confirms the sizes itself
+(hobbit.runtime.load compares its arena and tensor sizes with the manifest's)."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from hobbit.errors import ArtifactError
+
+KEYS = ("name", "target", "threads", "arena_bytes", "library", "weights", "inputs", "outputs", "layout")
+_IDENTIFIER = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+_SHA256 = re.compile(r"[0-9a-f]{64}")
+# Element types a tensor of an exported model may have: bool, integers, floats, and 2-byte
+# raw values (bfloat16, which numpy spells as void).
+_KINDS = "biufV"
+
+
+def check_manifest(manifest: Any, path: Path) -> dict:
+    """`manifest` as read from `path`, every field checked; the first problem is an ArtifactError."""
+    check = _Checker(path)
+    check.that(isinstance(manifest, dict), "", manifest, "a JSON object")
+    missing = [key for key in KEYS if key not in manifest]
+    if missing:
+        raise ArtifactError(f"{path} is not the manifest of an exported library: it lacks {', '.join(missing)}")
+    name = manifest["name"]
+    check.that(isinstance(name, str) and _IDENTIFIER.fullmatch(name) is not None, "name", name, "a C identifier")
+    target = check.object(manifest, "target", ("triple", "cpu", "features"))
+    for key in ("triple", "cpu", "features"):
+        check.that(isinstance(target[key], str), f"target.{key}", target[key], "a string")
+    check.integer(manifest["threads"], "threads", 1)
+    check.integer(manifest["arena_bytes"], "arena_bytes", 0)
+    library = check.object(manifest, "library", ("file", "sha256"))
+    check.that(library["file"] == f"lib{name}.so", "library.file", library["file"], f"'lib{name}.so'")
+    check.that(isinstance(library["sha256"], str) and _SHA256.fullmatch(library["sha256"]) is not None,
+               "library.sha256", library["sha256"], "64 lowercase hex digits")
+    weights = check.object(manifest, "weights", ("file", "bytes", "crc32"))
+    check.that(weights["file"] in (None, f"{name}.weights"), "weights.file", weights["file"],
+               f"null or '{name}.weights'")
+    check.integer(weights["bytes"], "weights.bytes", 0)
+    check.integer(weights["crc32"], "weights.crc32", 0, 2**32 - 1)
+    for key in ("inputs", "outputs"):
+        check.that(isinstance(manifest[key], list), key, manifest[key], "a list")
+        for index, spec in enumerate(manifest[key]):
+            check.tensor(spec, f"{key}[{index}]")
+    check.layout(manifest["layout"], len(manifest["outputs"]))
+    return manifest
+
+
+class _Checker:
+    def __init__(self, path: Path):
+        self.path = path
+
+    def that(self, ok: bool, field: str, value: Any, expected: str) -> None:
+        if not ok:
+            where = f"field '{field}'" if field else "the file"
+            raise ArtifactError(f"{self.path}: {where} is {value!r:.80}, not {expected}: the manifest was damaged "
+                                "or edited; export the model again")
+
+    def integer(self, value: Any, field: str, low: int, high: int | None = None) -> None:
+        ok = isinstance(value, int) and not isinstance(value, bool) and value >= low and (high is None or value <= high)
+        self.that(ok, field, value, f"an integer from {low} to {high}" if high is not None else f"an integer >= {low}")
+
+    def object(self, manifest: dict, field: str, keys: tuple[str, ...]) -> dict:
+        value = manifest[field]
+        self.that(isinstance(value, dict) and all(k in value for k in keys), field, value,
+                  f"an object with {', '.join(keys)}")
+        return value
+
+    def tensor(self, spec: Any, field: str) -> None:
+        self.that(isinstance(spec, list) and len(spec) == 3, field, spec, "[name, shape, dtype]")
+        name, shape, dtype = spec
+        self.that(isinstance(name, str), f"{field} name", name, "a string")
+        self.that(isinstance(shape, list), f"{field} shape", shape, "a list of sizes")
+        for dim in shape:
+            self.integer(dim, f"{field} shape", 0)
+        self.that(isinstance(dtype, str) and _dtype_ok(dtype), f"{field} dtype", dtype,
+                  "a numpy type string of a bool, integer or float type")
+
+    def layout(self, layout: Any, outputs: int) -> None:
+        """None, or [name, kind] per output run() returns (hobbit.runtime.layout.to_json) covering
+        exactly the library's flat outputs."""
+        if layout is None:
+            return
+        self.that(isinstance(layout, list), "layout", layout, "null or a list")
+        flat = 0
+        for index, entry in enumerate(layout):
+            field = f"layout[{index}]"
+            self.that(isinstance(entry, list) and len(entry) == 2 and isinstance(entry[0], str), field, entry,
+                      "[name, kind]")
+            kind = entry[1]
+            if isinstance(kind, dict):
+                self.that(set(kind) == {"bounded_axis"}, field, entry, "a bounded output {'bounded_axis': axis}")
+                self.integer(kind["bounded_axis"], f"{field} bounded_axis", 0)
+                flat += 2
+            elif kind is None:
+                flat += 1
+            else:
+                self.integer(kind, f"{field} sequence length", 0)
+                flat += kind
+        self.that(flat == outputs, "layout", layout, f"a layout of the manifest's {outputs} outputs")
+
+
+def _dtype_ok(text: str) -> bool:
+    try:
+        dtype = np.dtype(text)
+    except (TypeError, ValueError):
+        return False
+    return dtype.kind in _KINDS and dtype.itemsize > 0 and (dtype.kind != "V" or dtype.itemsize == 2)
