@@ -28,6 +28,7 @@ from hobbit.frontend.tf.keras import read_keras
 from hobbit.frontend.tf.savedmodel import read_saved_model
 from hobbit.frontend.tf.tflite import read_tflite
 from hobbit.graph.ir import Graph
+from hobbit.runtime.exported import export_given_as_model
 
 ModelInput = str | os.PathLike | bytes | onnx.ModelProto
 
@@ -48,7 +49,8 @@ def detect_format(model: ModelInput) -> str:
     if path.is_dir():
         if (path / "saved_model.pb").is_file():
             return "savedmodel"
-        raise CorruptModelError(f"'{path}' is a directory but not a SavedModel: it has no saved_model.pb")
+        raise CorruptModelError(export_given_as_model(path)
+                                or f"'{path}' is a directory but not a SavedModel: it has no saved_model.pb")
     if path.name == "saved_model.pb":
         return "savedmodel"
     suffix = path.suffix.lower()

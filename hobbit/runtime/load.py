@@ -33,6 +33,7 @@ import numpy as np
 
 from hobbit.errors import ArtifactError, ConfigError, HobbitError, RunError
 from hobbit.runtime.export import MANIFEST_FORMAT, ArtifactFiles, artifact_files
+from hobbit.runtime.exported import exported_names, not_an_export
 from hobbit.runtime.jit import CompiledModel, TensorSpec
 from hobbit.runtime.layout import from_json, grouped_layout, per_output
 from hobbit.runtime.manifest import check_manifest
@@ -62,6 +63,8 @@ def load(directory: str | os.PathLike, name: str | None = None, threads: int | N
     `name` picks one when the folder holds several exports; `threads` (1 to the count it was
     built for, default all of them) is how many threads work on each inference."""
     folder = Path(directory)
+    if not folder.is_dir():
+        raise ArtifactError(not_an_export(folder))
     problem = check_private_tree(folder, "artifact folder")
     if problem is not None:
         raise ArtifactError(f"hobbit.load refuses to load native code: {problem}")
@@ -178,12 +181,12 @@ def bind_api(lib: ctypes.CDLL, name: str, path: Path | None = None) -> dict[str,
 def _manifest_path(folder: Path, name: str | None) -> Path:
     if name is not None:
         return folder / f"{name}.json"
-    found = sorted(p for p in folder.glob("*.json") if (folder / f"lib{p.stem}.so").is_file())
-    if len(found) != 1:
-        names = [p.stem for p in found]
-        raise ArtifactError(f"{folder} holds {len(found)} exported libraries {names}: "
-                            f"{'pass name= to pick one' if found else 'export one there with m.export(folder)'}")
-    return found[0]
+    names = exported_names(folder)
+    if not names:
+        raise ArtifactError(not_an_export(folder))
+    if len(names) > 1:
+        raise ArtifactError(f"{folder} holds {len(names)} exported libraries {names}: pass name= to pick one")
+    return folder / f"{names[0]}.json"
 
 
 def _read_manifest(path: Path) -> dict:
