@@ -158,7 +158,21 @@ def _cast_type(node: Node) -> list[TensorType]:
     return [TensorType(np.dtype(node.attrs["to"]), node.inputs[0].shape)]
 
 
+def _cast_reference(ins: list[np.ndarray], a: dict) -> list[np.ndarray]:
+    """numpy's astype, except float -> int, which saturates with NaN -> 0 as the kernels do
+    (llvm.fpto[su]i.sat): a Cast folded at compile time gives what it gives at run time
+    (T5's relative-position buckets cast log(0) = -inf before a Where drops it)."""
+    x, to = np.asarray(ins[0]), np.dtype(a["to"])
+    if x.dtype.kind != "f" or to.kind not in "iu":
+        return [x.astype(to)]
+    info = np.iinfo(to)
+    inside = (x > info.min) & (x < info.max)  # float comparisons: int64's max rounds up to 2**63
+    with np.errstate(invalid="ignore"):
+        cast = np.where(inside, x, 0).astype(to)
+    return [np.where(x >= info.max, info.max, np.where(x <= info.min, info.min, cast)).astype(to)]
+
+
 register_op(OpDef(
-    "Cast", infer=_cast_type, reference=lambda ins, a: [np.asarray(ins[0]).astype(a["to"])],
+    "Cast", infer=_cast_type, reference=_cast_reference,
     kind="elementwise", attrs={"to": "float32"}, per_sample=per_sample.broadcasting,
     doc="convert to dtype `to` (a numpy dtype name); float -> int saturates, NaN -> 0"))

@@ -10,13 +10,14 @@ about one ulp of the dtype (16-bit floats compute in float32 and round once)."""
 
 from __future__ import annotations
 
+import warnings
 from typing import Callable
 
 import ml_dtypes
 import numpy as np
 import onnxruntime as ort
 import pytest
-from onnx import TensorProto, helper
+from onnx import TensorProto, helper, numpy_helper
 
 import hobbit
 
@@ -202,6 +203,30 @@ def test_cast_between_all_dtypes(src):
     cases = [(_node("Cast", ["x"], f"to_{dst.name}", to=_onnx_type(dst)), dst, lambda a, d=dst: a.astype(d))
              for dst in CAST_DTYPES if dst != src]
     _check(cases, {"x": x})
+
+
+@pytest.mark.parametrize("dst", [np.dtype(np.int64), np.dtype(np.int32), np.dtype(np.uint8)], ids=lambda d: d.name)
+def test_out_of_range_float_to_int_folds_as_it_runs(dst):
+    """Float -> int of infinities, NaN and out-of-range values is undefined in ONNX (onnxruntime
+    gives x86's INT_MIN): hobbit saturates, NaN -> 0 (llvm.fpto[su]i.sat), and a Cast of a
+    constant, folded at compile time, gives what the same Cast of an input gives at run time,
+    without numpy's invalid-value warning."""
+    x = np.array([np.inf, -np.inf, np.nan, 3.7, -3.7, 1e30, -1e30, 2.0 ** 63], np.float32)
+    info = np.iinfo(dst)
+    expected = np.array([info.max, info.min, 0, 3, max(-3, info.min), info.max, info.min, info.max], dst)
+    nodes = [_node("Cast", ["x"], "run", to=_onnx_type(dst)), _node("Cast", ["c"], "folded", to=_onnx_type(dst))]
+    graph = helper.make_graph(nodes, "cast", [helper.make_tensor_value_info("x", TensorProto.FLOAT, x.shape)],
+                              [helper.make_tensor_value_info(n, _onnx_type(dst), None) for n in ("run", "folded")],
+                              [numpy_helper.from_array(x, "c")])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", OPSET)])
+    model.ir_version = 10
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", RuntimeWarning)
+        compiled = hobbit.compile(model)
+    assert "Cast" not in [n.op for n in compiled.report.graph.nodes if n.outputs[0].name == "folded"]
+    run, folded = compiled.run({"x": x})
+    np.testing.assert_array_equal(run, expected)
+    np.testing.assert_array_equal(folded, expected)
 
 
 def test_bfloat16_rounds_to_nearest_even_like_onnxruntime():
