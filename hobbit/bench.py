@@ -33,9 +33,9 @@ import onnx
 
 import hobbit
 from hobbit import bench_aot, bench_load, bench_memory
-from hobbit.bench_load import BLOCK, COOLDOWN_S, LOADS, MODES, BuildOptions, Measured, describe_mode
+from hobbit.bench_load import BLOCK, COOLDOWN_S, LOADS, MODES, NO_SPIN_ENGINE, BuildOptions, Measured, describe_mode
 from hobbit.bench_memory import MemoryUse
-from hobbit.bench_ort import ModelSource, ort_options, ort_session
+from hobbit.bench_ort import NO_SPIN, ModelSource, ort_options, ort_session
 from hobbit.target import host_target
 from hobbit.errors import HobbitError, ShapeError, TargetError
 from hobbit.frontend.onnx import load_model
@@ -43,7 +43,7 @@ from hobbit.graph.ir import Graph
 from hobbit.ops.registry import node_flops
 from hobbit.passes.memory import needs_code
 from hobbit.runtime.jit import TensorSpec
-from hobbit.runtime.peak import fma_peak_gflops
+from hobbit.runtime.peak import fma_peak, fma_peak_gflops
 from hobbit.runtime.profile import format_profile
 
 
@@ -78,8 +78,8 @@ class BenchResult:
     mismatch: str | None  # why the outputs disagree, or None when they agree
     hobbit: Timing | None = None
     onnxruntime: Timing | None = None
-    flops: int = 0  # work of one inference, counted on hobbit's compiled graph
-    peak_gflops: float | None = None  # measured FMA peak at this thread count
+    flops: int = 0  # work of one inference on hobbit's compiled graph, Winograd convs counted as direct
+    peak_gflops: float | None = None  # measured FMA peak at this thread count (its best trial)
     inputs: str = ""  # e.g. "input: float32[1x3x224x224]"
     mode: str = "none"  # one of MODES: the load condition, or "streams"
     batch: int = 1
@@ -92,6 +92,11 @@ class BenchResult:
     aot_max_abs_diff: float | None = None  # |library - JIT|, at most bench_aot.PARITY_ATOL
     aot_export_seconds: float | None = None  # export plus hobbit.load
     ctypes_call_us: float | None = None  # one call into the library through ctypes that does no work
+    # onnxruntime with session.intra_op.allow_spinning=0 (bench_ort.NO_SPIN), timed in the same
+    # rounds where a load table reports it
+    onnxruntime_nospin: Timing | None = None
+    onnxruntime_nospin_ips: float | None = None
+    executed_flops: int | None = None  # the arithmetic hobbit's kernels execute (None: the same as flops)
 
     @property
     def ratio(self) -> float | None:
@@ -106,6 +111,13 @@ class BenchResult:
         if self.hobbit is None or self.onnxruntime is None:
             return None
         return self.hobbit.p90 / self.onnxruntime.p90
+
+    @property
+    def nospin_ratio(self) -> float | None:
+        """hobbit median / the non-spinning onnxruntime session's median."""
+        if self.hobbit is None or self.onnxruntime_nospin is None:
+            return None
+        return self.hobbit.median / self.onnxruntime_nospin.median
 
     @property
     def ips_ratio(self) -> float | None:
@@ -130,17 +142,26 @@ class BenchResult:
 
     @property
     def gflops(self) -> float | None:
-        """hobbit's achieved GFLOP/s at its median latency."""
+        """hobbit's GFLOP/s at its median latency, Winograd convs counted as the direct convs they
+        replace (comparable across conv algorithms; can pass the FMA peak)."""
         if self.hobbit is None:
             return None
         return self.flops / (self.hobbit.median * 1e-3) / 1e9
 
     @property
-    def peak_percent(self) -> float | None:
-        """gflops as a percentage of the measured FMA peak for the same thread count."""
-        if self.gflops is None or not self.peak_gflops:
+    def executed_gflops(self) -> float | None:
+        """hobbit's GFLOP/s at its median latency, of the arithmetic its kernels execute."""
+        if self.hobbit is None:
             return None
-        return 100.0 * self.gflops / self.peak_gflops
+        executed = self.flops if self.executed_flops is None else self.executed_flops
+        return executed / (self.hobbit.median * 1e-3) / 1e9
+
+    @property
+    def peak_percent(self) -> float | None:
+        """executed_gflops as a percentage of the measured FMA peak for the same thread count."""
+        if self.executed_gflops is None or not self.peak_gflops:
+            return None
+        return 100.0 * self.executed_gflops / self.peak_gflops
 
     def format(self) -> str:
         lines = [f"model: {self.model}   threads: {self.threads}   timed runs: {self.runs} each"
@@ -158,6 +179,9 @@ class BenchResult:
             return "\n".join(lines)
         lines += [f"hobbit:      {self.hobbit}", f"onnxruntime: {self.onnxruntime}",
                   f"ratio hobbit/onnxruntime (median): {self.ratio:.3f}   (p90): {self.p90_ratio:.3f}"]
+        if self.onnxruntime_nospin is not None:
+            lines += [f"onnxruntime, allow_spinning=0: {self.onnxruntime_nospin}   "
+                      f"ratio hobbit/it (median): {self.nospin_ratio:.3f}"]
         if self.aot is not None:
             lines += [f"AOT library: {self.aot}",
                       f"ratio AOT/JIT (median): {self.aot_ratio:.3f}   (p90): {self.aot_p90_ratio:.3f}   "
@@ -166,9 +190,10 @@ class BenchResult:
         if self.ips_ratio is not None:
             lines.append(f"inferences/s: hobbit {self.hobbit_ips:.1f}, onnxruntime {self.onnxruntime_ips:.1f}, "
                          f"ratio onnxruntime/hobbit: {self.ips_ratio:.3f}")
-        lines += [f"hobbit: {self.flops / 1e9:.3f} GFLOP per run, {self.gflops:.1f} GFLOP/s"
+        lines += [f"hobbit: {self.executed_gflops:.1f} GFLOP/s executed"
                   + (f" = {self.peak_percent:.0f}% of the {self.peak_gflops:.0f} GFLOP/s FMA peak"
-                     if self.peak_percent is not None else "")]
+                     if self.peak_percent is not None else "")
+                  + f"; {self.flops / 1e9:.3f} GFLOP per run counting Winograd convs as direct: {self.gflops:.1f} GFLOP/s"]
         return "\n".join(lines)
 
     def to_dict(self) -> dict[str, Any]:
@@ -182,11 +207,15 @@ class BenchResult:
                 "onnxruntime_ms": None if self.onnxruntime is None else asdict(self.onnxruntime),
                 "ratio": self.ratio, "p90_ratio": self.p90_ratio, "hobbit_ips": self.hobbit_ips,
                 "onnxruntime_ips": self.onnxruntime_ips, "ips_ratio": self.ips_ratio,
+                "onnxruntime_nospin_ms": None if self.onnxruntime_nospin is None else asdict(self.onnxruntime_nospin),
+                "onnxruntime_nospin_ips": self.onnxruntime_nospin_ips, "nospin_ratio": self.nospin_ratio,
                 "aot_ms": None if self.aot is None else asdict(self.aot), "aot_ratio": self.aot_ratio,
                 "aot_p90_ratio": self.aot_p90_ratio, "aot_ips": self.aot_ips,
                 "aot_max_abs_diff": self.aot_max_abs_diff, "aot_export_seconds": self.aot_export_seconds,
                 "ctypes_call_us": self.ctypes_call_us,
                 "flops": self.flops, "gflops": self.gflops,
+                "executed_flops": self.flops if self.executed_flops is None else self.executed_flops,
+                "executed_gflops": self.executed_gflops,
                 "peak_gflops": self.peak_gflops, "peak_percent": self.peak_percent,
                 "memory_bytes": None if self.memory is None else
                 {engine: use.to_dict() for engine, use in self.memory.items()}}
@@ -232,9 +261,10 @@ def compare_outputs(got: list[np.ndarray], expected: list[np.ndarray], names: li
     return worst, None
 
 
-def graph_flops(graph: Graph) -> int:
-    """Flops of one inference of a compiled graph, from the op registry's per-node counts (views do no work)."""
-    return sum(node_flops(node) for node in graph.nodes if needs_code(node))
+def graph_flops(graph: Graph, executed: bool = False) -> int:
+    """Flops of one inference of a compiled graph, from the op registry's per-node counts (views do
+    no work): Winograd convs counted as direct, or with `executed` as what their kernels compute."""
+    return sum(node_flops(node, executed) for node in graph.nodes if needs_code(node))
 
 
 def _describe_inputs(specs: list[TensorSpec]) -> str:
@@ -278,13 +308,17 @@ class _Setup:
     result: BenchResult
     jit_outputs: list[np.ndarray]
     exported: bench_aot.ExportedModel | None = None
+    quiet_session: Any = None  # onnxruntime with allow_spinning=0, when a load table reports it
 
     def engines(self) -> dict[str, bench_load.Engine]:
-        """The engines in the order each round times them: JIT, library (with aot), onnxruntime."""
+        """The engines in the order each round times them: JIT, library (with aot), onnxruntime,
+        onnxruntime without spinning (when set up)."""
         engines = {"hobbit": lambda: self.compiled.run(self.feeds)}
         if self.exported is not None:
             engines["aot"] = lambda: self.exported.loaded.run(self.feeds)
         engines["onnxruntime"] = lambda: self.session.run(self.names, self.feeds)
+        if self.quiet_session is not None:
+            engines[NO_SPIN_ENGINE] = lambda: self.quiet_session.run(self.names, self.feeds)
         return engines
 
     def close(self) -> None:
@@ -299,9 +333,10 @@ def _check_counts(runs: int, threads: int, warmup: int, batch: int, streams: int
 
 
 def _setup(model: ModelSource, name: str, runs: int, threads: int, build: BuildOptions, seed: int,
-           batch: int, aot: bool = False) -> _Setup:
+           batch: int, aot: bool = False, no_spin: bool = False) -> _Setup:
     """Compile hobbit, open onnxruntime, and compare their outputs on seeded inputs, once per model
-    and thread count: every load condition then times the same engines. With `aot` (and agreeing
+    and thread count: every load condition then times the same engines. With `no_spin`, a second
+    onnxruntime session whose intra-op threads do not spin is opened too. With `aot` (and agreeing
     outputs) the compiled model is also exported, loaded back and checked against the JIT
     (bench_aot.check_parity raises an ArtifactError if it differs)."""
     require_runnable(build)
@@ -322,8 +357,10 @@ def _setup(model: ModelSource, name: str, runs: int, threads: int, build: BuildO
     worst, mismatch = compare_outputs(jit_outputs, expected, names)
     result = BenchResult(name, runs, threads, compile_seconds, worst, mismatch,
                          flops=graph_flops(compiled.report.graph), peak_gflops=fma_peak_gflops(threads),
+                         executed_flops=graph_flops(compiled.report.graph, executed=True),
                          inputs=_describe_inputs(compiled.inputs), batch=batch)
-    setup = _Setup(compiled, session, feeds, names, expected, result, jit_outputs)
+    setup = _Setup(compiled, session, feeds, names, expected, result, jit_outputs,
+                   quiet_session=ort_session(model, threads, spinning=False) if no_spin else None)
     if aot and mismatch is None:
         setup.exported = bench_aot.export_and_load(compiled)
         try:
@@ -348,6 +385,9 @@ def _timed_result(setup: _Setup, mode: str, measured: dict[str, Measured], strea
     ours, theirs = measured["hobbit"], measured["onnxruntime"]
     result = replace(result, hobbit=Timing.of(ours.seconds), onnxruntime=Timing.of(theirs.seconds),
                      hobbit_ips=ours.per_second, onnxruntime_ips=theirs.per_second)
+    quiet = measured.get(NO_SPIN_ENGINE)
+    if quiet is not None:
+        result = replace(result, onnxruntime_nospin=Timing.of(quiet.seconds), onnxruntime_nospin_ips=quiet.per_second)
     library = measured.get("aot")
     if library is None:
         return replace(result, aot_max_abs_diff=None, aot_export_seconds=None)
@@ -359,7 +399,7 @@ def _timed_result(setup: _Setup, mode: str, measured: dict[str, Measured], strea
 
 def run_loads(model: ModelSource, name: str, loads: Sequence[str] = ("none",), runs: int = 30, threads: int = 1,
               warmup: int = 3, build: BuildOptions = BuildOptions(), seed: int = 0, batch: int = 1,
-              memory: bool = False, aot: bool = False) -> list[BenchResult]:
+              memory: bool = False, aot: bool = False, no_spin: bool = False) -> list[BenchResult]:
     """Compile and check once, then time both engines under each load condition (LOADS) in turn.
 
     Every hobbit.compile of it, in this process and in any other, gets `build` (passes, target).
@@ -368,14 +408,15 @@ def run_loads(model: ModelSource, name: str, loads: Sequence[str] = ("none",), r
     `memory` also measures both engines' resident memory, each in a fresh process
     (hobbit.bench_memory: a cold compile and a session creation, about one more compile's time).
     `aot` adds the exported library as a third engine (hobbit.bench_aot), under every load
-    condition but two-procs, whose workers compile their own engines."""
+    condition but two-procs, whose workers compile their own engines. `no_spin` adds an onnxruntime
+    session with allow_spinning=0 (bench_ort.NO_SPIN) timed beside the default one, for the load tables."""
     unknown = [load for load in loads if load not in LOADS]
     if unknown:
         raise HobbitError(f"unknown load condition(s) {', '.join(unknown)}; known: {', '.join(LOADS)}")
     _check_counts(runs, threads, warmup, batch)
     if batch > 1:
         model = with_batch(model, batch)
-    setup = _setup(model, name, runs, threads, build, seed, batch, aot)
+    setup = _setup(model, name, runs, threads, build, seed, batch, aot, no_spin)
     try:
         if memory:
             setup.result.memory = bench_memory.measure(model, setup.feeds, threads, ort_options(threads), build)
@@ -385,7 +426,7 @@ def run_loads(model: ModelSource, name: str, loads: Sequence[str] = ("none",), r
         for load in loads:
             if load == "two-procs":
                 measured = bench_load.run_two_procs(model, threads, build, setup.feeds, setup.names, runs, warmup,
-                                                    batch)
+                                                    batch, no_spin)
             else:
                 measured = bench_load.combine([bench_load.run_in_process(load, setup.engines(), runs, warmup)], batch)
             results.append(_timed_result(setup, load, measured, streams=2 if load == "two-procs" else 1))
@@ -402,15 +443,17 @@ def run_benchmark(model: ModelSource, name: str, runs: int = 30, threads: int = 
 
 
 def run_streams(model: ModelSource, name: str, streams: int, runs: int = 30, warmup: int = 3,
-                build: BuildOptions = BuildOptions(), seed: int = 0, batch: int = 1, aot: bool = False) -> BenchResult:
+                build: BuildOptions = BuildOptions(), seed: int = 0, batch: int = 1, aot: bool = False,
+                no_spin: bool = True) -> BenchResult:
     """Throughput mode: `streams` Python threads at once on one hobbit model compiled with
     threads=1, against one onnxruntime session with one intra-op thread shared the same way
-    (and with `aot`, one loaded library: each thread gets its own context).
+    (with `no_spin`, and one with allow_spinning=0; with `aot`, one loaded library: each thread
+    gets its own context).
     Each stream times `runs` runs per engine; inferences/s are summed over the streams."""
     _check_counts(runs, 1, warmup, batch, streams)
     if batch > 1:
         model = with_batch(model, batch)
-    setup = _setup(model, name, runs, 1, build, seed, batch, aot)
+    setup = _setup(model, name, runs, 1, build, seed, batch, aot, no_spin)
     try:
         if setup.result.mismatch is not None:
             return replace(setup.result, mode="streams", streams=streams)
@@ -440,8 +483,11 @@ def run_suite(models: Iterable[tuple[str, Callable[[], ModelSource]]], threads: 
 
     The FMA peaks (this host's, whatever the target of `build`: the code runs on this hardware)
     are measured first, while nothing else of ours is running.
-    Results come back ordered by mode, then thread count, then model, like the tables."""
+    Results come back ordered by mode, then thread count, then model, like the tables.
+    Whenever the results make load tables (a load but none, a batch, streams), onnxruntime is
+    also timed with allow_spinning=0 beside its default session."""
     require_runnable(build)
+    no_spin = any(load != "none" for load in loads) or batch > 1 or streams is not None
     for n in threads:
         fma_peak_gflops(n)
     results: list[BenchResult] = []
@@ -456,7 +502,7 @@ def run_suite(models: Iterable[tuple[str, Callable[[], ModelSource]]], threads: 
         model = load()
         for n in threads:
             keep(run_loads(model, name, loads, runs, n, warmup, build, batch=batch,
-                           memory=memory and n == threads[0], aot=aot))
+                           memory=memory and n == threads[0], aot=aot, no_spin=no_spin))
         if streams is not None:
             keep([run_streams(model, name, streams, runs, warmup, build, batch=batch, aot=aot)])
     # Streams run at one thread per stream, which need not be one of `threads`.
@@ -555,15 +601,15 @@ def markdown_table(results: list[BenchResult]) -> str:
     aot = any(r.aot is not None for r in results)
     header = ("| model | threads | hobbit median (p10–p90) ms | onnxruntime median (p10–p90) ms | ratio "
               + ("| AOT library median (p10–p90) ms | AOT/JIT " if aot else "")
-              + "| hobbit GFLOP/s | % of FMA peak | compile s |")
-    lines = [header, "| --- " * (10 if aot else 8) + "|"]
+              + "| hobbit GFLOP/s executed | % of FMA peak | GFLOP/s, Winograd as direct | compile s |")
+    lines = [header, "| --- " * (11 if aot else 9) + "|"]
     for r in results:
         if r.mismatch is not None:
-            cells = ["—", "—", "outputs disagree"] + ["—", "—"] * aot + ["—", "—"]
+            cells = ["—", "—", "outputs disagree"] + ["—", "—"] * aot + ["—", "—", "—"]
         else:
             percent = "—" if r.peak_percent is None else f"{r.peak_percent:.0f}%"
             cells = [_span(r.hobbit), _span(r.onnxruntime), f"{r.ratio:.2f}"] + _aot_cells(r, _span) * aot \
-                + [f"{r.gflops:.1f}", percent]
+                + [f"{r.executed_gflops:.1f}", percent, f"{r.gflops:.1f}"]
         lines.append(f"| {r.model} | {r.threads} | " + " | ".join(cells) + f" | {r.compile_seconds:.1f} |")
     return "\n".join(lines) + "\n"
 
@@ -625,22 +671,37 @@ def _rate(per_second: float | None) -> str:
     return f"{per_second:.0f}" if per_second >= 100 else f"{per_second:.1f}"
 
 
-def _load_row(r: BenchResult, aot: bool) -> str:
-    cells = [r.model, str(r.threads), str(r.batch), str(r.streams)]
+SPINNING = "default (spinning)"
+NOT_SPINNING = f"{', '.join(f'{k}={v}' for k, v in NO_SPIN.items())}"
+
+
+def _load_row(r: BenchResult, aot: bool, session: str) -> str:
+    """One row of a load table: hobbit against one onnxruntime session (SPINNING, the default
+    one, or NOT_SPINNING), both timed in the same rounds."""
+    cells = [r.model, str(r.threads), str(r.batch), str(r.streams), session]
+    theirs, their_ips = ((r.onnxruntime, r.onnxruntime_ips) if session == SPINNING
+                         else (r.onnxruntime_nospin, r.onnxruntime_nospin_ips))
     if r.mismatch is not None:
         cells += ["—", "—", "outputs disagree", "—", "—", "—", "—"] + ["—", "—"] * aot
+    elif theirs is None:
+        cells += [_median_p90(r.hobbit), "not timed", "—", "—", _rate(r.hobbit_ips), "—", "—"]
+        cells += _aot_cells(r, _median_p90) * aot
     else:
-        cells += [_median_p90(r.hobbit), _median_p90(r.onnxruntime), f"{r.ratio:.2f}", f"{r.p90_ratio:.2f}",
-                  _rate(r.hobbit_ips), _rate(r.onnxruntime_ips), "—" if r.ips_ratio is None else f"{r.ips_ratio:.2f}"]
+        ips_ratio = None if their_ips is None or r.hobbit_ips is None else their_ips / r.hobbit_ips
+        cells += [_median_p90(r.hobbit), _median_p90(theirs), f"{r.hobbit.median / theirs.median:.2f}",
+                  f"{r.hobbit.p90 / theirs.p90:.2f}", _rate(r.hobbit_ips), _rate(their_ips),
+                  "—" if ips_ratio is None else f"{ips_ratio:.2f}"]
         cells += _aot_cells(r, _median_p90) * aot
     return "| " + " | ".join(cells) + " |"
 
 
 def load_tables(results: list[BenchResult]) -> str:
     """One table per load condition and for the streams mode, each under its description: median
-    and p90 latency, their ratios, and inferences/s. Every ratio is below 1 when hobbit is faster
-    (latency hobbit/onnxruntime, throughput onnxruntime/hobbit). Empty for a plain run (load none,
-    batch 1, no streams), which the first table shows in full."""
+    and p90 latency, their ratios, and inferences/s. Each result has two rows: hobbit against
+    onnxruntime's default session, whose idle intra-op threads spin, and against one with
+    allow_spinning=0 (bench_ort.NO_SPIN), both timed in the same rounds. Every ratio is below 1
+    when hobbit is faster (latency hobbit/onnxruntime, throughput onnxruntime/hobbit). Empty for a
+    plain run (load none, batch 1, no streams), which the first table shows in full."""
     if all(r.mode == "none" and r.batch == 1 for r in results):
         return ""
     parts = []
@@ -650,10 +711,12 @@ def load_tables(results: list[BenchResult]) -> str:
             aot = any(r.aot is not None for r in rows)
             parts.append(
                 f"Load **{mode}**: {describe_mode(mode, rows[0].streams)}.\n\n"
-                "| model | threads | batch | streams | hobbit median (p90) ms | onnxruntime median (p90) ms "
-                "| ratio of medians | ratio of p90s | hobbit inf/s | onnxruntime inf/s | onnxruntime/hobbit inf/s |"
-                + (" AOT library median (p90) ms | AOT/JIT |" if aot else "") + "\n"
-                + "| --- " * (13 if aot else 11) + "|\n" + "\n".join(_load_row(r, aot) for r in rows) + "\n")
+                "| model | threads | batch | streams | onnxruntime session | hobbit median (p90) ms "
+                "| onnxruntime median (p90) ms | ratio of medians | ratio of p90s | hobbit inf/s | onnxruntime inf/s "
+                "| onnxruntime/hobbit inf/s |" + (" AOT library median (p90) ms | AOT/JIT |" if aot else "") + "\n"
+                + "| --- " * (14 if aot else 12) + "|\n"
+                + "\n".join(_load_row(r, aot, session) for r in rows for session in (SPINNING, NOT_SPINNING))
+                + "\n")
     return "\n".join(parts)
 
 
@@ -662,7 +725,9 @@ def markdown_report(results: list[BenchResult], machine: dict[str, Any], command
     """BENCHMARKS.md: how the table was made, on what machine, then the table."""
     threads = sorted({r.threads for r in results})
     warning = contention_warning(threads)
-    peaks = ", ".join(f"{fma_peak_gflops(n):.0f} GFLOP/s at {n} thread{'s' * (n > 1)}" for n in threads)
+    peaks = ", ".join(f"{fma_peak(n).best:.0f} GFLOP/s at {n} thread{'s' * (n > 1)} (median trial "
+                      f"{fma_peak(n).median:.0f})" for n in threads)
+    trials = fma_peak(threads[0]).trials
     memory = f", {machine['memory_gib']:.0f} GiB" if machine.get("memory_gib") else ""
     runs = sorted({r.runs for r in results})
     inputs = sorted({r.inputs for r in results if r.inputs})
@@ -675,17 +740,24 @@ def markdown_report(results: list[BenchResult], machine: dict[str, Any], command
         f"(rtol {RTOL}, atol {ATOL}); a model whose outputs disagree gets no timings.\n\n"
         f"Machine: {machine['cpu']} (LLVM CPU {machine['llvm_cpu']}, {machine['vector_bits']}-bit vectors), "
         f"{machine['cores']} cores{memory}, 1-minute load average {machine['load_average']} at the start. "
-        f"Measured float32 FMA peak: {peaks}.\n\n"
+        f"Measured float32 FMA peak, the best of {trials} short trials spread over about a second, each "
+        f"thread pinned to its own CPU (other work only slows a trial; the median trial shows how busy the "
+        f"machine was): {peaks}.\n\n"
         + (f"Target: {built['description']}; the FMA peak and the % of it are this host's.\n\n"
            if (built := machine.get("built_for")) else "")
         + (f"**Warning:** {warning}.\n\n" if warning else "")
         + f"Inputs: seeded N(0, 1) data ({'; '.join(inputs)}); zoo models carry random weights. "
-        "Ratio is hobbit's median over onnxruntime's; below 1 means hobbit is faster. GFLOP/s is "
-        "hobbit's compiled graph (2 per multiply-add in convolutions and matrix products, Winograd ones "
-        "counted as direct so they can pass 100% of the peak, 1 per element elsewhere) over its median latency.\n\n"
+        "Ratio is hobbit's median over onnxruntime's; below 1 means hobbit is faster. GFLOP/s executed is the "
+        "arithmetic of hobbit's compiled graph (2 per multiply-add in convolutions and matrix products, a "
+        "Winograd conv's tile GEMMs and transforms as computed, 1 per element elsewhere) over its median "
+        "latency, and % of FMA peak is of that; \"Winograd as direct\" counts each Winograd conv as the direct "
+        "conv it replaces, which compares across conv algorithms and can pass the peak.\n\n"
         + (f"Load tables: streams is the number of inferences in flight at once; inferences/s count batch items "
            f"over the wall time of the timed rounds (with one stream: batch / mean latency); every ratio is below 1 "
-           f"when hobbit is faster (latency hobbit/onnxruntime, throughput onnxruntime/hobbit).\n\n"
+           f"when hobbit is faster (latency hobbit/onnxruntime, throughput onnxruntime/hobbit). Each model has two "
+           f"rows: onnxruntime's default session, whose idle intra-op threads spin, and one with "
+           f"`{NOT_SPINNING}` (what a user on a shared machine sets), timed in the same rounds as hobbit; "
+           f"the hobbit cells of the two rows are the same measurement.\n\n"
            if (loaded := load_tables(results)) else "")
         + (aot_note(results) or "")
         + (f"Memory: resident set size (VmRSS, and VmHWM for the peak) of each engine in a fresh process of its "
@@ -719,6 +791,7 @@ def write_json(results: list[BenchResult], machine: dict[str, Any], path: str | 
                         "aot_parity_atol": bench_aot.PARITY_ATOL},
            "modes": {r.mode: describe_mode(r.mode, r.streams) for r in results},
            "fma_peak_gflops": {str(n): fma_peak_gflops(n) for n in threads},
+           "fma_peak_median_gflops": {str(n): fma_peak(n).median for n in threads},
            "results": [r.to_dict() for r in results]}
     with open(path, "w") as f:
         json.dump(doc, f, indent=2)

@@ -48,6 +48,9 @@ POLL_S = 0.5  # how often the parent of the two-procs workers checks that they a
 BLAS_SIZE = 384
 
 Engine = Callable[[], list[np.ndarray]]
+# The engine name of the onnxruntime session whose intra-op threads do not spin (bench_ort.NO_SPIN),
+# timed beside the default session wherever a load table reports it.
+NO_SPIN_ENGINE = "onnxruntime-nospin"
 
 # What each measurement runs beside (the --load choices, then the --streams mode), for the reports.
 LOADS = {
@@ -284,8 +287,9 @@ def run_streams(engines: dict[str, Engine], streams: int, runs: int, warmup: int
 
 # -- two processes at once -----------------------------------------------------------------
 def _worker(index: int, model_path: str, threads: int, build: BuildOptions, feeds: dict[str, np.ndarray],
-            names: list[str], runs: int, warmup: int, barrier: Any, results: Any) -> None:
-    """One of the two-procs processes: compile both engines, then time them in step with the other.
+            names: list[str], runs: int, warmup: int, no_spin: bool, barrier: Any, results: Any) -> None:
+    """One of the two-procs processes: compile the engines (with `no_spin`, also the onnxruntime
+    session that does not spin), then time them in step with the other.
 
     Worker 1 compiles after worker 0, so it finds worker 0's code in the compile cache."""
     try:
@@ -298,6 +302,9 @@ def _worker(index: int, model_path: str, threads: int, build: BuildOptions, feed
             barrier.wait(BARRIER_TIMEOUT_S)
         session = ort_session(model_path, threads)
         engines = {"hobbit": lambda: compiled.run(feeds), "onnxruntime": lambda: session.run(names, feeds)}
+        if no_spin:
+            quiet = ort_session(model_path, threads, spinning=False)
+            engines[NO_SPIN_ENGINE] = lambda: quiet.run(names, feeds)
         results.put((index, timed_rounds(engines, runs, warmup, barrier)))
     except BaseException as exc:  # the parent raises it; the partner must not wait for us
         barrier.abort()
@@ -306,26 +313,26 @@ def _worker(index: int, model_path: str, threads: int, build: BuildOptions, feed
 
 def run_two_procs(model: onnx.ModelProto | str | os.PathLike, threads: int, build: BuildOptions,
                   feeds: dict[str, np.ndarray], names: list[str], runs: int, warmup: int,
-                  batch: int) -> dict[str, Measured]:
+                  batch: int, no_spin: bool = False) -> dict[str, Measured]:
     """Two processes ("spawn": nothing inherited from this one) each run the model with
     `threads` threads, built with `build`, at the same time as the other: hobbit in both, then onnxruntime in
-    both, round after round. The processes are stopped and reaped however this ends.
+    both (then, with `no_spin`, onnxruntime without spinning in both), round after round. The processes are stopped and reaped however this ends.
     They load the model from a file: a ModelProto is saved to a temporary one first."""
     if not isinstance(model, onnx.ModelProto):
-        return _two_procs(os.fspath(model), threads, build, feeds, names, runs, warmup, batch)
+        return _two_procs(os.fspath(model), threads, build, feeds, names, runs, warmup, batch, no_spin)
     with tempfile.TemporaryDirectory(prefix="hobbit-bench-") as folder:
         path = os.path.join(folder, "model.onnx")
         onnx.save(model, path)
-        return _two_procs(path, threads, build, feeds, names, runs, warmup, batch)
+        return _two_procs(path, threads, build, feeds, names, runs, warmup, batch, no_spin)
 
 
 def _two_procs(model_path: str, threads: int, build: BuildOptions, feeds: dict[str, np.ndarray],
-               names: list[str], runs: int, warmup: int, batch: int) -> dict[str, Measured]:
+               names: list[str], runs: int, warmup: int, batch: int, no_spin: bool) -> dict[str, Measured]:
     ctx = multiprocessing.get_context("spawn")
     barrier = ctx.Barrier(2)
     results = ctx.Queue()
     procs = [ctx.Process(target=_worker, name=f"bench-proc-{i}", daemon=True,
-                         args=(i, model_path, threads, build, feeds, names, runs, warmup, barrier, results))
+                         args=(i, model_path, threads, build, feeds, names, runs, warmup, no_spin, barrier, results))
              for i in range(2)]
     try:
         for p in procs:

@@ -23,6 +23,7 @@ import hobbit
 from hobbit import bench, bench_aot, bench_load, bench_memory, zoo
 from hobbit.cli import main, parse_loads, parse_threads
 from hobbit.errors import ArtifactError, HobbitError, ShapeError, TargetError
+from hobbit.runtime.peak import Peak
 from hobbit.target import host_target, parse_target
 from tests.helpers import make_model, rand
 
@@ -42,6 +43,7 @@ def tiny_model(scale: float = 1.0) -> onnx.ModelProto:
 def fake_peak(monkeypatch):
     """A fixed FMA peak keeps the tests fast and the percentages exact (the real one: tests/runtime/test_peak.py)."""
     monkeypatch.setattr(bench, "fma_peak_gflops", lambda threads: FAKE_PEAK * threads)
+    monkeypatch.setattr(bench, "fma_peak", lambda threads: Peak(FAKE_PEAK * threads, FAKE_PEAK * threads / 2, 40))
 
 
 @pytest.fixture(scope="module")
@@ -87,7 +89,9 @@ def test_threads_list_json_and_markdown(tiny_path, tmp_path, capsys):
     assert doc["fma_peak_gflops"] == {"1": FAKE_PEAK, "2": 2 * FAKE_PEAK}
     md = out_md.read_text()
     assert md.startswith("# Benchmarks") and "Machine: " in md and "cores" in md and "onnxruntime 1." in md
-    assert "--threads 1,2 --runs 3" in md and "100 GFLOP/s at 1 thread, 200 GFLOP/s at 2 threads" in md
+    assert "--threads 1,2 --runs 3" in md
+    assert "100 GFLOP/s at 1 thread (median trial 50), 200 GFLOP/s at 2 threads (median trial 100)" in md
+    assert "the best of 40 short trials" in md and doc["fma_peak_median_gflops"] == {"1": 50.0, "2": 100.0}
     rows = [line for line in md.splitlines() if line.startswith(f"| {tiny_path} |")]
     # the latency table, the speed-up, then memory (measured at the first thread count only)
     assert [row.split(" | ")[1] for row in rows] == ["1", "2", "2", "1"]
@@ -135,8 +139,15 @@ def test_markdown_table_rows():
                            bench.Timing(0.5, 0.4, 0.6), flops=10**9, peak_gflops=100.0)
     bad = bench.BenchResult("m", 30, 2, 1.0, 1.0, "differs")
     table = bench.markdown_table([ok, bad]).splitlines()
-    assert table[2] == "| m | 1 | 40.35 (39.28–142.7) | 0.500 (0.400–0.600) | 80.70 | 24.8 | 25% | 2.3 |"
-    assert table[3] == "| m | 2 | — | — | outputs disagree | — | — | 1.0 |"
+    assert table[2] == "| m | 1 | 40.35 (39.28–142.7) | 0.500 (0.400–0.600) | 80.70 | 24.8 | 25% | 24.8 | 2.3 |"
+    assert table[3] == "| m | 2 | — | — | outputs disagree | — | — | — | 1.0 |"
+    # Winograd convs: the % of the peak is of the executed arithmetic, the direct count beside it.
+    winograd = bench.BenchResult("w", 30, 1, 1.0, 0.0, None, bench.Timing(10.0, 10.0, 10.0),
+                                 bench.Timing(10.0, 10.0, 10.0), flops=3 * 10**9, executed_flops=10**9,
+                                 peak_gflops=150.0)
+    assert "| 100.0 | 67% | 300.0 |" in bench.markdown_table([winograd])
+    assert winograd.peak_percent == pytest.approx(100 * 100.0 / 150.0)
+    assert "Winograd as direct" in bench.markdown_table([winograd]).splitlines()[0]
 
 
 def test_scaling_table_compares_each_engine_with_its_own_one_thread_run():
@@ -387,13 +398,17 @@ def test_load_tables_rows_and_ratio_directions():
     plain = bench.BenchResult("m", 30, 1, 1.0, 0.0, None, bench.Timing(1, 1, 1), bench.Timing(1, 1, 1))
     assert bench.load_tables([plain]) == ""  # a plain run: the first table says it all
     two = bench.BenchResult("m", 30, 2, 1.0, 0.0, None, bench.Timing(2.0, 1.0, 4.0), bench.Timing(4.0, 2.0, 5.0),
-                            mode="two-procs", streams=2, hobbit_ips=1000.0, onnxruntime_ips=500.0)
+                            mode="two-procs", streams=2, hobbit_ips=1000.0, onnxruntime_ips=500.0,
+                            onnxruntime_nospin=bench.Timing(1.0, 0.5, 2.0), onnxruntime_nospin_ips=2000.0)
     bad = bench.BenchResult("m", 30, 1, 1.0, 1.0, "differs", mode="streams", streams=4, batch=8)
     lines = bench.load_tables([plain, two, bad]).splitlines()
     assert lines[0] == "Load **none**: nothing else of ours runs."
-    assert "| m | 1 | 1 | 1 | 1.00 (1.00) | 1.00 (1.00) | 1.00 | 1.00 | — | — | — |" in lines  # no inf/s given
-    assert "| m | 2 | 1 | 2 | 2.00 (4.00) | 4.00 (5.00) | 0.50 | 0.80 | 1000 | 500 | 0.50 |" in lines
-    assert "| m | 1 | 8 | 4 | — | — | outputs disagree | — | — | — | — |" in lines
+    spin, quiet = "default (spinning)", "session.intra_op.allow_spinning=0"
+    assert f"| m | 1 | 1 | 1 | {spin} | 1.00 (1.00) | 1.00 (1.00) | 1.00 | 1.00 | — | — | — |" in lines  # no inf/s
+    assert f"| m | 1 | 1 | 1 | {quiet} | 1.00 (1.00) | not timed | — | — | — | — | — |" in lines
+    assert f"| m | 2 | 1 | 2 | {spin} | 2.00 (4.00) | 4.00 (5.00) | 0.50 | 0.80 | 1000 | 500 | 0.50 |" in lines
+    assert f"| m | 2 | 1 | 2 | {quiet} | 2.00 (4.00) | 1.00 (2.00) | 2.00 | 2.00 | 1000 | 2000 | 2.00 |" in lines
+    assert f"| m | 1 | 8 | 4 | {quiet} | — | — | outputs disagree | — | — | — | — |" in lines
     assert any(line.startswith("Load **streams**: 4 Python threads") for line in lines)
     assert bench.markdown_table([two]) == ""  # the latency table holds the plain condition only
 
@@ -409,10 +424,13 @@ def test_cli_load_batch_streams_reports(tmp_path, capsys):
     modes = ["none", "busy-core", "blas", "alternate", "streams"]
     for mode in modes:
         assert f"Load **{mode}**" in md
-    assert md.count(f"| {path} | 1 | 2 |") == 5  # one row per load table: threads 1, batch 2
+    # Two rows per load table (threads 1, batch 2): onnxruntime spinning, and not, both timed.
+    for session in ("default (spinning)", "session.intra_op.allow_spinning=0"):
+        rows = [line for line in md.splitlines() if line.startswith(f"| {path} | 1 | 2 |") and f"| {session} |" in line]
+        assert len(rows) == 5 and not any("not timed" in row for row in rows)
     doc = json.loads(out_json.read_text())
     assert [r["mode"] for r in doc["results"]] == modes
-    assert all(r["batch"] == 2 and r["hobbit_ips"] > 0 for r in doc["results"])
+    assert all(r["batch"] == 2 and r["hobbit_ips"] > 0 and r["onnxruntime_nospin_ips"] > 0 for r in doc["results"])
     assert "Load **busy-core**" in capsys.readouterr().out
 
 
@@ -453,6 +471,29 @@ def test_onnxruntime_sessions_get_the_benchmark_options():
     assert options.intra_op_num_threads == 2 and options.inter_op_num_threads == 1
     assert str(options.execution_mode).endswith("ORT_SEQUENTIAL")
     assert str(options.graph_optimization_level).endswith("ORT_ENABLE_ALL")
+    with pytest.raises(RuntimeError, match="does not have configuration"):  # the default: spinning
+        options.get_session_config_entry("session.intra_op.allow_spinning")
+    quiet = bench.ort_session(tiny_model(), 2, spinning=False).get_session_options()
+    assert quiet.get_session_config_entry("session.intra_op.allow_spinning") == "0"
+    assert quiet.intra_op_num_threads == 2
+
+
+def test_bench_with_a_load_times_onnxruntime_without_spinning_beside_the_default(tiny_path, tmp_path, capsys):
+    """`hobbit bench --load` reports both onnxruntime sessions in every load table, two-procs included
+    (whose workers open their own), and a plain run does not time the second session."""
+    out_md = tmp_path / "b.md"
+    argv = ["bench", "--model", tiny_path, "--runs", "2", "--warmup", "0", "--load", "none,two-procs",
+            "--markdown", str(out_md)]
+    assert main(argv) == 0
+    md = out_md.read_text()
+    for mode in ("none", "two-procs"):
+        table = md.split(f"Load **{mode}**")[1].split("Load **")[0]
+        for session in ("default (spinning)", "session.intra_op.allow_spinning=0"):
+            row = next(line for line in table.splitlines() if f"| {session} |" in line)
+            assert "not timed" not in row and "—" not in row, row
+    assert "onnxruntime, allow_spinning=0: median" in capsys.readouterr().out
+    (plain,) = bench.run_loads(tiny_model(), "tiny", ["none"], runs=2, warmup=0)
+    assert plain.onnxruntime_nospin is None and plain.onnxruntime is not None
 
 
 def test_aot_library_is_timed_beside_the_jit_in_every_report(tiny_path, tmp_path, monkeypatch, capsys):
@@ -579,7 +620,7 @@ def test_two_procs_worker_compiles_for_the_target(tiny_path, monkeypatch):
     built = _recorded_targets(monkeypatch)
     results = queue.Queue()
     bench_load._worker(0, tiny_path, 1, bench.BuildOptions.of(target=AVX2), {"x": rand(4, 2, 4)}, ["y"], 1, 0,
-                       threading.Barrier(1), results)
+                       False, threading.Barrier(1), results)
     index, samples = results.get_nowait()
     assert index == 0 and isinstance(samples, dict), samples
     assert [t.vector_bits for t in built] == [256]
