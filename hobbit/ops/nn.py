@@ -152,6 +152,33 @@ def winograd_reference(ins: list[np.ndarray], a: dict) -> list[np.ndarray]:
     return [y.astype(ins[0].dtype)]
 
 
+def _combine_flops(coefs: np.ndarray) -> int:
+    """Arithmetic of one sum(coef * value) as lower/winograd.py's _combine emits it: zero
+    coefficients skipped, no multiply for ±1, a negation when the first term is negative."""
+    nonzero = [c for c in coefs if c != 0]
+    if not nonzero:
+        return 0
+    return len(nonzero) - 1 + sum(abs(c) != 1 for c in nonzero) + (nonzero[0] < 0)
+
+
+def winograd_executed_flops(node: Node) -> int:
+    """What a ConvWinograd kernel computes, unlike conv_flops's direct-conv count: the (m+2)^2
+    tile GEMMs (2 per multiply-add), the input transform B^T d B per tile and input channel,
+    the output transform A^T M A and the bias per tile and output channel (each counted as
+    lower/winograd.py emits it), and a fused pool's three maxima per pooled output."""
+    var = VARIANTS[node.attrs["tile"]]
+    a, m = var.alpha, var.m
+    n, c, h, w = node.inputs[0].shape
+    oc = node.attrs["weight_shape"][0]
+    pt, pl, pb, pr = node.attrs["pads"]
+    oh, ow = h + pt + pb - 2, w + pl + pr - 2
+    tiles = n * -(-oh // m) * -(-ow // m)
+    input_transform = 2 * a * sum(_combine_flops(row) for row in var.BT)
+    output_transform = (a + m) * sum(_combine_flops(row) for row in var.AT) + m * m
+    pooled = 3 * node.outputs[0].type.size if node.attrs.get("pool", 1) > 1 else 0
+    return 2 * a * a * oc * c * tiles + tiles * (c * input_transform + oc * output_transform) + pooled
+
+
 def winograd_infer(node: Node) -> list[TensorType]:
     x = node.inputs[0]
     n, _, h, w = x.shape
@@ -163,11 +190,12 @@ def winograd_infer(node: Node) -> list[TensorType]:
 
 register_op(OpDef(
     "ConvWinograd", infer=winograd_infer, reference=winograd_reference,
-    flops=conv_flops,
+    flops=conv_flops, executed_flops=winograd_executed_flops,
     epilogue_view=_conv_view,
     attrs={"strides": (1, 1), "dilations": (1, 1), "pads": (0, 0, 0, 0), "group": 1, "weight_shape": (),
            "tile": 2, "pool": 1},
     doc="3x3 stride-1 Conv by Winograd F(m x m, 3x3), m = attrs['tile'] (2 or 4); inputs X, "
         "U (transformed weights, [(m+2)^2, OC/rows, C, rows] panels)[, B]; pool = 2: a fused 2x2 "
         "stride-2 max pool follows (before the epilogue's monotone steps). "
-        "Flops are counted as for the direct conv so GFLOP/s compare."))
+        "Flops are counted as for the direct conv so GFLOP/s compare; executed_flops counts the "
+        "tile GEMMs and transforms it really computes."))

@@ -38,8 +38,11 @@ class OpDef:
     # its epilogue (innermost dim contiguous), as a function of the node.
     epilogue_view: Callable[[Node], tuple[int, ...]] | None = None
     # Arithmetic work of one node (multiply-add = 2), for GFLOP/s in profiles and
-    # benchmarks; None means one flop per output element.
+    # benchmarks; None means one flop per output element. For an op that replaces another
+    # by a cheaper algorithm (a Winograd conv) it is the replaced op's count, so that GFLOP/s
+    # compare across algorithms, and `executed_flops` counts what the kernel really computes.
     flops: Callable[[Node], int] | None = None
+    executed_flops: Callable[[Node], int] | None = None  # None: the same as `flops`
     # The lowering reads constant inputs' data into the code (Gather's index table), so
     # nodes that differ only in those values must not share one generated body.
     bakes_constants: bool = False
@@ -84,9 +87,12 @@ def with_defaults(node: Node) -> dict[str, Any]:
     return merged
 
 
-def node_flops(node: Node) -> int:
-    """Flops of a fused group: the op's own count plus one per output element per epilogue step."""
+def node_flops(node: Node, executed: bool = False) -> int:
+    """Flops of a fused group: the op's own count plus one per output element per epilogue step.
+    With `executed`, the arithmetic the kernel really does (OpDef.executed_flops): below the
+    default count for a Winograd conv, which the default counts as the direct conv."""
     opdef = get_op(node.op)
     size = sum(o.type.size for o in node.outputs)
-    own = opdef.flops(node) if opdef.flops is not None else size
+    count = opdef.executed_flops if executed and opdef.executed_flops is not None else opdef.flops
+    own = count(node) if count is not None else size
     return own + size * len(node.epilogue)

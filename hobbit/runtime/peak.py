@@ -6,13 +6,24 @@ Clock speeds, turbo behaviour and the number of FMA pipes differ between CPUs
 JIT-compiled loop of independent vector FMAs for the host target: enough
 accumulator chains to hide the FMA latency on every pipe, nothing else in the
 loop body. Several threads run it at once for a multi-core peak (ctypes
-releases the GIL during the call). Results are cached per process."""
+releases the GIL during the call). Results are cached per process.
+
+One long measurement is at the mercy of whatever else the machine runs: two runs on one
+2-core machine once measured 117 and 63 GFLOP/s. So the peak is the best of many short
+trials spread over about a second, each thread pinned to its own CPU for a trial and the
+CPUs rotated between trials. Other work, an SMT sibling or a clock drop can only slow a
+trial down, never speed it up, so the fastest trial is the closest to what the hardware
+does; a trial shorter than a scheduler time slice often runs undisturbed even on a busy
+machine; rotating the CPUs finds the idle one. The median of the trials is kept beside it:
+far below the best, it says how busy the machine was."""
 
 from __future__ import annotations
 
 import ctypes
+import os
 import threading
 import time
+from dataclasses import dataclass
 from functools import cache
 
 import llvmlite.binding as llvm
@@ -25,12 +36,23 @@ from hobbit.errors import HobbitError
 
 _NAME = "hobbit_fma_peak"
 _FUNC_TYPE = ctypes.CFUNCTYPE(None, ctypes.c_int64, ctypes.c_void_p)
-# Wall time one timed call aims for, and how many timed rounds to keep the best of.
-_CALL_SECONDS = 0.04
-_ROUNDS = 5
-# Pause between rounds: the host can take a core for a few hundred ms, and five rounds back
-# to back (0.2 s) could all fall in one such burst (a 2-thread "peak" of one core's).
-_PAUSE_SECONDS = 0.1
+# Wall time one trial aims for: a few ms, under a busy Linux machine's time slice, and long
+# next to the microseconds of starting the timers.
+_CALL_SECONDS = 0.002
+# Trials, and the pause after each: about a second in all, so that a burst of other work
+# (the host can take a core for a few hundred ms) cannot cover every trial.
+_TRIALS = 40
+_PAUSE_SECONDS = 0.02
+
+
+@dataclass(frozen=True)
+class Peak:
+    """float32 FMA throughput of some threads together, GFLOP/s: the best trial (the peak) and
+    the median trial (how much of it this machine gave while measured)."""
+
+    best: float
+    median: float
+    trials: int
 
 
 def _chains(target: Target) -> int:
@@ -118,18 +140,27 @@ def _calibrate(kernel: _Kernel) -> int:
         iters *= 4
 
 
-def _round(kernel: _Kernel, iters: int, threads: int) -> float:
-    """Wall seconds for `threads` concurrent calls started together."""
+def _cpus() -> list[int]:
+    """The CPUs this process may run on, in order; [] where the OS cannot pin threads."""
+    return sorted(os.sched_getaffinity(0)) if hasattr(os, "sched_setaffinity") else []
+
+
+def _round(kernel: _Kernel, iters: int, threads: int, first_cpu: int = 0) -> float:
+    """Wall seconds for `threads` concurrent calls started together, thread i pinned to the
+    process's CPU number first_cpu + i (modulo their count)."""
     barrier = threading.Barrier(threads)
     spans: list[tuple[float, float]] = []
+    cpus = _cpus()
 
-    def worker() -> None:
+    def worker(index: int) -> None:
+        if cpus:
+            os.sched_setaffinity(0, {cpus[(first_cpu + index) % len(cpus)]})  # this thread only
         barrier.wait()
         start = time.perf_counter()
         kernel.call(iters)
         spans.append((start, time.perf_counter()))
 
-    pool = [threading.Thread(target=worker) for _ in range(threads)]
+    pool = [threading.Thread(target=worker, args=(i,)) for i in range(threads)]
     for t in pool:
         t.start()
     for t in pool:
@@ -138,17 +169,21 @@ def _round(kernel: _Kernel, iters: int, threads: int) -> float:
 
 
 @cache
-def fma_peak_gflops(threads: int = 1) -> float:
-    """Measured float32 FMA throughput of `threads` threads together, in GFLOP/s (best of a
-    few rounds spread over about half a second)."""
+def fma_peak(threads: int = 1) -> Peak:
+    """Measured float32 FMA throughput of `threads` threads together: _TRIALS short trials
+    about a second apart in all, each on pinned threads, the CPUs rotated between trials."""
     if threads < 1:
         raise HobbitError(f"threads must be at least 1, got {threads}")
     kernel = _kernel()
     iters = _calibrate(kernel)
-    rounds = []
-    for i in range(_ROUNDS):
-        if i:
+    rates = []
+    for trial in range(_TRIALS):
+        if trial:
             time.sleep(_PAUSE_SECONDS)
-        rounds.append(_round(kernel, iters, threads))
-    best = min(rounds)
-    return threads * iters * kernel.flops_per_iter / best / 1e9
+        rates.append(threads * iters * kernel.flops_per_iter / _round(kernel, iters, threads, trial) / 1e9)
+    return Peak(max(rates), float(np.median(rates)), _TRIALS)
+
+
+def fma_peak_gflops(threads: int = 1) -> float:
+    """The float32 FMA peak of `threads` threads together, in GFLOP/s: fma_peak's best trial."""
+    return fma_peak(threads).best
