@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import heapq
 import os
+import resource
 from collections.abc import Callable
 
 import numpy as np
@@ -303,8 +304,11 @@ def _check_declared(vi: onnx.ValueInfoProto, value: Value, what: str, check_shap
 
 
 def memory_limit() -> int:
-    """Bytes of physical memory: no single tensor can be larger and still be computed."""
-    return os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+    """Bytes of physical memory, or of the process's address-space limit (ulimit -v) when
+    that is lower: no single tensor can be larger and still be computed."""
+    physical = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+    soft, _ = resource.getrlimit(resource.RLIMIT_AS)
+    return physical if soft == resource.RLIM_INFINITY else min(physical, soft)
 
 
 def check_fold_size(node: Node, infer: Callable[[Node], list[TensorType]]) -> None:

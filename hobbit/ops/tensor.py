@@ -20,7 +20,7 @@ from hobbit.graph.shapes import broadcast
 def _reshape_infer(node: Node) -> list[TensorType]:
     x = node.inputs[0]
     shape = tuple(node.attrs["shape"])
-    if int(np.prod(shape, dtype=np.int64)) != x.type.size:
+    if any(d < 0 for d in shape) or int(np.prod(shape, dtype=np.int64)) != x.type.size:
         raise ShapeError(f"cannot reshape {x.type} to {shape}")
     return [TensorType(x.dtype, shape)]
 

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from hobbit.runtime.allocation import allocating, check_run_bytes, copy_bytes
 from hobbit.runtime.jit import CompiledModel, TensorSpec
 from hobbit.runtime.runargs import check_out, pick_outputs, split_run_args
 
@@ -44,10 +45,15 @@ class ChunkedModel:
         """As CompiledModel.run, for feeds already checked against the model's declarations
         (every input has dim 0 = N): `out=` arrays of N samples' rows are written in place."""
         names, feeds = split_run_args(output_names, feeds)
-        arrays = [np.require(feeds[spec.name], requirements=["C_CONTIGUOUS", "ALIGNED"])
-                  for spec in self.model.inputs]
+        values = [feeds[spec.name] for spec in self.model.inputs]
+        samples = values[0].shape[0]
+        outputs = sum(rows * samples * int(np.prod(spec.shape[1:], dtype=object)) * np.dtype(spec.dtype).itemsize
+                      for spec, rows in zip(self.model.outputs, self.rows))
+        check_run_bytes(outputs + copy_bytes(values), {spec.name: v.shape for spec, v in zip(self.model.inputs, values)})
         picked = None if names is None else pick_outputs(names, self.output_names)
-        results = self._results(arrays[0].shape[0], picked, out, arrays)
+        with allocating("its inputs' contiguous copies and its outputs"):
+            arrays = [np.require(value, requirements=["C_CONTIGUOUS", "ALIGNED"]) for value in values]
+            results = self._results(samples, picked, out, arrays)
         self._run_chunks(arrays, results)
         return results if picked is None else [results[i] for i in picked]
 

@@ -22,6 +22,7 @@ from hobbit.codegen.profile import PROFILE_GLOBAL
 from hobbit.target import Target
 from hobbit.codegen.machine import new_target_machine
 from hobbit.errors import HobbitError, InputError
+from hobbit.runtime.allocation import allocating, check_run_bytes, copy_bytes
 from hobbit.runtime.export import ArtifactFiles, NativeModel, export_library
 from hobbit.runtime.layout import Layout, group, grouped_layout, per_output
 from hobbit.runtime.nodearg import NodeArg, compiled_args
@@ -89,11 +90,12 @@ def call_positionally(model, arrays: tuple) -> np.ndarray | list:
     return outs[0] if len(outs) == 1 else outs
 
 
-def validate_feeds(feeds: dict[str, np.ndarray], specs: list[TensorSpec]) -> list[np.ndarray]:
+def validate_feeds(feeds: dict[str, np.ndarray], specs: list[TensorSpec], run_bytes: int = 0) -> list[np.ndarray]:
     """run()'s feeds -> one contiguous, aligned array per declared input, in declaration order;
-    a wrong name, type, dtype or shape is an InputError naming the input."""
+    a wrong name, type, dtype or shape is an InputError naming the input. `run_bytes`: what
+    the run allocates besides (outputs, arena); with the inputs' copies it must fit in memory
+    (hobbit.runtime.allocation), checked before anything is copied."""
     check_feed_names(feeds, [s.name for s in specs])
-    arrays = []
     for spec in specs:
         value = feeds[spec.name]
         if not isinstance(value, np.ndarray):
@@ -104,9 +106,11 @@ def validate_feeds(feeds: dict[str, np.ndarray], specs: list[TensorSpec]) -> lis
         if tuple(value.shape) != tuple(spec.shape):
             raise InputError(f"input '{spec.name}' has shape {tuple(value.shape)}, "
                              f"the model expects {tuple(spec.shape)}")
+    values = [feeds[spec.name] for spec in specs]
+    check_run_bytes(run_bytes + copy_bytes(values), {spec.name: tuple(spec.shape) for spec in specs})
+    with allocating("contiguous copies of its inputs"):
         # Generated code indexes elements from a naturally aligned base pointer.
-        arrays.append(np.require(value, requirements=["C_CONTIGUOUS", "ALIGNED"]))
-    return arrays
+        return [np.require(value, requirements=["C_CONTIGUOUS", "ALIGNED"]) for value in values]
 
 
 def check_feed_names(feeds: object, names: list[str]) -> None:
@@ -197,12 +201,14 @@ class CompiledModel(ModelTensors):
         names (None or [] for all) select and order the outputs. `out=` takes one array per
         returned output; the native code writes into them and they come back as the results."""
         names, feeds = split_run_args(output_names, feeds)
-        arrays = self._validate(feeds)
+        arrays = validate_feeds(feeds, self.inputs, self._run_bytes())
         picked = None if names is None else pick_outputs(names, self.output_names)
-        if out is None:
-            results = [np.empty(spec.shape, spec.dtype) for spec in self.outputs]
-        else:
-            results = self._results_into(out, picked, arrays)
+        with allocating("its outputs and working memory"):
+            if out is None:
+                results = [np.empty(spec.shape, spec.dtype) for spec in self.outputs]
+            else:
+                results = self._results_into(out, picked, arrays)
+            self._arena()
         self._call_native(arrays, results)
         grouped = results if self.layout is None else group(results, self.layout)
         return grouped if picked is None else [grouped[i] for i in picked]
@@ -257,5 +263,8 @@ class CompiledModel(ModelTensors):
             self._local.arena = arena
         return arena
 
-    def _validate(self, feeds: dict[str, np.ndarray]) -> list[np.ndarray]:
-        return validate_feeds(feeds, self.inputs)
+    def _run_bytes(self) -> int:
+        """What a run allocates besides its inputs' copies: the outputs (at most: out= may give
+        some), and this thread's arena unless it has one already."""
+        outputs = sum(int(np.prod(spec.shape, dtype=object)) * np.dtype(spec.dtype).itemsize for spec in self.outputs)
+        return outputs + (0 if getattr(self._local, "arena", None) is not None else self._arena_bytes)
