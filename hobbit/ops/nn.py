@@ -158,7 +158,7 @@ def _combine_flops(coefs: np.ndarray) -> int:
     nonzero = [c for c in coefs if c != 0]
     if not nonzero:
         return 0
-    return len(nonzero) - 1 + sum(abs(c) != 1 for c in nonzero) + (nonzero[0] < 0)
+    return int(len(nonzero) - 1 + sum(abs(c) != 1 for c in nonzero) + (nonzero[0] < 0))  # a Python int: JSON
 
 
 def winograd_executed_flops(node: Node) -> int:
