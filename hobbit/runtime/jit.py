@@ -177,14 +177,18 @@ class CompiledModel(ModelTensors):
         self._weights = weights
         self._arena_bytes = arena_bytes
         self._target = target
-        # The machine code MCJIT made, kept for export(): the library runs the same instructions.
-        self._code: bytes | None = code if isinstance(code, bytes) else None
+        made: list[bytes] = []
 
         def keep(data: bytes) -> None:
-            self._code = data
+            made.append(data)
             if on_object is not None:
                 on_object(data)
+        # `keep` fills a list rather than setting an attribute of the model: the engine holds
+        # it, so a `keep` that referred to the model made a cycle, and a dropped model's engine
+        # and native code waited for the cyclic collector instead of going with the model.
         self._engine = jit_engine(code, target, keep)
+        # The machine code MCJIT made, kept for export(): the library runs the same instructions.
+        self._code: bytes | None = code if isinstance(code, bytes) else (made[-1] if made else None)
         self._entry = _ENTRY_TYPE(self._engine.get_function_address(ENTRY))
         self._status_table = read_status_table(self._engine.get_global_value_address(STATUS_TABLE))
         self._local = threading.local()
