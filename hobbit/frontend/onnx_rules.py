@@ -47,6 +47,13 @@ class NodeView:
                     return f"input {i} ('{name}')", np.asarray(value.const)
         return None
 
+    def given(self, name: str) -> bool:
+        """Whether the node sets `name` at all: as an attribute, or as an input (constant or not)."""
+        if name in self.attrs:
+            return True
+        return any(formal.name == name and i < len(self.node.input) and self.node.input[i]
+                   for i, formal in enumerate(self.schema.inputs))
+
     def shape(self, index: int) -> tuple | None:
         """Input `index`'s shape, None when it is absent or not a tensor."""
         value = self.ins[index] if index < len(self.ins) else None
@@ -214,7 +221,8 @@ def _no_zero_step(view: NodeView) -> bool:
 def _reflection_fits(view: NodeView) -> bool:
     """Pad in reflect mode: each pad is smaller than its axis (a reflection repeats no edge)."""
     pads, shape = view.param("pads"), view.shape(0)
-    if view.attrs.get("mode") != "reflect" or pads is None or shape is None or pads[1].size != 2 * len(shape):
+    if view.attrs.get("mode") != "reflect" or pads is None or shape is None or view.given("axes") \
+            or pads[1].size != 2 * len(shape):
         return True
     return all(p < d for p, d in zip(pads[1].tolist(), shape * 2))
 
@@ -222,7 +230,7 @@ def _reflection_fits(view: NodeView) -> bool:
 def _pad_count(view: NodeView) -> bool:
     """Pad without `axes`: two pads (begin, end) per axis of the input."""
     pads, rank = view.param("pads"), view.rank(0)
-    if pads is None or rank is None or view.param("axes") is not None:
+    if pads is None or rank is None or view.given("axes"):
         return True
     return pads[1].size == 2 * rank
 
