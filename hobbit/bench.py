@@ -740,7 +740,7 @@ def markdown_report(results: list[BenchResult], machine: dict[str, Any], command
         f"(rtol {RTOL}, atol {ATOL}); a model whose outputs disagree gets no timings.\n\n"
         f"Machine: {machine['cpu']} (LLVM CPU {machine['llvm_cpu']}, {machine['vector_bits']}-bit vectors), "
         f"{machine['cores']} cores{memory}, 1-minute load average {machine['load_average']} at the start. "
-        f"Measured float32 FMA peak, the best of {trials} short trials spread over about a second, each "
+        f"Measured float32 FMA peak, the best of {trials} short trials spread over under two seconds, each "
         f"thread pinned to its own CPU (other work only slows a trial; the median trial shows how busy the "
         f"machine was): {peaks}.\n\n"
         + (f"Target: {built['description']}; the FMA peak and the % of it are this host's.\n\n"

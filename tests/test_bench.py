@@ -43,7 +43,7 @@ def tiny_model(scale: float = 1.0) -> onnx.ModelProto:
 def fake_peak(monkeypatch):
     """A fixed FMA peak keeps the tests fast and the percentages exact (the real one: tests/runtime/test_peak.py)."""
     monkeypatch.setattr(bench, "fma_peak_gflops", lambda threads: FAKE_PEAK * threads)
-    monkeypatch.setattr(bench, "fma_peak", lambda threads: Peak(FAKE_PEAK * threads, FAKE_PEAK * threads / 2, 40))
+    monkeypatch.setattr(bench, "fma_peak", lambda threads: Peak(FAKE_PEAK * threads, FAKE_PEAK * threads / 2, 100))
 
 
 @pytest.fixture(scope="module")
@@ -91,7 +91,7 @@ def test_threads_list_json_and_markdown(tiny_path, tmp_path, capsys):
     assert md.startswith("# Benchmarks") and "Machine: " in md and "cores" in md and "onnxruntime 1." in md
     assert "--threads 1,2 --runs 3" in md
     assert "100 GFLOP/s at 1 thread (median trial 50), 200 GFLOP/s at 2 threads (median trial 100)" in md
-    assert "the best of 40 short trials" in md and doc["fma_peak_median_gflops"] == {"1": 50.0, "2": 100.0}
+    assert "the best of 100 short trials" in md and doc["fma_peak_median_gflops"] == {"1": 50.0, "2": 100.0}
     rows = [line for line in md.splitlines() if line.startswith(f"| {tiny_path} |")]
     # the latency table, the speed-up, then memory (measured at the first thread count only)
     assert [row.split(" | ")[1] for row in rows] == ["1", "2", "2", "1"]

@@ -10,7 +10,7 @@ releases the GIL during the call). Results are cached per process.
 
 One long measurement is at the mercy of whatever else the machine runs: two runs on one
 2-core machine once measured 117 and 63 GFLOP/s. So the peak is the best of many short
-trials spread over about a second, each thread pinned to its own CPU for a trial and the
+trials spread over under two seconds, each thread pinned to its own CPU for a trial and the
 CPUs rotated between trials. Other work, an SMT sibling or a clock drop can only slow a
 trial down, never speed it up, so the fastest trial is the closest to what the hardware
 does; a trial shorter than a scheduler time slice often runs undisturbed even on a busy
@@ -39,10 +39,12 @@ _FUNC_TYPE = ctypes.CFUNCTYPE(None, ctypes.c_int64, ctypes.c_void_p)
 # Wall time one trial aims for: a few ms, under a busy Linux machine's time slice, and long
 # next to the microseconds of starting the timers.
 _CALL_SECONDS = 0.002
-# Trials, and the pause after each: about a second in all, so that a burst of other work
-# (the host can take a core for a few hundred ms) cannot cover every trial.
-_TRIALS = 40
-_PAUSE_SECONDS = 0.02
+# Trials, and the pause after each: about 1.7 s in all, so that a burst of other work (the
+# host can take a core for a few hundred ms) cannot cover every trial. With 40 trials over
+# one second, one of four measurements on a 2-core machine at load average 7 found no quiet
+# trial (44 GFLOP/s against 114 in the three others).
+_TRIALS = 100
+_PAUSE_SECONDS = 0.015
 
 
 @dataclass(frozen=True)
@@ -171,7 +173,7 @@ def _round(kernel: _Kernel, iters: int, threads: int, first_cpu: int = 0) -> flo
 @cache
 def fma_peak(threads: int = 1) -> Peak:
     """Measured float32 FMA throughput of `threads` threads together: _TRIALS short trials
-    about a second apart in all, each on pinned threads, the CPUs rotated between trials."""
+    spread over under two seconds, each on pinned threads, the CPUs rotated between trials."""
     if threads < 1:
         raise HobbitError(f"threads must be at least 1, got {threads}")
     kernel = _kernel()
