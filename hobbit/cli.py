@@ -29,7 +29,7 @@ from hobbit.cli_output import check_outputs, writing
 from hobbit.codegen.llvm import emit_assembly, emit_object
 from hobbit.codegen.module import kernel_name
 from hobbit.compiler import CompileReport, lower_to_llvm
-from hobbit.console import interrupted
+from hobbit.interrupt import interrupted
 from hobbit.errors import ConfigError, HobbitError, InputError, TargetError
 from hobbit.frontend.onnx import load_model as read_onnx
 from hobbit.frontend.source import OnnxSource, Source, detect_format, open_source

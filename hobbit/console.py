@@ -5,15 +5,7 @@ module imports nothing heavy itself and imports the command inside the handler."
 
 from __future__ import annotations
 
-import sys
-
-EXIT_INTERRUPTED = 130  # 128 + SIGINT: what a shell reports for a process killed by Ctrl-C
-
-
-def interrupted() -> int:
-    """Say so on stderr; the exit status for a Ctrl-C."""
-    print("hobbit: interrupted", file=sys.stderr)
-    return EXIT_INTERRUPTED
+from hobbit.interrupt import interrupted
 
 
 def main() -> int:

@@ -28,7 +28,7 @@ from hobbit.frontend.tf.keras import read_keras
 from hobbit.frontend.tf.savedmodel import read_saved_model
 from hobbit.frontend.tf.tflite import read_tflite
 from hobbit.graph.ir import Graph
-from hobbit.runtime.exported import export_given_as_model
+from hobbit.frontend.export_folder import export_given_as_model
 
 ModelInput = str | os.PathLike | bytes | onnx.ModelProto
 

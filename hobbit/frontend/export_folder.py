@@ -1,7 +1,8 @@
 """Whether a folder holds libraries hobbit exported (hobbit.runtime.export: lib<name>.so
 beside its manifest <name>.json), and what to tell a user who passed the wrong kind of path
-to hobbit.load or a model path to an export. Light on purpose (no LLVM, no ctypes): the
-frontend asks it about a folder given as a model."""
+to hobbit.load or a model path to an export. It lives on the frontend floor because the
+frontend asks it about a folder given as a model (hobbit.load, above, asks it too); light on
+purpose: no LLVM, no ctypes."""
 
 from __future__ import annotations
 
