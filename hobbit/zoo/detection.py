@@ -174,18 +174,31 @@ def threshold(scores: np.ndarray, around: int = CANDIDATES) -> float:
     return float((scores[at] + scores[at + 1]) / 2)
 
 
-def export(name: str, opset: int = 17) -> bytes:
+# export()'s `thresholds`: hobbit's calibrated score threshold and head, or torchvision's own.
+THRESHOLDS = ("calibrated", "torchvision")
+
+
+def export(name: str, opset: int = 17, thresholds: str = "calibrated") -> bytes:
     """The calibrated model `name` (see DETECTORS) as ONNX bytes, input "image" (3 x S x S),
-    outputs "boxes", "scores", "labels" with a data-dependent count."""
+    outputs "boxes", "scores", "labels" with a data-dependent count.
+
+    `thresholds="torchvision"` recalibrates only BatchNorm and keeps torchvision's score
+    threshold (0.001) and head, as a user's export of the model would: single-stage models
+    then fill all their detections (300 for SSDlite), hundreds of them closer in score than
+    two engines' float32 rounding, so their order may differ between engines."""
     if name not in DETECTORS:
         raise HobbitError(f"unknown detection model {name!r}; available: {', '.join(DETECTORS)}")
+    if thresholds not in THRESHOLDS:
+        raise HobbitError(f"thresholds must be one of {', '.join(THRESHOLDS)}; got {thresholds!r}")
     detector = DETECTORS[name]
     torch, detection = _torch()
     torch.manual_seed(0)
     model = detector.build(detection).eval()
     with torch.no_grad():
         x = torch.from_numpy(image(detector.size))
-        if detector.scores == "rcnn":
+        if thresholds == "torchvision":
+            _recalibrate(torch, model, detector.size, _features if detector.scores == "rcnn" else _head_logits)
+        elif detector.scores == "rcnn":
             _calibrate_rcnn(torch, model, detector.size, x)
         else:
             _calibrate_single_stage(torch, model, detector, x)
@@ -294,11 +307,13 @@ def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(prog="python -m hobbit.zoo.detection", description=main.__doc__)
     parser.add_argument("directory")
     parser.add_argument("--models", default=",".join([*DETECTORS, "yolo_nms"]))
+    parser.add_argument("--thresholds", choices=THRESHOLDS, default="calibrated",
+                        help="the torchvision models' score threshold: calibrated (default) or torchvision's own")
     args = parser.parse_args(argv)
     folder = Path(args.directory)
     folder.mkdir(parents=True, exist_ok=True)
     for name in args.models.split(","):
-        data = yolo_nms().SerializeToString() if name == "yolo_nms" else export(name)
+        data = yolo_nms().SerializeToString() if name == "yolo_nms" else export(name, thresholds=args.thresholds)
         (folder / f"{name}.onnx").write_bytes(data)
         print(folder / f"{name}.onnx")
 
