@@ -9,11 +9,12 @@ that can come out in either order. On image 1 (one thread) detections 223 and 22
 (hobbit 0.039434746, onnxruntime 0.039434668) and label 70 (hobbit 0.039434668, onnxruntime
 0.039434724). In float64 (torch) they are 0.0394348046 and 0.0394347912, 3.6 float32 ulps
 apart, hobbit's order, while torch's float32 orders them as onnxruntime does: each float32
-engine is off the exact scores by 7-37 ulps, more than the gap, so neither order is more right. Given the same class scores and box regressions,
-hobbit's post-processing (score filter, TopK, NMS) returns onnxruntime's scores and labels bit
-for bit, that pair's order included. So the whole model's detections are compared position by
-position, a difference accepted only where the scores are tied to that rounding
-(tests.zoo.detection_cases.assert_detections_in_order), and the post-processing alone exactly."""
+engine is off the exact scores by 7-37 ulps, more than the gap, so neither order is more right.
+Given the same class scores and box regressions, hobbit's post-processing (score filter, TopK,
+NMS) returns onnxruntime's scores and labels bit for bit, that pair's order included. So the
+whole model's detections are compared position by position, a difference accepted only where
+the scores are tied to that rounding (tests.zoo.detection_cases.assert_detections_in_order),
+and the post-processing alone exactly."""
 
 import numpy as np
 import onnx
