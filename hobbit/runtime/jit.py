@@ -212,7 +212,7 @@ class CompiledModel(ModelTensors):
                 results = [np.empty(spec.shape, spec.dtype) for spec in self.outputs]
             else:
                 results = self._results_into(out, picked, arrays)
-            self._arena()
+            self._working_memory()
         self._call_native(arrays, results)
         grouped = results if self.layout is None else group(results, self.layout)
         return grouped if picked is None else [grouped[i] for i in picked]
@@ -232,7 +232,7 @@ class CompiledModel(ModelTensors):
         found by the generated code (an index out of range) raises a RunError."""
         in_table = (ctypes.c_void_p * max(1, len(arrays)))(*[a.ctypes.data for a in arrays])
         out_table = (ctypes.c_void_p * max(1, len(results)))(*[r.ctypes.data for r in results])
-        arena = self._arena()
+        arena = self._working_memory()
         status = self._entry(ctypes.addressof(in_table), ctypes.addressof(out_table),
                              self._weights.ctypes.data, arena.ctypes.data, _ALL_THREADS)
         if status:
@@ -258,7 +258,8 @@ class CompiledModel(ModelTensors):
         self.run(feeds)
         return kernel_times(self.report.graph, address, lambda: self.run(feeds), runs)
 
-    def _arena(self) -> np.ndarray:
+    def _working_memory(self) -> np.ndarray:
+        """This thread's arena, made on its first run (run() makes it under `allocating`)."""
         arena = getattr(self._local, "arena", None)
         if arena is None:
             raw = np.empty(self._arena_bytes + 64, dtype=np.uint8)
@@ -271,4 +272,7 @@ class CompiledModel(ModelTensors):
         """What a run allocates besides its inputs' copies: the outputs (at most: out= may give
         some), and this thread's arena unless it has one already."""
         outputs = sum(int(np.prod(spec.shape, dtype=object)) * np.dtype(spec.dtype).itemsize for spec in self.outputs)
-        return outputs + (0 if getattr(self._local, "arena", None) is not None else self._arena_bytes)
+        return outputs + (0 if self._has_working_memory() else self._arena_bytes)
+
+    def _has_working_memory(self) -> bool:
+        return getattr(self._local, "arena", None) is not None

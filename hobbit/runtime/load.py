@@ -96,6 +96,7 @@ class LoadedModel(CompiledModel):
             weakref.finalize(self, os.close, fd)  # each thread's context maps the file through it
             self._weights_path = os.fsencode(descriptor_path(fd))
         self._threads = threads
+        self._arena_bytes = int(manifest["arena_bytes"])  # what each thread's context allocates in C
         self._lib = load_library(files.library, manifest["library"]["sha256"])  # embedded weights included
         self._api = bind_api(self._lib, self._name, files.library)
         self._check_sizes(manifest, files.library)
@@ -110,6 +111,13 @@ class LoadedModel(CompiledModel):
         if arena != int(manifest["arena_bytes"]) or sizes != expected:
             raise ArtifactError(f"{library} does not match its manifest (arena {arena} bytes, tensors {sizes}; "
                                 f"the manifest says {manifest['arena_bytes']} and {expected}): export it again")
+
+    def _working_memory(self) -> ctypes.c_void_p:
+        """A loaded library's arena is its context's: made in C on the thread's first run."""
+        return self._context()
+
+    def _has_working_memory(self) -> bool:
+        return getattr(self._local, "context", None) is not None
 
     def _context(self) -> ctypes.c_void_p:
         context = getattr(self._local, "context", None)
