@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import functools
 import os
+import re
 from pathlib import Path
 
 import pytest
@@ -193,3 +194,41 @@ def test_cli_conformance_takes_a_target(listing, monkeypatch, capsys) -> None:
     assert calls["options"]["target"].startswith("x86_64-unknown-linux-gnu:x86-64-v3:+sse3")
     assert main(["conformance", "--filter", "^test_abs$", "--target", "aarch64-linux-gnu:neoverse-n1"]) == 2
     assert "cannot run on this host" in capsys.readouterr().err
+
+
+# -- the committed CONFORMANCE.md --------------------------------------------------------
+_CONFORMANCE_MD = Path(__file__).resolve().parent.parent / "CONFORMANCE.md"
+
+
+def _hobbit_columns(text: str) -> tuple[tuple[int, int], dict[str, tuple[int, int]], set[str]]:
+    """From CONFORMANCE.md: hobbit's (tests, passed) total, each operator row's (tests, hobbit
+    passed), and the names of the tests its 'hobbit fails' cells list."""
+    total = next(tuple(map(int, line.split("|")[2:4])) for line in text.splitlines()
+                 if line.startswith("| hobbit |"))
+    table = text.split("## Per operator", 1)[1]
+    rows = [line.split(" | ") for line in table.splitlines() if line.startswith("| ") and "---" not in line][1:]
+    per_op = {cells[0][2:]: (int(cells[1]), int(cells[3])) for cells in rows}
+    failing = {name for cells in rows for name in re.findall(r"`(test_\w+)`:", cells[4])}
+    return total, per_op, failing
+
+
+def test_committed_conformance_md_agrees_with_the_expected_failures() -> None:
+    """CONFORMANCE.md is generated (`hobbit conformance --markdown CONFORMANCE.md`); its hobbit
+    columns must say what the suite enforces: every installed node test counted, and hobbit failing
+    exactly the tests on tests/onnx_backend/expected_failures.txt (tests/test_onnx_backend.py fails
+    when that list is wrong either way). A test that starts passing or failing, or a new onnx
+    with other node tests, makes this fail until the file is regenerated."""
+    cases = _NODE_TESTS()
+    expected = set(conformance.read_expected_failures())
+    total, per_op, failing = _hobbit_columns(_CONFORMANCE_MD.read_text())
+    regenerate = "stale: regenerate it with `hobbit conformance --markdown CONFORMANCE.md`"
+    assert sorted(failing - expected) == [], f"CONFORMANCE.md lists failures that now pass; {regenerate}"
+    assert sorted(expected - failing) == [], f"CONFORMANCE.md misses expected failures; {regenerate}"
+    assert total == (len(cases), len(cases) - len(expected)), regenerate
+    by_name = {case.name: case for case in cases}
+    want: dict[str, list[int]] = {}
+    for case in cases:
+        counts = want.setdefault(conformance.operator(case, by_name), [0, 0])
+        counts[0] += 1
+        counts[1] += case.name not in expected
+    assert per_op == {op: tuple(counts) for op, counts in want.items()}, regenerate
