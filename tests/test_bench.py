@@ -509,14 +509,15 @@ def test_aot_library_is_timed_beside_the_jit_in_every_report(tiny_path, tmp_path
     argv = ["bench", "--model", tiny_path, "--aot", "--runs", "3", "--warmup", "1", "--load", "none,busy-core",
             "--json", str(out_json), "--markdown", str(out_md)]
     assert main(argv) == 0
-    assert engines_seen == [["hobbit", "aot", "onnxruntime"]] * 2  # interleaved in one round, under each load
+    # interleaved in one round, under each load (with a load table: onnxruntime not spinning too)
+    assert engines_seen == [["hobbit", "aot", "onnxruntime", bench_load.NO_SPIN_ENGINE]] * 2
     assert capsys.readouterr().out.count("ratio AOT/JIT (median)") == 2
     md = out_md.read_text()
     assert "--runs 3 --load none,busy-core --aot" in md and "loaded back with `hobbit.load`" in md
-    assert "| ratio | AOT library median (p10–p90) ms | AOT/JIT | hobbit GFLOP/s |" in md
+    assert "| ratio | AOT library median (p10–p90) ms | AOT/JIT | hobbit GFLOP/s executed |" in md
     assert md.count("| AOT library median (p90) ms | AOT/JIT |") == 2  # both load tables
     row = next(line for line in md.splitlines() if line.startswith(f"| {tiny_path} | 1 |"))
-    assert len(row.split(" | ")) == 10 and "—" not in row
+    assert len(row.split(" | ")) == 11 and "—" not in row
     doc = json.loads(out_json.read_text())
     assert doc["settings"]["aot_parity_atol"] == 1e-5
     for r in doc["results"]:
