@@ -59,8 +59,7 @@ def _winograd_model() -> onnx.ModelProto:
              "small": rand(16, 96, 3, 3, seed=3) * 0.05}
     nodes = [helper.make_node("Conv", ["x", "few"], ["a"], name="few", pads=[1, 1, 1, 1]),
              helper.make_node("Conv", ["a", "many"], ["b"], name="many", pads=[1, 1, 1, 1]),
-             helper.make_node("MaxPool", ["b"], ["p"], name="pool", kernel_shape=[2, 2], strides=[2, 2],
-                              pads=[0, 0, 6, 6]),
+             helper.make_node("MaxPool", ["b"], ["p"], name="pool", kernel_shape=[8, 8]),
              helper.make_node("Conv", ["p", "small"], ["y"], name="small", pads=[1, 1, 1, 1])]
     return make_model(nodes, {"x": x}, ["y"], inits)
 
