@@ -15,6 +15,7 @@ import heapq
 import os
 import resource
 from collections.abc import Callable
+from functools import lru_cache
 
 import numpy as np
 import onnx
@@ -305,10 +306,15 @@ def _check_declared(vi: onnx.ValueInfoProto, value: Value, what: str, check_shap
 
 def memory_limit() -> int:
     """Bytes of physical memory, or of the process's address-space limit (ulimit -v) when
-    that is lower: no single tensor can be larger and still be computed."""
-    physical = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+    that is lower: no single tensor can be larger and still be computed. The limit is read
+    each time (a process may lower it); the machine's memory once."""
     soft, _ = resource.getrlimit(resource.RLIMIT_AS)
-    return physical if soft == resource.RLIM_INFINITY else min(physical, soft)
+    return _physical_bytes() if soft == resource.RLIM_INFINITY else min(_physical_bytes(), soft)
+
+
+@lru_cache(maxsize=1)
+def _physical_bytes() -> int:
+    return os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
 
 
 def check_fold_size(node: Node, infer: Callable[[Node], list[TensorType]]) -> None:

@@ -49,7 +49,7 @@ class ChunkedModel:
         samples = values[0].shape[0]
         outputs = sum(rows * samples * int(np.prod(spec.shape[1:], dtype=object)) * np.dtype(spec.dtype).itemsize
                       for spec, rows in zip(self.model.outputs, self.rows))
-        check_run_bytes(outputs + copy_bytes(values), {spec.name: v.shape for spec, v in zip(self.model.inputs, values)})
+        check_run_bytes(outputs + copy_bytes(values), ((spec.name, v.shape) for spec, v in zip(self.model.inputs, values)))
         picked = None if names is None else pick_outputs(names, self.output_names)
         with allocating("its inputs' contiguous copies and its outputs"):
             arrays = [np.require(value, requirements=["C_CONTIGUOUS", "ALIGNED"]) for value in values]

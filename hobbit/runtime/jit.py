@@ -13,6 +13,7 @@ import os
 import threading
 from collections.abc import Callable
 from dataclasses import dataclass
+from functools import cached_property
 
 import llvmlite.binding as llvm
 import numpy as np
@@ -107,7 +108,7 @@ def validate_feeds(feeds: dict[str, np.ndarray], specs: list[TensorSpec], run_by
             raise InputError(f"input '{spec.name}' has shape {tuple(value.shape)}, "
                              f"the model expects {tuple(spec.shape)}")
     values = [feeds[spec.name] for spec in specs]
-    check_run_bytes(run_bytes + copy_bytes(values), {spec.name: tuple(spec.shape) for spec in specs})
+    check_run_bytes(run_bytes + copy_bytes(values), ((spec.name, spec.shape) for spec in specs))
     with allocating("contiguous copies of its inputs"):
         # Generated code indexes elements from a naturally aligned base pointer.
         return [np.require(value, requirements=["C_CONTIGUOUS", "ALIGNED"]) for value in values]
@@ -271,8 +272,12 @@ class CompiledModel(ModelTensors):
     def _run_bytes(self) -> int:
         """What a run allocates besides its inputs' copies: the outputs (at most: out= may give
         some), and this thread's arena unless it has one already."""
-        outputs = sum(int(np.prod(spec.shape, dtype=object)) * np.dtype(spec.dtype).itemsize for spec in self.outputs)
-        return outputs + (0 if self._has_working_memory() else self._arena_bytes)
+        return self._output_bytes + (0 if self._has_working_memory() else self._arena_bytes)
+
+    @cached_property
+    def _output_bytes(self) -> int:
+        """The outputs' bytes, summed once: their shapes are fixed, and run() reads this each time."""
+        return sum(int(np.prod(spec.shape, dtype=object)) * np.dtype(spec.dtype).itemsize for spec in self.outputs)
 
     def _has_working_memory(self) -> bool:
         return getattr(self._local, "arena", None) is not None
