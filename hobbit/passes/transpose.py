@@ -326,7 +326,7 @@ class _Trial:
         self.pending.append(node)
         return out
 
-    def constant(self, u: Value, perm: Perm, broadcast: bool = True) -> Value | None:
+    def constant(self, u: Value, perm: Perm, broadcast: bool) -> Value | None:
         """The constant transposed back. As an operand of a broadcasting op it is first
         aligned to the rank of `perm` and its leading 1s are dropped after (a bias (C,) on
         NHWC becomes (C, 1, 1)); otherwise it must have that rank and keeps it."""
@@ -534,7 +534,7 @@ def _layernorm(trial: _Trial, node: Node, perm: Perm) -> list[Node] | None:
     if x is None:
         return None
     axes = tuple(sorted(perm[a] for a in range(axis, rank)))
-    params = [trial.constant(v, perm) for v in params]
+    params = [trial.constant(v, perm, broadcast=True) for v in params]  # operands of Mul and Add
     if any(v is None for v in params):
         return None
     nodes, normalised = _normalise(trial, node, x, axes)
