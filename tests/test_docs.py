@@ -44,6 +44,7 @@ def example_env(tmp_path_factory: pytest.TempPathFactory) -> dict[str, str]:
     env.pop("HOBBIT_CACHE", None)
     env["HOBBIT_CACHE_DIR"] = str(tmp_path_factory.mktemp("docs-cache"))
     env["PATH"] = f"{Path(sys.executable).parent}{os.pathsep}{env.get('PATH', '')}"
+    env["PYTHONFAULTHANDLER"] = "1"  # a crash in an example shows its Python stack in the failure
     return env
 
 
