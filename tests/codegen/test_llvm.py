@@ -49,8 +49,6 @@ def _heap_in_use() -> int:
     return info.uordblks + info.hblkhd
 
 
-@pytest.mark.xfail(strict=True, reason="issue 26 item 4 open: llvmlite never frees the O3 pass pipeline, and "
-                   "freeing it by hand went with segfaults in the full suite (hobbit/codegen/llvm.py)")
 def test_optimize_frees_its_pass_pipeline():
     """100 O3 runs over a small loop hold at most 8 KiB each afterwards. Measured: 2 KiB
     (llvmlite never frees a PassBuilder's instrumentation callbacks); 71 KiB each when the

@@ -1,9 +1,8 @@
 """Memory per compile: compiling and dropping models again and again must not grow the process.
 
-Each compile keeps its LLVM O3 pass pipeline (llvmlite never frees a ModulePassManager, see
-hobbit.codegen.llvm.optimize), so a service that compiles models it is sent grows without
-bound: the growth test is an expected failure until that is fixed without the crashes that
-freeing it by hand brought. The test runs in a fresh interpreter, so what other tests left behind is not
+Each compile used to keep its LLVM O3 pass pipeline (llvmlite never freed a ModulePassManager,
+see hobbit.codegen.llvm.free_pass_manager), so a service that compiles models it is sent grew
+without bound. The test runs in a fresh interpreter, so what other tests left behind is not
 counted and the numbers are the compiler's alone."""
 
 from __future__ import annotations
@@ -16,7 +15,6 @@ import weakref
 
 import numpy as np
 import onnxruntime as ort
-import pytest
 from onnx import helper
 
 import hobbit
@@ -53,8 +51,6 @@ print(json.dumps({"rss": rss, "last": conv_relu(compiles - 1).hex(), "y": y.toli
 """
 
 
-@pytest.mark.xfail(strict=True, reason="issue 26 item 4 open: llvmlite never frees the O3 pass pipeline, and "
-                   "freeing it by hand went with segfaults in the full suite (hobbit/codegen/llvm.py)")
 def test_compiling_and_dropping_models_does_not_grow_the_process():
     """300 compiles of a one-conv model, each with new weights, dropped after one run: from
     the 50th on, resident memory (read every 25 compiles) may grow by at most 3 MiB.
