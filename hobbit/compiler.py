@@ -14,8 +14,7 @@ from hobbit import zoo
 from hobbit.codegen.llvm import emit_object, optimize
 from hobbit.codegen.module import build_module, pack_weights, status_records, view_constants
 from hobbit.target import Target, host_target, is_gpu, parse_target
-from hobbit.errors import ConfigError
-from hobbit.frontend.onnx import InputValuesNeeded, SymbolicInputShape
+from hobbit.errors import ConfigError, InputValuesNeeded, SymbolicInputShape
 from hobbit.frontend.source import ModelInput, OnnxSource, Source, open_source
 from hobbit.graph.ir import Graph
 from hobbit.passes import PRECISIONS, default_pipeline, run_pipeline

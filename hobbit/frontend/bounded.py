@@ -15,8 +15,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from hobbit.errors import ShapeError
-from hobbit.frontend.onnx_types import Unsupported
+from hobbit.errors import ShapeError, Unsupported
 from hobbit.graph.ir import Bounded, Node, Value
 from hobbit.ops.reduce import identity
 from hobbit.ops.registry import get_op

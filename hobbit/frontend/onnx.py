@@ -16,27 +16,15 @@ import numpy as np
 import onnx
 from onnx import numpy_helper
 
-from hobbit.errors import (ConfigError, HobbitError, InputError, ModelFormatError, ShapeError, UnsupportedItem,
-                           UnsupportedModelError)
+from hobbit.errors import (ConfigError, HobbitError, InputError, InputValuesNeeded, ModelFormatError, NeedsInputValues,
+                           ShapeError, SymbolicInputShape, Unsupported, UnsupportedItem, UnsupportedModelError)
 import hobbit.frontend.onnx_ops  # noqa: F401  (its converters fill the converter table)
 from hobbit.frontend import bounded, functions, onnx_rules, validate
 from hobbit.frontend.converters import lookup
 from hobbit.frontend.external_data import with_external_data
-from hobbit.frontend.onnx_types import NeedsInputValues, Sequence, Unsupported, onnx_dtype
+from hobbit.frontend.onnx_types import Sequence, onnx_dtype
 from hobbit.graph.ir import BoundedOutput, Graph, Node, TensorType, Value
 from hobbit.ops.registry import get_op
-
-
-class SymbolicInputShape(HobbitError):
-    """An input has a symbolic dim and no size for it was given (compile() then specialises per call)."""
-
-
-class InputValuesNeeded(UnsupportedModelError):
-    """The model can only be compiled once the values of some (small) graph inputs are known."""
-
-    def __init__(self, items: list[UnsupportedItem], inputs: list[str]):
-        super().__init__(items)
-        self.inputs = list(inputs)
 
 
 class ConvertContext:

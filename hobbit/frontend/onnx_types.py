@@ -1,5 +1,5 @@
-"""What the ONNX importer shares with its converters: element types as numpy dtypes, the
-import-time sequence value, and the exceptions a converter raises.
+"""What the ONNX importer shares with its converters: element types as numpy dtypes and the
+import-time sequence value (the exceptions a converter raises are in hobbit.errors).
 
 Kept apart from the importer (onnx.py) so that the converters (onnx_ops/) import
 these without importing the importer, which imports them to fill its table."""
@@ -42,14 +42,3 @@ class Sequence:
     dtype: np.dtype
     const = None
 
-
-class Unsupported(Exception):
-    """Raised by a converter for an attribute value or input form it does not handle."""
-
-
-class NeedsInputValues(Unsupported):
-    """A value that must be known at compile time is computed from graph inputs."""
-
-    def __init__(self, message: str, inputs: set[str]):
-        super().__init__(message)
-        self.inputs = set(inputs)

@@ -9,7 +9,7 @@ import numpy as np
 
 from hobbit.frontend.bounded import (Known, checked, extent_scalar, known_of, mark_bounded, new_extent, pad,
                                      remember)
-from hobbit.frontend.onnx_types import Unsupported
+from hobbit.errors import Unsupported
 from hobbit.graph.ir import Value
 
 I64 = np.int64

@@ -18,7 +18,7 @@ import numpy as np
 from hobbit.frontend.converters import converter
 from hobbit.frontend.onnx_ops import bounded
 from hobbit.frontend.onnx_ops.loop import bounded_loop
-from hobbit.frontend.onnx_types import NeedsInputValues, Unsupported
+from hobbit.errors import NeedsInputValues, Unsupported
 from hobbit.graph.ir import Value
 
 # Unrolling multiplies the body; past this many iterations the graph would be absurd.

@@ -14,7 +14,7 @@ from collections import Counter
 import numpy as np
 
 from hobbit.frontend.converters import converter
-from hobbit.frontend.onnx_types import Unsupported
+from hobbit.errors import Unsupported
 from hobbit.frontend.onnx_ops.half import narrow, widen
 
 

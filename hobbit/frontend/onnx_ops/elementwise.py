@@ -5,9 +5,9 @@ from __future__ import annotations
 import ml_dtypes
 import numpy as np
 
-from hobbit.errors import ModelFormatError, ShapeError
+from hobbit.errors import ModelFormatError, ShapeError, Unsupported
 from hobbit.frontend.converters import converter
-from hobbit.frontend.onnx_types import Unsupported, onnx_dtype
+from hobbit.frontend.onnx_types import onnx_dtype
 from hobbit.frontend.onnx_ops.half import narrow, widen_half
 from hobbit.graph.shapes import broadcast
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 import ml_dtypes
 import numpy as np
 
-from hobbit.frontend.onnx_types import Unsupported
+from hobbit.errors import Unsupported
 
 _HALF = (np.dtype(np.float16), np.dtype(ml_dtypes.bfloat16))
 

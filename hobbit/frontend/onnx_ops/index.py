@@ -13,11 +13,11 @@ from __future__ import annotations
 import ml_dtypes
 import numpy as np
 
-from hobbit.errors import ShapeError
+from hobbit.errors import ShapeError, Unsupported
 from hobbit.frontend.bounded import known_of, mark_bounded, new_extent
 from hobbit.frontend.converters import converter
 from hobbit.frontend.onnx_ops import bounded
-from hobbit.frontend.onnx_types import Unsupported, onnx_dtype
+from hobbit.frontend.onnx_types import onnx_dtype
 from hobbit.graph.ir import Value
 from hobbit.graph.shapes import normalize_axis
 from hobbit.ops.scatter import REDUCTIONS

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from hobbit.frontend.bounded import mark_bounded, new_extent
 from hobbit.frontend.converters import converter
-from hobbit.frontend.onnx_types import Unsupported
+from hobbit.errors import Unsupported
 
 
 @converter("NonMaxSuppression", since=10)

@@ -5,9 +5,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from hobbit.errors import ShapeError
+from hobbit.errors import ShapeError, Unsupported
 from hobbit.frontend.converters import converter
-from hobbit.frontend.onnx_types import Unsupported
 from hobbit.frontend.onnx_ops.convnd import conv_general
 from hobbit.frontend.onnx_ops.half import narrow, widen_half
 from hobbit.frontend.onnx_ops.norm import batchnorm_from_statistics, batchnorm_training

@@ -5,7 +5,7 @@ nn.py, which itself hands non-4-D convolutions to convnd.py."""
 
 from __future__ import annotations
 
-from hobbit.frontend.onnx_types import Unsupported
+from hobbit.errors import Unsupported
 
 
 def resolve_pads(auto_pad: str, pads: list[int] | None, in_hw: tuple[int, ...], kernel: tuple[int, ...],

@@ -9,7 +9,7 @@ from __future__ import annotations
 import numpy as np
 
 from hobbit.frontend.converters import converter
-from hobbit.frontend.onnx_types import Unsupported
+from hobbit.errors import Unsupported
 from hobbit.frontend.onnx_ops.half import narrow, widen_half
 from hobbit.frontend.onnx_ops.pool_nd import emit_pool, window_attrs
 

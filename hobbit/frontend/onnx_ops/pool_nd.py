@@ -13,7 +13,7 @@ from __future__ import annotations
 import numpy as np
 
 from hobbit.frontend.converters import converter
-from hobbit.frontend.onnx_types import Unsupported
+from hobbit.errors import Unsupported
 from hobbit.frontend.onnx_ops.padding import resolve_pads
 from hobbit.graph.shapes import pool_out_size
 

@@ -17,7 +17,8 @@ from __future__ import annotations
 import numpy as np
 
 from hobbit.frontend.converters import converter, lookup
-from hobbit.frontend.onnx_types import Unsupported, onnx_dtype
+from hobbit.errors import Unsupported
+from hobbit.frontend.onnx_types import onnx_dtype
 from hobbit.graph.shapes import normalize_axis
 
 _INT_TYPES = ("int8", "uint8", "int16", "uint16", "int32")

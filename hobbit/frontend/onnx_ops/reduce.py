@@ -10,7 +10,7 @@ import ml_dtypes
 import numpy as np
 
 from hobbit.frontend.converters import converter
-from hobbit.frontend.onnx_types import Unsupported
+from hobbit.errors import Unsupported
 from hobbit.frontend.onnx_ops.half import narrow, widen_half
 from hobbit.graph.shapes import normalize_axis
 

@@ -15,7 +15,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from hobbit.frontend.converters import converter
-from hobbit.frontend.onnx_types import Unsupported
+from hobbit.errors import Unsupported
 
 _COORDINATE_MODES = ("half_pixel", "half_pixel_symmetric", "pytorch_half_pixel", "align_corners",
                      "asymmetric", "tf_crop_and_resize")

@@ -11,7 +11,7 @@ import numpy as np
 
 from hobbit.frontend.bounded import checked, mark_bounded
 from hobbit.frontend.converters import converter
-from hobbit.frontend.onnx_types import Unsupported
+from hobbit.errors import Unsupported
 
 _MODES = {"half_pixel": 1, "output_half_pixel": 0}
 

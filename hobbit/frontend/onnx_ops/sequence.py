@@ -12,9 +12,9 @@ from __future__ import annotations
 
 import numpy as np
 
-from hobbit.errors import ShapeError
+from hobbit.errors import ShapeError, Unsupported
 from hobbit.frontend.converters import converter
-from hobbit.frontend.onnx_types import Sequence, Unsupported, onnx_dtype
+from hobbit.frontend.onnx_types import Sequence, onnx_dtype
 
 
 def _sequence(value, what: str) -> Sequence:

@@ -16,7 +16,8 @@ from __future__ import annotations
 import numpy as np
 
 from hobbit.frontend.converters import converter
-from hobbit.frontend.onnx_types import Unsupported, onnx_dtype
+from hobbit.errors import Unsupported
+from hobbit.frontend.onnx_types import onnx_dtype
 from hobbit.frontend.onnx_ops.half import narrow, widen
 from hobbit.graph.shapes import normalize_axis
 

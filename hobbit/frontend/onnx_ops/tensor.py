@@ -4,12 +4,11 @@ from __future__ import annotations
 
 import numpy as np
 
-from hobbit.errors import ShapeError
+from hobbit.errors import ShapeError, Unsupported
 from hobbit.frontend import bounded as bounds
 from hobbit.frontend.bounded import known_of, mark_bounded, new_extent
 from hobbit.frontend.converters import converter
 from hobbit.frontend.onnx_ops import bounded
-from hobbit.frontend.onnx_types import Unsupported
 from hobbit.graph.shapes import broadcast
 
 

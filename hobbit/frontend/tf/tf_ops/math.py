@@ -8,7 +8,7 @@ import numpy as np
 import onnx
 
 from hobbit.frontend.onnx_ops.einsum import einsum as onnx_einsum
-from hobbit.frontend.onnx_types import Unsupported
+from hobbit.errors import Unsupported
 from hobbit.frontend.tf.converters import tf_converter
 from hobbit.frontend.tf.tf_ops.operands import axis, cast, const_int, const_ints
 
