@@ -38,7 +38,7 @@ from hobbit.bench_memory import MemoryUse
 from hobbit.bench_ort import NO_SPIN, ModelSource, ort_options, ort_session
 from hobbit.target import host_target
 from hobbit.errors import HobbitError, ShapeError, TargetError
-from hobbit.frontend.onnx import load_model
+from hobbit.frontend.onnx.importer import load_model
 from hobbit.graph.ir import Graph
 from hobbit.ops.registry import node_flops
 from hobbit.passes.memory import needs_code

@@ -36,7 +36,7 @@ from hobbit.bench_load import BLOCK, COOLDOWN_S, run_in_process
 from hobbit.bench_ort import ort_session
 from hobbit.cli_output import writing
 from hobbit.errors import ConfigError, HobbitError, MissingDependencyError
-from hobbit.frontend.onnx import load_model
+from hobbit.frontend.onnx.importer import load_model
 from hobbit.target import host_target
 from hobbit.zoo.images import calibration_images, evaluation_images
 

@@ -31,7 +31,7 @@ from hobbit.codegen.module import kernel_name
 from hobbit.compiler import CompileReport, lower_to_llvm
 from hobbit.interrupt import interrupted
 from hobbit.errors import ConfigError, HobbitError, InputError, TargetError
-from hobbit.frontend.onnx import load_model as read_onnx
+from hobbit.frontend.onnx.importer import load_model as read_onnx
 from hobbit.frontend.source import OnnxSource, Source, detect_format, open_source
 from hobbit.passes import DEFAULT_PIPELINE, GPU_PRECISIONS, PASSES, PRECISIONS, default_pipeline
 from hobbit.passes.memory import needs_code

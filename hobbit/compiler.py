@@ -182,7 +182,7 @@ def compile(model: ModelSource, target: str | Target = "host", threads: int | No
     (default: only on a terminal, once a compile has taken a second);
     `external_data_dir` names the folder of the external-data files of an ONNX model given as
     bytes or a ModelProto, which has no folder of its own: without it such a model is refused
-    (a model file reads them from its own folder; hobbit.frontend.external_data)."""
+    (a model file reads them from its own folder; hobbit.frontend.onnx.external_data)."""
     if external_data_dir is not None:  # a pickled model may be rebuilt where the current directory differs
         external_data_dir = os.path.abspath(external_data_dir)
     model = zoo.resolve(model)

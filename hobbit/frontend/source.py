@@ -19,16 +19,16 @@ import onnx
 
 from hobbit.errors import (ConfigError, CorruptModelError, InputError, ModelFormatError, UnsupportedItem,
                            UnsupportedModelError)
-from hobbit.frontend.declared import DeclaredInput, declared_inputs, declared_output_types
-from hobbit.frontend.onnx import import_onnx, load_model
+from hobbit.frontend.onnx.declared import DeclaredInput, declared_inputs, declared_output_types
+from hobbit.frontend.onnx.importer import import_onnx, load_model
 from hobbit.frontend.tf.convert import import_tf
 from hobbit.frontend.tf.graph import TFGraph, TFTensor
 from hobbit.frontend.tf.graphdef import read_graphdef
 from hobbit.frontend.tf.keras import read_keras
 from hobbit.frontend.tf.savedmodel import read_saved_model
-from hobbit.frontend.tf.tflite import read_tflite
+from hobbit.frontend.tflite.reader import read_tflite
 from hobbit.graph.ir import Graph
-from hobbit.frontend.export_folder import export_given_as_model
+from hobbit.frontend.common.export_folder import export_given_as_model
 
 ModelInput = str | os.PathLike | bytes | onnx.ModelProto
 
@@ -95,7 +95,7 @@ class Source:
 @dataclass
 class OnnxSource(Source):
     """An ONNX model. `external_data_dir`: the folder of the external-data files of a model
-    given as bytes or a ModelProto (hobbit.frontend.external_data)."""
+    given as bytes or a ModelProto (hobbit.frontend.onnx.external_data)."""
 
     model: ModelInput
     format: str = "onnx"

@@ -44,7 +44,7 @@ import numpy as np
 import onnx
 from google.protobuf.message import DecodeError
 
-from hobbit.frontend.external_data import external_tensors, location
+from hobbit.frontend.onnx.external_data import external_tensors, location
 from hobbit.frontend.source import OnnxSource, TFSource
 from hobbit.target import Target
 from hobbit.version import __version__

@@ -11,8 +11,8 @@ from __future__ import annotations
 import numpy as np
 import onnx
 
-from hobbit.frontend.declared import DeclaredInput
-from hobbit.frontend.onnx_types import ONNX_DTYPES
+from hobbit.frontend.onnx.declared import DeclaredInput
+from hobbit.frontend.onnx.types import ONNX_DTYPES
 from hobbit.graph.ir import BoundedOutput
 from hobbit.runtime.layout import Layout, width
 

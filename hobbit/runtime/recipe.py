@@ -19,7 +19,7 @@ from typing import Any
 import onnx
 
 from hobbit.errors import ModelFormatError
-from hobbit.frontend.onnx import load_model
+from hobbit.frontend.onnx.importer import load_model
 from hobbit.frontend.source import detect_format
 from hobbit.runtime import cache as compile_cache
 

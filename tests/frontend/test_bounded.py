@@ -1,4 +1,4 @@
-"""The bounded-dynamic path (hobbit.frontend.bounded): data-dependent dims flowing through
+"""The bounded-dynamic path (hobbit.frontend.common.bounded): data-dependent dims flowing through
 score filters, TopK with a run-time k, gathers, concatenation, reductions and an If with an
 empty branch, checked against onnxruntime over inputs that select nothing, some and all."""
 

@@ -11,7 +11,7 @@ from onnx import TensorProto, helper
 
 import hobbit
 from hobbit.errors import RunError
-from hobbit.frontend.onnx_ops.loop import MAX_TRIPS
+from hobbit.frontend.onnx.ops.loop import MAX_TRIPS
 from tests.helpers import make_model, run_ort
 
 

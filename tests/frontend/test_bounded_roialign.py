@@ -1,4 +1,4 @@
-"""RoiAlign on rois bounded along dim 0 (hobbit.frontend.bounded): the rois a score
+"""RoiAlign on rois bounded along dim 0 (hobbit.frontend.common.bounded): the rois a score
 threshold keeps, as a detector pools the boxes left after NonMaxSuppression. One compile
 serves every threshold; each run's output is cut to the kept rois and matches
 onnxruntime, none kept included."""

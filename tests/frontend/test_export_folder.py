@@ -12,7 +12,7 @@ from onnx import helper
 import hobbit
 from hobbit.cli import main
 from hobbit.errors import ArtifactError, CorruptModelError
-from hobbit.frontend.export_folder import exported_names
+from hobbit.frontend.common.export_folder import exported_names
 from tests.helpers import make_model, rand
 
 

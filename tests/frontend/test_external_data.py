@@ -1,4 +1,4 @@
-"""External-data weights of ONNX models given as bytes or a ModelProto (hobbit.frontend.external_data):
+"""External-data weights of ONNX models given as bytes or a ModelProto (hobbit.frontend.onnx.external_data):
 never read from the current directory; read from external_data_dir when the caller names it, under
 onnx's rule that the files stay inside that folder. References: onnxruntime on the model saved
 beside its data, and numpy."""
@@ -133,7 +133,7 @@ def test_the_cache_key_covers_the_external_files(folder, elsewhere):
 def test_a_tensor_left_external_is_never_read_by_the_importer(elsewhere):
     """The importer's last guard: whatever load_model did not fill in is refused, not read from
     the current directory as onnx's to_array would."""
-    from hobbit.frontend.onnx import _tensor_array
+    from hobbit.frontend.onnx.importer import _tensor_array
     with pytest.raises(ModelFormatError, match="initializer 'W' keeps its data in an external file that was not "
                                                "loaded"):
         _tensor_array(_external(W, "W", "secret.bin"))

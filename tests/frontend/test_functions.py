@@ -6,7 +6,7 @@ from __future__ import annotations
 import numpy as np
 from onnx import helper
 
-from hobbit.frontend.onnx import import_onnx
+from hobbit.frontend.onnx.importer import import_onnx
 from hobbit.frontend.supported import function_ops
 from tests.helpers import assert_matches_ort, make_model, rand
 

@@ -1,4 +1,4 @@
-"""The NonMaxSuppression converter (hobbit/frontend/onnx_ops/nms.py): run-time inputs become
+"""The NonMaxSuppression converter (hobbit/frontend/onnx/ops/nms.py): run-time inputs become
 BoundedNonMaxSuppression, whose selected_indices comes back from run() cut to the rows
 selected and feeds the usual post-processing (Gather of the box column, then of the
 boxes); constant inputs fold to the exact selection; an input with a data-dependent dim

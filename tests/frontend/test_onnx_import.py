@@ -9,8 +9,8 @@ import pytest
 from onnx import TensorProto, helper, numpy_helper
 
 import hobbit
-from hobbit.frontend.converters import lookup
-from hobbit.frontend.onnx import import_onnx
+from hobbit.frontend.onnx.converters import lookup
+from hobbit.frontend.onnx.importer import import_onnx
 from tests.helpers import assert_matches_ort, make_model, rand, run_ort
 
 NEWEST = onnx.defs.onnx_opset_version()

@@ -1,4 +1,4 @@
-"""The attribute rules (hobbit/frontend/onnx_rules.py): each invalid node of issue 26 is
+"""The attribute rules (hobbit/frontend/onnx/rules.py): each invalid node of issue 26 is
 refused at compile time with an InvalidAttributeError naming the node, its operator and the
 attribute, where hobbit used to answer with numbers or fail with a foreign exception; and
 onnxruntime refuses each of them too (the reference for "invalid"). Valid neighbours of

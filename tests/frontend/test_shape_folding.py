@@ -14,7 +14,7 @@ from onnx import TensorProto, helper
 
 import hobbit
 from hobbit.errors import UnsupportedModelError
-from hobbit.frontend.onnx import import_onnx
+from hobbit.frontend.onnx.importer import import_onnx
 from tests.helpers import make_model, rand, run_ort
 
 SHAPE_OPS = {"Shape", "Gather", "Slice", "Concat", "Unsqueeze", "Squeeze", "ConstantOfShape", "Range",
@@ -106,7 +106,7 @@ def test_nonzero_of_constant_folds_into_gather_indices():
 
 def test_nonzero_of_runtime_tensor_has_a_bounded_shape():
     """NonZero of a runtime tensor has a data-dependent shape: it runs on the bounded path
-    (hobbit.frontend.bounded), one compile for every count, each run cut to its count."""
+    (hobbit.frontend.common.bounded), one compile for every count, each run cut to its count."""
     model = make_model([helper.make_node("NonZero", ["x"], ["y"])], {"x": rand(4)}, ["y"], opset=13)
     compiled = hobbit.compile(model)
     for x in (np.array([0, 1.5, 0, -2], np.float32), np.zeros(4, np.float32), rand(4)):

@@ -1,5 +1,5 @@
 """Malformed models of issue 26 that used to compile, or to fail with a foreign exception,
-are refused by hobbit/frontend/validate.py and the ONNX importer with a ModelFormatError or
+are refused by hobbit/frontend/onnx/validate.py and the ONNX importer with a ModelFormatError or
 UnsupportedModelError (onnxruntime refuses each one too); compile() of something that is not
 a model is a ConfigError."""
 

@@ -18,7 +18,7 @@ import numpy as np
 import hobbit.frontend.tf.tf_ops  # noqa: F401  (its converters fill the converter table)
 from hobbit.errors import (GraphStructureError, InputError, ModelFormatError, NeedsInputValues, ShapeError,
                            SymbolicInputShape, Unsupported, UnsupportedItem, UnsupportedModelError)
-from hobbit.frontend.onnx import ConvertContext, raise_problems
+from hobbit.frontend.onnx.importer import ConvertContext, raise_problems
 from hobbit.frontend.tf.converters import lookup
 from hobbit.frontend.tf.graph import TensorRef, TFDType, TFGraph, TFNode, TFTensor
 from hobbit.graph.ir import Graph, TensorType, Value

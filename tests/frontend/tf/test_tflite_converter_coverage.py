@@ -18,7 +18,7 @@ from types import ModuleType
 import pytest
 
 from hobbit.frontend.tf import convert  # noqa: F401  (fills the converter table)
-from hobbit.frontend.tf import tflite, tflite_emit, tflite_ops
+from hobbit.frontend.tflite import emit as tflite_emit, ops as tflite_ops, reader as tflite
 from hobbit.frontend.tf.converters import supported_ops
 
 PLACEHOLDER = "TFLite:"

@@ -14,8 +14,8 @@ from flatbuffers.table import Table
 from tests.frontend.tf.tflite_oracle import convert, tf
 
 from hobbit.errors import CorruptModelError, GraphStructureError, HobbitError, UnsupportedModelError
-from hobbit.frontend.tf import tflite_schema as S
-from hobbit.frontend.tf.tflite import read_tflite
+from hobbit.frontend.tflite import schema as S
+from hobbit.frontend.tflite.reader import read_tflite
 
 
 @pytest.fixture(scope="module")

@@ -7,7 +7,7 @@ only do well if every converter hands it the same plain pattern."""
 
 from __future__ import annotations
 
-from hobbit.frontend.onnx_ops.padding import split_same_padding
+from hobbit.frontend.common.padding import split_same_padding
 from hobbit.errors import Unsupported
 
 TO_NCHW = (0, 3, 1, 2)

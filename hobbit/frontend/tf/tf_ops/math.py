@@ -7,7 +7,7 @@ from __future__ import annotations
 import numpy as np
 import onnx
 
-from hobbit.frontend.onnx_ops.einsum import einsum as onnx_einsum
+from hobbit.frontend.onnx.ops.einsum import einsum as onnx_einsum
 from hobbit.errors import Unsupported
 from hobbit.frontend.tf.converters import tf_converter
 from hobbit.frontend.tf.tf_ops.operands import axis, cast, const_int, const_ints
