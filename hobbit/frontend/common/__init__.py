@@ -1,3 +1,6 @@
-"""What every model format's frontend shares: the bounded path for data-dependent dims
-(bounded.py), float16/bfloat16 computed in float32 (half.py), explicit pads (padding.py),
-and telling an export folder given as a model apart from a model (export_folder.py)."""
+"""What every model format's frontend shares: the context converters emit graph ops through
+(context.py), the bounded path for data-dependent dims (bounded.py), the largest tensor a
+model may hold (sizes.py), graph-op builders both ONNX and TensorFlow converters call
+(batchnorm.py, einsum.py, resize.py, padding.py, half.py: float16/bfloat16 computed in
+float32), and telling an export folder given as a model apart from a model
+(export_folder.py). Nothing here imports a format's package."""

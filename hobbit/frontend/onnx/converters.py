@@ -1,6 +1,6 @@
 """The ONNX converter table: (domain, op_type) -> converters by opset version.
 
-A converter turns one ONNX node into graph ops through a ConvertContext. It is
+A converter turns one ONNX node into graph ops through an OnnxContext (importer.py). It is
 registered with the first opset version whose semantics it implements; the
 frontend picks the largest registered version <= the model's opset for that
 domain, as ONNX's own schema versioning does. The converters (ops/) register

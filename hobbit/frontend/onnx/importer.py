@@ -2,10 +2,10 @@
 
 Import runs in two sweeps. The first checks every node against the converter
 table so that all unsupported ops are reported at once, before any work. The
-second converts node by node; each emitted graph op is type-checked through the
-op registry, and ops whose inputs are all constant are evaluated on the spot
-with their numpy reference, so the shape arithmetic exporters emit (Shape,
-Gather, Concat, ...) never reaches the runtime graph."""
+second converts node by node through a ConvertContext (hobbit.frontend.common.context):
+each emitted graph op is type-checked through the op registry, and ops whose inputs
+are all constant are evaluated on the spot with their numpy reference, so the shape
+arithmetic exporters emit (Shape, Gather, Concat, ...) never reaches the runtime graph."""
 
 from __future__ import annotations
 
@@ -16,34 +16,24 @@ import numpy as np
 import onnx
 from onnx import numpy_helper
 
-from hobbit.errors import (ConfigError, HobbitError, InputError, InputValuesNeeded, ModelFormatError, NeedsInputValues,
-                           ShapeError, SymbolicInputShape, Unsupported, UnsupportedItem, UnsupportedModelError)
+from hobbit.errors import (ConfigError, HobbitError, InputError, ModelFormatError, NeedsInputValues, ShapeError,
+                           SymbolicInputShape, Unsupported, UnsupportedItem, UnsupportedModelError)
 import hobbit.frontend.onnx.ops  # noqa: F401  (its converters fill the converter table)
-from hobbit.frontend.common import bounded
+from hobbit.frontend.common.context import ConvertContext, raise_problems
 from hobbit.frontend.onnx import functions, rules, validate
 from hobbit.frontend.onnx.converters import lookup
 from hobbit.frontend.onnx.external_data import with_external_data
 from hobbit.frontend.onnx.types import Sequence, onnx_dtype
-from hobbit.graph.ir import BoundedOutput, Graph, Node, TensorType, Value
-from hobbit.ops.registry import get_op
+from hobbit.graph.ir import BoundedOutput, Graph, TensorType, Value
 
 
-class ConvertContext:
-    """What a converter sees: attributes, constant lookup, and `emit` for graph ops."""
+class OnnxContext(ConvertContext):
+    """ConvertContext for ONNX converters: a node's attributes, and inlining of subgraphs."""
 
     def __init__(self, opset: int):
-        self.opset = opset
-        self.graph_inputs: dict[str, Value] = {}
+        super().__init__(opset)
         self.inline: Any = None  # set by the importer: (GraphProto, inputs, prefix) -> outputs
-        self.nodes: list[Node] = []
-        self.node_name = ""
-        self._counter = 0
-        # What is known of run-time shape arithmetic on data-dependent dims, by id of the value.
-        self.known: dict[int, tuple[Value, bounded.Known]] = {}
-        # The extents of bounded Concats, by their parts' extents (hobbit.frontend.onnx.ops.bounded).
-        self.extent_sums: dict[tuple, Value] = {}
 
-    # -- attributes and constants --------------------------------------------------
     @staticmethod
     def attrs(proto: onnx.NodeProto) -> dict[str, Any]:
         out = {}
@@ -57,72 +47,6 @@ class ConvertContext:
                 value = [v.decode() if isinstance(v, bytes) else v for v in value]
             out[a.name] = value
         return out
-
-    def const_value(self, value: Value | None, what: str, specialize: bool = True) -> np.ndarray:
-        """The data of an input that must be known at compile time.
-
-        When it is computed from graph inputs, the error says which: hobbit.compile then
-        specialises the model on those inputs' values at run time (runtime/specialize.py).
-        `specialize=False` is for data whose values change every call (NonZero's input):
-        compiling per value would be absurd, so it stays unsupported."""
-        if value is not None and value.const is not None:
-            return value.const
-        sources = self._graph_input_sources(value) if value is not None and specialize else set()
-        if sources:
-            raise NeedsInputValues(f"{what} depends on graph input(s) {sorted(sources)} "
-                                   "and must be known at compile time", sources)
-        raise Unsupported(f"{what} must be a constant (or computable at compile time)")
-
-    def _graph_input_sources(self, value: Value) -> set[str]:
-        producers = {id(out): node for node in self.nodes for out in node.outputs}
-        found, seen, stack = set(), set(), [value]
-        while stack:
-            v = stack.pop()
-            if id(v) in seen:
-                continue
-            seen.add(id(v))
-            if self.graph_inputs.get(v.name) is v:
-                found.add(v.name)
-            node = producers.get(id(v))
-            if node is not None:
-                stack.extend(i for i in node.inputs if i is not None)
-        return found
-
-    def const(self, array: np.ndarray | float | int, dtype: np.dtype | None = None) -> Value:
-        data = np.asarray(array, dtype=dtype)
-        self._counter += 1
-        return Value(f"{self.node_name}/const{self._counter}", const=data)
-
-    # -- emitting graph ops -----------------------------------------------------------
-    def emit(self, op: str, inputs: list[Value | None], attrs: dict[str, Any] | None = None,
-             n_outputs: int = 1, name: str | None = None, marks_own: bool = False) -> list[Value]:
-        """Add graph op `op`; infer its output types; fold it if every input is constant.
-        `marks_own`: the caller has prepared its bounded inputs (a TopK over padding set to
-        -inf) and marks the outputs itself (hobbit.frontend.common.bounded)."""
-        attrs = dict(attrs or {})
-        inputs = bounded.padded_for_reduction(self, op, inputs, attrs)
-        self._counter += 1
-        name = name or (self.node_name if self._counter == 1 else f"{self.node_name}#{op}{self._counter}")
-        outputs = [Value(f"{name}:{i}") for i in range(n_outputs)]
-        node = Node(op, name, list(inputs), outputs, attrs)
-        opdef = get_op(op)
-        merged = {**opdef.attrs, **attrs}
-        node.attrs = merged
-        present = [v for v in inputs if v is not None]
-        constant = (present and all(v.const is not None and v.bounded is None for v in present)
-                    and opdef.fold_at_import)
-        if constant or (not present and opdef.kernel is None):
-            validate.check_fold_size(node, opdef.infer)
-            results = opdef.reference([None if v is None else v.const for v in inputs], merged)
-            return [Value(o.name, const=np.asarray(r)) for o, r in zip(outputs, results)]
-        for out, ty in zip(outputs, opdef.infer(node)):
-            out.type = ty
-        self.nodes.append(node)
-        bounded.propagate(self, node, marks_own)
-        return [bounded.folded(self, out) for out in outputs]
-
-    def emit1(self, op: str, inputs: list[Value | None], attrs: dict[str, Any] | None = None) -> Value:
-        return self.emit(op, inputs, attrs)[0]
 
 
 def load_model(model: str | os.PathLike | bytes | onnx.ModelProto,
@@ -199,7 +123,7 @@ def import_onnx(model: str | os.PathLike | bytes | onnx.ModelProto,
     return graph
 
 
-def _extent_output(ctx: ConvertContext, name: str, value: Value) -> Value:
+def _extent_output(ctx: OnnxContext, name: str, value: Value) -> Value:
     """A copy of a bounded output's extent, its own flat output: several outputs may share
     one extent, and the extent may be a model output too."""
     ctx.node_name, ctx._counter = f"{name}:extent", 0
@@ -246,7 +170,7 @@ class _Importer:
     """The second sweep: converts nodes in order, expanding function ops into their bodies."""
 
     def __init__(self, opset: int):
-        self.ctx = ConvertContext(opset)
+        self.ctx = OnnxContext(opset)
         self.ctx.inline = self.inline
         self.env: dict[str, Value] = {}
         self.problems: list[UnsupportedItem] = []
@@ -322,7 +246,7 @@ class _Importer:
         ins = [self.env[n] if n else None for n in node.input]
         validate.check_input_types(node, name, opset, ins)
         rules.check_node(node, name, opset, validate.node_schema(node, opset) if not domain else None,
-                              ConvertContext.attrs(node), ins)
+                      OnnxContext.attrs(node), ins)
         entry = lookup(domain, node.op_type, opset)
         try:
             if entry is None:
@@ -387,17 +311,6 @@ class _Importer:
 
     def raise_problems(self) -> None:
         raise_problems(self.problems, self.hard_problems, self.needed_inputs)
-
-
-def raise_problems(problems: list[UnsupportedItem], hard_problems: int, needed_inputs: set[str]) -> None:
-    """An importer's collected problems as one error: InputValuesNeeded when every one is a
-    value that must be known at compile time (compile() then specialises on those inputs),
-    else UnsupportedModelError listing them all."""
-    if not problems:
-        return
-    if hard_problems == 0:
-        raise InputValuesNeeded(problems, sorted(needed_inputs))
-    raise UnsupportedModelError(problems)
 
 
 def _type_proto(value: Value | Sequence) -> onnx.TypeProto:

@@ -1,6 +1,6 @@
 """ONNX converters, one module per op family; importing registers them."""
 
-from hobbit.frontend.onnx.ops import einsum, elementwise, nn, norm, pool, reduce, tensor  # noqa: F401
+from hobbit.frontend.onnx.ops import elementwise, nn, norm, pool, reduce, tensor  # noqa: F401
 from hobbit.frontend.onnx.ops import resize  # noqa: F401
 from hobbit.frontend.onnx.ops import index  # noqa: F401
 from hobbit.frontend.onnx.ops import convnd  # noqa: F401

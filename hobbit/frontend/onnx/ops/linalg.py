@@ -1,12 +1,19 @@
-"""Converter for Det (float16/bfloat16 matrices are factorised in float32)."""
+"""Converters for Einsum (hobbit.frontend.common.einsum) and Det (float16/bfloat16 matrices
+are factorised in float32)."""
 
 from __future__ import annotations
 
 import numpy as np
 
-from hobbit.frontend.onnx.converters import converter
 from hobbit.errors import Unsupported
+from hobbit.frontend.common.einsum import emit_einsum
 from hobbit.frontend.common.half import narrow, widen_half
+from hobbit.frontend.onnx.converters import converter
+
+
+@converter("Einsum", since=12)
+def einsum(ctx, node, ins):
+    return [emit_einsum(ctx, ctx.attrs(node)["equation"], ins)]
 
 
 @converter("Det", since=11)

@@ -1,6 +1,7 @@
 """Converters for Softmax, LogSoftmax, LayerNormalization, Hardmax, LpNormalization,
-InstanceNormalization and the runtime-statistics and training forms of
-BatchNormalization. float16 tensors are computed in float32 and cast back.
+InstanceNormalization and the training form of BatchNormalization (its runtime-statistics
+form, shared with TensorFlow, is hobbit.frontend.common.batchnorm). float16 tensors are
+computed in float32 and cast back.
 
 Before opset 13, Softmax/LogSoftmax coerce the input to 2-D at `axis`
 (default 1) and normalise over everything from `axis` on; that is a reshape
@@ -11,9 +12,10 @@ from __future__ import annotations
 
 import numpy as np
 
-from hobbit.frontend.onnx.converters import converter
 from hobbit.errors import Unsupported
+from hobbit.frontend.common.batchnorm import batchnorm_from_statistics, per_channel
 from hobbit.frontend.common.half import narrow, widen
+from hobbit.frontend.onnx.converters import converter
 from hobbit.graph.shapes import normalize_axis
 
 
@@ -80,23 +82,6 @@ def layernorm(ctx, node, ins):
     attrs = {"axis": axis, "epsilon": float(a.get("epsilon", 1e-5))}
     outs = ctx.emit("LayerNormalization", [x] + params, attrs, n_outputs=3 if stats else 1)
     return [narrow(ctx, outs[0], dtype)] + [narrow(ctx, v, stash or dtype) for v in outs[1:]]
-
-
-def _per_channel(ctx, v, rank: int):
-    """A per-channel parameter ([C] or [1, C, 1, ...]) as [C, 1, ...], which broadcasts over NC..."""
-    channels = v.type.size
-    return ctx.emit1("Reshape", [v], {"shape": (channels,) + (1,) * (rank - 2)})
-
-
-def batchnorm_from_statistics(ctx, x, scale, bias, mean, var, epsilon: float):
-    """(x - mean) * scale / sqrt(var + epsilon) + bias with per-channel runtime parameters."""
-    dtype = np.dtype(x.dtype)
-    x, scale, bias, mean, var = (widen(ctx, "BatchNormalization", v) for v in (x, scale, bias, mean, var))
-    rank = len(x.shape)
-    scale, bias, mean, var = (_per_channel(ctx, v, rank) for v in (scale, bias, mean, var))
-    std = ctx.emit1("Sqrt", [ctx.emit1("Add", [var, ctx.const(epsilon, x.dtype)])])
-    y = ctx.emit1("Mul", [ctx.emit1("Sub", [x, mean]), ctx.emit1("Div", [scale, std])])
-    return narrow(ctx, ctx.emit1("Add", [y, bias]), dtype)
 
 
 def batchnorm_training(ctx, x, scale, bias, mean, var, epsilon: float, momentum: float) -> list:
@@ -182,5 +167,5 @@ def instance_normalization(ctx, node, ins):
     epsilon = float(ctx.attrs(node).get("epsilon", 1e-5))
     normal = ctx.emit1("LayerNormalization", [view, ones], {"axis": 2, "epsilon": epsilon})
     y = ctx.emit1("Reshape", [normal], {"shape": tuple(x.shape)})
-    y = ctx.emit1("Mul", [y, _per_channel(ctx, scale, rank)])
-    return [narrow(ctx, ctx.emit1("Add", [y, _per_channel(ctx, bias, rank)]), ins[0].dtype)]
+    y = ctx.emit1("Mul", [y, per_channel(ctx, scale, rank)])
+    return [narrow(ctx, ctx.emit1("Add", [y, per_channel(ctx, bias, rank)]), ins[0].dtype)]

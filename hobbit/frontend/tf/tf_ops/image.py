@@ -10,7 +10,7 @@ The resize runs on the H and W axes of the NHWC tensor as it is: no transposes."
 
 from __future__ import annotations
 
-from hobbit.frontend.onnx.ops.resize import ResizeMode, resize
+from hobbit.frontend.common.resize import ResizeMode, resize
 from hobbit.errors import Unsupported
 from hobbit.frontend.tf.converters import tf_converter
 from hobbit.frontend.tf.tf_ops.operands import const_ints

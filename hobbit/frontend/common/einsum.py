@@ -1,4 +1,5 @@
-"""Einsum as existing graph ops: diagonals (Transpose, Reshape, strided Slice), sums over
+"""Einsum as existing graph ops, for ONNX's Einsum and TensorFlow's (their equations are
+the same: single-letter labels, '...', optional '->'): diagonals (Transpose, Reshape, strided Slice), sums over
 labels nothing else needs (ReduceSum), then pairwise contraction of operands left to
 right as one batched MatMul each (Transpose + Reshape around it), and a final Transpose
 into the output's label order.
@@ -13,7 +14,6 @@ from collections import Counter
 
 import numpy as np
 
-from hobbit.frontend.onnx.converters import converter
 from hobbit.errors import Unsupported
 from hobbit.frontend.common.half import narrow, widen
 
@@ -135,9 +135,8 @@ def _contract(ctx, a: Term, b: Term, needed: set[str]) -> Term:
     return Term(_reshape(ctx, product, shape), batch + a_only + b_only)
 
 
-@converter("Einsum", since=12)
-def einsum(ctx, node, ins):
-    equation = ctx.attrs(node)["equation"]
+def emit_einsum(ctx, equation: str, ins: list):
+    """The einsum of the operands `ins` under `equation`, as graph ops; returns its value."""
     dtype = np.dtype(ins[0].dtype)
     if any(np.dtype(v.dtype) != dtype for v in ins):
         raise Unsupported("Einsum of operands with different dtypes")
@@ -154,4 +153,4 @@ def einsum(ctx, node, ins):
         acc = _sum_out(ctx, acc, needed | set(term.labels))
         term = _sum_out(ctx, term, needed | set(acc.labels))
         acc = _contract(ctx, acc, term, needed)
-    return [narrow(ctx, _transpose(ctx, acc, output).value, dtype)]
+    return narrow(ctx, _transpose(ctx, acc, output).value, dtype)
