@@ -27,7 +27,8 @@ import hobbit
 from hobbit.bench import Timing, compare_outputs, random_inputs
 from hobbit.bench_load import Engine, run_in_process
 from hobbit.errors import ConfigError, MissingDependencyError
-from hobbit.frontend.source import TFSource, open_source
+from hobbit.frontend.formats import open_source
+from hobbit.frontend.tf.source import TFSource
 
 
 @dataclass

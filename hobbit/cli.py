@@ -32,7 +32,9 @@ from hobbit.compiler import CompileReport, lower_to_llvm
 from hobbit.interrupt import interrupted
 from hobbit.errors import ConfigError, HobbitError, InputError, TargetError
 from hobbit.frontend.onnx.importer import load_model as read_onnx
-from hobbit.frontend.source import OnnxSource, Source, detect_format, open_source
+from hobbit.frontend.common.source import Source
+from hobbit.frontend.formats import detect_format, open_source
+from hobbit.frontend.onnx.source import OnnxSource
 from hobbit.passes import DEFAULT_PIPELINE, GPU_PRECISIONS, PASSES, PRECISIONS, default_pipeline
 from hobbit.passes.memory import needs_code
 from hobbit.quantize.calibrate import declared_inputs

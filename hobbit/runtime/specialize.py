@@ -26,7 +26,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from hobbit.errors import HobbitError, InputError, InputValuesNeeded, ShapeError
-from hobbit.frontend.onnx.declared import DeclaredInput
+from hobbit.frontend.common.source import DeclaredInput
 from hobbit.graph.ir import Graph
 from hobbit.graph.separable import Separation, separation
 from hobbit.runtime.batching import ChunkedModel

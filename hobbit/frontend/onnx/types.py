@@ -1,5 +1,6 @@
-"""What the ONNX importer shares with its converters: element types as numpy dtypes and the
-import-time sequence value (the exceptions a converter raises are in hobbit.errors).
+"""What the ONNX importer shares with its converters: element types as numpy dtypes (the
+table itself, which also names every model's tensor types, is hobbit.frontend.common.dtypes)
+and the import-time sequence value (the exceptions a converter raises are in hobbit.errors).
 
 Kept apart from the importer (importer.py) so that the converters (ops/) import
 these without importing the importer, which imports them to fill its table."""
@@ -8,22 +9,12 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-import ml_dtypes
 import numpy as np
 import onnx
 
 from hobbit.errors import UnsupportedItem, UnsupportedModelError
+from hobbit.frontend.common.dtypes import ONNX_DTYPES
 from hobbit.graph.ir import Value
-
-ONNX_DTYPES = {
-    onnx.TensorProto.FLOAT: np.float32, onnx.TensorProto.DOUBLE: np.float64,
-    onnx.TensorProto.FLOAT16: np.float16, onnx.TensorProto.INT8: np.int8,
-    onnx.TensorProto.UINT8: np.uint8, onnx.TensorProto.INT16: np.int16,
-    onnx.TensorProto.UINT16: np.uint16, onnx.TensorProto.INT32: np.int32,
-    onnx.TensorProto.UINT32: np.uint32, onnx.TensorProto.INT64: np.int64,
-    onnx.TensorProto.UINT64: np.uint64, onnx.TensorProto.BOOL: np.bool_,
-    onnx.TensorProto.BFLOAT16: ml_dtypes.bfloat16,
-}
 
 
 def onnx_dtype(elem_type: int, where: str) -> np.dtype:
