@@ -18,8 +18,8 @@ from types import ModuleType
 import pytest
 
 from hobbit.frontend.tf import convert  # noqa: F401  (fills the converter table)
-from hobbit.frontend.tflite import emit as tflite_emit, ops as tflite_ops, reader as tflite
 from hobbit.frontend.tf.converters import supported_ops
+from hobbit.frontend.tflite import emit, ops, reader
 
 PLACEHOLDER = "TFLite:"
 
@@ -110,7 +110,7 @@ def _op_argument(call: ast.AST) -> ast.expr | None:
 @pytest.fixture(scope="module")
 def emitted_ops() -> set[str]:
     names: set[str] = set()
-    for module in (tflite_ops, tflite_emit, tflite):
+    for module in (ops, emit, reader):
         names |= _OpNames(module).collect()
     return names - {PLACEHOLDER}
 

@@ -1,6 +1,6 @@
-"""The model source: which format a path is, what a TensorFlow model declares, and the compile
-cache key of a model made of several files. Reading and converting each format is tested in
-tests/frontend/tf/."""
+"""The model source (hobbit.frontend.common.source, .formats): which format a path is, what a
+TensorFlow model declares, and the compile cache key of a model made of several files.
+Reading and converting each format is tested in tests/frontend/onnx/, tf/ and tflite/."""
 
 from __future__ import annotations
 

@@ -11,7 +11,7 @@ import pytest
 from flatbuffers import number_types as N
 from flatbuffers.table import Table
 
-from tests.frontend.tf.tflite_oracle import convert, tf
+from tests.frontend.tflite.oracle import convert, tf
 
 from hobbit.errors import CorruptModelError, GraphStructureError, HobbitError, UnsupportedModelError
 from hobbit.frontend.tflite import schema as S

@@ -4,7 +4,7 @@ range, repeated), constant inputs and input shapes, run by hobbit and onnxruntim
 The property: hobbit either gives onnxruntime's answer or raises a HobbitError subclass.
 It never raises another exception type, and never answers where onnxruntime refuses (at
 session creation or at run time). Refusing a model onnxruntime accepts is allowed here
-(hobbit may not support a variant); tests/frontend/test_onnx_rules.py pins the refusals
+(hobbit may not support a variant); tests/frontend/onnx/test_rules.py pins the refusals
 themselves. Hypothesis runs derandomized, so CI sees the same cases every run."""
 
 from __future__ import annotations

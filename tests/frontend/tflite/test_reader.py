@@ -7,7 +7,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from tests.frontend.tf.tflite_oracle import convert, evaluate, interpreter, run_interpreter, tf
+from tests.frontend.tflite.oracle import convert, evaluate, interpreter, run_interpreter, tf
 
 from hobbit.frontend.tflite.reader import read_tflite
 from hobbit.frontend.tflite.model import decode_model
