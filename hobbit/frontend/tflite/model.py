@@ -11,8 +11,8 @@ import numpy as np
 from flatbuffers import number_types as N
 
 from hobbit.errors import CorruptModelError, GraphStructureError
-from hobbit.frontend.tflite import schema as S
 from hobbit.frontend.tf.graph import TFDType
+from hobbit.frontend.tflite import schema as S
 from hobbit.frontend.tflite.flatbuffer import FlatBuffer, Table
 
 

@@ -16,8 +16,8 @@ from collections.abc import Callable
 import numpy as np
 
 from hobbit.errors import ShapeError
-from hobbit.frontend.tflite import schema as S
 from hobbit.frontend.tf.graph import TensorRef
+from hobbit.frontend.tflite import schema as S
 from hobbit.frontend.tflite.emit import OpContext
 
 Translation = Callable[[OpContext], list[TensorRef]]

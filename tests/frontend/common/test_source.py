@@ -14,9 +14,9 @@ from onnx import helper
 from hobbit.errors import CorruptModelError, InputError, MissingDependencyError, UnsupportedModelError
 from hobbit.frontend.formats import detect_format, open_source
 from hobbit.frontend.onnx.source import OnnxSource
-from hobbit.frontend.tf.source import TFSource
 from hobbit.frontend.tf.graph import TensorRef, TFDType, TFGraph, TFTensor
 from hobbit.frontend.tf.keras import read_keras
+from hobbit.frontend.tf.source import TFSource
 from hobbit.runtime.cache import compile_key
 from hobbit.target import host_target
 

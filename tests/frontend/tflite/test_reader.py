@@ -9,8 +9,8 @@ import pytest
 
 from tests.frontend.tflite.oracle import convert, evaluate, interpreter, run_interpreter, tf
 
-from hobbit.frontend.tflite.reader import read_tflite
 from hobbit.frontend.tflite.model import decode_model
+from hobbit.frontend.tflite.reader import read_tflite
 
 RNG = np.random.default_rng(7)
 

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from hobbit.frontend.onnx.converters import converter
 from hobbit.errors import Unsupported
+from hobbit.frontend.onnx.converters import converter
 
 
 def _check_integer(op: str, x) -> None:

@@ -7,9 +7,9 @@ from __future__ import annotations
 
 import numpy as np
 
+from hobbit.errors import Unsupported
 from hobbit.frontend.common.bounded import (Known, checked, extent_scalar, known_of, mark_bounded, new_extent, pad,
                                             remember)
-from hobbit.errors import Unsupported
 from hobbit.graph.ir import Value
 
 I64 = np.int64

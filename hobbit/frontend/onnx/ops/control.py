@@ -15,10 +15,10 @@ from __future__ import annotations
 
 import numpy as np
 
+from hobbit.errors import NeedsInputValues, Unsupported
 from hobbit.frontend.onnx.converters import converter
 from hobbit.frontend.onnx.ops import bounded
 from hobbit.frontend.onnx.ops.loop import bounded_loop
-from hobbit.errors import NeedsInputValues, Unsupported
 from hobbit.graph.ir import Value
 
 # Unrolling multiplies the body; past this many iterations the graph would be absurd.

@@ -8,9 +8,9 @@ from __future__ import annotations
 
 import numpy as np
 
-from hobbit.frontend.onnx.converters import converter
 from hobbit.errors import Unsupported
 from hobbit.frontend.common.padding import resolve_pads, split_same_padding
+from hobbit.frontend.onnx.converters import converter
 
 
 def _window(a: dict, w, rank: int) -> tuple[tuple[int, ...], tuple[int, ...], tuple[int, ...]]:

@@ -6,9 +6,9 @@ import ml_dtypes
 import numpy as np
 
 from hobbit.errors import ModelFormatError, ShapeError, Unsupported
+from hobbit.frontend.common.half import narrow, widen_half
 from hobbit.frontend.onnx.converters import converter
 from hobbit.frontend.onnx.types import onnx_dtype
-from hobbit.frontend.common.half import narrow, widen_half
 from hobbit.graph.shapes import broadcast
 
 _SAME_NAME = ["Add", "Sub", "Mul", "Relu", "Sigmoid", "Tanh", "Erf", "Exp", "Log",

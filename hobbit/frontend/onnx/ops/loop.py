@@ -11,8 +11,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from hobbit.frontend.common.bounded import known_of, mark_bounded, new_extent
 from hobbit.errors import Unsupported
+from hobbit.frontend.common.bounded import known_of, mark_bounded, new_extent
 from hobbit.graph.ir import Graph, TensorType, Value
 
 # The iterations a loop may run when its trip count is not a constant at most this (and

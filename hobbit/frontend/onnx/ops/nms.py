@@ -7,9 +7,9 @@ rows (hobbit.frontend.common.bounded); constant inputs fold to the exact selecti
 
 from __future__ import annotations
 
+from hobbit.errors import Unsupported
 from hobbit.frontend.common.bounded import mark_bounded, new_extent
 from hobbit.frontend.onnx.converters import converter
-from hobbit.errors import Unsupported
 
 
 @converter("NonMaxSuppression", since=10)

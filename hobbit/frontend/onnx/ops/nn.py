@@ -6,12 +6,12 @@ from __future__ import annotations
 import numpy as np
 
 from hobbit.errors import ShapeError, Unsupported
+from hobbit.frontend.common.batchnorm import batchnorm_from_statistics
+from hobbit.frontend.common.half import narrow, widen_half
+from hobbit.frontend.common.padding import resolve_pads
 from hobbit.frontend.onnx.converters import converter
 from hobbit.frontend.onnx.ops.convnd import conv_general
-from hobbit.frontend.common.half import narrow, widen_half
-from hobbit.frontend.common.batchnorm import batchnorm_from_statistics
 from hobbit.frontend.onnx.ops.norm import batchnorm_training
-from hobbit.frontend.common.padding import resolve_pads
 
 
 @converter("Conv", since=1)

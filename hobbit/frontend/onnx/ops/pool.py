@@ -8,9 +8,9 @@ from __future__ import annotations
 
 import numpy as np
 
-from hobbit.frontend.onnx.converters import converter
 from hobbit.errors import Unsupported
 from hobbit.frontend.common.half import narrow, widen_half
+from hobbit.frontend.onnx.converters import converter
 from hobbit.frontend.onnx.ops.pool_nd import emit_pool, window_attrs
 
 

@@ -12,9 +12,9 @@ from __future__ import annotations
 
 import numpy as np
 
-from hobbit.frontend.onnx.converters import converter
 from hobbit.errors import Unsupported
 from hobbit.frontend.common.padding import resolve_pads
+from hobbit.frontend.onnx.converters import converter
 from hobbit.graph.shapes import pool_out_size
 
 

@@ -16,8 +16,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from hobbit.frontend.onnx.converters import converter, lookup
 from hobbit.errors import Unsupported
+from hobbit.frontend.onnx.converters import converter, lookup
 from hobbit.frontend.onnx.types import onnx_dtype
 from hobbit.graph.shapes import normalize_axis
 

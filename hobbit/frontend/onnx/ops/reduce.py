@@ -9,9 +9,9 @@ from __future__ import annotations
 import ml_dtypes
 import numpy as np
 
-from hobbit.frontend.onnx.converters import converter
 from hobbit.errors import Unsupported
 from hobbit.frontend.common.half import narrow, widen_half
+from hobbit.frontend.onnx.converters import converter
 from hobbit.graph.shapes import normalize_axis
 
 

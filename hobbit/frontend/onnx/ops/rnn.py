@@ -9,9 +9,9 @@ from __future__ import annotations
 
 import numpy as np
 
-from hobbit.frontend.onnx.converters import converter
 from hobbit.errors import Unsupported
 from hobbit.frontend.common.half import narrow, widen_half
+from hobbit.frontend.onnx.converters import converter
 from hobbit.ops.rnn import GATES, NUMPY_ACTIVATIONS
 
 _DEFAULT_ACTIVATIONS = {"RNN": ("Tanh",), "GRU": ("Sigmoid", "Tanh"), "LSTM": ("Sigmoid", "Tanh", "Tanh")}

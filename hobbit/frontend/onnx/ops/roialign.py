@@ -9,9 +9,9 @@ from __future__ import annotations
 
 import numpy as np
 
+from hobbit.errors import Unsupported
 from hobbit.frontend.common.bounded import checked, mark_bounded
 from hobbit.frontend.onnx.converters import converter
-from hobbit.errors import Unsupported
 
 _MODES = {"half_pixel": 1, "output_half_pixel": 0}
 

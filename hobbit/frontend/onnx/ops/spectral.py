@@ -15,10 +15,10 @@ from __future__ import annotations
 
 import numpy as np
 
-from hobbit.frontend.onnx.converters import converter
 from hobbit.errors import Unsupported
-from hobbit.frontend.onnx.types import onnx_dtype
 from hobbit.frontend.common.half import narrow, widen
+from hobbit.frontend.onnx.converters import converter
+from hobbit.frontend.onnx.types import onnx_dtype
 from hobbit.graph.shapes import normalize_axis
 
 # The dense matrix grows with the square of the length; past this many entries (128 MiB
