@@ -3,8 +3,8 @@
 An entry is keyed by a sha256 over the model (its Source's fingerprint: for ONNX a file's
 bytes plus any external-data files, or a ModelProto field by field; bytes and ModelProtos
 plus the external-data files they name in compile(external_data_dir=...)), the full target
-description, the compile options, and hobbit's own version and source files plus the llvmlite, numpy and onnx
-versions, so a changed compiler never reuses stale code. It holds the machine code
+description, the compile options, and hobbit's own version and source files plus the
+llvmlite, numpy and onnx versions, so a changed compiler never reuses stale code. It holds the machine code
 MCJIT produced (an ELF object) and a manifest with the arena size, the input/output
 specs, the sha256 of the object code and the sha256 naming its packed weights blob. Blobs
 are stored once by content in weights/<sha256>.bin, so the variants of a model compiled per

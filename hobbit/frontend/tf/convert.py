@@ -7,9 +7,9 @@ order first (a cycle or a reference to a missing node is a GraphStructureError n
 the node), then checked against the converter table so that every unsupported op (and
 every dtype hobbit has no type for) is reported at once, and then converted one by one
 through the ConvertContext every importer shares (hobbit.frontend.common.context): each
-graph op is type-checked by the op registry, and ops whose inputs are all constant are evaluated on the spot, so the shape
-arithmetic of TF graphs (Shape, StridedSlice, Pack, Fill ...) never reaches the runtime
-graph."""
+graph op is type-checked by the op registry, and ops whose inputs are all constant are
+evaluated on the spot, so the shape arithmetic of TF graphs (Shape, StridedSlice, Pack,
+Fill ...) never reaches the runtime graph."""
 
 from __future__ import annotations
 
