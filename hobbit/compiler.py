@@ -14,9 +14,9 @@ from hobbit import zoo
 from hobbit.codegen.llvm import emit_object, optimize
 from hobbit.codegen.module import build_module, pack_weights, status_records, view_constants
 from hobbit.target import Target, host_target, is_gpu, parse_target
-from hobbit.errors import ConfigError
-from hobbit.frontend.onnx import InputValuesNeeded, SymbolicInputShape
-from hobbit.frontend.source import ModelInput, OnnxSource, Source, open_source
+from hobbit.errors import ConfigError, InputValuesNeeded, SymbolicInputShape
+from hobbit.frontend.common.source import ModelInput, Source
+from hobbit.frontend.formats import open_source
 from hobbit.graph.ir import Graph
 from hobbit.passes import PRECISIONS, default_pipeline, run_pipeline
 from hobbit.passes.bf16 import require_bf16
@@ -29,7 +29,7 @@ from hobbit.runtime.export import NativeModel
 from hobbit.runtime.export_only import ExportOnlyModel
 from hobbit.runtime.jit import CompiledModel, TensorSpec
 from hobbit.runtime.memory import release_garbage
-from hobbit.runtime.nodearg import declared_args, node_args_of
+from hobbit.runtime.nodearg import node_args
 from hobbit.runtime.progress import Progress
 from hobbit.runtime.recipe import Recipe
 from hobbit.runtime.specialize import SpecializingModel, SymbolicSpec
@@ -183,7 +183,7 @@ def compile(model: ModelSource, target: str | Target = "host", threads: int | No
     (default: only on a terminal, once a compile has taken a second);
     `external_data_dir` names the folder of the external-data files of an ONNX model given as
     bytes or a ModelProto, which has no folder of its own: without it such a model is refused
-    (a model file reads them from its own folder; hobbit.frontend.external_data)."""
+    (a model file reads them from its own folder; hobbit.frontend.onnx.external_data)."""
     if external_data_dir is not None:  # a pickled model may be rebuilt where the current directory differs
         external_data_dir = os.path.abspath(external_data_dir)
     model = zoo.resolve(model)
@@ -212,19 +212,19 @@ def compile(model: ModelSource, target: str | Target = "host", threads: int | No
         declared = source.declared_outputs()
         outputs = [SymbolicSpec(name, shape, dtype) for name, shape, dtype in declared]
         needed = exc.inputs if isinstance(exc, InputValuesNeeded) else []
-        node_args = (declared_args(source.proto(), input_shapes) if isinstance(source, OnnxSource)
-                     else node_args_of(source.declared_inputs(input_shapes), declared))
+        described = node_args(source.described(input_shapes))
         compiled = SpecializingModel(source.declared_inputs(input_shapes), outputs, needed, build,
                                      importer=lambda shapes: source.import_graph({**(input_shapes or {}), **shapes}),
-                                     node_args=node_args)
+                                     node_args=described)
     # What a pickle of the model carries (hobbit.runtime.recipe): threads as resolved, so
     # another process builds the same code and finds it in the compile cache.
-    compiled.recipe = Recipe(compile, model, {"target": target, "threads": threads, "precision": precision,
-                                              "opt_level": opt_level,
-                                              "passes": passes,
-                                              "input_shapes": input_shapes, "profile": profile, "cache": cache,
-                                              "progress": progress, "signature": signature,
-                                              "external_data_dir": external_data_dir})
+    compiled.recipe = Recipe(compile, model, type(source).portable_model,
+                             {"target": target, "threads": threads, "precision": precision,
+                              "opt_level": opt_level,
+                              "passes": passes,
+                              "input_shapes": input_shapes, "profile": profile, "cache": cache,
+                              "progress": progress, "signature": signature,
+                              "external_data_dir": external_data_dir})
     return compiled
 
 

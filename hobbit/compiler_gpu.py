@@ -16,7 +16,7 @@ from hobbit.codegen.device_code import assemble_ptx, hsaco, ptx, ptxas_path
 from hobbit.codegen.gpu_module import build_gpu_module
 from hobbit.codegen.module import pack_weights
 from hobbit.errors import ConfigError, MissingDependencyError
-from hobbit.frontend.source import Source
+from hobbit.frontend.common.source import Source
 from hobbit.graph.ir import Graph
 from hobbit.passes import GPU_PRECISIONS, TENSOR_CORE_PASS, default_pipeline, run_pipeline
 from hobbit.passes.tensor_cores import require_tensor_cores

@@ -79,6 +79,32 @@ class UnsupportedModelError(HobbitError):
         super().__init__(f"{len(self.items)} unsupported construct(s) in the model:\n  {lines}")
 
 
+class InputValuesNeeded(UnsupportedModelError):
+    """The model can only be compiled once the values of some (small) graph inputs are known."""
+
+    def __init__(self, items: list[UnsupportedItem], inputs: list[str]):
+        super().__init__(items)
+        self.inputs = list(inputs)
+
+
+class SymbolicInputShape(HobbitError):
+    """An input has a symbolic dim and no size for it was given (compile() then specialises per call)."""
+
+
+class Unsupported(Exception):
+    """Raised by a converter for an attribute value or input form it does not handle. Never
+    reaches a caller: the importer collects each one into an UnsupportedModelError (or an
+    InputValuesNeeded) naming the node."""
+
+
+class NeedsInputValues(Unsupported):
+    """A value that must be known at compile time is computed from graph inputs."""
+
+    def __init__(self, message: str, inputs: set[str]):
+        super().__init__(message)
+        self.inputs = set(inputs)
+
+
 class ShapeError(HobbitError):
     """Shapes or types of a node's inputs do not fit the op."""
 

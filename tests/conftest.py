@@ -19,7 +19,7 @@ import pytest
 
 # TensorFlow's own (non-oneDNN) CPU kernels lack dilated DepthwiseConv2dNative, and TensorFlow
 # turns oneDNN on by default only on some CPUs (not on an AVX2-only Zen 1): the TFLite reader's
-# oracle (tests/frontend/tf/tflite_oracle.py) runs that op. Set before any test imports TensorFlow.
+# oracle (tests/frontend/tflite/oracle.py) runs that op. Set before any test imports TensorFlow.
 os.environ.setdefault("TF_ENABLE_ONEDNN_OPTS", "1")
 
 

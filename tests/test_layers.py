@@ -6,8 +6,10 @@ definitions read some of its tables (GEMM panels, winograd variants, RNN gates),
 so it sits between the IR core and the rest of the graph layer; the op definitions
 (hobbit/ops) belong to the graph layer: they name each op's kernel, and the code
 that emits it is in a backend's kernel table (hobbit/lower/kernels.py); a frontend
-builds a Graph, so the graph layer sits below the frontends; the passes read plans
-and graphs, so they sit above both. Every `import` in every module counts, at module
+builds a Graph, so the graph layer sits below the frontends, which are one package per
+model format on top of what they share (hobbit.frontend.common), the formats below the
+one module that picks among them; the passes read plans and graphs, so they sit above
+both. Every `import` in every module counts, at module
 level or inside a function: an import inside a function still makes the two modules
 depend on each other, it only hides it from Python's start-up order.
 
@@ -32,7 +34,10 @@ LAYERS: tuple[tuple[str, ...], ...] = (
     ("hobbit.graph.ir", "hobbit.graph.shapes"),
     ("hobbit.plan",),
     ("hobbit.graph", "hobbit.ops"),
-    ("hobbit.frontend",),
+    ("hobbit.frontend.common",),  # the Source interface and what every format shares
+    ("hobbit.frontend.onnx", "hobbit.frontend.tf"),  # formats: neither imports the other
+    ("hobbit.frontend.tflite",),  # read into TensorFlow's vocabulary, imported by tf's converters
+    ("hobbit.frontend",),  # formats.py (the one module that knows every format), supported.py
     ("hobbit.passes",),
     ("hobbit.lower", "hobbit.gpu"),  # the CPU backend and its GPU sibling
     ("hobbit.codegen",),
@@ -178,6 +183,27 @@ def test_the_command_line_is_the_top_interface():
     importers = sorted(a for a, bs in import_graph().items() if not a.startswith("hobbit.cli")
                        and any(b == "hobbit.cli" or b.startswith("hobbit.cli.") for b in bs))
     assert importers == ["hobbit.console"]
+
+
+def test_model_formats_import_no_other_format():
+    """ONNX and TensorFlow share only hobbit.frontend.common (TFLite builds on tf/'s graph)."""
+    allowed = {"hobbit.frontend.onnx": (), "hobbit.frontend.tf": (), "hobbit.frontend.tflite": ("hobbit.frontend.tf",)}
+    crossing = []
+    for a, bs in import_graph().items():
+        own = next((p for p in allowed if a == p or a.startswith(p + ".")), None)
+        for b in bs if own else ():
+            other = next((p for p in allowed if b == p or b.startswith(p + ".")), None)
+            if other not in (None, own, *allowed[own]):
+                crossing.append(f"{a} -> {b}")
+    assert crossing == [], "a format's frontend imports another's: " + ", ".join(sorted(crossing))
+
+
+def test_the_runtime_reaches_frontends_only_through_common():
+    """The compile cache, pickling, specialisation and NodeArgs see a model as a Source
+    (hobbit.frontend.common.source), never as a format."""
+    reached = sorted(f"{a} -> {b}" for a, bs in import_graph().items() if a.startswith("hobbit.runtime.")
+                     for b in bs if b.startswith("hobbit.frontend.") and not b.startswith("hobbit.frontend.common."))
+    assert reached == [], "the runtime imports a format's frontend: " + ", ".join(reached)
 
 
 def test_ground_floor_imports_nothing_above_it():

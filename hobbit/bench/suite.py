@@ -33,7 +33,7 @@ from hobbit.bench.load import LOADS, MODES, NO_SPIN_ENGINE, BuildOptions, Measur
 from hobbit.bench.ort import ModelSource, ort_options, ort_session
 from hobbit.bench.result import ATOL, RTOL, BenchResult, Timing
 from hobbit.errors import HobbitError, ShapeError, TargetError
-from hobbit.frontend.onnx import load_model
+from hobbit.frontend.onnx.importer import load_model
 from hobbit.graph.ir import Graph
 from hobbit.ops.registry import node_flops
 from hobbit.passes.memory import needs_code

@@ -28,7 +28,8 @@ from hobbit.bench.result import Timing
 from hobbit.bench.suite import compare_outputs, random_inputs
 from hobbit.bench.load import Engine, run_in_process
 from hobbit.errors import ConfigError, MissingDependencyError
-from hobbit.frontend.source import TFSource, open_source
+from hobbit.frontend.formats import open_source
+from hobbit.frontend.tf.source import TFSource
 
 
 @dataclass

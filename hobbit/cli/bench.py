@@ -26,8 +26,9 @@ from hobbit.cli.inputs import ShapeFlag, declared, input_shapes, require_static,
 from hobbit.cli.model import load_model, not_a_model, pipeline, runnable_here
 from hobbit.cli.output import write_text, writing
 from hobbit.errors import ConfigError, InputError, MissingDependencyError
-from hobbit.frontend.onnx import load_model as read_onnx
-from hobbit.frontend.source import OnnxSource, detect_format, open_source
+from hobbit.frontend.onnx.importer import load_model as read_onnx
+from hobbit.frontend.formats import detect_format, open_source
+from hobbit.frontend.onnx.source import OnnxSource
 from hobbit.target import host_target
 
 EXAMPLES = """examples:

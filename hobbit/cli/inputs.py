@@ -12,8 +12,7 @@ import numpy as np
 import onnx
 
 from hobbit.errors import InputError
-from hobbit.frontend.declared import DeclaredInput
-from hobbit.frontend.source import Source
+from hobbit.frontend.common.source import DeclaredInput, Source
 
 Shapes = dict[str, tuple[int, ...]]
 

@@ -14,7 +14,8 @@ from hobbit import zoo
 from hobbit.cli.inputs import declared, input_shapes, require_static
 from hobbit.compiler import CompileReport, lower_to_llvm
 from hobbit.errors import HobbitError, TargetError
-from hobbit.frontend.source import Source, open_source
+from hobbit.frontend.common.source import Source
+from hobbit.frontend.formats import open_source
 from hobbit.passes import PASSES, default_pipeline
 from hobbit.target import GpuTarget, Target, host_target, is_gpu
 

@@ -14,8 +14,8 @@ from hobbit.cli.args import HelpFormatter, positive_int
 from hobbit.cli.model import load_model
 from hobbit.cli.output import writing
 from hobbit.errors import ConfigError
-from hobbit.frontend.onnx import load_model as read_onnx
-from hobbit.frontend.source import detect_format
+from hobbit.frontend.onnx.importer import load_model as read_onnx
+from hobbit.frontend.formats import detect_format
 from hobbit.quantize.calibrate import declared_inputs
 from hobbit.quantize.files import CalibrationFiles
 

@@ -4,7 +4,7 @@ gathers, scatter and concatenation that read along a data-dependent dim.
 
 Each takes the run-time extents it needs as int64 scalar inputs (None where a dim is
 static) and writes its output in its static bound shape. The frontend
-(hobbit.frontend.bounded) decides the extents of their outputs."""
+(hobbit.frontend.common.bounded) decides the extents of their outputs."""
 
 from __future__ import annotations
 

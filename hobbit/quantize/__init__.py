@@ -17,7 +17,7 @@ import onnx
 from onnx import shape_inference
 
 from hobbit.errors import ConfigError, QuantizeError
-from hobbit.frontend.onnx import load_model
+from hobbit.frontend.onnx.importer import load_model
 from hobbit.quantize.calibrate import Feed, collect_statistics
 from hobbit.quantize.fold import fold_batchnorm
 from hobbit.quantize.graph import OnnxGraph

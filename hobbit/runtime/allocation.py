@@ -12,7 +12,7 @@ from collections.abc import Iterable
 import numpy as np
 
 from hobbit.errors import InputError
-from hobbit.frontend.validate import memory_limit
+from hobbit.frontend.common.sizes import memory_limit
 
 
 def needs_copy(array: np.ndarray) -> bool:

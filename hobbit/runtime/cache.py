@@ -1,10 +1,10 @@
 """The compile cache on disk: a repeated compile loads native code and weights instead of compiling.
 
-An entry is keyed by a sha256 over the model (a file's bytes plus any external-data
-files, or a ModelProto field by field; bytes and ModelProtos plus the external-data files
-they name in compile(external_data_dir=...)), the full target description, the compile
-options, and hobbit's own version and source files plus the llvmlite, numpy and onnx
-versions, so a changed compiler never reuses stale code. It holds the machine code
+An entry is keyed by a sha256 over the model (its Source's fingerprint: for ONNX a file's
+bytes plus any external-data files, or a ModelProto field by field; bytes and ModelProtos
+plus the external-data files they name in compile(external_data_dir=...)), the full target
+description, the compile options, and hobbit's own version and source files plus the
+llvmlite, numpy and onnx versions, so a changed compiler never reuses stale code. It holds the machine code
 MCJIT produced (an ELF object) and a manifest with the arena size, the input/output
 specs, the sha256 of the object code and the sha256 naming its packed weights blob. Blobs
 are stored once by content in weights/<sha256>.bin, so the variants of a model compiled per
@@ -29,7 +29,6 @@ from __future__ import annotations
 import functools
 import hashlib
 import json
-import mmap
 import os
 import shutil
 import tempfile
@@ -42,10 +41,8 @@ from typing import Any
 import llvmlite
 import numpy as np
 import onnx
-from google.protobuf.message import DecodeError
 
-from hobbit.frontend.external_data import external_tensors, location
-from hobbit.frontend.source import OnnxSource, TFSource
+from hobbit.frontend.common.source import Source, feed
 from hobbit.target import Target
 from hobbit.version import __version__
 from hobbit.runtime import trust
@@ -104,117 +101,21 @@ def cache_dir() -> Path:
 
 
 # -- keys --------------------------------------------------------------------------------
-def compile_key(model: object, target: Target, options: dict[str, Any]) -> str | None:
-    """The entry name for compiling `model` with these options, or None when the model
+def compile_key(source: Source, target: Target, options: dict[str, Any]) -> str | None:
+    """The entry name for compiling `source` with these options, or None when the model
     cannot be read (the frontend then reports why)."""
+    model = source.fingerprint()
+    if model is None:
+        return None
     h = hashlib.sha256()
     head = {"format": FORMAT, "hobbit": __version__, "sources": _source_hash(),
             "llvmlite": llvmlite.__version__, "numpy": np.__version__, "onnx": onnx.__version__,
             "target": [target.triple, target.cpu, target.features, target.vector_bits, target.vector_registers,
                        target.l1_bytes, target.l2_bytes, target.cores],
             "options": options}
-    _feed(h, "head", json.dumps(head, sort_keys=True, default=str).encode())
-    folder = None
-    if isinstance(model, OnnxSource):
-        model, folder = model.model, model.external_data_dir
-    try:
-        if isinstance(model, TFSource):
-            _feed(h, "tf", json.dumps([model.format, model.signature]).encode())
-            if isinstance(model.model, (bytes, bytearray)):
-                _feed(h, "bytes", bytes(model.model))
-            for path in model.files():
-                _feed(h, "file", path.name.encode())
-                _hash_file(h, path)
-        elif isinstance(model, onnx.ModelProto):
-            _hash_message(h, model, "")
-            if folder is not None:
-                _hash_external(h, model, Path(folder))
-        elif isinstance(model, (bytes, bytearray)):
-            _feed(h, "bytes", bytes(model))
-            if folder is not None and has_external_data(model):
-                _hash_external(h, onnx.ModelProto.FromString(bytes(model)), Path(folder))
-        else:
-            _hash_model_file(h, Path(os.fspath(model)))
-    except (OSError, ValueError, TypeError, DecodeError):
-        return None
+    feed(h, "head", json.dumps(head, sort_keys=True, default=str).encode())
+    feed(h, "model", model.encode())
     return h.hexdigest()
-
-
-def _feed(h, tag: str, data: bytes) -> None:
-    """Length-prefixed, so adjacent fields cannot run into each other."""
-    h.update(f"{tag}:{len(data)}:".encode())
-    h.update(data)
-
-
-# Fields walked field by field instead of serialised whole: the initializers' bytes are
-# hashed where they lie (serialising a large model first would copy all its weights).
-_DEEP = {"graph", "graph.initializer"}
-
-
-def _hash_message(h, msg, path: str) -> None:
-    for fd, value in msg.ListFields():
-        name = path + fd.name
-        if fd.message_type is not None:
-            items = [value] if hasattr(value, "ListFields") else list(value)
-            for i, item in enumerate(items):
-                if name in _DEEP:
-                    _feed(h, f"{name}[{i}]", b"")
-                    _hash_message(h, item, name + ".")
-                else:
-                    _feed(h, name, item.SerializeToString(deterministic=True))
-        elif isinstance(value, bytes):
-            _feed(h, name, value)
-        elif isinstance(value, (str, int, float, bool)):
-            _feed(h, name, repr(value).encode())
-        else:
-            items = list(value)
-            if items and isinstance(items[0], bytes):
-                for item in items:
-                    _feed(h, name, item)
-            else:
-                _feed(h, name, repr(items).encode())
-
-
-def _hash_model_file(h, path: Path) -> None:
-    """A file hashes like its bytes (plus its external-data files), so a model pickled as the
-    file's bytes (hobbit.runtime.recipe) finds the entry its first compile stored."""
-    with open(path, "rb") as f:
-        size = os.fstat(f.fileno()).st_size
-        if size == 0:
-            _feed(h, "bytes", b"")
-            return
-        with mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ) as data:
-            _feed(h, "bytes", data)
-            external = has_external_data(data)
-    if external:
-        _hash_external(h, onnx.load_model(os.fspath(path), load_external_data=False), path.parent)
-
-
-def has_external_data(data: bytes | mmap.mmap) -> bool:
-    """Whether serialized model bytes may name external-data files (a scan for the encoded key;
-    a false positive only costs a parse)."""
-    return data.find(_LOCATION_MARKER) >= 0
-
-
-def _hash_external(h, proto: onnx.ModelProto, folder: Path) -> None:
-    """The external-data files a model names, by name and content. A name that leads out of
-    `folder` is a ValueError (no key: the import then refuses the model), so that not even
-    a hash is taken of a file outside it."""
-    root = folder.resolve()
-    for name in sorted({location(tensor) for _, tensor in external_tensors(proto)}):
-        path = (folder / name).resolve()
-        if not path.is_relative_to(root):
-            raise ValueError(f"external data '{name}' is outside {folder}")
-        _feed(h, "external", name.encode())
-        _hash_file(h, path)
-
-
-def _hash_file(h, path: Path) -> None:
-    with open(path, "rb") as f:
-        if os.fstat(f.fileno()).st_size == 0:
-            return
-        with mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ) as data:
-            h.update(data)
 
 
 @functools.cache
@@ -223,7 +124,7 @@ def _source_hash() -> str:
     root = Path(__file__).resolve().parent.parent
     h = hashlib.sha256()
     for path in sorted(root.rglob("*.py")):
-        _feed(h, path.relative_to(root).as_posix(), path.read_bytes())
+        feed(h, path.relative_to(root).as_posix(), path.read_bytes())
     return h.hexdigest()
 
 

@@ -33,7 +33,7 @@ import numpy as np
 
 from hobbit.errors import ArtifactError, ConfigError, HobbitError, RunError
 from hobbit.runtime.export import MANIFEST_FORMAT, ArtifactFiles, artifact_files
-from hobbit.frontend.export_folder import exported_names, not_an_export
+from hobbit.frontend.common.export_folder import exported_names, not_an_export
 from hobbit.runtime.jit import CompiledModel, TensorSpec
 from hobbit.runtime.layout import from_json, grouped_layout, per_output
 from hobbit.runtime.manifest import check_manifest

@@ -4,20 +4,16 @@ written against `InferenceSession.get_inputs()` / `get_outputs()` works on a hob
 `shape` is a list: an int for a static dim, the dim_param string for a named symbolic dim,
 None for an unnamed one, and [] where the shape is unknown or the value is not a tensor
 (what onnxruntime returns for a sequence). `type` is onnxruntime's string: 'tensor(float)',
-'tensor(int64)', 'seq(tensor(float))', built from the ONNX element type names."""
+'tensor(int64)', 'seq(tensor(float))', built from the ONNX element type names. A model
+compiled per input signature is described by its Source (Source.described), from what the
+model declares; a compiled one by its tensors."""
 
 from __future__ import annotations
 
-import numpy as np
-import onnx
-
-from hobbit.frontend.declared import DeclaredInput
-from hobbit.frontend.onnx_types import ONNX_DTYPES
+from hobbit.frontend.common.dtypes import tensor_type
+from hobbit.frontend.common.source import Described
 from hobbit.graph.ir import BoundedOutput
 from hobbit.runtime.layout import Layout, width
-
-# numpy dtype -> ONNX element type, the inverse of the frontend's table (one place for the fact).
-_ELEM_TYPES = {np.dtype(dtype): elem for elem, dtype in ONNX_DTYPES.items()}
 
 Dim = int | str | None
 
@@ -48,11 +44,6 @@ class NodeArg:
     __hash__ = None
 
 
-def tensor_type(dtype: np.dtype) -> str:
-    """'tensor(float)' for float32: onnxruntime's spelling is the lower-cased ONNX enum name."""
-    return f"tensor({_elem_name(_ELEM_TYPES[np.dtype(dtype)])})"
-
-
 def compiled_args(specs: list, layout: Layout | None) -> list[NodeArg]:
     """NodeArgs of a compiled model's flat tensor specs; with a `layout`, each sequence output
     is one seq(...) NodeArg over its `count` flat tensors (the type of an empty one is unknown),
@@ -75,96 +66,7 @@ def compiled_args(specs: list, layout: Layout | None) -> list[NodeArg]:
     return args
 
 
-def declared_args(proto: onnx.ModelProto, input_shapes: dict[str, tuple[int, ...]] | None = None
-                  ) -> tuple[list[NodeArg], list[NodeArg]]:
-    """NodeArgs of the model's graph inputs (initializers excluded, as onnxruntime lists them)
-    and outputs, as declared; `input_shapes` fixes inputs' dims. An output declared without a
-    shape gets the one ONNX shape inference finds, as onnxruntime shows its inferred shapes."""
-    initializers = {t.name for t in proto.graph.initializer}
-    fixed = input_shapes or {}
-    inputs = []
-    for vi in proto.graph.input:
-        if vi.name in initializers:
-            continue
-        arg = _declared(vi)
-        if fixed.get(vi.name) is not None:
-            arg = NodeArg(arg.name, [int(d) for d in fixed[vi.name]], arg.type)
-        inputs.append(arg)
-    outputs = list(proto.graph.output)
-    if any(not _has_shape(vi.type) for vi in outputs):
-        outputs = _inferred_outputs(proto, outputs)
-    return inputs, [_declared(vi) for vi in outputs]
-
-
-def node_args_of(inputs: list[DeclaredInput], outputs: list[tuple[str, tuple[int | None, ...], np.dtype | None]]
-                 ) -> tuple[list[NodeArg], list[NodeArg]]:
-    """NodeArgs of a model known only by its declarations (a TensorFlow model): a symbolic dim
-    is None, as onnxruntime shows an unnamed one."""
-    args_in = [NodeArg(d.name, list(d.shape), tensor_type(d.dtype)) for d in inputs]
-    args_out = [NodeArg(name, list(dims), tensor_type(dtype) if dtype is not None else "tensor(undefined)")
-                for name, dims, dtype in outputs]
-    return args_in, args_out
-
-
-def _declared(vi: onnx.ValueInfoProto) -> NodeArg:
-    shape: list[Dim] = []
-    if vi.type.HasField("tensor_type") and vi.type.tensor_type.HasField("shape"):
-        shape = [_dim(d) for d in vi.type.tensor_type.shape.dim]
-    return NodeArg(vi.name, shape, _type_string(vi.type))
-
-
-def _dim(d: onnx.TensorShapeProto.Dimension) -> Dim:
-    if d.HasField("dim_value"):
-        return int(d.dim_value)
-    return d.dim_param or None
-
-
-def _type_string(t: onnx.TypeProto) -> str:
-    kind = t.WhichOneof("value")
-    if kind == "tensor_type":
-        return f"tensor({_elem_name(t.tensor_type.elem_type)})"
-    if kind == "sequence_type":
-        return f"seq({_type_string(t.sequence_type.elem_type)})"
-    if kind == "optional_type":
-        return f"optional({_type_string(t.optional_type.elem_type)})"
-    if kind == "map_type":
-        return f"map({_elem_name(t.map_type.key_type)},{_type_string(t.map_type.value_type)})"
-    return "undefined"
-
-
-def _elem_name(elem_type: int) -> str:
-    return onnx.TensorProto.DataType.Name(elem_type).lower()
-
-
-def _has_shape(t: onnx.TypeProto) -> bool:
-    """Whether the declaration is complete: a type, and for a tensor its element type and shape."""
-    kind = t.WhichOneof("value")
-    if kind != "tensor_type":
-        return kind is not None
-    return t.tensor_type.elem_type != 0 and t.tensor_type.HasField("shape")
-
-
-# ONNX shape inference names the dims it cannot resolve "unk__<n>"; onnxruntime shows them as None.
-_INVENTED_DIM = "unk__"
-
-
-def _inferred_outputs(proto: onnx.ModelProto, outputs: list[onnx.ValueInfoProto]) -> list[onnx.ValueInfoProto]:
-    """The outputs with ONNX shape inference's types where the model declares none (as declared
-    where inference fails: onnxruntime then shows what the model says)."""
-    try:
-        inferred = {vi.name: vi for vi in onnx.shape_inference.infer_shapes(proto).graph.output}
-    except (onnx.shape_inference.InferenceError, ValueError):
-        return outputs
-    merged = []
-    for vi in outputs:
-        if _has_shape(vi.type) or vi.name not in inferred:
-            merged.append(vi)
-            continue
-        found = onnx.ValueInfoProto()
-        found.CopyFrom(inferred[vi.name])
-        if found.type.HasField("tensor_type"):
-            for d in found.type.tensor_type.shape.dim:
-                if d.dim_param.startswith(_INVENTED_DIM):
-                    d.ClearField("dim_param")
-        merged.append(found)
-    return merged
+def node_args(described: tuple[list[Described], list[Described]]) -> tuple[list[NodeArg], list[NodeArg]]:
+    """NodeArgs of a model's inputs and outputs as its Source describes them (Source.described)."""
+    inputs, outputs = described
+    return [NodeArg(*d) for d in inputs], [NodeArg(*d) for d in outputs]

@@ -25,9 +25,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from hobbit.errors import HobbitError, InputError, ShapeError
-from hobbit.frontend.declared import DeclaredInput
-from hobbit.frontend.onnx import InputValuesNeeded
+from hobbit.errors import HobbitError, InputError, InputValuesNeeded, ShapeError
+from hobbit.frontend.common.source import DeclaredInput
 from hobbit.graph.ir import Graph
 from hobbit.graph.separable import Separation, separation
 from hobbit.runtime.batching import ChunkedModel

@@ -1,5 +1,5 @@
 """torchvision's detection models (random weights, no downloads) exported to ONNX, for the
-data-dependent-shape tests and benchmarks (hobbit.frontend.bounded).
+data-dependent-shape tests and benchmarks (hobbit.frontend.common.bounded).
 
 Building them needs torch and torchvision (`pip install torch==2.14.1 torchvision==0.29.1`);
 hobbit itself never imports them. Random weights need calibrating before a

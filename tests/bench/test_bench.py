@@ -71,7 +71,7 @@ def test_run_benchmark_counts_flops_and_peak_share():
 
 
 def test_a_model_with_data_dependent_outputs_is_compared_and_timed():
-    """NonZero's output is bounded (hobbit.frontend.bounded): bench compares the model's outputs
+    """NonZero's output is bounded (hobbit.frontend.common.bounded): bench compares the model's outputs
     with onnxruntime's by their names, not the flat outputs that carry its extent."""
     nodes = [helper.make_node("Relu", ["x"], ["r"]), helper.make_node("NonZero", ["r"], ["y"])]
     result = suite.run_benchmark(make_model(nodes, {"x": rand(4, 6)}, ["y"]), "nonzero", runs=3, threads=1, warmup=1)

@@ -1,5 +1,6 @@
 """The `hobbit` command on TensorFlow models: every format by path, --signature, and the
-benchmark beside TensorFlow. The readers and converters are tested in tests/frontend/tf/."""
+benchmark beside TensorFlow. The readers and converters are tested in tests/frontend/tf/
+and tests/frontend/tflite/."""
 
 from __future__ import annotations
 

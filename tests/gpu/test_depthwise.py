@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 from onnx import helper
 
-from hobbit.frontend.onnx import import_onnx
+from hobbit.frontend.onnx.importer import import_onnx
 from hobbit.plan.gpu_depthwise import depthwise_plan
 from hobbit.target import gpu_target
 from tests.gpu.gpu_cases import assert_gpu_matches_ort

@@ -10,7 +10,7 @@ from onnx import helper
 
 import hobbit
 from hobbit.errors import UnsupportedModelError
-from hobbit.frontend.onnx import import_onnx
+from hobbit.frontend.onnx.importer import import_onnx
 from tests.gpu.gpu_cases import assert_gpu_matches_ort
 from tests.helpers import make_model, rand, sample
 

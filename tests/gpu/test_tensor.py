@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 from onnx import helper
 
-from hobbit.frontend.onnx import import_onnx
+from hobbit.frontend.onnx.importer import import_onnx
 from hobbit.passes import GPU_PIPELINE, run_pipeline
 from hobbit.target import gpu_target
 from tests.gpu.gpu_cases import assert_gpu_matches_ort

@@ -9,7 +9,7 @@ import onnx
 import pytest
 from onnx import helper, numpy_helper
 
-from hobbit.frontend.onnx import import_onnx
+from hobbit.frontend.onnx.importer import import_onnx
 from hobbit.graph.separable import separation
 from tests.helpers import rand
 

@@ -18,7 +18,7 @@ from onnx import helper
 
 import hobbit
 from hobbit.errors import RunError
-from hobbit.frontend.source import Source
+from hobbit.frontend.common.source import Source
 from hobbit.graph.ir import Graph, Node, TensorType, Value
 from hobbit.ops.registry import get_op
 from tests.lower.nms_data import detections

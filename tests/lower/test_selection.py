@@ -14,7 +14,7 @@ import numpy as np
 import pytest
 
 import hobbit
-from hobbit.frontend.source import Source
+from hobbit.frontend.common.source import Source
 from hobbit.graph.ir import Graph, Node, TensorType, Value
 from hobbit.ops.registry import get_op
 

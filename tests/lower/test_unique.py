@@ -12,7 +12,7 @@ import pytest
 from onnx import helper
 
 import hobbit
-from hobbit.frontend.source import Source
+from hobbit.frontend.common.source import Source
 from hobbit.graph.ir import Graph, Node, TensorType, Value
 from hobbit.ops.registry import get_op
 from hobbit.ops.unique import unique

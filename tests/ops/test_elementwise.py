@@ -136,7 +136,7 @@ def test_prelu_dtypes(opset, dtype):
 
 def test_prelu_special_values_and_shared_slope_as_leaky_relu():
     """A constant slope of one value is LeakyRelu; NaN, infinities and -0.0 pass as onnxruntime's."""
-    from hobbit.frontend.onnx import import_onnx
+    from hobbit.frontend.onnx.importer import import_onnx
     x = np.array([[np.nan, np.inf, -np.inf, 0.0, -0.0, -1e-30, 3.0, -2.0]], dtype=np.float32)
     for opset in (11, 17):
         model = make_model([helper.make_node("PRelu", ["x", "s"], ["y"])], {"x": x}, ["y"],

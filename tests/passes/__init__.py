@@ -7,7 +7,7 @@ from __future__ import annotations
 import numpy as np
 import onnx
 
-from hobbit.frontend.onnx import import_onnx
+from hobbit.frontend.onnx.importer import import_onnx
 from hobbit.graph.ir import Graph, Value
 from hobbit.ops.registry import get_op, with_defaults
 from tests.helpers import make_model

@@ -9,7 +9,7 @@ from onnx import helper
 
 import hobbit
 from hobbit.target import host_target
-from hobbit.frontend.onnx import import_onnx
+from hobbit.frontend.onnx.importer import import_onnx
 from hobbit.plan.gemm import unpack_panels
 from hobbit.passes.layout import choose_layouts, idle_fraction
 from tests.helpers import make_model, rand, run_ort

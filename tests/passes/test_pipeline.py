@@ -9,7 +9,7 @@ from onnx import helper
 
 import hobbit
 from hobbit.errors import HobbitError
-from hobbit.frontend.onnx import import_onnx
+from hobbit.frontend.onnx.importer import import_onnx
 from hobbit.passes import DEFAULT_PIPELINE, PASSES, run_pipeline
 from tests.helpers import make_model, rand, run_ort
 from tests.passes import ops

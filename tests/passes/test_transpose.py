@@ -16,7 +16,7 @@ from onnx import helper, numpy_helper
 import hobbit
 from hobbit import zoo
 from hobbit.compiler import lower_to_llvm
-from hobbit.frontend.onnx import import_onnx
+from hobbit.frontend.onnx.importer import import_onnx
 from hobbit.passes import DEFAULT_PIPELINE
 from hobbit.passes.transpose import sink_transposes, transpose_cost
 from tests.helpers import make_model, rand, run_ort

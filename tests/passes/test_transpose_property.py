@@ -22,7 +22,7 @@ from hypothesis import strategies as st
 from onnx import helper
 
 import hobbit
-from hobbit.frontend.onnx import import_onnx
+from hobbit.frontend.onnx.importer import import_onnx
 from hobbit.passes.perms import compose, inverse
 from hobbit.passes.transpose import sink_transposes, transpose_cost
 from tests.helpers import make_model, run_ort

@@ -21,6 +21,7 @@ from onnx import helper
 import hobbit
 from hobbit.target import host_target
 from hobbit.compiler import CompileReport
+from hobbit.frontend.formats import open_source
 from hobbit.runtime import cache
 from hobbit.runtime.cache import CachedReport
 from tests.helpers import make_model, rand, run_ort
@@ -55,7 +56,7 @@ def _weights_files(folder: Path) -> list[Path]:
 
 def _key(model, **options) -> str:
     base = {"threads": 1, "opt_level": 3, "passes": None, "input_shapes": {}}
-    return cache.compile_key(model, host_target(), {**base, **options})
+    return cache.compile_key(open_source(model), host_target(), {**base, **options})
 
 
 def test_hit_is_bit_identical_to_a_fresh_compile(cache_dir: Path) -> None:

@@ -6,20 +6,19 @@ initialisers and unused branches, none of which hobbit runs. Those nodes are put
 order first (a cycle or a reference to a missing node is a GraphStructureError naming
 the node), then checked against the converter table so that every unsupported op (and
 every dtype hobbit has no type for) is reported at once, and then converted one by one
-through the ONNX importer's ConvertContext: each graph op is type-checked by the op
-registry, and ops whose inputs are all constant are evaluated on the spot, so the shape
-arithmetic of TF graphs (Shape, StridedSlice, Pack, Fill ...) never reaches the runtime
-graph."""
+through the ConvertContext every importer shares (hobbit.frontend.common.context): each
+graph op is type-checked by the op registry, and ops whose inputs are all constant are
+evaluated on the spot, so the shape arithmetic of TF graphs (Shape, StridedSlice, Pack,
+Fill ...) never reaches the runtime graph."""
 
 from __future__ import annotations
 
 import numpy as np
 
 import hobbit.frontend.tf.tf_ops  # noqa: F401  (its converters fill the converter table)
-from hobbit.errors import (GraphStructureError, InputError, ModelFormatError, ShapeError, UnsupportedItem,
-                           UnsupportedModelError)
-from hobbit.frontend.onnx import ConvertContext, SymbolicInputShape, raise_problems
-from hobbit.frontend.onnx_types import NeedsInputValues, Unsupported
+from hobbit.errors import (GraphStructureError, InputError, ModelFormatError, NeedsInputValues, ShapeError,
+                           SymbolicInputShape, Unsupported, UnsupportedItem, UnsupportedModelError)
+from hobbit.frontend.common.context import ConvertContext, raise_problems
 from hobbit.frontend.tf.converters import lookup
 from hobbit.frontend.tf.graph import TensorRef, TFDType, TFGraph, TFNode, TFTensor
 from hobbit.graph.ir import Graph, TensorType, Value

@@ -7,8 +7,7 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from hobbit.errors import GraphStructureError, ModelFormatError, UnsupportedModelError
-from hobbit.frontend.onnx import SymbolicInputShape
+from hobbit.errors import GraphStructureError, ModelFormatError, SymbolicInputShape, UnsupportedModelError
 from hobbit.frontend.tf.convert import import_tf
 from hobbit.frontend.tf.graph import TensorRef, TFDType, TFGraph, TFNode, TFTensor
 from tests.frontend.tf.conftest import check_against_tf, compile_graph, freeze

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from hobbit.frontend.onnx_types import Unsupported
+from hobbit.errors import Unsupported
 from hobbit.frontend.tf.converters import tf_converter
 from hobbit.frontend.tf.tf_ops.layout import data_format, from_nhwc, to_nhwc
 from hobbit.frontend.tf.tf_ops.operands import axis, const_int, const_ints, reshape

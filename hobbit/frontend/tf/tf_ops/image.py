@@ -10,8 +10,8 @@ The resize runs on the H and W axes of the NHWC tensor as it is: no transposes."
 
 from __future__ import annotations
 
-from hobbit.frontend.onnx_ops.resize import ResizeMode, resize
-from hobbit.frontend.onnx_types import Unsupported
+from hobbit.errors import Unsupported
+from hobbit.frontend.common.resize import ResizeMode, resize
 from hobbit.frontend.tf.converters import tf_converter
 from hobbit.frontend.tf.tf_ops.operands import const_ints
 

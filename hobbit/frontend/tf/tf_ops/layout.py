@@ -7,8 +7,8 @@ only do well if every converter hands it the same plain pattern."""
 
 from __future__ import annotations
 
-from hobbit.frontend.onnx_ops.padding import split_same_padding
-from hobbit.frontend.onnx_types import Unsupported
+from hobbit.errors import Unsupported
+from hobbit.frontend.common.padding import split_same_padding
 
 TO_NCHW = (0, 3, 1, 2)
 TO_NHWC = (0, 2, 3, 1)

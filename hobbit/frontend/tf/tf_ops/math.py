@@ -5,10 +5,9 @@ element-wise ops, so binary ops map one to one."""
 from __future__ import annotations
 
 import numpy as np
-import onnx
 
-from hobbit.frontend.onnx_ops.einsum import einsum as onnx_einsum
-from hobbit.frontend.onnx_types import Unsupported
+from hobbit.errors import Unsupported
+from hobbit.frontend.common.einsum import emit_einsum
 from hobbit.frontend.tf.converters import tf_converter
 from hobbit.frontend.tf.tf_ops.operands import axis, cast, const_int, const_ints
 
@@ -186,15 +185,7 @@ def batch_matmul(ctx, node, ins):
 @tf_converter("Einsum")
 def einsum(ctx, node, ins):
     """TensorFlow's equations are ONNX's (single-letter labels, '...', optional '->')."""
-    equation = node.attrs["equation"]
-    return onnx_einsum(ctx, _OnnxEquation(equation), ins)
-
-
-class _OnnxEquation:
-    """What the ONNX Einsum converter reads of its node: the equation attribute."""
-
-    def __init__(self, equation: str):
-        self.attribute = [onnx.helper.make_attribute("equation", equation)]
+    return [emit_einsum(ctx, node.attrs["equation"], ins)]
 
 
 _REDUCTIONS = {"Mean": "ReduceMean", "Sum": "ReduceSum", "Max": "ReduceMax", "Min": "ReduceMin", "Prod": "ReduceProd"}

@@ -9,8 +9,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from hobbit.frontend.onnx_ops.norm import batchnorm_from_statistics
-from hobbit.frontend.onnx_types import Unsupported
+from hobbit.errors import Unsupported
+from hobbit.frontend.common.batchnorm import batchnorm_from_statistics
 from hobbit.frontend.tf.converters import tf_converter
 from hobbit.frontend.tf.tf_ops.layout import data_format, spatial, spatial_dims, to_format, to_nchw, window_pads
 from hobbit.frontend.tf.tf_ops.operands import axis, const_ints, reshape

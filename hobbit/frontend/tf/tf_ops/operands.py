@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from hobbit.frontend.onnx_types import Unsupported
+from hobbit.errors import Unsupported
 
 
 def const_ints(ctx, value, what: str) -> list[int]:
