@@ -21,7 +21,8 @@ SCRIPT = ROOT / "scripts" / "ir_fingerprints.py"
 FILE = ROOT / "scripts" / "ir_fingerprints.json"
 CHECKED = ["squeezenet1_1/fp32/znver4", "squeezenet1_1/bf16/znver4", "squeezenet1_1/fp32/sm_90",
            "resnet18/fp32/znver4", "yolo_nms/fp32/znver4", "yolo_nms/int8/znver4"]
-REWRITE = f"if the generated code changes on purpose: python scripts/ir_fingerprints.py --write {FILE.relative_to(ROOT)}"
+REWRITE = ("if the generated code changes on purpose: "
+           "python scripts/ir_fingerprints.py --write scripts/ir_fingerprints.json")
 
 
 def _script(*args: str) -> subprocess.CompletedProcess:
