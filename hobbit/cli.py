@@ -27,7 +27,7 @@ from hobbit.cli_inputs import ShapeFlag, declared, input_shapes, load_feeds, par
     require_static, with_input_shapes
 from hobbit.cli_output import check_outputs, writing
 from hobbit.codegen.llvm import emit_assembly, emit_object
-from hobbit.codegen.module import kernel_name
+from hobbit.emit.naming import kernel_name
 from hobbit.compiler import CompileReport, lower_to_llvm
 from hobbit.interrupt import interrupted
 from hobbit.errors import ConfigError, HobbitError, InputError, TargetError

@@ -5,7 +5,7 @@ needs them: the plan floor describes nodes (graph.ir, graph.shapes) and the op
 definitions read some of its tables (GEMM panels, winograd variants, RNN gates),
 so it sits between the IR core and the rest of the graph layer; the op definitions
 (hobbit/ops) belong to the graph layer: they name each op's kernel, and the code
-that emits it is in a backend's kernel table (hobbit/lower/kernels.py); a frontend
+that emits it is in a backend's kernel table (hobbit/emit/table.py); a frontend
 builds a Graph, so the graph layer sits below the frontends; the passes read plans
 and graphs, so they sit above both. Every `import` in every module counts, at module
 level or inside a function: an import inside a function still makes the two modules
@@ -33,6 +33,7 @@ LAYERS: tuple[tuple[str, ...], ...] = (
     ("hobbit.graph", "hobbit.ops"),
     ("hobbit.frontend",),
     ("hobbit.passes",),
+    ("hobbit.emit",),
     ("hobbit.lower", "hobbit.gpu"),  # the CPU backend and its GPU sibling
     ("hobbit.codegen",),
     ("hobbit.runtime",),

@@ -18,13 +18,13 @@ from dataclasses import dataclass
 
 from llvmlite import ir
 
-from hobbit.codegen.module import _kernel_values, kernel_name, kernel_nodes, _param_name
 from hobbit.errors import CodegenError, UnsupportedItem, UnsupportedModelError
 from hobbit.gpu.backend import GPU
 from hobbit.gpu.kernels import GpuArgs
 from hobbit.gpu.simt import Simt, block_id_values
 from hobbit.graph.ir import Graph, Node
-from hobbit.lower.builder import I64, PTR, KernelBuilder
+from hobbit.emit.builder import I64, PTR, KernelBuilder
+from hobbit.emit.naming import kernel_name, kernel_nodes, kernel_values, param_name
 from hobbit.ops.registry import get_op
 from hobbit.passes.memory import MemoryPlan, Place
 from hobbit.target import GpuTarget
@@ -112,7 +112,7 @@ def with_block_size(text: str, launches: list[Launch], flavour: str, min_blocks:
 
 
 def _emit_kernel(module: ir.Module, node: Node, plan: MemoryPlan, target: GpuTarget, flavour: str) -> Launch:
-    values = _kernel_values(node)
+    values = kernel_values(node)
     gpu_plan = plan.kernels[id(node)]
     host = flavour == "host"
     params = [PTR] * len(values) + ([I64] * 3 if host else [])
@@ -120,7 +120,7 @@ def _emit_kernel(module: ir.Module, node: Node, plan: MemoryPlan, target: GpuTar
     name = module.get_unique_name(name) if name in module.globals else name
     fn = ir.Function(module, ir.FunctionType(ir.VoidType(), params), name=name)
     for p, v in zip(fn.args, values):
-        p.name = _param_name(v.name)
+        p.name = param_name(v.name)
         p.add_attribute("noalias")
     if flavour == "nvptx":
         fn.calling_convention = "ptx_kernel"

@@ -7,7 +7,7 @@ means the count the module was built for; fewer is correct because every piece o
 claimed by whichever thread gets to it (hobbit.codegen.team).
 
 It returns 0, or k > 0 when the k-th run-time check record (STATUS_TABLE, in
-kernel order) found invalid data, e.g. an index out of range (hobbit.lower.status).
+kernel order) found invalid data, e.g. an index out of range (hobbit.emit.status).
 
 Each fused group becomes an internal function named after its graph nodes
 (e.g. `Conv+Add+Relu[layer1.0/conv2]`), taking one pointer per tensor it
@@ -31,27 +31,18 @@ from hobbit.codegen.team import KernelCall, Step, emit_team, team_steps
 from hobbit.errors import CodegenError
 from hobbit.graph.ir import Graph, Node
 from hobbit.ops.registry import get_op
-from hobbit.lower.builder import I64, PTR, KernelBuilder
+from hobbit.emit.builder import I64, PTR, KernelBuilder
+from hobbit.emit.naming import kernel_name, kernel_nodes, kernel_values, param_name
 from hobbit.lower.cpu import CPU
 from hobbit.lower.kernel import KernelArgs
 from hobbit.lower.parallel import Threads, runtime_function
 from hobbit.plan.arena import step_bytes
-from hobbit.passes.memory import MemoryPlan, Place, needs_code
+from hobbit.passes.memory import MemoryPlan, Place
 
 ENTRY = "hobbit_main"
 # A constant C string in the module: JSON list of [arena offset, node name, op] per check record,
 # so a JIT'd model and an exported library can both turn a status into a message.
 STATUS_TABLE = "hobbit_status_table"
-
-
-def kernel_name(node: Node) -> str:
-    ops = "+".join([node.op] + [s.op for s in node.epilogue])
-    return f"{ops}[{node.name}]"
-
-
-def kernel_nodes(graph: Graph) -> list[Node]:
-    """The nodes that become kernel calls, in call order (views need no code)."""
-    return [node for node in graph.nodes if needs_code(node)]
 
 
 def build_module(graph: Graph, plan: MemoryPlan, target: Target, threads: int = 1,
@@ -152,7 +143,7 @@ def _kernel_calls(module: ir.Module, graph: Graph, plan: MemoryPlan, target: Tar
 
 
 def _kernel_args(b: ir.IRBuilder, tables: tuple, plan: MemoryPlan, node: Node, threads: int) -> list[ir.Value]:
-    args = [_pointer(b, tables, plan.place(v)) for v in _kernel_values(node)]
+    args = [_pointer(b, tables, plan.place(v)) for v in kernel_values(node)]
     if id(node) in plan.scratch:
         args.append(_pointer(b, tables, plan.scratch[id(node)]))
     if id(node) in plan.claims:
@@ -206,12 +197,6 @@ def _declare(module: ir.Module, name: str, ret: ir.Type, args: list[ir.Type]) ->
     return existing if existing is not None else ir.Function(module, ir.FunctionType(ret, args), name=name)
 
 
-def _kernel_values(node: Node) -> list:
-    """Values a kernel function takes, in parameter order: inputs, epilogue operands, outputs."""
-    return [v for v in node.inputs if v is not None] + \
-        [s.operand for s in node.epilogue if s.operand is not None] + list(node.outputs)
-
-
 def _pointer(b: ir.IRBuilder, tables: tuple, place: Place) -> ir.Value:
     inputs, outputs, weights, arena = tables
     if place.kind in ("input", "output"):
@@ -232,7 +217,7 @@ def _emit_kernel(module: ir.Module, node: Node, target: Target, plan: MemoryPlan
     if opdef.kernel is None:
         raise CodegenError(f"op {node.op} at node '{node.name}' has no lowering and was not folded")
     lower = CPU.lookup(opdef.kernel).lower
-    values = _kernel_values(node)
+    values = kernel_values(node)
     n_params = len(values) + (id(node) in plan.scratch) + (id(node) in plan.claims) + (id(node) in plan.status)
     fn = ir.Function(module, ir.FunctionType(ir.VoidType(), [PTR] * n_params + [I64, I64]),
                      name=_unique(module, kernel_name(node)))
@@ -250,7 +235,7 @@ def _emit_kernel(module: ir.Module, node: Node, target: Target, plan: MemoryPlan
     for p in fn.args[:n_params]:
         p.add_attribute("noalias")
     for p, v in zip([p for p in inputs if p is not None] + [p for p in epilogue if p is not None] + outputs, values):
-        p.name = _param_name(v.name)
+        p.name = param_name(v.name)
     if scratch is not None:
         scratch.name = "scratch"
     if claims is not None:
@@ -286,10 +271,6 @@ def _subgraph(module: ir.Module, node: Node, plan: MemoryPlan, target: Target
         for call in calls:
             b.call(call.fn, call.args(b, tables) + [zero, one])
     return emit
-
-
-def _param_name(name: str) -> str:
-    return "".join(c if c.isalnum() or c in "._" else "_" for c in name)[:48] or "t"
 
 
 def pack_weights(graph: Graph, plan: MemoryPlan) -> np.ndarray:

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from llvmlite import ir
 
-from hobbit.lower.builder import I64, PTR
+from hobbit.emit.builder import I64, PTR
 
 PROFILE_GLOBAL = "hobbit_profile"
 _CLOCK_MONOTONIC = 1

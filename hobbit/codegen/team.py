@@ -27,7 +27,7 @@ from llvmlite import ir
 
 from hobbit.codegen.profile import KernelTimer
 from hobbit.graph.ir import Node
-from hobbit.lower.builder import I64, PTR, KernelBuilder
+from hobbit.emit.builder import I64, PTR, KernelBuilder
 from hobbit.lower.parallel import runtime_function
 
 TEAM = "hobbit_team"

@@ -22,8 +22,8 @@ from hobbit.errors import CodegenError
 from hobbit.gpu.elementwise import unflatten
 from hobbit.gpu.kernels import GpuArgs
 from hobbit.gpu.window import inside
-from hobbit.lower.elementwise import Epilogue
-from hobbit.lower.scalar import Emit
+from hobbit.emit.epilogue import Epilogue
+from hobbit.emit.scalar import Emit
 from hobbit.plan.gpu_depthwise import input_tile, is_depthwise
 
 F32 = np.dtype(np.float32)

@@ -1,9 +1,9 @@
 """Element-wise kernels on the GPU: each thread computes `per_thread` outputs, strided by
 the block's width so that a warp's loads and stores are consecutive (coalesced).
 
-The scalar expression of each op is the CPU table's (registered once, in
-hobbit/lower/scalar_ops.py) at width 1, and so is the epilogue of fused steps
-(hobbit.lower.elementwise.Epilogue): the arithmetic is the same on both devices."""
+The scalar expression of each op is the one every backend reads (hobbit/emit/scalar_ops.py),
+at width 1, and so is the epilogue of fused steps (hobbit.emit.epilogue.Epilogue): the
+arithmetic is the same on both devices."""
 
 from __future__ import annotations
 
@@ -11,12 +11,12 @@ from llvmlite import ir
 
 from hobbit.graph.shapes import broadcast_strides
 from hobbit.gpu.kernels import GPU, GpuArgs
-from hobbit.lower.builder import KernelBuilder
-from hobbit.lower.elementwise import Epilogue, collapse, load_broadcast
-from hobbit.lower.half import compute_dtype, narrow
-from hobbit.lower.cpu import CPU
+from hobbit.emit.builder import KernelBuilder
+from hobbit.emit.epilogue import Epilogue, collapse, load_broadcast
+from hobbit.emit.half import compute_dtype, narrow
 from hobbit.ops.registry import get_op
-from hobbit.lower.scalar import Emit
+from hobbit.emit.scalar import Emit
+from hobbit.emit.scalar_ops import SCALARS
 
 
 def unflatten(kb: KernelBuilder, flat: ir.Value, shape: tuple[int, ...]) -> list[ir.Value]:
@@ -65,5 +65,5 @@ def lower_elementwise(k: GpuArgs) -> None:
     for_each_output(k, int(out.type.size), body)
 
 
-for _name, _scalar in CPU.scalars().items():
+for _name, _scalar in SCALARS.items():
     GPU.register(_name, lower=lower_elementwise, scalar=_scalar)

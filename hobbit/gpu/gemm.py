@@ -38,9 +38,9 @@ from hobbit.graph.shapes import broadcast, broadcast_strides
 from hobbit.gpu.elementwise import unflatten
 from hobbit.gpu.kernels import GpuArgs
 from hobbit.gpu.simt import Private
-from hobbit.lower.builder import KernelBuilder, llvm_type
-from hobbit.lower.elementwise import Epilogue
-from hobbit.lower.scalar import Emit
+from hobbit.emit.builder import KernelBuilder, llvm_type
+from hobbit.emit.epilogue import Epilogue
+from hobbit.emit.scalar import Emit
 from hobbit.ops.nn import matmul_b_shape, weight_shape
 from hobbit.ops.registry import get_op
 from hobbit.plan.gpu_gemm import GemmDims, Tile

@@ -2,9 +2,9 @@
 
 GPU is a table of its own, with no parent: an op without a GPU kernel is reported at
 compile time for a GPU target (hobbit.codegen.gpu_module.unsupported), never run on the
-CPU inside a GPU model. Element-wise kernels take their scalar expressions from the CPU
-table, where they are registered once (hobbit/lower/scalar_ops.py): an expression is the
-same arithmetic on either device; the loop around it is the GPU's own."""
+CPU inside a GPU model. Element-wise kernels take their scalar expressions from the table
+every backend reads (hobbit/emit/scalar_ops.py): an expression is the same arithmetic on
+either device; the loop around it is the GPU's own."""
 
 from __future__ import annotations
 
@@ -16,8 +16,8 @@ from llvmlite import ir
 
 from hobbit.graph.ir import Node
 from hobbit.gpu.simt import Simt
-from hobbit.lower.builder import KernelBuilder
-from hobbit.lower.kernels import KernelTable
+from hobbit.emit.builder import KernelBuilder
+from hobbit.emit.table import KernelTable
 from hobbit.target import GpuTarget
 
 GPU = KernelTable("gpu")

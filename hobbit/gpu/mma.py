@@ -35,7 +35,7 @@ from hobbit.errors import CodegenError
 from hobbit.gpu.gemm import F32, Operands, Shapes, begin, fma, k_steps, store_inside
 from hobbit.gpu.kernels import GpuArgs
 from hobbit.gpu.simt import Private
-from hobbit.lower.builder import I32, KernelBuilder, llvm_type
+from hobbit.emit.builder import I32, KernelBuilder, llvm_type
 from hobbit.plan.gpu_gemm import GemmDims
 from hobbit.plan.gpu_mma import WARP, MmaTile
 

@@ -19,8 +19,8 @@ from hobbit.errors import CodegenError
 from hobbit.gpu.kernels import GPU, GpuArgs
 from hobbit.gpu.reduce import no_epilogue
 from hobbit.gpu.segments import Lane, SegmentThreads, load_element
-from hobbit.lower.half import compute_dtype, narrow
-from hobbit.lower.scalar import Emit
+from hobbit.emit.half import compute_dtype, narrow
+from hobbit.emit.scalar import Emit
 from hobbit.plan.gpu_reduce import Segments, layernorm_segments, axis_segments
 
 Value = ir.Value

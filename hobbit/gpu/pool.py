@@ -16,9 +16,9 @@ from llvmlite import ir
 from hobbit.gpu.elementwise import for_each_output, unflatten
 from hobbit.gpu.kernels import GPU, GpuArgs
 from hobbit.gpu.window import fold, inside, tap_position, taps_below, valid_taps
-from hobbit.lower.builder import KernelBuilder, llvm_type
-from hobbit.lower.reduce import combine
-from hobbit.lower.scalar import Emit
+from hobbit.emit.builder import KernelBuilder, llvm_type
+from hobbit.emit.reduce import combine
+from hobbit.emit.scalar import Emit
 from hobbit.ops.reduce import identity
 
 

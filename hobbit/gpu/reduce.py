@@ -3,7 +3,7 @@
 
 A thread folds pre(x) over its elements, the segment's threads fold their partials in
 shared memory, and the head thread applies post and stores, in the tree's last step.
-The reducers (combine, pre, post) are the CPU backend's (hobbit.lower.reduce), so the
+The reducers (combine, pre, post) are every backend's (hobbit.emit.reduce), so the
 arithmetic, the NaN rule of max/min included, is the same on both devices.
 
 ArgMax/ArgMin fold (value, index) pairs. A thread's indices are spread over the
@@ -18,9 +18,9 @@ from llvmlite import ir
 from hobbit.errors import CodegenError
 from hobbit.gpu.kernels import GPU, GpuArgs
 from hobbit.gpu.segments import Lane, SegmentThreads, load_element
-from hobbit.lower.half import compute_dtype, narrow
-from hobbit.lower.reduce import REDUCERS, _post, _pre
-from hobbit.lower.scalar import Emit
+from hobbit.emit.half import compute_dtype, narrow
+from hobbit.emit.reduce import REDUCERS, apply_post, apply_pre
+from hobbit.emit.scalar import Emit
 from hobbit.ops.reduce import identity
 from hobbit.plan.gpu_reduce import axis_segments, reduce_segments
 
@@ -44,7 +44,7 @@ def lower_reduce(k: GpuArgs) -> None:
     st = SegmentThreads(k, seg)
 
     def store(lane: Lane, total: ir.Value) -> None:
-        y = _post(e, r, total, max(seg.count, 1))
+        y = apply_post(e, r, total, max(seg.count, 1))
         kb.store(narrow(kb.b, y, out_dtype), k.outputs[0], out_dtype, lane.output)
 
     partial = simt.shared(dtype, k.plan.threads, "partial") if st.ty > 1 else None
@@ -53,7 +53,7 @@ def lower_reduce(k: GpuArgs) -> None:
         base = st.kept_offset(lane.output)
 
         def element(p: int | None, i: ir.Value) -> ir.Value:
-            return _pre(e, r, load_element(kb, k.inputs[0], stored, kb.add(base, st.reduced_offset(i))))
+            return apply_pre(e, r, load_element(kb, k.inputs[0], stored, kb.add(base, st.reduced_offset(i))))
 
         total = st.partial_fold(e, lane, r.combine, element)
         if partial is None:

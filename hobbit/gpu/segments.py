@@ -16,10 +16,10 @@ from llvmlite import ir
 
 from hobbit.gpu.elementwise import unflatten
 from hobbit.gpu.kernels import GpuArgs
-from hobbit.lower.builder import KernelBuilder
-from hobbit.lower.half import widen
-from hobbit.lower.reduce import combine
-from hobbit.lower.scalar import Emit
+from hobbit.emit.builder import KernelBuilder
+from hobbit.emit.half import widen
+from hobbit.emit.reduce import combine
+from hobbit.emit.scalar import Emit
 from hobbit.ops.reduce import identity
 from hobbit.plan.gpu_reduce import Segments
 

@@ -19,7 +19,7 @@ The same body is built three ways (`flavour`):
   computes and a later phase reads without going through memory does not dominate its
   use there, and LLVM's verifier rejects the emulation: the discipline is checked.
 
-Kernels index tensors in elements through the KernelBuilder (hobbit.lower.builder),
+Kernels index tensors in elements through the KernelBuilder (hobbit.emit.builder),
 whose scalar expressions and epilogues they share with the CPU backend."""
 
 from __future__ import annotations
@@ -30,7 +30,7 @@ from typing import Iterator
 import numpy as np
 from llvmlite import ir
 
-from hobbit.lower.builder import I32, I64, PTR, KernelBuilder, llvm_type
+from hobbit.emit.builder import I32, I64, PTR, KernelBuilder, llvm_type
 
 FLAVOURS = ("nvptx", "amdgpu", "host")
 SHARED_SPACE = 3  # NVPTX's shared and AMDGPU's local (LDS) address space: the same number

@@ -16,7 +16,7 @@ from llvmlite import ir
 from hobbit.graph.shapes import contiguous_strides
 from hobbit.gpu.elementwise import for_each_output, unflatten
 from hobbit.gpu.kernels import GPU, GpuArgs
-from hobbit.lower.elementwise import collapse
+from hobbit.emit.epilogue import collapse
 
 
 def lower_concat(k: GpuArgs) -> None:

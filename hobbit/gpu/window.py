@@ -15,7 +15,7 @@ from typing import Callable
 
 from llvmlite import ir
 
-from hobbit.lower.builder import I64, KernelBuilder
+from hobbit.emit.builder import I64, KernelBuilder
 
 def tap_position(kb: KernelBuilder, start: ir.Value, tap: int, dilation: int) -> ir.Value:
     return kb.b.add(start, kb.i64(tap * dilation))

@@ -11,12 +11,11 @@ import numpy as np
 from llvmlite import ir
 
 from hobbit.graph.shapes import contiguous_strides
-from hobbit.lower.builder import KernelBuilder
+from hobbit.emit.builder import KernelBuilder
 from hobbit.lower.copy import emit_strided_copy
 from hobbit.lower.index import clamp, load_index, loop_nest, update
-from hobbit.lower.kernel import KernelArgs
-from hobbit.lower.kernels import CPU
-from hobbit.lower.status import check_range
+from hobbit.lower.kernel import CPU, KernelArgs
+from hobbit.emit.status import check_range
 
 I64 = np.dtype(np.int64)
 

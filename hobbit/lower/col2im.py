@@ -15,14 +15,13 @@ import numpy as np
 from llvmlite import ir
 
 from hobbit.graph.shapes import contiguous_strides
-from hobbit.lower.builder import KernelBuilder
+from hobbit.emit.builder import KernelBuilder
 from hobbit.lower.copy import emit_fill
-from hobbit.lower.half import compute_dtype, narrow, widen
+from hobbit.emit.half import compute_dtype, narrow, widen
 from hobbit.lower.index import loop_nest, share
 from hobbit.lower.parallel import Threads
-from hobbit.lower.scalar import Emit
-from hobbit.lower.kernel import KernelArgs
-from hobbit.lower.kernels import CPU
+from hobbit.emit.scalar import Emit
+from hobbit.lower.kernel import CPU, KernelArgs
 from hobbit.ops.col2im import Geometry, geometry
 
 

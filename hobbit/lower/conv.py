@@ -13,12 +13,11 @@ import numpy as np
 from hobbit.lower.conv_bf16 import lower_conv_bf16
 from hobbit.lower.depthwise import lower_depthwise
 from hobbit.lower.direct_conv import lower_direct_conv
-from hobbit.lower.elementwise import Epilogue
+from hobbit.emit.epilogue import Epilogue
 from hobbit.lower.gemm import MatA, MatB, MatC, emit_gemm, row_major_a
 from hobbit.lower.im2col import im2col
-from hobbit.lower.kernel import KernelArgs
-from hobbit.lower.scalar import Emit
-from hobbit.lower.kernels import CPU
+from hobbit.lower.kernel import CPU, KernelArgs
+from hobbit.emit.scalar import Emit
 from hobbit.plan.conv import ConvPlan
 from hobbit.plan.conv_bf16 import ConvBf16Plan
 from hobbit.plan.gemm import gemm_schedule

@@ -7,12 +7,12 @@ float32 accumulators before the single store."""
 
 from __future__ import annotations
 
-from hobbit.lower.elementwise import Epilogue
+from hobbit.emit.epilogue import Epilogue
 from hobbit.lower.gemm import MatA, MatB, MatC
 from hobbit.lower.gemm_bf16 import FLOAT32, WORD, emit_gemm_bf16, rows_to_pairs
 from hobbit.lower.im2col import im2col
 from hobbit.lower.kernel import KernelArgs
-from hobbit.lower.scalar import Emit
+from hobbit.emit.scalar import Emit
 from hobbit.plan.conv_bf16 import ConvBf16Plan
 from hobbit.plan.gemm import gemm_schedule
 from hobbit.plan.gemm_bf16 import pairs

@@ -13,11 +13,10 @@ import numpy as np
 from llvmlite import ir
 
 from hobbit.graph.shapes import contiguous_strides
-from hobbit.lower.builder import KernelBuilder, llvm_type
-from hobbit.lower.kernel import KernelArgs
-from hobbit.lower.half import compute_dtype, narrow, widen
-from hobbit.lower.scalar import Emit
-from hobbit.lower.kernels import CPU
+from hobbit.emit.builder import KernelBuilder, llvm_type
+from hobbit.lower.kernel import CPU, KernelArgs
+from hobbit.emit.half import compute_dtype, narrow, widen
+from hobbit.emit.scalar import Emit
 
 
 def _input_position(kb: KernelBuilder, a: dict, d: int, o: ir.Value, tap: ir.Value,

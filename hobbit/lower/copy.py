@@ -9,11 +9,11 @@ import numpy as np
 from llvmlite import ir
 
 from hobbit.graph.shapes import contiguous_strides
-from hobbit.lower.builder import KernelBuilder
+from hobbit.emit.builder import KernelBuilder
 from hobbit.lower.parallel import Threads
 
 PARALLEL_MIN = 1 << 15  # below this a parallel region costs more than the copy
-from hobbit.lower.elementwise import collapse
+from hobbit.emit.epilogue import collapse
 
 
 def emit_strided_copy(kb: KernelBuilder, src: ir.Value, dst: ir.Value, dtype: np.dtype,

@@ -19,12 +19,12 @@ from dataclasses import dataclass
 import numpy as np
 from llvmlite import ir
 
-from hobbit.lower.builder import I1, I32, KernelBuilder
+from hobbit.emit.builder import I1, I32, KernelBuilder
 from hobbit.plan.conv import ConvPlan, ConvShape
 from hobbit.lower.copy import emit_deinterleaved_row_copy, emit_fill, emit_row_copy
-from hobbit.lower.elementwise import Epilogue
+from hobbit.emit.epilogue import Epilogue
 from hobbit.lower.kernel import KernelArgs
-from hobbit.lower.scalar import Emit
+from hobbit.emit.scalar import Emit
 
 def row_width(s: ConvShape, lanes: int) -> int:
     """Vector width for rows of s.ow outputs: the target's, or the power of two that covers ow."""

@@ -15,10 +15,10 @@ from __future__ import annotations
 from hobbit.plan.conv import ConvPlan, input_rows
 from hobbit.lower.copy import emit_fill
 from hobbit.lower.depthwise import copy_row, tap_column
-from hobbit.lower.elementwise import Epilogue
+from hobbit.emit.epilogue import Epilogue
 from hobbit.lower.gemm import MatB, MatC, emit_gemm, row_major_a
 from hobbit.lower.kernel import KernelArgs
-from hobbit.lower.scalar import Emit
+from hobbit.emit.scalar import Emit
 
 def lower_direct_conv(k: KernelArgs, plan: ConvPlan) -> None:
     kb, node, s, sched = k.kb, k.node, plan.shape, plan.gemm

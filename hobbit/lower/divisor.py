@@ -1,12 +1,11 @@
 """The CPU kernel of NonzeroDivisor: an integer divisor copied through, each element
-checked (hobbit.lower.status), so a 0 makes run() raise a RunError naming the node while
-the division itself, which never traps, gives 0 (hobbit.lower.scalar.Emit.div)."""
+checked (hobbit.emit.status), so a 0 makes run() raise a RunError naming the node while
+the division itself, which never traps, gives 0 (hobbit.emit.scalar.Emit.div)."""
 
 from __future__ import annotations
 
-from hobbit.lower.kernel import KernelArgs
-from hobbit.lower.kernels import CPU
-from hobbit.lower.status import check_range
+from hobbit.lower.kernel import CPU, KernelArgs
+from hobbit.emit.status import check_range
 
 
 def _lower_nonzero_divisor(k: KernelArgs) -> None:

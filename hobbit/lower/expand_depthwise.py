@@ -18,16 +18,15 @@ from __future__ import annotations
 import numpy as np
 from llvmlite import ir
 
-from hobbit.lower.builder import KernelBuilder
+from hobbit.emit.builder import KernelBuilder
 from hobbit.plan.conv import ConvShape, input_rows
 from hobbit.lower.copy import emit_fill
 from hobbit.lower.depthwise import DepthwiseRows, copy_row, emit_depthwise_rows, emit_rows_direct, row_width
-from hobbit.lower.elementwise import Epilogue, scalar_expr
+from hobbit.emit.epilogue import Epilogue, scalar_expr
 from hobbit.lower.gemm import MatB, MatC, emit_gemm, row_major_a
-from hobbit.lower.kernel import KernelArgs
+from hobbit.lower.kernel import CPU, KernelArgs
 from hobbit.lower.parallel import Threads
-from hobbit.lower.scalar import Emit
-from hobbit.lower.kernels import CPU
+from hobbit.emit.scalar import Emit
 from hobbit.plan.expand_depthwise import ExpandDepthwisePlan
 from hobbit.plan.gemm import gemm_schedule
 

@@ -14,7 +14,7 @@ import numpy as np
 from llvmlite import ir
 
 from hobbit.graph.shapes import contiguous_strides
-from hobbit.lower.builder import I64, KernelBuilder
+from hobbit.emit.builder import I64, KernelBuilder
 from hobbit.lower.copy import emit_strided_copy
 from hobbit.lower.index import checked_index, load_index
 

@@ -20,10 +20,10 @@ import numpy as np
 from llvmlite import ir
 
 from hobbit.errors import CodegenError
-from hobbit.lower.builder import KernelBuilder
+from hobbit.emit.builder import KernelBuilder
 from hobbit.lower.parallel import Threads
 from hobbit.plan.gemm import GemmSchedule
-from hobbit.lower.scalar import Emit
+from hobbit.emit.scalar import Emit
 
 Index = int | ir.Value
 # epilogue(e, value, m, n, mask) -> value to store at C[m, n : n + width]

@@ -25,7 +25,7 @@ import numpy as np
 from llvmlite import ir
 
 from hobbit.errors import CodegenError
-from hobbit.lower.builder import I32, KernelBuilder
+from hobbit.emit.builder import I32, KernelBuilder
 from hobbit.lower.gemm import (Block, EpilogueFn, Gemm, Index, MatA, MatB, MatC, TouchFn, _Ahead,
                                share_gemm)
 from hobbit.lower.parallel import Threads

@@ -16,11 +16,10 @@ import numpy as np
 from llvmlite import ir
 
 from hobbit.graph.shapes import contiguous_strides
-from hobbit.lower.builder import KernelBuilder
-from hobbit.lower.kernel import KernelArgs
-from hobbit.lower.half import compute_dtype, narrow, widen
-from hobbit.lower.scalar import Emit
-from hobbit.lower.kernels import CPU
+from hobbit.emit.builder import KernelBuilder
+from hobbit.lower.kernel import CPU, KernelArgs
+from hobbit.emit.half import compute_dtype, narrow, widen
+from hobbit.emit.scalar import Emit
 
 CUBIC_A = -0.75
 

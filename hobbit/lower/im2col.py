@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from llvmlite import ir
 
-from hobbit.lower.builder import KernelBuilder
+from hobbit.emit.builder import KernelBuilder
 from hobbit.lower.copy import emit_fill
 from hobbit.lower.parallel import Threads
 from hobbit.plan.conv import ConvShape

@@ -4,7 +4,7 @@ GatherND, ScatterElements, ScatterND, TensorScatter and ReverseSequence.
 Every run-time index goes through `checked_index`: a negative one counts from
 the end, as ONNX specifies; one outside [-dim, dim) is invalid (onnxruntime
 refuses it too) and is reported through the kernel's status record
-(hobbit.lower.status), so run() raises a RunError naming the node; the kernel
+(hobbit.emit.status), so run() raises a RunError naming the node; the kernel
 goes on with the nearest valid index, so it never touches memory outside its
 buffers. Sequence lengths and linear write positions are checked the same way."""
 
@@ -16,13 +16,13 @@ import numpy as np
 from llvmlite import ir
 
 from hobbit.graph.shapes import contiguous_strides
-from hobbit.lower.builder import I64, KernelBuilder
+from hobbit.emit.builder import I64, KernelBuilder
 from hobbit.lower.copy import PARALLEL_MIN, emit_strided_copy
-from hobbit.lower.half import compute_dtype, narrow, widen
+from hobbit.emit.half import compute_dtype, narrow, widen
 from hobbit.lower.parallel import Threads
-from hobbit.lower.reduce import combine
-from hobbit.lower.scalar import Emit
-from hobbit.lower.status import check_range
+from hobbit.emit.reduce import combine
+from hobbit.emit.scalar import Emit
+from hobbit.emit.status import check_range
 
 
 def load_index(kb: KernelBuilder, ptr: ir.Value, dtype: np.dtype, at: int | ir.Value) -> ir.Value:

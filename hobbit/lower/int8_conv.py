@@ -17,12 +17,11 @@ from __future__ import annotations
 import numpy as np
 from llvmlite import ir
 
-from hobbit.lower.builder import KernelBuilder
+from hobbit.emit.builder import KernelBuilder
 from hobbit.lower.conv import im2col
 from hobbit.lower.int8_depthwise import lower_qconv_depthwise
 from hobbit.lower.int8_vector import I8, I32, U8, ConvEpilogue, dot_step
-from hobbit.lower.kernel import KernelArgs
-from hobbit.lower.kernels import CPU
+from hobbit.lower.kernel import CPU, KernelArgs
 from hobbit.plan.int8 import Int8ConvPlan, padded_k
 
 I16 = ir.IntType(16)

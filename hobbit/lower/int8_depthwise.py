@@ -17,7 +17,7 @@ from __future__ import annotations
 import numpy as np
 from llvmlite import ir
 
-from hobbit.lower.builder import KernelBuilder
+from hobbit.emit.builder import KernelBuilder
 from hobbit.lower.int8_vector import I8, I32, U8, ConvEpilogue
 from hobbit.lower.kernel import KernelArgs
 from hobbit.plan.int8 import Int8ConvPlan

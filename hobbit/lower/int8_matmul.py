@@ -13,10 +13,9 @@ from __future__ import annotations
 import numpy as np
 from llvmlite import ir
 
-from hobbit.lower.builder import KernelBuilder
+from hobbit.emit.builder import KernelBuilder
 from hobbit.lower.int8_vector import I32, dot_step, requantize, zero_byte, zero_read
-from hobbit.lower.kernel import KernelArgs
-from hobbit.lower.kernels import CPU
+from hobbit.lower.kernel import CPU, KernelArgs
 from hobbit.plan.gemm import gemm_schedule
 from hobbit.plan.int8 import DotProduct, dot_product, padded_k
 

@@ -19,9 +19,8 @@ import numpy as np
 from llvmlite import ir
 
 from hobbit.lower.int8_vector import F32, I32, requantize
-from hobbit.lower.kernel import KernelArgs
-from hobbit.lower.kernels import CPU
-from hobbit.lower.scalar import Emit
+from hobbit.lower.kernel import CPU, KernelArgs
+from hobbit.emit.scalar import Emit
 from hobbit.ops.qlinear import average_window
 
 # Below ~16K input bytes a parallel region costs more than it saves (the element-wise

@@ -6,7 +6,7 @@ from __future__ import annotations
 import numpy as np
 from llvmlite import ir
 
-from hobbit.lower.builder import KernelBuilder
+from hobbit.emit.builder import KernelBuilder
 from hobbit.plan.int8 import DotProduct
 
 I8, I32 = ir.IntType(8), ir.IntType(32)
@@ -45,7 +45,7 @@ def _to_bytes(kb: KernelBuilder, x: ir.Value, zero: int, lo: int, hi: int) -> ir
 
 def _add_residual(kb: KernelBuilder, attrs: dict, centred: ir.Value, residual: ir.Value) -> ir.Value:
     """QAdd of q = centred + y_zero (centred integral float32, q within the conv's bounds)
-    and the residual bytes, in the order of its scalar expression (hobbit/lower/scalar_ops.py),
+    and the residual bytes, in the order of its scalar expression (hobbit/emit/scalar_ops.py),
     so the fused result is bit-identical: q - a_zero is the exact integer centred + (y_zero - a_zero)."""
     b, lanes = kb.b, centred.type.count
     vf, vi = centred.type, ir.VectorType(I32, lanes)

@@ -1,5 +1,7 @@
-"""What a lowering function receives: the node, its pointers, a builder, the target, and
-the node's plan (hobbit.plan.kernels) where it has one."""
+"""The CPU backend's kernel table, empty until hobbit.lower.cpu imports the modules that
+register in it, and what a CPU kernel's emitter receives: the node, its pointers, a
+builder, the target, the thread team and the node's plan (hobbit.plan.kernels) where it
+has one."""
 
 from __future__ import annotations
 
@@ -11,8 +13,11 @@ from llvmlite import ir
 
 from hobbit.target import Target
 from hobbit.graph.ir import Node
-from hobbit.lower.builder import KernelBuilder
+from hobbit.emit.builder import KernelBuilder
+from hobbit.emit.table import KernelTable
 from hobbit.lower.parallel import Threads
+
+CPU = KernelTable("cpu")
 
 
 @dataclass

@@ -9,9 +9,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from hobbit.lower.kernel import KernelArgs
-from hobbit.lower.scalar import Emit
-from hobbit.lower.kernels import CPU
+from hobbit.lower.kernel import CPU, KernelArgs
+from hobbit.emit.scalar import Emit
 
 
 def lower_det(k: KernelArgs) -> None:

@@ -15,10 +15,9 @@ from __future__ import annotations
 import numpy as np
 from llvmlite import ir
 
-from hobbit.lower.builder import I1, I64, PTR, KernelBuilder
-from hobbit.lower.kernel import KernelArgs
-from hobbit.lower.kernels import CPU
-from hobbit.lower.status import STATUS_WORDS, check_range
+from hobbit.emit.builder import I1, I64, PTR, KernelBuilder
+from hobbit.lower.kernel import CPU, KernelArgs
+from hobbit.emit.status import STATUS_WORDS, check_range
 
 I8 = ir.IntType(8)
 NO_LIMIT = np.iinfo(np.int64).max

@@ -8,12 +8,12 @@ from __future__ import annotations
 import numpy as np
 from llvmlite import ir
 
-from hobbit.lower.builder import KernelBuilder
+from hobbit.emit.builder import KernelBuilder
 from hobbit.lower.copy import emit_fill
-from hobbit.lower.half import compute_dtype, widen
+from hobbit.emit.half import compute_dtype, widen
 from hobbit.lower.index import clamp, load_index, share
 from hobbit.lower.parallel import Threads
-from hobbit.lower.scalar import Emit
+from hobbit.emit.scalar import Emit
 
 
 def emit_trilu(kb: KernelBuilder, x: ir.Value, dst: ir.Value, dtype: np.dtype, k: ir.Value | int,

@@ -5,12 +5,11 @@ from __future__ import annotations
 import numpy as np
 
 from hobbit.graph.shapes import broadcast_strides
-from hobbit.lower.elementwise import Epilogue
+from hobbit.emit.epilogue import Epilogue
 from hobbit.lower.gemm import MatB, MatC, emit_gemm, row_major_a
-from hobbit.lower.kernel import KernelArgs
+from hobbit.lower.kernel import CPU, KernelArgs
 from hobbit.lower.matmul_bf16 import lower_matmul_bf16
-from hobbit.lower.scalar import Emit
-from hobbit.lower.kernels import CPU
+from hobbit.emit.scalar import Emit
 from hobbit.plan.conv_bf16 import is_bf16
 from hobbit.plan.gemm import gemm_schedule
 

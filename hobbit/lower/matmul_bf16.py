@@ -6,11 +6,11 @@ from __future__ import annotations
 
 from hobbit.errors import CodegenError
 from hobbit.graph.shapes import broadcast_strides
-from hobbit.lower.elementwise import Epilogue
+from hobbit.emit.epilogue import Epilogue
 from hobbit.lower.gemm import MatB, MatC
 from hobbit.lower.gemm_bf16 import FloatRowsA, emit_gemm_bf16
 from hobbit.lower.kernel import KernelArgs
-from hobbit.lower.scalar import Emit
+from hobbit.emit.scalar import Emit
 from hobbit.plan.gemm import gemm_schedule
 from hobbit.plan.gemm_bf16 import pairs
 

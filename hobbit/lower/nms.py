@@ -38,12 +38,11 @@ from typing import Callable, Iterator
 import numpy as np
 from llvmlite import ir
 
-from hobbit.lower.builder import I1, I32, I64, KernelBuilder
+from hobbit.emit.builder import I1, I32, I64, KernelBuilder
 from hobbit.lower.index import clamp
-from hobbit.lower.kernel import KernelArgs
-from hobbit.lower.kernels import CPU
+from hobbit.lower.kernel import CPU, KernelArgs
 from hobbit.lower.mask import load_scalar_index
-from hobbit.lower.status import check_range
+from hobbit.emit.status import check_range
 from hobbit.plan.nms import COLUMNS, NmsPlan
 
 F32 = np.dtype(np.float32)

@@ -13,12 +13,12 @@ from __future__ import annotations
 import numpy as np
 from llvmlite import ir
 
-from hobbit.lower.builder import KernelBuilder
+from hobbit.emit.builder import KernelBuilder
 from hobbit.lower.elementwise import emit_loop_nest
-from hobbit.lower.kernel import KernelArgs
-from hobbit.lower.reduce import combine, hreduce, reduce_row, row_width, vector_type
-from hobbit.lower.scalar import Emit
-from hobbit.lower.kernels import CPU
+from hobbit.lower.kernel import CPU, KernelArgs
+from hobbit.emit.reduce import combine
+from hobbit.lower.reduce import hreduce, reduce_row, row_width, vector_type
+from hobbit.emit.scalar import Emit
 
 
 def softmax_view(shape: tuple[int, ...], axis: int) -> tuple[int, int, int]:

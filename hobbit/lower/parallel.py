@@ -33,7 +33,7 @@ from typing import Callable
 from llvmlite import ir
 
 from hobbit.errors import CodegenError
-from hobbit.lower.builder import I64, PTR, KernelBuilder
+from hobbit.emit.builder import I64, PTR, KernelBuilder
 from hobbit.plan.arena import CLAIM_STRIDE, CLAIMED_LOOPS
 from hobbit.plan.bands import cut, share_sizes
 

@@ -17,12 +17,12 @@ from dataclasses import dataclass
 import numpy as np
 from llvmlite import ir
 
-from hobbit.lower.builder import KernelBuilder, llvm_type
+from hobbit.emit.builder import KernelBuilder, llvm_type
 from hobbit.lower.elementwise import emit_loop_nest
-from hobbit.lower.kernel import KernelArgs
-from hobbit.lower.reduce import combine, row_width
-from hobbit.lower.scalar import Emit
-from hobbit.lower.kernels import CPU
+from hobbit.lower.kernel import CPU, KernelArgs
+from hobbit.emit.reduce import combine
+from hobbit.lower.reduce import row_width
+from hobbit.emit.scalar import Emit
 from hobbit.ops.reduce import identity
 
 

@@ -6,8 +6,7 @@ from __future__ import annotations
 
 from hobbit.lower.copy import emit_strided_copy
 from hobbit.lower.index import emit_reverse_sequence
-from hobbit.lower.kernel import KernelArgs
-from hobbit.lower.kernels import CPU
+from hobbit.lower.kernel import CPU, KernelArgs
 from hobbit.lower.mask import emit_one_hot, emit_trilu, load_scalar_index
 from hobbit.lower.scan import emit_cumulative
 from hobbit.lower.topk import emit_top_k

@@ -1,6 +1,6 @@
-"""Reductions: one kernel for every ReduceX op, plus the vector row helpers
-(horizontal combine, contiguous-row accumulation) that softmax and layer
-normalisation reuse.
+"""The CPU's reductions: one kernel for every ReduceX op (its reducers are
+hobbit.emit.reduce's), plus the vector row helpers (horizontal combine,
+contiguous-row accumulation) that softmax and layer normalisation reuse.
 
 The input's dims are merged into alternating runs of kept and reduced dims.
 When the innermost run is reduced, it is contiguous: each output element gets a
@@ -18,66 +18,13 @@ from typing import Callable
 import numpy as np
 from llvmlite import ir
 
-from hobbit.lower.builder import I32, KernelBuilder, llvm_type
+from hobbit.emit.builder import I32, KernelBuilder, llvm_type
 from hobbit.lower.elementwise import emit_loop_nest
-from hobbit.lower.half import compute_dtype, widen
-from hobbit.lower.kernel import KernelArgs
-from hobbit.lower.scalar import Emit
-from hobbit.lower.kernels import CPU
+from hobbit.emit.half import compute_dtype, widen
+from hobbit.lower.kernel import CPU, KernelArgs
+from hobbit.emit.reduce import REDUCERS, Reducer, apply_post, apply_pre, combine
+from hobbit.emit.scalar import Emit
 from hobbit.ops.reduce import identity
-
-
-@dataclass(frozen=True)
-class Reducer:
-    """A reduction as combine(acc, pre(x)) over the reduced elements, then post(acc)."""
-
-    combine: str  # "add" | "mul" | "max" | "min"
-    pre: str | None = None  # "square" | "abs"
-    post: str | None = None  # "mean" | "sqrt" | "log"
-
-
-REDUCERS: dict[str, Reducer] = {
-    "ReduceSum": Reducer("add"),
-    "ReduceMean": Reducer("add", post="mean"),
-    "ReduceMax": Reducer("max"),
-    "ReduceMin": Reducer("min"),
-    "ReduceProd": Reducer("mul"),
-    "ReduceSumSquare": Reducer("add", pre="square"),
-    "ReduceL1": Reducer("add", pre="abs"),
-    "ReduceL2": Reducer("add", pre="square", post="sqrt"),
-    "ReduceLogSum": Reducer("add", post="log"),
-}
-
-
-def combine(e: Emit, how: str, acc, x):
-    """acc (op) x. max/min take `x` unless `acc` strictly wins, so a NaN on either
-    side yields `x`: the semantics of x86 maxps/minps, which onnxruntime's pooling
-    kernels have and which LLVM lowers this select to."""
-    if how == "add":
-        return e.add(acc, x)
-    if how == "mul":
-        return e.mul(acc, x)
-    if how == "max":
-        return e.select(e.gt(acc, x), acc, x)
-    return e.select(e.lt(acc, x), acc, x)
-
-
-def _pre(e: Emit, r: Reducer, x):
-    if r.pre == "square":
-        return e.mul(x, x)
-    if r.pre == "abs":
-        return e.abs(x)
-    return x
-
-
-def _post(e: Emit, r: Reducer, x, count: int):
-    if r.post == "mean":
-        return e.mul(x, e.c(1.0 / count))
-    if r.post == "sqrt":
-        return e.sqrt(x)
-    if r.post == "log":
-        return e.log(x)
-    return x
 
 
 def row_width(lanes: int, length: int) -> int:
@@ -205,7 +152,7 @@ def _reduce_inner(k: KernelArgs, r: Reducer, dtype: np.dtype, kept: list[Run], o
     inner = reds[-1]
     width = row_width(k.width(dtype), inner.extent)
     acc = kb.alloca(vector_type(dtype, width))
-    pre = (lambda e, v: _pre(e, r, v)) if r.pre else None
+    pre = (lambda e, v: apply_pre(e, r, v)) if r.pre else None
 
     def per_output(kidx: list[ir.Value]) -> None:
         x_base = kb.affine([(i, run.stride) for i, run in zip(kidx, kept)])
@@ -217,7 +164,7 @@ def _reduce_inner(k: KernelArgs, r: Reducer, dtype: np.dtype, kept: list[Run], o
 
         _nest(kb, [run.extent for run in reds[:-1]], per_row, "r")
         total = hreduce(kb, dtype, kb.b.load(acc), r.combine)
-        out = _post(Emit(kb, dtype, 1), r, total, count)
+        out = apply_post(Emit(kb, dtype, 1), r, total, count)
         kb.store(out, k.outputs[0], dtype, kb.affine(list(zip(kidx, out_strides))))
 
     _nest(kb, [run.extent for run in kept], per_output, "k")
@@ -245,7 +192,7 @@ def _reduce_outer(k: KernelArgs, r: Reducer, dtype: np.dtype, kept: list[Run], o
 
             def update(index, w, mask):
                 e = Emit(kb, dtype, w)
-                v = _pre(e, r, kb.vload(x_ptr, dtype, kb.add(base, index[0]), w, mask))
+                v = apply_pre(e, r, kb.vload(x_ptr, dtype, kb.add(base, index[0]), w, mask))
                 at = kb.add(y_base, index[0])
                 kb.vstore(combine(e, r.combine, kb.vload(y_ptr, dtype, at, w, mask), v), y_ptr, dtype, at, mask)
 
@@ -255,7 +202,7 @@ def _reduce_outer(k: KernelArgs, r: Reducer, dtype: np.dtype, kept: list[Run], o
         if r.post:
             def finish(index, w, mask):
                 at = kb.add(y_base, index[0])
-                v = _post(Emit(kb, dtype, w), r, kb.vload(y_ptr, dtype, at, w, mask), count)
+                v = apply_post(Emit(kb, dtype, w), r, kb.vload(y_ptr, dtype, at, w, mask), count)
                 kb.vstore(v, y_ptr, dtype, at, mask)
 
             emit_loop_nest(kb, (row,), width, finish)

@@ -14,12 +14,11 @@ import numpy as np
 from llvmlite import ir
 
 from hobbit.graph.shapes import contiguous_strides
-from hobbit.lower.builder import KernelBuilder, llvm_type
+from hobbit.emit.builder import KernelBuilder, llvm_type
 from hobbit.lower.gather import emit_table_copy
-from hobbit.lower.half import compute_dtype, narrow, widen
-from hobbit.lower.kernel import KernelArgs
-from hobbit.lower.scalar import Emit
-from hobbit.lower.kernels import CPU
+from hobbit.emit.half import compute_dtype, narrow, widen
+from hobbit.lower.kernel import CPU, KernelArgs
+from hobbit.emit.scalar import Emit
 
 
 def constant_array(kb: KernelBuilder, values: Sequence[float | int], dtype: np.dtype) -> ir.GlobalVariable:

@@ -23,12 +23,11 @@ from collections.abc import Callable
 import numpy as np
 from llvmlite import ir
 
-from hobbit.lower.builder import KernelBuilder
-from hobbit.lower.kernel import KernelArgs
+from hobbit.emit.builder import KernelBuilder
+from hobbit.lower.kernel import CPU, KernelArgs
 from hobbit.lower.reduce import hreduce, row_width, vector_type
-from hobbit.lower.scalar import Emit
-from hobbit.lower.status import check_range
-from hobbit.lower.kernels import CPU
+from hobbit.emit.scalar import Emit
+from hobbit.emit.status import check_range
 from hobbit.ops.rnn import NUMPY_ACTIVATIONS
 from hobbit.plan.rnn import GATES, RecurrencePlan
 
@@ -108,7 +107,7 @@ class _Row:
         self.t = kb.b.select(backwards, flipped, step) if backwards is not None else step
 
     def _length(self) -> ir.Value:
-        """This row's sequence length: one outside [0, seq] is reported (hobbit.lower.status)
+        """This row's sequence length: one outside [0, seq] is reported (hobbit.emit.status)
         and clamped."""
         kb = self.kb
         lens = self.k.inputs[3]

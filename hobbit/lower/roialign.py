@@ -9,7 +9,7 @@ differed in its last bit could move a whole sample.
 
 With bounded rois (input 3, their run-time count) the units are counted at run time,
 so threads share the valid rois only. Batch indices are data: one outside [0, N) is
-reported (hobbit.lower.status) and clamped, and every neighbour position is within
+reported (hobbit.emit.status) and clamped, and every neighbour position is within
 the map by construction, so the kernel never reads outside X."""
 
 from __future__ import annotations
@@ -17,12 +17,11 @@ from __future__ import annotations
 import numpy as np
 from llvmlite import ir
 
-from hobbit.lower.builder import KernelBuilder, llvm_type
+from hobbit.emit.builder import KernelBuilder, llvm_type
 from hobbit.lower.index import clamp, load_index
-from hobbit.lower.kernel import KernelArgs
-from hobbit.lower.kernels import CPU
-from hobbit.lower.scalar import Emit
-from hobbit.lower.status import check_range
+from hobbit.lower.kernel import CPU, KernelArgs
+from hobbit.emit.scalar import Emit
+from hobbit.emit.status import check_range
 
 I64 = np.dtype(np.int64)
 CHANNEL_BLOCK = 32  # channels sharing one sample's positions and weights

@@ -11,13 +11,13 @@ from __future__ import annotations
 import numpy as np
 from llvmlite import ir
 
-from hobbit.lower.builder import KernelBuilder
-from hobbit.lower.half import compute_dtype, narrow, widen
+from hobbit.emit.builder import KernelBuilder
+from hobbit.emit.half import compute_dtype, narrow, widen
 from hobbit.lower.index import share
 from hobbit.lower.parallel import Threads
-from hobbit.lower.reduce import combine
+from hobbit.emit.reduce import combine
 from hobbit.ops.reduce import identity
-from hobbit.lower.scalar import Emit
+from hobbit.emit.scalar import Emit
 
 
 def emit_cumulative(kb: KernelBuilder, x: ir.Value, dst: ir.Value, dtype: np.dtype, outer: int, length: int,

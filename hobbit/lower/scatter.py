@@ -11,8 +11,7 @@ from hobbit.lower.index import (
     emit_scatter_nd,
     emit_tensor_scatter,
 )
-from hobbit.lower.kernel import KernelArgs
-from hobbit.lower.kernels import CPU
+from hobbit.lower.kernel import CPU, KernelArgs
 from hobbit.ops.scatter import size_of
 
 

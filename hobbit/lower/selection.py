@@ -23,10 +23,9 @@ import numpy as np
 from llvmlite import ir
 
 from hobbit.graph.shapes import contiguous_strides
-from hobbit.lower.builder import I64, KernelBuilder
+from hobbit.emit.builder import I64, KernelBuilder
 from hobbit.lower.copy import emit_row_copy
-from hobbit.lower.kernel import KernelArgs
-from hobbit.lower.kernels import CPU
+from hobbit.lower.kernel import CPU, KernelArgs
 from hobbit.ops.selection import compress_view
 
 INT64 = np.dtype(np.int64)

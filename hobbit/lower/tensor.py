@@ -6,11 +6,11 @@ from __future__ import annotations
 import numpy as np
 
 from hobbit.graph.shapes import broadcast_strides, contiguous_strides
+from hobbit.emit.scalar_ops import SCALARS
 from hobbit.lower.copy import emit_fill, emit_strided_copy
 from hobbit.lower.elementwise import emit_elementwise
 from hobbit.lower.gather import emit_runtime_gather, emit_table_copy
-from hobbit.lower.kernel import KernelArgs
-from hobbit.lower.kernels import CPU
+from hobbit.lower.kernel import CPU, KernelArgs
 
 
 def _lower_view(k: KernelArgs) -> None:
@@ -127,7 +127,7 @@ def _lower_tile(k: KernelArgs) -> None:
 
 
 CPU.register("Reshape", lower=_lower_view)
-CPU.register("Copy", lower=_lower_copy, scalar=lambda e, args, a: args[0])
+CPU.register("Copy", lower=_lower_copy, scalar=SCALARS["Copy"])
 CPU.register("Transpose", lower=_lower_transpose)
 CPU.register("Concat", lower=_lower_concat)
 CPU.register("Split", lower=_lower_split)

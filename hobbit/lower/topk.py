@@ -13,11 +13,11 @@ from __future__ import annotations
 import numpy as np
 from llvmlite import ir
 
-from hobbit.lower.builder import KernelBuilder
-from hobbit.lower.half import compute_dtype, widen
+from hobbit.emit.builder import KernelBuilder
+from hobbit.emit.half import compute_dtype, widen
 from hobbit.lower.index import share
 from hobbit.lower.parallel import Threads
-from hobbit.lower.scalar import Emit
+from hobbit.emit.scalar import Emit
 
 
 def emit_top_k(kb: KernelBuilder, x: ir.Value, values: ir.Value, indices: ir.Value, dtype: np.dtype,

@@ -22,10 +22,9 @@ from __future__ import annotations
 import numpy as np
 from llvmlite import ir
 
-from hobbit.lower.builder import I1, I64, KernelBuilder
-from hobbit.lower.half import widen
-from hobbit.lower.kernel import KernelArgs
-from hobbit.lower.kernels import CPU
+from hobbit.emit.builder import I1, I64, KernelBuilder
+from hobbit.emit.half import widen
+from hobbit.lower.kernel import CPU, KernelArgs
 from hobbit.ops.scatter import size_of
 
 _INT64 = np.dtype(np.int64)

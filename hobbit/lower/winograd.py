@@ -26,16 +26,15 @@ from __future__ import annotations
 from llvmlite import ir
 
 from hobbit.target import Target
-from hobbit.lower.builder import I32, KernelBuilder
+from hobbit.emit.builder import I32, KernelBuilder
 from hobbit.plan.conv import ConvShape
 from hobbit.lower.copy import emit_deinterleaved_row_copy, emit_fill
-from hobbit.lower.elementwise import Epilogue
+from hobbit.emit.epilogue import Epilogue
 from hobbit.lower.gemm import MatA, MatB, MatC, emit_gemm
-from hobbit.lower.kernel import KernelArgs
+from hobbit.lower.kernel import CPU, KernelArgs
 from hobbit.lower.parallel import Threads
-from hobbit.lower.reduce import combine
-from hobbit.lower.scalar import Emit
-from hobbit.lower.kernels import CPU
+from hobbit.emit.reduce import combine
+from hobbit.emit.scalar import Emit
 from hobbit.lower.winograd_bf16 import Bf16TileGemms
 from hobbit.plan.conv_bf16 import is_bf16
 from hobbit.plan.gemm import GemmSchedule

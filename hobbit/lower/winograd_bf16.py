@@ -7,7 +7,7 @@ GEMM's own V rows into pairs in place, read then by every output-channel panel."
 
 from __future__ import annotations
 
-from hobbit.lower.builder import KernelBuilder
+from hobbit.emit.builder import KernelBuilder
 from hobbit.lower.gemm import MatA, MatB, MatC
 from hobbit.lower.gemm_bf16 import emit_gemm_bf16, rows_to_pairs
 from hobbit.lower.parallel import Threads

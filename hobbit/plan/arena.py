@@ -1,7 +1,7 @@
 """The per-kernel records generated code keeps in the arena, and their sizes.
 
 Memory planning (hobbit.passes.memory) reserves these bytes; the emitters
-(hobbit.lower.parallel, hobbit.lower.status) and codegen (hobbit.codegen.module)
+(hobbit.lower.parallel, hobbit.emit.status) and codegen (hobbit.codegen.module)
 address them. One definition here keeps the two sides in step."""
 
 from __future__ import annotations

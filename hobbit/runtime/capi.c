@@ -29,7 +29,7 @@
 /* The arena's base alignment: kernels use aligned vector loads on 64-byte boundaries. */
 #define ARENA_ALIGN 64
 
-/* One run-time check record of the arena (hobbit/lower/status.py): which node it guards. */
+/* One run-time check record of the arena (hobbit/emit/status.py): which node it guards. */
 struct hobbit_check {
     size_t offset;
     const char *node;

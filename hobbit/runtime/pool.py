@@ -50,7 +50,7 @@ from hobbit.codegen.llvm import optimize
 from hobbit.target import Target
 from hobbit.codegen.machine import new_target_machine
 from hobbit.errors import HobbitError
-from hobbit.lower.builder import I64, PTR, KernelBuilder
+from hobbit.emit.builder import I64, PTR, KernelBuilder
 from hobbit.lower.parallel import RUNTIME_ABI, runtime_function
 
 I32 = ir.IntType(32)

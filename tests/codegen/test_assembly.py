@@ -8,7 +8,7 @@ import re
 from onnx import helper
 
 from hobbit.codegen.llvm import emit_assembly
-from hobbit.codegen.module import kernel_name
+from hobbit.emit.naming import kernel_name
 from hobbit.compiler import lower_to_llvm
 from tests.helpers import make_model, rand
 

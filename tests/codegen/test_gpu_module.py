@@ -13,7 +13,7 @@ from hobbit.codegen.gpu_module import Launch, ptx_name, with_block_size
 from hobbit.codegen.llvm import optimize
 from hobbit.errors import CodegenError, UnsupportedModelError
 from hobbit.gpu.simt import Simt
-from hobbit.lower.builder import PTR, KernelBuilder
+from hobbit.emit.builder import PTR, KernelBuilder
 from hobbit.passes.memory import Place
 from hobbit.target import host_target
 from tests.helpers import make_model, rand

@@ -6,7 +6,7 @@ import numpy as np
 from llvmlite import ir
 
 from hobbit.codegen.machine import target_machine
-from hobbit.lower.builder import KernelBuilder
+from hobbit.emit.builder import KernelBuilder
 from hobbit.target import host_target
 import llvmlite.binding as llvm
 

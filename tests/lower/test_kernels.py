@@ -7,7 +7,7 @@ import pytest
 
 from hobbit.errors import CodegenError
 from hobbit.lower.cpu import CPU
-from hobbit.lower.kernels import KernelTable
+from hobbit.emit.table import KernelTable
 from hobbit.ops.registry import _REGISTRY
 
 

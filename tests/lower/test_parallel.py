@@ -28,7 +28,7 @@ def test_sync_refuses_to_follow_a_static_split():
     from llvmlite import ir
 
     from hobbit.errors import CodegenError
-    from hobbit.lower.builder import I64, PTR, KernelBuilder
+    from hobbit.emit.builder import I64, PTR, KernelBuilder
     from hobbit.lower.parallel import Threads
 
     fn = ir.Function(ir.Module(), ir.FunctionType(ir.VoidType(), [PTR, I64, I64]), name="k")

@@ -1,4 +1,4 @@
-"""Run-time checks (hobbit.lower.status): every op that reads positions from data
+"""Run-time checks (hobbit.emit.status): every op that reads positions from data
 refuses an out-of-range one with a RunError naming the node and the value, where
 onnxruntime refuses it too; valid data in the same compiled model still answers
 correctly before and after, at one thread and at two (the team walk)."""

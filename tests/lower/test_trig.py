@@ -1,4 +1,4 @@
-"""The float32 polynomial transcendentals (hobbit.lower.trig, Emit.exp/log/pow) over
+"""The float32 polynomial transcendentals (hobbit.emit.trig, Emit.exp/log/pow) over
 their whole domain: random values at every magnitude from 1e-40 to 3e38, values
 next to the edges of each domain (+-1, overflow thresholds) and inf/NaN/+-0,
 against numpy in float64. The claim is a few float32 ulps (checked at 2e-6)."""

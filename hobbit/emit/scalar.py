@@ -13,8 +13,8 @@ import numpy as np
 from llvmlite import ir
 
 from hobbit.errors import CodegenError
-from hobbit.lower.builder import KernelBuilder, is_float, llvm_type, overload_suffix
-from hobbit.lower.half import BFLOAT16, compute_dtype, is_half, narrow, widen
+from hobbit.emit.builder import KernelBuilder, is_float, llvm_type, overload_suffix
+from hobbit.emit.half import BFLOAT16, compute_dtype, is_half, narrow, widen
 
 _FLOAT_FLAGS = ("contract",)
 
@@ -22,7 +22,7 @@ _FLOAT_FLAGS = ("contract",)
 class Emit:
     def __init__(self, kb: KernelBuilder, dtype: np.dtype, width: int):
         if np.dtype(dtype) == BFLOAT16:
-            raise CodegenError("bfloat16 values compute in float32: widen them first (hobbit.lower.half)")
+            raise CodegenError("bfloat16 values compute in float32: widen them first (hobbit.emit.half)")
         self.kb = kb
         self.b = kb.b
         self.dtype = np.dtype(dtype)

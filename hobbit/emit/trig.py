@@ -17,8 +17,8 @@ from fractions import Fraction
 import numpy as np
 from llvmlite import ir
 
-from hobbit.lower.builder import overload_suffix
-from hobbit.lower.scalar import Emit
+from hobbit.emit.builder import overload_suffix
+from hobbit.emit.scalar import Emit
 
 _PI = Fraction(Decimal("3.14159265358979323846264338327950288419716939937510582097494459230781640628620899"))
 

@@ -34,7 +34,7 @@ _LLVM_TYPES = {
     np.dtype(np.int64): ir.IntType(64),
     np.dtype(np.uint64): ir.IntType(64),
     np.dtype(np.bool_): ir.IntType(8),
-    # bfloat16 is only stored (as its 16 bits); hobbit.lower.half converts it for arithmetic.
+    # bfloat16 is only stored (as its 16 bits); hobbit.emit.half converts it for arithmetic.
     np.dtype(ml_dtypes.bfloat16): ir.IntType(16),
 }
 
@@ -56,7 +56,7 @@ class KernelBuilder:
         # Allocas go in their own entry block so LLVM promotes them to registers.
         self._allocas = ir.IRBuilder(fn.append_basic_block("entry"))
         self.b = ir.IRBuilder(fn.append_basic_block("body"))
-        # The kernel's status record, for ops that check run-time data (hobbit.lower.status).
+        # The kernel's status record, for ops that check run-time data (hobbit.emit.status).
         self.status: ir.Value | None = None
 
     def alloca(self, ty: ir.Type, size: int | None = None) -> ir.Value:

@@ -1,13 +1,14 @@
-"""Per-backend kernel tables: which code implements each kernel an op definition names.
+"""The kernel table class: which code implements each kernel an op definition names.
 
 An op definition (hobbit/ops) says what an op means and names its kernel (OpDef.kernel);
-it knows nothing about LLVM. A backend's table maps kernel names to the functions that
-emit them: `lower(KernelArgs)` writes a kernel body, and an element-wise kernel also has
-`scalar(emit, args, attrs)`, the expression the shared loop emitter and fused epilogues
-run. Each lower/* module registers the kernels it implements in its own file, so a new
-op is one registration per layer that knows a fact about it. A table may have a parent:
-a backend that differs from another in a few kernels overrides those and inherits the
-rest."""
+it knows nothing about LLVM. A backend's table (`CPU` in hobbit/backend/cpu/args.py,
+`GPU` in hobbit/backend/gpu/args.py) maps kernel names to the functions that emit them:
+`lower(args)` writes a kernel body, and an element-wise kernel also has
+`scalar(emit, args, attrs)`, the expression the loop emitter and fused epilogues run
+(hobbit/emit/scalar_ops.py). Each backend module registers the kernels it implements in
+its own file, so a new op is one registration per layer that knows a fact about it. A
+table may have a parent: a backend that differs from another in a few kernels overrides
+those and inherits the rest."""
 
 from __future__ import annotations
 
@@ -54,5 +55,3 @@ class KernelTable:
         own = set(self._kernels)
         return own | self.parent.names() if self.parent is not None else own
 
-
-CPU = KernelTable("cpu")

@@ -13,7 +13,7 @@ import ml_dtypes
 import numpy as np
 from llvmlite import ir
 
-from hobbit.lower.builder import overload_suffix
+from hobbit.emit.builder import overload_suffix
 
 BFLOAT16 = np.dtype(ml_dtypes.bfloat16)
 FLOAT16 = np.dtype(np.float16)

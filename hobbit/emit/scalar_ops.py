@@ -1,7 +1,12 @@
-"""The CPU's element-wise kernels: the scalar expression of each element-wise op
-(hobbit/ops/elementwise.py, bitwise.py, quantize.py and the comparisons, logic and
-Where of tensor.py), run by the shared loop emitter (lower_elementwise) and by fused
-epilogues. Every expression is scalar(emit, args, attrs) -> value."""
+"""The scalar expression of each element-wise kernel: one table every backend reads.
+
+SCALARS maps an element-wise kernel's name (OpDef.kernel of the ops in
+hobbit/ops/elementwise.py, bitwise.py, quantize.py and the comparisons, logic, Where and
+Copy of tensor.py) to scalar(emit, args, attrs) -> value. The expression is the same
+arithmetic on every device and at every vector width: the CPU's loop emitter
+(hobbit/backend/cpu/elementwise.py) and the GPU's (hobbit/backend/gpu/elementwise.py)
+register each one in their tables around their own loops, and fused epilogues
+(hobbit.emit.epilogue) apply them after any producer."""
 
 from __future__ import annotations
 
@@ -11,17 +16,24 @@ from typing import Any, Callable
 import numpy as np
 from llvmlite import ir
 
-from hobbit.lower import trig
-from hobbit.lower.builder import llvm_type
-from hobbit.lower.elementwise import lower_elementwise
-from hobbit.lower.kernels import CPU
-from hobbit.lower.scalar import Emit
+from hobbit.emit import trig
+from hobbit.emit.builder import llvm_type
+from hobbit.emit.scalar import Emit
 
 _WIDE = np.dtype(np.int64)
 
+Scalar = Callable[[Emit, list, dict], Any]
+SCALARS: dict[str, Scalar] = {}
+
+
+def _register(name: str, scalar: Scalar) -> None:
+    if name in SCALARS:
+        raise ValueError(f"scalar expression {name!r} registered twice")
+    SCALARS[name] = scalar
+
 
 def _unary(name: str, expr: Callable[[Emit, Any, dict], Any]) -> None:
-    CPU.register(name, lower=lower_elementwise, scalar=lambda e, args, a: expr(e, args[0], a))
+    _register(name, lambda e, args, a: expr(e, args[0], a))
 
 
 def _binary(name: str, expr: Callable[[Emit, Any, Any], Any]) -> None:
@@ -29,12 +41,12 @@ def _binary(name: str, expr: Callable[[Emit, Any, Any], Any]) -> None:
 
 
 def _binary_with_attrs(name: str, expr: Callable[[Emit, Any, Any, dict], Any]) -> None:
-    CPU.register(name, lower=lower_elementwise, scalar=lambda e, args, a: expr(e, args[0], args[1], a))
+    _register(name, lambda e, args, a: expr(e, args[0], args[1], a))
 
 
 def _predicate(name: str, expr: Callable[[Emit, Any, dict], Any]) -> None:
     """A unary test with a bool result (IsNaN, IsInf)."""
-    CPU.register(name, lower=lower_elementwise, scalar=lambda e, args, a: e.as_bool(expr(e, args[0], a)))
+    _register(name, lambda e, args, a: e.as_bool(expr(e, args[0], a)))
 
 
 def _clip(e: Emit, x, lo: float, hi: float):
@@ -80,13 +92,13 @@ _unary("Sign", lambda e, x, a: e.sign(x))
 _predicate("IsNaN", lambda e, x, a: e.is_nan(x))
 _predicate("IsInf", lambda e, x, a: e.is_inf(x, bool(a["detect_positive"]), bool(a["detect_negative"])))
 
-# Trigonometric and hyperbolic functions (hobbit.lower.trig).
+# Trigonometric and hyperbolic functions (hobbit.emit.trig).
 for _name, _emit in (("Sin", trig.sin), ("Cos", trig.cos), ("Tan", trig.tan), ("Asin", trig.asin),
                      ("Acos", trig.acos), ("Atan", trig.atan), ("Sinh", trig.sinh), ("Cosh", trig.cosh),
                      ("Asinh", trig.asinh), ("Acosh", trig.acosh), ("Atanh", trig.atanh)):
     _unary(_name, lambda e, x, a, f=_emit: f(e, x))
 
-CPU.register("Cast", lower=lower_elementwise, scalar=lambda e, args, a: e.convert(args[0], a["to"]))
+_register("Cast", lambda e, args, a: e.convert(args[0], a["to"]))
 
 # -- Bitwise ops on integer tensors ---------------------------------------------------
 
@@ -129,9 +141,29 @@ def _qadd_scalar(e: Emit, args: list, a: dict):
     return f.convert(f.clamp(q, a["lo"], a["hi"]), np.dtype(a["to"]))
 
 
-CPU.register("QuantizeLinear", lower=lower_elementwise, scalar=_quantize_scalar)
-CPU.register("QAdd", lower=lower_elementwise, scalar=_qadd_scalar)
-CPU.register("DequantizeLinear", lower=lower_elementwise, scalar=_dequantize_scalar)
+def _qrequantize_scalar(e: Emit, args: list, a: dict):
+    """QRequantize: a quantized tensor moved to another scale and zero point, the part of a
+    quantized Concat (hobbit/passes/int8.py) whose input's parameters differ from the output's.
+
+    It runs as an element-wise kernel, bytes in and bytes out, and writes straight into its
+    slice of the Concat when the Concat is in place (hobbit/passes/concat.py). The arithmetic
+    is the DequantizeLinear -> QuantizeLinear pair's in float32, (x - x_zero) * x_scale,
+    divided by y_scale, rounded half to even, plus y_zero, clamped: onnxruntime's
+    QLinearConcat looks the result up in a table it builds with those same operations, so the
+    two agree bit for bit. Folding x_scale / y_scale into one multiplier would be a multiply
+    cheaper, but moves values within an ulp of a rounding tie to the other side."""
+    f = Emit(e.kb, np.dtype(np.float32), e.width)
+    wide = Emit(e.kb, np.dtype(np.int32), e.width)
+    centred = wide.sub(e.convert(args[0], np.int32), wide.c(a["x_zero"]))
+    real = f.mul(wide.convert(centred, np.float32), f.c(a["x_scale"]))
+    q = f.add(f.round_even(f.div(real, f.c(a["y_scale"]))), f.c(a["y_zero"]))
+    return f.convert(f.clamp(q, a["lo"], a["hi"]), np.dtype(a["to"]))
+
+
+_register("QuantizeLinear", _quantize_scalar)
+_register("QAdd", _qadd_scalar)
+_register("DequantizeLinear", _dequantize_scalar)
+_register("QRequantize", _qrequantize_scalar)
 
 
 # -- Comparisons, logic and Where: element-wise with bool values --------------------
@@ -147,7 +179,7 @@ def _truth(e: Emit, v: ir.Value) -> ir.Value:
 
 
 def _bool_binary(name: str, expr) -> None:
-    CPU.register(name, lower=lower_elementwise, scalar=lambda e, args, a: _as_bool(e, expr(e, args[0], args[1])))
+    _register(name, lambda e, args, a: _as_bool(e, expr(e, args[0], args[1])))
 
 
 def _eq(e: Emit, a, b):
@@ -168,6 +200,9 @@ _bool_binary("GreaterOrEqual", lambda e, a, b: _le(e, b, a))
 _bool_binary("And", lambda e, a, b: e.b.and_(_truth(e, a), _truth(e, b)))
 _bool_binary("Or", lambda e, a, b: e.b.or_(_truth(e, a), _truth(e, b)))
 _bool_binary("Xor", lambda e, a, b: e.b.xor(_truth(e, a), _truth(e, b)))
-CPU.register("Not", lower=lower_elementwise, scalar=lambda e, args, a: _as_bool(e, e.b.not_(_truth(e, args[0]))))
-CPU.register("Where", lower=lower_elementwise,
-             scalar=lambda e, args, a: e.b.select(_truth(e, args[0]), args[1], args[2]))
+_register("Not", lambda e, args, a: _as_bool(e, e.b.not_(_truth(e, args[0]))))
+_register("Where", lambda e, args, a: e.b.select(_truth(e, args[0]), args[1], args[2]))
+
+# Copy (an explicit copy the frontends and legalize insert) is the identity; the CPU's
+# kernel runs its loop on one thread (hobbit/backend/cpu/tensor.py).
+_register("Copy", lambda e, args, a: args[0])

@@ -18,7 +18,7 @@ from __future__ import annotations
 from llvmlite import ir
 
 from hobbit.errors import CodegenError
-from hobbit.lower.builder import I64, KernelBuilder
+from hobbit.emit.builder import I64, KernelBuilder
 
 STATUS_WORDS = ("kind", "value", "lo", "hi", "axis")
 CHECK_KINDS = ("index", "sequence length", "write position", "data-dependent length",
