@@ -26,7 +26,7 @@ from hobbit.bench import random_inputs
 from hobbit.cli_inputs import ShapeFlag, declared, input_shapes, load_feeds, parse_input_file, parse_input_shape, \
     require_static, with_input_shapes
 from hobbit.cli_output import check_outputs, writing
-from hobbit.codegen.llvm import emit_assembly, emit_object
+from hobbit.backend.llvm import emit_assembly, emit_object
 from hobbit.emit.naming import kernel_name
 from hobbit.compiler import CompileReport, lower_to_llvm
 from hobbit.interrupt import interrupted

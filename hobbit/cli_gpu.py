@@ -11,7 +11,7 @@ import argparse
 import sys
 
 import hobbit
-from hobbit.codegen.llvm import emit_assembly, optimize
+from hobbit.backend.llvm import emit_assembly, optimize
 from hobbit.errors import ConfigError, MissingDependencyError
 from hobbit.runtime.gpu_model import GpuModel
 

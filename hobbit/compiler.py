@@ -11,8 +11,8 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from hobbit import zoo
-from hobbit.codegen.llvm import emit_object, optimize
-from hobbit.codegen.module import build_module, pack_weights, status_records, view_constants
+from hobbit.backend.llvm import emit_object, optimize
+from hobbit.backend.cpu.module import build_module, pack_weights, status_records, view_constants
 from hobbit.target import Target, host_target, is_gpu, parse_target
 from hobbit.errors import ConfigError
 from hobbit.frontend.onnx import InputValuesNeeded, SymbolicInputShape

@@ -14,7 +14,7 @@ import numpy as np
 
 from hobbit.codegen.device_code import assemble_ptx, hsaco, ptx, ptxas_path
 from hobbit.codegen.gpu_module import build_gpu_module
-from hobbit.codegen.module import pack_weights
+from hobbit.backend.cpu.module import pack_weights
 from hobbit.errors import ConfigError, MissingDependencyError
 from hobbit.frontend.source import Source
 from hobbit.graph.ir import Graph

@@ -34,8 +34,7 @@ LAYERS: tuple[tuple[str, ...], ...] = (
     ("hobbit.frontend",),
     ("hobbit.passes",),
     ("hobbit.emit",),
-    ("hobbit.lower", "hobbit.gpu"),  # the CPU backend and its GPU sibling
-    ("hobbit.codegen",),
+    ("hobbit.backend", "hobbit.gpu", "hobbit.codegen"),
     ("hobbit.runtime",),
 )
 

@@ -16,7 +16,7 @@ import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
-from hobbit.codegen.llvm import emit_assembly, emit_object, optimize
+from hobbit.backend.llvm import emit_assembly, emit_object, optimize
 from hobbit.errors import CodegenError, MissingDependencyError
 from hobbit.target import GpuTarget
 

@@ -15,7 +15,7 @@ import ctypes
 import numpy as np
 
 from hobbit.codegen.gpu_module import Launch
-from hobbit.codegen.llvm import optimize
+from hobbit.backend.llvm import optimize
 from hobbit.runtime.jit import jit_engine
 from hobbit.target import host_target
 

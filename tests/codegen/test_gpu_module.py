@@ -10,7 +10,7 @@ from onnx import helper
 
 import hobbit
 from hobbit.codegen.gpu_module import Launch, ptx_name, with_block_size
-from hobbit.codegen.llvm import optimize
+from hobbit.backend.llvm import optimize
 from hobbit.errors import CodegenError, UnsupportedModelError
 from hobbit.gpu.simt import Simt
 from hobbit.emit.builder import PTR, KernelBuilder
