@@ -2,7 +2,7 @@
 plans -> one module of kernels -> PTX (+ cubin) or an AMDGPU code object -> GpuModel.
 
 The frontend, the graph passes and memory planning are the CPU path's; only the plans
-(hobbit.plan.gpu), the kernels (hobbit.gpu) and the finish differ. The host-flavour
+(hobbit.plan.gpu), the kernels (hobbit.backend.gpu) and the finish differ. The host-flavour
 module for GpuModel.emulate is built from the same graph and plan when first asked for."""
 
 from __future__ import annotations
@@ -12,8 +12,8 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from hobbit.codegen.device_code import assemble_ptx, hsaco, ptx, ptxas_path
-from hobbit.codegen.gpu_module import build_gpu_module
+from hobbit.backend.gpu.device_code import assemble_ptx, hsaco, ptx, ptxas_path
+from hobbit.backend.gpu.module import build_gpu_module
 from hobbit.backend.cpu.module import pack_weights
 from hobbit.errors import ConfigError, MissingDependencyError
 from hobbit.frontend.source import Source

@@ -34,7 +34,7 @@ LAYERS: tuple[tuple[str, ...], ...] = (
     ("hobbit.frontend",),
     ("hobbit.passes",),
     ("hobbit.emit",),
-    ("hobbit.backend", "hobbit.gpu", "hobbit.codegen"),
+    ("hobbit.backend",),
     ("hobbit.runtime",),
 )
 

@@ -1,6 +1,6 @@
 """The GPU plan of a Conv: depthwise convs (every channel its own group) get the depthwise
 kernel's plan, every other Conv the implicit-GEMM tiles; the Conv kernel
-(hobbit/gpu/conv.py) reads the same `is_depthwise` to pick its emitter."""
+(hobbit/backend/gpu/conv.py) reads the same `is_depthwise` to pick its emitter."""
 
 from __future__ import annotations
 

@@ -14,7 +14,7 @@ Two variants, chosen from the shapes and the target:
   (so that several blocks are resident on an SM) and at least half of the tile's
   threads have an output (planes as small as 7x7 leave most of a tile idle).
 - "direct": one group of outputs per thread, flat over [N*C, OH, groups along W],
-  taps loaded from global memory with their bounds checked (hobbit.gpu.window); the
+  taps loaded from global memory with their bounds checked (hobbit.backend.gpu.window); the
   cache catches the windows' overlap. Small planes fill blocks with several channels
   this way, in blocks small enough that there is one for every SM where the layer
   allows."""

@@ -1,4 +1,4 @@
-"""GPU plans for the tiled GEMM kernel (hobbit/gpu/gemm.py): Conv as an implicit GEMM and
+"""GPU plans for the tiled GEMM kernel (hobbit/backend/gpu/gemm.py): Conv as an implicit GEMM and
 MatMul, each a set of independent GEMMs C[M, N] = A[M, K] B[K, N] (grid z: a conv's groups,
 a matmul's batch).
 

@@ -1,6 +1,6 @@
 """Tensor-core tiles for the GEMM kernel: precision "tf32" or "bf16" on NVIDIA runs Conv and
 MatMul on mma.sync (m16n8k8 .tf32, m16n8k16 .bf16) with float32 accumulation
-(hobbit/gpu/mma.py).
+(hobbit/backend/gpu/mma.py).
 
 A warp computes a WM x WN piece of the block's BM x BN tile as (WM/16) x (WN/8) mma
 tiles, its accumulators in registers (four per mma tile and thread); K goes in steps of

@@ -3,7 +3,7 @@
 Each is a flat launch over its outputs (hobbit.plan.gpu.flat_plan: 256 threads, a
 multiple of every warp and wavefront, and `per_thread` outputs each only when there are
 enough outputs to fill every SM without it). A pool's plan also says whether its window
-is unrolled (hobbit.gpu.window); a Concat's, which blocks copy which input."""
+is unrolled (hobbit.backend.gpu.window); a Concat's, which blocks copy which input."""
 
 from __future__ import annotations
 
