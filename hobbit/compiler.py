@@ -172,7 +172,7 @@ def compile(model: ModelSource, target: str | Target = "host", threads: int | No
     activations with float32 accumulation (vdpbf16ps: needs AVX512-BF16, else a TargetError;
     hobbit.passes.bf16; on target "cuda", Conv and MatMul on bf16 tensor cores), "tf32" (target
     "cuda" only) runs Conv and MatMul on tensor cores with TF32 operands and float32 sums
-    (hobbit.passes.tensor_cores, hobbit.plan.gpu_mma), "fp32" (the default) everything in
+    (hobbit.passes.tensor_cores, hobbit.plan.gpu.mma), "fp32" (the default) everything in
     float32;
     `passes` replaces the default graph pass pipeline of that precision (see hobbit.passes);
     `input_shapes` fixes symbolic input dims;

@@ -4,7 +4,7 @@ Every runtime tensor gets a place: a graph input or output buffer, the weights
 blob (constants), or an offset in one arena. View ops (Reshape, Flatten, ...)
 share their input's place. Arena tensors whose lifetimes do not overlap share
 bytes, placed greedily largest-first at the lowest offset that fits. A kernel's scratch
-is what its plan (hobbit.plan.kernels) says; the plan is kept here for the emitter."""
+is what its plan (hobbit.plan.planners) says; the plan is kept here for the emitter."""
 
 from __future__ import annotations
 
@@ -14,7 +14,7 @@ from hobbit.target import Target, host_target
 from hobbit.graph.ir import Graph, Node, Value
 from hobbit.ops.registry import get_op
 from hobbit.plan.arena import STATUS_BYTES, claim_bytes
-from hobbit.plan.kernels import kernel_plan
+from hobbit.plan.planners import kernel_plan
 from hobbit.plan.loop import LoopPlan, loop_plan
 
 ALIGN = 64

@@ -12,7 +12,7 @@ import sys
 SCRIPT = """
 import sys
 import numpy as np
-import hobbit.target, hobbit.plan.arena, hobbit.plan.conv, hobbit.plan.gemm, hobbit.plan.winograd, hobbit.plan.kernels
+import hobbit.target, hobbit.plan.arena, hobbit.plan.conv, hobbit.plan.gemm, hobbit.plan.winograd, hobbit.plan.planners
 import hobbit.passes
 import hobbit.ops
 from hobbit.graph import separable, shapes

@@ -1,7 +1,7 @@
 """The CPU backend's kernel table, empty until hobbit.backend.cpu.table imports the
 modules that register in it, and what a CPU kernel's emitter receives: the node, its
 pointers, a builder, the target, the thread team and the node's plan
-(hobbit.plan.kernels) where it has one."""
+(hobbit.plan.planners) where it has one."""
 
 from __future__ import annotations
 
@@ -30,7 +30,7 @@ class KernelArgs:
     epilogue: list[ir.Value | None]  # one pointer per epilogue step (None for unary steps)
     scratch: ir.Value | None
     threads: Threads
-    plan: Any = None  # the frozen plan (hobbit.plan.kernels) memory planning sized the scratch by
+    plan: Any = None  # the frozen plan (hobbit.plan.planners) memory planning sized the scratch by
     # For an op with a body graph (BoundedLoop): subgraph(builder, tables) emits the calls of
     # the body's kernels, given its (inputs, outputs, weights, arena) pointers as the entry
     # point has them. Codegen provides it: a lowering cannot call kernels itself.

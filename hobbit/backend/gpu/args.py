@@ -32,7 +32,7 @@ class GpuArgs:
     inputs: list[ir.Value | None]  # one pointer per node.inputs entry (None for absent optionals)
     outputs: list[ir.Value]
     epilogue: list[ir.Value | None]  # one pointer per epilogue step (None for unary steps)
-    plan: Any  # the node's GPU plan (hobbit.plan.gpu): grid, threads and the kernel's own choices
+    plan: Any  # the node's GPU plan (hobbit.plan.gpu.launch): grid, threads and the kernel's own choices
 
     def width(self, dtype: np.dtype) -> int:
         """Scalar code: a GPU thread is one lane (the warp is the vector)."""

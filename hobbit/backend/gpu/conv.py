@@ -1,13 +1,13 @@
 """The GPU Conv kernel: a depthwise conv's own kernel (hobbit.backend.gpu.depthwise) where every
 channel is its own group, else the implicit GEMM (hobbit.backend.gpu.gemm), as the Conv plan
-(hobbit.plan.gpu_conv) chose."""
+(hobbit.plan.gpu.conv) chose."""
 
 from __future__ import annotations
 
 from hobbit.backend.gpu.depthwise import lower_depthwise
 from hobbit.backend.gpu.matmul import lower_gemm
 from hobbit.backend.gpu.args import GPU, GpuArgs
-from hobbit.plan.gpu_depthwise import is_depthwise
+from hobbit.plan.gpu.depthwise import is_depthwise
 
 
 def lower_conv(k: GpuArgs) -> None:

@@ -4,12 +4,12 @@ input column their windows share once per kernel row, with the channel's KH x KW
 weights in registers. Bias and the fused epilogue (Clip, Relu, a residual Add: Conv's
 [N, C, H*W] view) are applied per output before its store.
 
-The plan (hobbit.plan.gpu_depthwise) picks where the taps come from: a shared-memory
+The plan (hobbit.plan.gpu.depthwise) picks where the taps come from: a shared-memory
 tile of the input staged by the block ("tiled", no bounds checks on the taps), or
 global memory with each tap's bounds checked ("direct", hobbit.backend.gpu.window).
 
 The GPU "Conv" kernel (hobbit/backend/gpu/conv.py) hands the nodes that are depthwise
-(hobbit.plan.gpu_depthwise.is_depthwise) to `lower_depthwise`."""
+(hobbit.plan.gpu.depthwise.is_depthwise) to `lower_depthwise`."""
 
 from __future__ import annotations
 
@@ -24,7 +24,7 @@ from hobbit.backend.gpu.args import GpuArgs
 from hobbit.backend.gpu.window import inside
 from hobbit.emit.epilogue import Epilogue
 from hobbit.emit.scalar import Emit
-from hobbit.plan.gpu_depthwise import input_tile, is_depthwise
+from hobbit.plan.gpu.depthwise import input_tile, is_depthwise
 
 F32 = np.dtype(np.float32)
 Fetch = Callable[[int, int], ir.Value]  # (kernel row, column offset in the thread's span) -> input value

@@ -1,5 +1,5 @@
 """Conv (implicit GEMM) and MatMul on the GPU: one tiled GEMM kernel, shared memory and
-register blocking, tiles from hobbit/plan/gpu_gemm.py.
+register blocking, tiles from hobbit/plan/gpu/gemm.py.
 
 Block (x, y, z) computes C[y*BM:(y+1)*BM, x*BN:(x+1)*BN] of GEMM z (a conv's group, a
 matmul's batch entry). Per K step of BK, two phases: the block stores the A tile
@@ -43,8 +43,8 @@ from hobbit.emit.epilogue import Epilogue
 from hobbit.emit.scalar import Emit
 from hobbit.ops.nn import matmul_b_shape, weight_shape
 from hobbit.ops.registry import get_op
-from hobbit.plan.gpu_gemm import GemmDims, Tile
-from hobbit.plan.gpu_mma import MmaTile
+from hobbit.plan.gpu.gemm import GemmDims, Tile
+from hobbit.plan.gpu.mma import MmaTile
 
 F32 = np.dtype(np.float32)
 OUTSIDE = -(1 << 40)  # a row coordinate no kernel offset brings back into the image

@@ -10,8 +10,8 @@ from hobbit.errors import CodegenError
 from hobbit.backend.gpu.gemm import F32, conv_operands, emit_gemm, matmul_operands
 from hobbit.backend.gpu.args import GPU, GpuArgs
 from hobbit.backend.gpu.mma import FORMATS, emit_mma_gemm
-from hobbit.plan.gpu_gemm import Tile, gemm_dims
-from hobbit.plan.gpu_mma import MmaTile
+from hobbit.plan.gpu.gemm import Tile, gemm_dims
+from hobbit.plan.gpu.mma import MmaTile
 
 
 def lower_gemm(k: GpuArgs) -> None:

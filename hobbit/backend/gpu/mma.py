@@ -1,5 +1,5 @@
 """Conv and MatMul on tensor cores (precision "tf32" or "bf16"; tiles from
-hobbit/plan/gpu_mma.py): the GEMM kernel's operands, staging and K loop (hobbit.backend.gpu.gemm)
+hobbit/plan/gpu/mma.py): the GEMM kernel's operands, staging and K loop (hobbit.backend.gpu.gemm)
 with mma.sync for the multiply and float32 accumulators.
 
 Warp w of the block owns rows (w // WN) * WM .. + WM and columns (w % WN) * WN .. + WN of
@@ -36,8 +36,8 @@ from hobbit.backend.gpu.gemm import F32, Operands, Shapes, begin, fma, k_steps, 
 from hobbit.backend.gpu.args import GpuArgs
 from hobbit.backend.gpu.simt import Private
 from hobbit.emit.builder import I32, KernelBuilder, llvm_type
-from hobbit.plan.gpu_gemm import GemmDims
-from hobbit.plan.gpu_mma import WARP, MmaTile
+from hobbit.plan.gpu.gemm import GemmDims
+from hobbit.plan.gpu.mma import WARP, MmaTile
 
 C_SLOTS = ((0, 0), (0, 1), (8, 0), (8, 1))  # c0..c3: (row, column) from (g, 2t)
 

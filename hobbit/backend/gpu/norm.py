@@ -21,7 +21,7 @@ from hobbit.backend.gpu.reduce import no_epilogue
 from hobbit.backend.gpu.segments import Lane, SegmentThreads, load_element
 from hobbit.emit.half import compute_dtype, narrow
 from hobbit.emit.scalar import Emit
-from hobbit.plan.gpu_reduce import Segments, layernorm_segments, axis_segments
+from hobbit.plan.gpu.reduce import Segments, layernorm_segments, axis_segments
 
 Value = ir.Value
 

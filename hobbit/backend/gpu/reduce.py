@@ -22,7 +22,7 @@ from hobbit.emit.half import compute_dtype, narrow
 from hobbit.emit.reduce import REDUCERS, apply_post, apply_pre
 from hobbit.emit.scalar import Emit
 from hobbit.ops.reduce import identity
-from hobbit.plan.gpu_reduce import axis_segments, reduce_segments
+from hobbit.plan.gpu.reduce import axis_segments, reduce_segments
 
 INDEX = np.dtype(np.int64)
 

@@ -1,5 +1,5 @@
 """Segmented folds in a thread block, the common part of the reduction, softmax and
-layer-normalisation kernels (their plans: hobbit.plan.gpu_reduce).
+layer-normalisation kernels (their plans: hobbit.plan.gpu.reduce).
 
 A block holds `tx` segments of `ty` threads. Each thread folds its share of its
 segment's elements in a register; the segment's threads then fold their partials in
@@ -21,7 +21,7 @@ from hobbit.emit.half import widen
 from hobbit.emit.reduce import combine
 from hobbit.emit.scalar import Emit
 from hobbit.ops.reduce import identity
-from hobbit.plan.gpu_reduce import Segments
+from hobbit.plan.gpu.reduce import Segments
 
 UNROLL = 16  # a thread's elements up to this many are unrolled (and may be kept in registers)
 

@@ -7,7 +7,7 @@ compile-time constant, and whether it is inside the input is one unsigned compar
 negative position reads as a huge one). A tap outside is loaded from a safe address (the
 plane's first element) and replaced by the identity, so no thread branches around a
 load. Big windows loop over their valid taps [lo, hi) instead, computed once per
-window. Which a kernel does is its plan's choice (hobbit.plan.gpu_pool)."""
+window. Which a kernel does is its plan's choice (hobbit.plan.gpu.pool)."""
 
 from __future__ import annotations
 

@@ -23,7 +23,7 @@ from onnx import helper
 
 import hobbit
 from hobbit.compiler import lower_to_llvm
-from hobbit.plan.kernels import kernel_plan
+from hobbit.plan.planners import kernel_plan
 from hobbit.plan.winograd import VARIANTS, transform_weights
 from hobbit.target import host_target
 from tests.helpers import make_model, needs_host_feature, rand

@@ -12,7 +12,7 @@ import pytest
 from onnx import helper
 
 from hobbit.frontend.onnx import import_onnx
-from hobbit.plan.gpu_depthwise import depthwise_plan
+from hobbit.plan.gpu.depthwise import depthwise_plan
 from hobbit.target import gpu_target
 from tests.backend.gpu.gpu_cases import assert_gpu_matches_ort
 from tests.helpers import make_model, rand

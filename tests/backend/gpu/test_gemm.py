@@ -1,5 +1,5 @@
 """Conv (implicit GEMM) and MatMul on the GPU against onnxruntime (grid emulation), and the
-tile rule of hobbit/plan/gpu_gemm.py. Sums run in another order than onnxruntime's, so
+tile rule of hobbit/plan/gpu/gemm.py. Sums run in another order than onnxruntime's, so
 results agree to float32 rounding of K-term sums (rtol = atol = 1e-4)."""
 
 from __future__ import annotations
@@ -9,7 +9,7 @@ import pytest
 from onnx import helper
 
 from hobbit.graph.shapes import conv_out_size
-from hobbit.plan.gpu_gemm import GemmDims, choose_tile
+from hobbit.plan.gpu.gemm import GemmDims, choose_tile
 from hobbit.target import gpu_target
 from tests.backend.gpu.gpu_cases import assert_gpu_matches_ort, compiled_for
 from tests.helpers import make_model, rand

@@ -19,8 +19,8 @@ import hobbit
 from hobbit import zoo
 from hobbit.errors import ConfigError
 from hobbit.backend.gpu.mma import FORMATS
-from hobbit.plan.gpu_gemm import GemmDims, best_tile
-from hobbit.plan.gpu_mma import TILES, mma_tiles
+from hobbit.plan.gpu.gemm import GemmDims, best_tile
+from hobbit.plan.gpu.mma import TILES, mma_tiles
 from hobbit.target import gpu_target
 from tests.backend.gpu.gpu_cases import compiled_for
 from tests.backend.gpu.test_gemm import conv_case

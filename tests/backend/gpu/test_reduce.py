@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 from onnx import helper
 
-from hobbit.plan.gpu_reduce import segment_plan, segments
+from hobbit.plan.gpu.reduce import segment_plan, segments
 from hobbit.target import GPUS
 from tests.backend.gpu.gpu_cases import EMULATED, assert_gpu_matches_ort
 from tests.helpers import make_model, rand

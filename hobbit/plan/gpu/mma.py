@@ -12,7 +12,7 @@ bf16 per pair of barriers). The rule, from the target:
   addresses under 128 registers, so two blocks of 256 threads share an SM's 64K), 128 x 64
   and 64 x 128 on 8 warps (32 x 32 each), 64 x 64, 64 x 32, 32 x 64 and 32 x 32 on 4.
 - Which tile: as for the SIMT tiles, the largest that still gives `sms` blocks, else the
-  one with the most blocks (hobbit.plan.gpu_gemm.best_tile).
+  one with the most blocks (hobbit.plan.gpu.gemm.best_tile).
 - Where they pay: TF32 mma runs 8x the FP32 FMA rate on A100/H100/H200 (156 vs 19.5 and
   495 vs 67 dense TFLOPS), so every GEMM with whole mma tiles gains; one with M or N
   under 32 (a batch-1 classifier: M = 1) would compute mostly padding, and stays SIMT.

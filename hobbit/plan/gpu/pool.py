@@ -1,6 +1,6 @@
 """GPU plans of the pools and the data-movement kernels (Concat, Transpose).
 
-Each is a flat launch over its outputs (hobbit.plan.gpu.flat_plan: 256 threads, a
+Each is a flat launch over its outputs (hobbit.plan.gpu.launch.flat_plan: 256 threads, a
 multiple of every warp and wavefront, and `per_thread` outputs each only when there are
 enough outputs to fill every SM without it). A pool's plan also says whether its window
 is unrolled (hobbit.backend.gpu.window); a Concat's, which blocks copy which input."""
@@ -10,7 +10,7 @@ from __future__ import annotations
 import numpy as np
 
 from hobbit.graph.ir import Node
-from hobbit.plan.gpu import GpuPlan, flat_plan, gpu_planner
+from hobbit.plan.gpu.launch import GpuPlan, flat_plan, gpu_planner
 from hobbit.target import GpuTarget
 
 # A window of at most this many taps is unrolled: each tap's load is independent of the

@@ -30,7 +30,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from hobbit.graph.ir import Node
-from hobbit.plan.gpu import GpuPlan, gpu_planner
+from hobbit.plan.gpu.launch import GpuPlan, gpu_planner
 from hobbit.target import GpuTarget
 
 PER_THREAD = 4  # elements each thread folds before the shared-memory tree, for segments long enough

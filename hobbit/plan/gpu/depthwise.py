@@ -22,7 +22,7 @@ Two variants, chosen from the shapes and the target:
 from __future__ import annotations
 
 from hobbit.graph.ir import Node
-from hobbit.plan.gpu import GpuPlan
+from hobbit.plan.gpu.launch import GpuPlan
 from hobbit.target import GpuTarget
 
 OUTPUTS_ALONG_W = 4  # per thread: accumulators + the shared columns stay well inside the register file

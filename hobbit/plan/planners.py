@@ -23,8 +23,8 @@ from hobbit.plan.selection import compress_plan
 from hobbit.plan.unique import unique_plan
 from hobbit.plan.winograd import winograd_plan
 from hobbit.plan.winograd_bf16 import winograd_bf16_plan
-from hobbit.plan.gpu import gpu_plan
-from hobbit.plan import gpu_conv, gpu_gemm, gpu_pool, gpu_reduce  # noqa: F401  (register their GPU planners)
+from hobbit.plan.gpu.launch import gpu_plan
+from hobbit.plan.gpu import conv, gemm, pool, reduce  # noqa: F401  (register their GPU planners)
 from hobbit.target import GpuTarget, Target, is_gpu
 
 Planner = Callable[[Node, Target, int], Any]
@@ -46,8 +46,8 @@ PLANNERS: dict[str, Planner] = {
 
 def kernel_plan(node: Node, target: Target | GpuTarget, threads: int, elementwise: bool = False) -> Any:
     """The node's frozen plan, or None for an op that has no planner. On a GPU every kernel
-    has one (its launch: hobbit.plan.gpu); `elementwise` is the op registry's word on the op,
-    which the plan floor sits below."""
+    has one (its launch: hobbit.plan.gpu.launch); `elementwise` is the op registry's word on
+    the op, which the plan floor sits below."""
     if is_gpu(target):
         return gpu_plan(node, target, elementwise)
     planner = PLANNERS.get(node.op)

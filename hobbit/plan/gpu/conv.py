@@ -5,9 +5,9 @@ kernel's plan, every other Conv the implicit-GEMM tiles; the Conv kernel
 from __future__ import annotations
 
 from hobbit.graph.ir import Node
-from hobbit.plan.gpu import GpuPlan, gpu_planner
-from hobbit.plan.gpu_depthwise import depthwise_plan, is_depthwise
-from hobbit.plan.gpu_gemm import gemm_plan
+from hobbit.plan.gpu.launch import GpuPlan, gpu_planner
+from hobbit.plan.gpu.depthwise import depthwise_plan, is_depthwise
+from hobbit.plan.gpu.gemm import gemm_plan
 from hobbit.target import GpuTarget
 
 

@@ -35,7 +35,7 @@ Splitting K over blocks (more blocks for the 7x7 layers) needs a second pass or 
 and the epilogue after them; it is not done.
 
 Nodes a tensor-core pass marked (precision "tf32" or "bf16") get tensor-core tiles instead
-where they pay (hobbit/plan/gpu_mma.py), picked by the same best_tile rule."""
+where they pay (hobbit/plan/gpu/mma.py), picked by the same best_tile rule."""
 
 from __future__ import annotations
 
@@ -46,8 +46,8 @@ import numpy as np
 from hobbit.errors import CodegenError
 from hobbit.graph.ir import Node
 from hobbit.graph.shapes import broadcast
-from hobbit.plan.gpu import GpuPlan, gpu_planner
-from hobbit.plan.gpu_mma import MmaTile, mma_pays, mma_tiles
+from hobbit.plan.gpu.launch import GpuPlan, gpu_planner
+from hobbit.plan.gpu.mma import MmaTile, mma_pays, mma_tiles
 from hobbit.target import GpuTarget
 
 THREADS = 256
@@ -174,7 +174,7 @@ def _widened(t: Tile, dims: GemmDims, target: GpuTarget) -> Tile:
 @gpu_planner("MatMul")
 def gemm_plan(node: Node, target: GpuTarget) -> GpuPlan:
     """Tensor-core tiles for a node a tensor-core pass marked, where they pay
-    (hobbit.plan.gpu_mma), else the SIMT tiles."""
+    (hobbit.plan.gpu.mma), else the SIMT tiles."""
     dims = gemm_dims(node)
     fmt = node.attrs.get("tensor_cores")
     if fmt and mma_pays(dims.m, dims.n, target):

@@ -4,7 +4,8 @@ choices its emitter reads, computed once from (node, GpuTarget).
 Memory planning keeps them (MemoryPlan.kernels) and codegen hands the same plan to the
 emitter and records its launch, so the grid a kernel is written for and the grid it is
 launched with are one decision. Each op kind's planner is registered beside its kernel's
-plan rules here or in hobbit/plan/gpu_*.py; an op without a planner has no GPU kernel."""
+plan rules, here or in the other modules of hobbit/plan/gpu; an op without a planner has
+no GPU kernel."""
 
 from __future__ import annotations
 
