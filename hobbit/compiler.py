@@ -21,7 +21,8 @@ from hobbit.graph.ir import Graph
 from hobbit.passes import PRECISIONS, default_pipeline, run_pipeline
 from hobbit.passes.bf16 import require_bf16
 from hobbit.passes.tensor_cores import require_tensor_cores
-from hobbit.passes.memory import MemoryPlan, plan_memory
+from hobbit.plan.memory import MemoryPlan
+from hobbit.passes.memory import plan_memory
 from hobbit.runtime import cache as compile_cache
 from hobbit.runtime import weights as shared_weights
 from hobbit.runtime.cpus import default_threads

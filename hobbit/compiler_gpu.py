@@ -20,7 +20,8 @@ from hobbit.frontend.source import Source
 from hobbit.graph.ir import Graph
 from hobbit.passes import GPU_PRECISIONS, TENSOR_CORE_PASS, default_pipeline, run_pipeline
 from hobbit.passes.tensor_cores import require_tensor_cores
-from hobbit.passes.memory import MemoryPlan, plan_memory
+from hobbit.plan.memory import MemoryPlan
+from hobbit.passes.memory import plan_memory
 from hobbit.runtime.gpu_model import GpuModel
 from hobbit.runtime.jit import TensorSpec
 from hobbit.runtime.progress import Progress

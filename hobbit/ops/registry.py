@@ -51,7 +51,7 @@ class OpDef:
     checks_data: bool = False
     # per_sample(node, batched) -> whether the node keeps samples independent along dim 0,
     # given which inputs carry the batch; None: unknown, so a model where it touches a
-    # batched value is compiled per batch size (hobbit/graph/separable.py).
+    # batched value is compiled per batch size (hobbit/ops/separable.py).
     per_sample: Callable[[Node, list[bool]], bool] | None = None
     # False: the frontend keeps the node even on constant inputs, for a pass that reads
     # them before folding (a DequantizeLinear of int8 weights, for the int8 pass); the

@@ -3,4 +3,5 @@
 other. Plain Python and numpy only: importing it does not import llvmlite.
 
 The CPU's plans are this folder's modules, one per kernel family, with the registry
-of planners in planners.py; the GPU's are in gpu/."""
+of planners in planners.py; the GPU's are in gpu/. memory.py holds the memory plan's
+records (Place, MemoryPlan), which memory planning fills and the module builders read."""

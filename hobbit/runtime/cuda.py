@@ -190,7 +190,7 @@ class CudaModel:
         self.outputs = [self._alloc(_nbytes(s), f"output '{s.name}'") for s in model.outputs]
 
     def pointer(self, place: Any) -> int:
-        """The device address of a Launch's place (hobbit.passes.memory.Place)."""
+        """The device address of a Launch's place (hobbit.plan.memory.Place)."""
         if place.kind == "input":
             return self.inputs[place.index] + place.offset
         if place.kind == "output":

@@ -37,7 +37,7 @@ from hobbit.backend.cpu.table import CPU
 from hobbit.backend.cpu.args import KernelArgs
 from hobbit.backend.cpu.parallel import Threads, runtime_function
 from hobbit.plan.arena import step_bytes
-from hobbit.passes.memory import MemoryPlan, Place
+from hobbit.plan.memory import MemoryPlan, Place
 
 ENTRY = "hobbit_main"
 # A constant C string in the module: JSON list of [arena offset, node name, op] per check record,

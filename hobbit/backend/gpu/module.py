@@ -26,7 +26,7 @@ from hobbit.graph.ir import Graph, Node
 from hobbit.emit.builder import I64, PTR, KernelBuilder
 from hobbit.emit.naming import kernel_name, kernel_nodes, kernel_values, param_name
 from hobbit.ops.registry import get_op
-from hobbit.passes.memory import MemoryPlan, Place
+from hobbit.plan.memory import MemoryPlan, Place
 from hobbit.target import GpuTarget
 
 

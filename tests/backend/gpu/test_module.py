@@ -14,7 +14,7 @@ from hobbit.backend.llvm import optimize
 from hobbit.errors import CodegenError, UnsupportedModelError
 from hobbit.backend.gpu.simt import Simt
 from hobbit.emit.builder import PTR, KernelBuilder
-from hobbit.passes.memory import Place
+from hobbit.plan.memory import Place
 from hobbit.target import host_target
 from tests.helpers import make_model, rand
 

@@ -1,4 +1,4 @@
-"""Batch separability (hobbit/graph/separable.py): small graphs with a symbolic batch,
+"""Batch separability (hobbit/ops/separable.py): small graphs with a symbolic batch,
 imported at two batch sizes; graphs that mix samples along dim 0 are refused, CNN, MLP
 and attention-like graphs are separable with the right rows per sample."""
 
@@ -10,7 +10,7 @@ import pytest
 from onnx import helper, numpy_helper
 
 from hobbit.frontend.onnx import import_onnx
-from hobbit.graph.separable import separation
+from hobbit.ops.separable import separation
 from tests.helpers import rand
 
 
