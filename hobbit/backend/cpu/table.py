@@ -6,7 +6,8 @@ from hobbit.backend.cpu import int8_conv, int8_matmul, int8_pool  # noqa: F401
 from hobbit.backend.cpu import bounded  # noqa: F401
 from hobbit.backend.cpu import divisor  # noqa: F401
 from hobbit.backend.cpu import nms  # noqa: F401
-from hobbit.backend.cpu import elementwise, pool, positional, reduce, resize, rnn, scatter, tensor, winograd  # noqa: F401
+from hobbit.backend.cpu import elementwise  # noqa: F401
+from hobbit.backend.cpu import pool, positional, reduce, resize, rnn, scatter, tensor, winograd  # noqa: F401
 from hobbit.backend.cpu import selection  # noqa: F401
 from hobbit.backend.cpu import unique  # noqa: F401
 from hobbit.backend.cpu import roialign  # noqa: F401
