@@ -268,7 +268,7 @@ def summary(hobbit: dict[str, Outcome], ort: dict[str, Outcome]) -> dict[str, in
 def markdown(cases: list[TestCase], hobbit: dict[str, Outcome], ort: dict[str, Outcome],
              seconds: float) -> str:
     """CONFORMANCE.md: totals, then one row per operator with the failing tests and why."""
-    from hobbit.bench import machine_info
+    from hobbit.bench.report import machine_info
 
     machine = machine_info()
     s = summary(hobbit, ort)

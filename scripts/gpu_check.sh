@@ -2,7 +2,7 @@
 # The GPU backend's checks on a machine with an NVIDIA GPU, in one go (about 6-8 minutes on
 # one H200 with 16 cores): the CUDA runtime's tests on the real device
 # (tests/runtime/test_cuda_device.py, which skip everywhere else), then the zoo benchmark
-# against PyTorch eager (hobbit.bench_gpu), its table written to OUTDIR/gpu_bench.md, and at
+# against PyTorch eager (hobbit.bench.gpu), its table written to OUTDIR/gpu_bench.md, and at
 # batch 32 in TF32 (tensor cores) to OUTDIR/gpu_bench_tf32.md.
 #
 #   scripts/gpu_check.sh [OUTDIR]          # OUTDIR defaults to gpu-check/
@@ -64,10 +64,10 @@ set -o pipefail
 status=0
 "$PY" -m pytest -q -rs -p no:cacheprovider tests/runtime/test_cuda_device.py tests/runtime/test_cuda.py \
     2>&1 | tee "$OUTDIR/tests.log" || status=1
-timeout $(( ${BENCH_BUDGET:-240} + 120 )) "$PY" -m hobbit.bench_gpu --budget "${BENCH_BUDGET:-240}" --seconds 2 \
+timeout $(( ${BENCH_BUDGET:-240} + 120 )) "$PY" -m hobbit.bench.gpu --budget "${BENCH_BUDGET:-240}" --seconds 2 \
     --out "$OUTDIR/gpu_bench.md" 2>&1 | tee "$OUTDIR/bench.log" || status=1
 # Tensor cores: hobbit precision="tf32" against PyTorch with TF32 allowed, at batch 32.
-timeout $(( ${TF32_BUDGET:-90} + 90 )) "$PY" -m hobbit.bench_gpu --precision tf32 --batches 32 \
+timeout $(( ${TF32_BUDGET:-90} + 90 )) "$PY" -m hobbit.bench.gpu --precision tf32 --batches 32 \
     --budget "${TF32_BUDGET:-90}" --seconds 2 --out "$OUTDIR/gpu_bench_tf32.md" 2>&1 | tee "$OUTDIR/bench_tf32.log" \
     || status=1
 exit $status

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from hobbit import conformance
-from hobbit.cli import main
+from hobbit.cli.main import main
 from hobbit.conformance import Outcome
 from hobbit.errors import ConfigError
 

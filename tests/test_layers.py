@@ -24,7 +24,8 @@ import hobbit
 PACKAGE = Path(hobbit.__file__).parent
 
 # Lowest first; a module belongs to the first layer with a prefix of its name, and
-# everything not listed (the API, the CLI, the compiler driver, bench) is an interface.
+# everything not listed is an interface: the API (hobbit/__init__.py), the compiler driver,
+# hobbit/quantize, hobbit/zoo, the benchmarks (hobbit/bench), the command line (hobbit/cli).
 LAYERS: tuple[tuple[str, ...], ...] = (
     ("hobbit.errors", "hobbit.target", "hobbit.target_llvm", "hobbit.version"),  # ground
     ("hobbit.graph",),
@@ -168,6 +169,14 @@ def test_known_exceptions_are_still_needed():
     stale = sorted((a, b) for a, b in KNOWN
                    if b not in graph.get(a, ()) or (layer(b) <= layer(a) and not _reaches(rest, b, a)))
     assert stale == [], f"fixed, delete from KNOWN: {stale}"
+
+
+def test_the_command_line_is_the_top_interface():
+    """Only the console entry point imports the `hobbit` command (hobbit/cli); the benchmarks
+    and every other interface are libraries that the command drives, never the other way."""
+    importers = sorted(a for a, bs in import_graph().items() if not a.startswith("hobbit.cli")
+                       and any(b == "hobbit.cli" or b.startswith("hobbit.cli.") for b in bs))
+    assert importers == ["hobbit.console"]
 
 
 def test_ground_floor_imports_nothing_above_it():

@@ -13,7 +13,7 @@ import pytest
 from onnx import helper
 
 import hobbit
-from hobbit.cli import main
+from hobbit.cli.main import main
 from hobbit.errors import TargetError
 from hobbit.runtime.export_only import ExportOnlyModel
 from hobbit.target import CPUS, cpu_target, host_target, parse_target

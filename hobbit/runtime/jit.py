@@ -11,6 +11,7 @@ import ctypes
 import ctypes.util
 import os
 import threading
+import weakref
 from collections.abc import Callable
 from dataclasses import dataclass
 from functools import cached_property
@@ -27,7 +28,7 @@ from hobbit.runtime.allocation import allocating, check_run_bytes, copy_bytes
 from hobbit.runtime.export import ArtifactFiles, NativeModel, export_library
 from hobbit.runtime.layout import Layout, group, grouped_layout, per_output
 from hobbit.runtime.nodearg import NodeArg, compiled_args
-from hobbit.runtime.pool import load_runtime
+from hobbit.runtime.pool import load_runtime, wait_until_idle
 from hobbit.runtime.profile import KernelTime, kernel_times
 from hobbit.runtime.runargs import check_out, pick_outputs, split_run_args
 from hobbit.runtime.status import read_status_table, status_error
@@ -80,6 +81,13 @@ def jit_engine(code: llvm.ModuleRef | bytes, target: Target,
             engine.set_object_cache(lambda _module, data: on_object(data))
     engine.finalize_object()
     return engine
+
+
+def _retire(engine: llvm.ExecutionEngine) -> None:
+    """Unmap a dropped model's machine code once no pool worker can still be running it
+    (hobbit.runtime.pool: a worker leaves a model's team function after its last reference)."""
+    wait_until_idle()
+    engine.close()
 
 
 def call_positionally(model, arrays: tuple) -> np.ndarray | list:
@@ -188,6 +196,7 @@ class CompiledModel(ModelTensors):
         # it, so a `keep` that referred to the model made a cycle, and a dropped model's engine
         # and native code waited for the cyclic collector instead of going with the model.
         self._engine = jit_engine(code, target, keep)
+        weakref.finalize(self, _retire, self._engine)
         # The machine code MCJIT made, kept for export(): the library runs the same instructions.
         self._code: bytes | None = code if isinstance(code, bytes) else (made[-1] if made else None)
         self._entry = _ENTRY_TYPE(self._engine.get_function_address(ENTRY))

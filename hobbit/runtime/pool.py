@@ -29,6 +29,13 @@ What this pool does instead:
   step and waits for the count to drop to zero before it returns, so nothing
   touches the inference's arena afterwards. Between steps workers wait on
   `progress` (job number, steps done), which is the pool's own memory.
+- The team function is the model's own code, and a worker runs it between
+  steps and after its last reference (returning from `leave`), so a model's
+  machine code must outlive every worker inside it: `inside` counts the
+  workers in a team function, and a JIT'd model unmaps its code only after
+  `hobbit_pool_quiet` saw it at zero (`wait_until_idle`). Freeing a model
+  while a descheduled worker was still on its way out of it was a SIGSEGV
+  (compile, run and drop a model in a loop at threads=4 on 2 busy cores).
 - A second caller while the pool is busy (another Python thread, another
   model) runs its inference alone on its own thread: correct at any number of
   participants, since every id of every step is claimed.
@@ -79,10 +86,10 @@ IDLE_SPIN_NS = 200_000
 
 # The pool's fields: byte offsets into one global, the written-by-many ones on their own cache lines.
 OWNER, WORKERS, WANT, FN, CTX, GEN, AT_FORK = 0, 4, 8, 16, 24, 32, 40
-JOB, PROGRESS, EVENT, SLEEPERS = 64, 128, 192, 256
-POOL_BYTES = 320
+JOB, PROGRESS, EVENT, SLEEPERS, INSIDE = 64, 128, 192, 256, 320
+POOL_BYTES = 384
 FIELD_TYPES = {OWNER: I32, WORKERS: I32, WANT: I64, FN: I64, CTX: I64, GEN: I64, AT_FORK: I32,
-               JOB: I64, PROGRESS: I64, EVENT: I32, SLEEPERS: I32}
+               JOB: I64, PROGRESS: I64, EVENT: I32, SLEEPERS: I32, INSIDE: I32}
 OPEN = 1 << 31  # in `job`: the job takes new references
 REFS = OPEN - 1
 
@@ -313,8 +320,11 @@ class _Runtime:
                 with extra:
                     b.call(self.module.globals["hobbit_team_leave"], [])
                 with member:
+                    b.atomic_rmw("add", self.field(b, INSIDE), ir.Constant(I32, 1), "seq_cst")
                     team = _callee(b.inttoptr(self.load(b, FN), PTR))
                     b.call(team, [b.inttoptr(self.load(b, CTX), PTR), index, job])
+                    b.atomic_rmw("sub", self.field(b, INSIDE), ir.Constant(I32, 1), "seq_cst")
+                    b.call(self.module.globals["hobbit_notify"], [])
         b.branch(top)
         kb.seal()
 
@@ -341,7 +351,8 @@ class _Runtime:
         """In a fork()ed child: no worker exists, and no job (the parent's state was copied)."""
         kb = self.function("hobbit_after_fork", VOID, [])
         b = kb.b
-        for offset, ty in ((OWNER, I32), (WORKERS, I32), (WANT, I64), (JOB, I64), (PROGRESS, I64), (SLEEPERS, I32)):
+        for offset, ty in ((OWNER, I32), (WORKERS, I32), (WANT, I64), (JOB, I64), (PROGRESS, I64), (SLEEPERS, I32),
+                           (INSIDE, I32)):
             self.store(b, ir.Constant(ty, 0), offset)
         kb.finish()
 
@@ -399,6 +410,15 @@ class _Runtime:
         b.ret_void()
         kb.seal()
 
+    def emit_quiet(self) -> None:
+        """Wait until no worker is inside a team function. A worker counts itself in `inside`
+        while it holds a reference on the job, so once a model's runs have returned, a zero
+        here means no worker will execute that model's code again."""
+        kb = self.function(QUIET, VOID, [], internal=False)
+        b = kb.b
+        self.wait(kb, lambda: b.icmp_unsigned("==", self.load(b, INSIDE), ir.Constant(I32, 0)), "quiet")
+        kb.finish()
+
     def build(self) -> ir.Module:
         self.emit_now()
         self.emit_notify()
@@ -411,9 +431,11 @@ class _Runtime:
         self.emit_spawn()
         self.emit_after_fork()
         self.emit_team_run()
+        self.emit_quiet()
         return self.module
 
 
+QUIET = "hobbit_pool_quiet"
 TEAM_TYPE = ir.FunctionType(VOID, [PTR, I64, I64])  # team(ctx, thread, job)
 
 
@@ -439,13 +461,14 @@ def runtime_module(target: Target) -> ir.Module:
 
 
 _ENGINE: llvm.ExecutionEngine | None = None
+_QUIET: Callable[[], None] | None = None
 _LOCK = threading.Lock()
 
 
 def load_runtime(target: Target) -> None:
     """JIT the runtime once per process and make its entry points visible to the modules
     JITted after it (MCJIT resolves their undefined symbols through add_symbol)."""
-    global _ENGINE
+    global _ENGINE, _QUIET
     with _LOCK:
         if _ENGINE is not None:
             return
@@ -457,4 +480,14 @@ def load_runtime(target: Target) -> None:
         engine.finalize_object()
         for name in RUNTIME_ABI:
             llvm.add_symbol(name, engine.get_function_address(name))
+        _QUIET = ctypes.CFUNCTYPE(None)(engine.get_function_address(QUIET))
         _ENGINE = engine
+
+
+def wait_until_idle() -> None:
+    """Return once no pool worker is inside a team function (at once if the pool never ran):
+    what must hold before a model's machine code is unmapped. ctypes lets go of the GIL
+    for the wait, which lasts until the workers of the last run leave it (microseconds)
+    or until another thread's run in progress ends."""
+    if _QUIET is not None:
+        _QUIET()

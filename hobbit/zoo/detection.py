@@ -84,7 +84,7 @@ def _torch():
 
 def image(size: int, seed: int = 0) -> np.ndarray:
     """The calibration (and test) image: 3 x size x size of seeded N(0, 1) data, the input
-    `hobbit bench` feeds a model (hobbit.bench.random_inputs, seed 0), so a benchmark of an
+    `hobbit bench` feeds a model (hobbit.bench.suite.random_inputs, seed 0), so a benchmark of an
     exported detector times the detections it was calibrated for."""
     return np.random.default_rng(seed).standard_normal((3, size, size)).astype(np.float32)
 

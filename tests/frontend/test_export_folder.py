@@ -10,7 +10,7 @@ import pytest
 from onnx import helper
 
 import hobbit
-from hobbit.cli import main
+from hobbit.cli.main import main
 from hobbit.errors import ArtifactError, CorruptModelError
 from hobbit.frontend.export_folder import exported_names
 from tests.helpers import make_model, rand

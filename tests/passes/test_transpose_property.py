@@ -23,7 +23,8 @@ from onnx import helper
 
 import hobbit
 from hobbit.frontend.onnx import import_onnx
-from hobbit.passes.transpose import compose, inverse, sink_transposes, transpose_cost
+from hobbit.passes.perms import compose, inverse
+from hobbit.passes.transpose import sink_transposes, transpose_cost
 from tests.helpers import make_model, run_ort
 from tests.passes import evaluate
 

@@ -19,7 +19,7 @@ from onnx import helper
 
 import hobbit
 from hobbit import zoo
-from hobbit.cli import main
+from hobbit.cli.main import main
 from hobbit.errors import ArtifactError, ConfigError, RunError, ShapeError
 from hobbit.runtime.load import bind_api
 from tests.helpers import make_model, rand, run_in_four_threads

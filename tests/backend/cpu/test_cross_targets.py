@@ -14,7 +14,7 @@ import llvmlite.binding as llvm
 import pytest
 from onnx import helper
 
-from hobbit.cli import main
+from hobbit.cli.main import main
 from hobbit.backend.llvm import emit_assembly
 from hobbit.compiler import lower_to_llvm
 from hobbit.target import parse_target

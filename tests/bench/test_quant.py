@@ -1,4 +1,4 @@
-"""`hobbit bench --precision int8|bf16` (hobbit.bench_quant): the accuracy metrics against values
+"""`hobbit bench --precision int8|bf16` (hobbit.bench.quant): the accuracy metrics against values
 worked out by hand, the ratios and target marks of the speed table, and one end-to-end run per
 precision on squeezenet1_1 with very few runs (no timing thresholds: only that every column is
 there and the accuracy numbers are finite and plausible)."""
@@ -11,11 +11,13 @@ import re
 import numpy as np
 import pytest
 
-from hobbit import bench_quant, zoo
-from hobbit.bench import Timing
-from hobbit.bench_quant import (BF16, ENGINES, FP32, INT8_ORT_MODEL, INT8_OWN_MODEL, ORT_FP32, ORT_INT8, OV_BF16,
+from hobbit import zoo
+from hobbit.bench import quant
+from hobbit.bench.quant import (BF16, ENGINES, FP32, INT8_ORT_MODEL, INT8_OWN_MODEL, ORT_FP32, ORT_INT8, OV_BF16,
                                 OV_INT8, Accuracy, QuantBenchResult)
-from hobbit.cli import main
+from hobbit.bench.quant_report import speed_table
+from hobbit.bench.result import Timing
+from hobbit.cli.main import main
 
 
 def openvino_installed() -> bool:
@@ -59,11 +61,11 @@ def _result(precision: str, medians: dict[str, float]) -> QuantBenchResult:
 def test_speed_table_ratios_pick_the_faster_peer_and_mark_missed_targets():
     result = _result("int8", {FP32: 10.0, INT8_ORT_MODEL: 3.0, ORT_FP32: 12.0, ORT_INT8: 4.0, OV_INT8: 2.5})
     assert result.best_peer() == OV_INT8
-    row = bench_quant.speed_table([result]).splitlines()[2].split(" | ")
+    row = speed_table([result]).splitlines()[2].split(" | ")
     # int8 / fp32 = 0.30 (target 0.35: met); int8 / faster peer = 3.0 / 2.5 = 1.20 (target 1.0: missed)
     assert row[-3:] == ["0.30", "1.20 ✗", "OpenVINO int8 |"]
     bf16 = _result("bf16", {FP32: 10.0, BF16: 7.0, ORT_FP32: 11.0, OV_BF16: 8.0})
-    assert bench_quant.speed_table([bf16]).splitlines()[2].split(" | ")[-3:] == ["0.70 ✗", "0.88", "OpenVINO bf16 |"]
+    assert speed_table([bf16]).splitlines()[2].split(" | ")[-3:] == ["0.70 ✗", "0.88", "OpenVINO bf16 |"]
 
 
 def _tables(markdown: str) -> dict[str, tuple[list[str], list[list[str]]]]:
@@ -125,12 +127,12 @@ def test_int8_bench_reports_every_engine_ratio_and_accuracy(int8_markdown):
     # step is far above fp32 rounding, and a broken pipeline (wrong scales) gives errors near 1.
     for engine in (INT8_ORT_MODEL, ORT_INT8, *([INT8_OWN_MODEL] if INT8_OWN_MODEL in by_engine else [])):
         assert 1e-3 < float(by_engine[engine]["logit rel L2 median"]) < 0.1, engine
-    if bench_quant.hobbit_quantize() is not None:  # hobbit on its own quantization, beside ORT's model
+    if quant.hobbit_quantize() is not None:  # hobbit on its own quantization, beside ORT's model
         assert INT8_OWN_MODEL in by_engine and f"{INT8_OWN_MODEL} ms" in header
 
 
 def test_bf16_bench_reports_fp32_and_bf16_engines():
-    [result] = bench_quant.bench_model("squeezenet1_1", zoo.build("squeezenet1_1"), "bf16", [1], runs=2, warmup=0,
+    [result] = quant.bench_model("squeezenet1_1", zoo.build("squeezenet1_1"), "bf16", [1], runs=2, warmup=0,
                                        evaluation_count=4)
     assert result.mismatch is None and result.reference_images == 4
     assert set(result.timings) | set(result.missing) == set(ENGINES["bf16"])
@@ -142,7 +144,7 @@ def test_bf16_bench_reports_fp32_and_bf16_engines():
             # bf16 keeps 8 significant bits (relative rounding 2^-9 per value); through ~26 layers
             # with fp32 accumulation the logits drift by about 1% (OpenVINO measured 0.8%).
             assert 1e-4 < result.accuracy[engine].rel_l2_median < 0.05, engine
-    table = bench_quant.speed_table([result])
+    table = speed_table([result])
     assert "hobbit fp32 ms" in table and "onnxruntime fp32 ms" in table
 
 

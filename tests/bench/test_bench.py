@@ -20,8 +20,14 @@ import pytest
 from onnx import helper
 
 import hobbit
-from hobbit import bench, bench_aot, bench_load, bench_memory, zoo
-from hobbit.cli import main, parse_loads, parse_threads
+from hobbit import zoo
+from hobbit.bench import aot as bench_aot, load as bench_load, memory as bench_memory, report, suite
+from hobbit.bench.load import BuildOptions
+from hobbit.bench.ort import ort_options, ort_session
+from hobbit.bench.result import BenchResult, Timing
+from hobbit.cli.args import parse_threads
+from hobbit.cli.bench import parse_loads
+from hobbit.cli.main import main
 from hobbit.errors import ArtifactError, HobbitError, ShapeError, TargetError
 from hobbit.runtime.peak import Peak
 from hobbit.target import host_target, parse_target
@@ -42,8 +48,9 @@ def tiny_model(scale: float = 1.0) -> onnx.ModelProto:
 @pytest.fixture(autouse=True)
 def fake_peak(monkeypatch):
     """A fixed FMA peak keeps the tests fast and the percentages exact (the real one: tests/runtime/test_peak.py)."""
-    monkeypatch.setattr(bench, "fma_peak_gflops", lambda threads: FAKE_PEAK * threads)
-    monkeypatch.setattr(bench, "fma_peak", lambda threads: Peak(FAKE_PEAK * threads, FAKE_PEAK * threads / 2, 100))
+    for module in (suite, report):
+        monkeypatch.setattr(module, "fma_peak_gflops", lambda threads: FAKE_PEAK * threads)
+    monkeypatch.setattr(report, "fma_peak", lambda threads: Peak(FAKE_PEAK * threads, FAKE_PEAK * threads / 2, 100))
 
 
 @pytest.fixture(scope="module")
@@ -54,7 +61,7 @@ def tiny_path(tmp_path_factory) -> str:
 
 
 def test_run_benchmark_counts_flops_and_peak_share():
-    result = bench.run_benchmark(tiny_model(), "tiny", runs=3, threads=2, warmup=1)
+    result = suite.run_benchmark(tiny_model(), "tiny", runs=3, threads=2, warmup=1)
     assert result.mismatch is None and result.flops == TINY_FLOPS
     assert result.gflops == pytest.approx(TINY_FLOPS / (result.hobbit.median * 1e-3) / 1e9)
     assert result.peak_gflops == 2 * FAKE_PEAK
@@ -67,7 +74,7 @@ def test_a_model_with_data_dependent_outputs_is_compared_and_timed():
     """NonZero's output is bounded (hobbit.frontend.bounded): bench compares the model's outputs
     with onnxruntime's by their names, not the flat outputs that carry its extent."""
     nodes = [helper.make_node("Relu", ["x"], ["r"]), helper.make_node("NonZero", ["r"], ["y"])]
-    result = bench.run_benchmark(make_model(nodes, {"x": rand(4, 6)}, ["y"]), "nonzero", runs=3, threads=1, warmup=1)
+    result = suite.run_benchmark(make_model(nodes, {"x": rand(4, 6)}, ["y"]), "nonzero", runs=3, threads=1, warmup=1)
     assert result.mismatch is None and result.hobbit.median > 0
 
 
@@ -107,7 +114,7 @@ def test_model_all_runs_every_zoo_model(monkeypatch, capsys):
 
 
 def test_disagreeing_outputs_get_no_ratio_anywhere(tiny_path, tmp_path, monkeypatch, capsys):
-    monkeypatch.setattr(bench, "compare_outputs", lambda got, exp, names: (1.0, "output 'y' differs"))
+    monkeypatch.setattr(suite, "compare_outputs", lambda got, exp, names: (1.0, "output 'y' differs"))
     out_json = tmp_path / "b.json"
     assert main(["bench", "--model", tiny_path, "--runs", "3", "--json", str(out_json)]) == 1
     out = capsys.readouterr().out
@@ -118,47 +125,47 @@ def test_disagreeing_outputs_get_no_ratio_anywhere(tiny_path, tmp_path, monkeypa
 
 def test_plot_writes_a_png(tiny_path, tmp_path):
     pytest.importorskip("matplotlib")
-    good = bench.run_benchmark(tiny_path, "tiny", runs=3, warmup=0)
-    bad = bench.BenchResult("broken", 3, 2, 0.1, 1.0, "differs")
+    good = suite.run_benchmark(tiny_path, "tiny", runs=3, warmup=0)
+    bad = BenchResult("broken", 3, 2, 0.1, 1.0, "differs")
     path = tmp_path / "ratios.png"
-    bench.plot_ratios([good, bad], path)
+    report.plot_ratios([good, bad], path)
     assert path.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
 
 
 def test_plot_without_matplotlib_is_a_clear_error(tmp_path, monkeypatch, capsys):
     monkeypatch.setitem(sys.modules, "matplotlib", None)
     with pytest.raises(HobbitError, match="--plot needs matplotlib"):
-        bench.plot_ratios([], tmp_path / "x.png")
+        report.plot_ratios([], tmp_path / "x.png")
     # Checked before any benchmarking starts (a zoo model that would take seconds to run).
     assert main(["bench", "--model", "resnet18", "--plot", str(tmp_path / "x.png")]) == 2
     assert "--plot needs matplotlib" in capsys.readouterr().err
 
 
 def test_markdown_table_rows():
-    ok = bench.BenchResult("m", 30, 1, 2.34, 1e-6, None, bench.Timing(40.351, 39.28, 142.69),
-                           bench.Timing(0.5, 0.4, 0.6), flops=10**9, peak_gflops=100.0)
-    bad = bench.BenchResult("m", 30, 2, 1.0, 1.0, "differs")
-    table = bench.markdown_table([ok, bad]).splitlines()
+    ok = BenchResult("m", 30, 1, 2.34, 1e-6, None, Timing(40.351, 39.28, 142.69),
+                           Timing(0.5, 0.4, 0.6), flops=10**9, peak_gflops=100.0)
+    bad = BenchResult("m", 30, 2, 1.0, 1.0, "differs")
+    table = report.markdown_table([ok, bad]).splitlines()
     assert table[2] == "| m | 1 | 40.35 (39.28–142.7) | 0.500 (0.400–0.600) | 80.70 | 24.8 | 25% | 24.8 | 2.3 |"
     assert table[3] == "| m | 2 | — | — | outputs disagree | — | — | — | 1.0 |"
     # Winograd convs: the % of the peak is of the executed arithmetic, the direct count beside it.
-    winograd = bench.BenchResult("w", 30, 1, 1.0, 0.0, None, bench.Timing(10.0, 10.0, 10.0),
-                                 bench.Timing(10.0, 10.0, 10.0), flops=3 * 10**9, executed_flops=10**9,
+    winograd = BenchResult("w", 30, 1, 1.0, 0.0, None, Timing(10.0, 10.0, 10.0),
+                                 Timing(10.0, 10.0, 10.0), flops=3 * 10**9, executed_flops=10**9,
                                  peak_gflops=150.0)
-    assert "| 100.0 | 67% | 300.0 |" in bench.markdown_table([winograd])
+    assert "| 100.0 | 67% | 300.0 |" in report.markdown_table([winograd])
     assert winograd.peak_percent == pytest.approx(100 * 100.0 / 150.0)
-    assert "Winograd as direct" in bench.markdown_table([winograd]).splitlines()[0]
+    assert "Winograd as direct" in report.markdown_table([winograd]).splitlines()[0]
 
 
 def test_scaling_table_compares_each_engine_with_its_own_one_thread_run():
     def result(model, threads, ours, theirs, mismatch=None):
-        return bench.BenchResult(model, 30, threads, 1.0, 0.0, mismatch, bench.Timing(ours, ours, ours),
-                                 bench.Timing(theirs, theirs, theirs))
+        return BenchResult(model, 30, threads, 1.0, 0.0, mismatch, Timing(ours, ours, ours),
+                                 Timing(theirs, theirs, theirs))
     rows = [result("a", 1, 90.0, 300.0), result("a", 2, 50.0, 160.0), result("b", 2, 5.0, 6.0),
             result("c", 1, 10.0, 10.0), result("c", 2, 1.0, 1.0, mismatch="differs")]
-    table = bench.scaling_table(rows).splitlines()
+    table = report.scaling_table(rows).splitlines()
     assert table[2:] == ["| a | 2 | 1.80x | 1.88x |"]  # b has no 1-thread run, c's outputs disagree
-    assert bench.scaling_table(rows[:1]) == ""
+    assert report.scaling_table(rows[:1]) == ""
 
 
 def test_thread_and_model_arguments(capsys):
@@ -171,21 +178,22 @@ def test_thread_and_model_arguments(capsys):
 
 
 def test_contention_warning(monkeypatch):
-    assert bench.contention_warning([1, 2]) is None  # the fake peak scales perfectly
-    monkeypatch.setattr(bench, "fma_peak_gflops", lambda threads: FAKE_PEAK)  # 2 threads no faster than 1
-    warning = bench.contention_warning([1, 2])
-    if bench.host_target().cores == 1:
+    assert suite.contention_warning([1, 2]) is None  # the fake peak scales perfectly
+    for module in (suite, report):  # 2 threads no faster than 1
+        monkeypatch.setattr(module, "fma_peak_gflops", lambda threads: FAKE_PEAK)
+    warning = suite.contention_warning([1, 2])
+    if host_target().cores == 1:
         assert warning is None
         return
     assert "other work is using the cores" in warning
-    result = bench.BenchResult("m", 3, 2, 1.0, 0.0, None, bench.Timing(1, 1, 1), bench.Timing(1, 1, 1))
-    assert f"**Warning:** {warning}." in bench.markdown_report([result], bench.machine_info(), "hobbit bench")
+    result = BenchResult("m", 3, 2, 1.0, 0.0, None, Timing(1, 1, 1), Timing(1, 1, 1))
+    assert f"**Warning:** {warning}." in report.markdown_report([result], report.machine_info(), "hobbit bench")
 
 
 def test_bench_profile_lists_kernels_with_peak_share(tmp_path, capsys):
     from onnx import helper
 
-    from hobbit.cli import main
+    from hobbit.cli.main import main
     from tests.helpers import make_model, rand
     x = rand(1, 8, 16, 16)
     nodes = [helper.make_node("Conv", ["x", "W"], ["c"], pads=[1, 1, 1, 1], name="conv"),
@@ -240,7 +248,7 @@ def test_busy_core_runs_while_both_engines_are_timed(monkeypatch):
 
     monkeypatch.setattr(bench_load, "busy_core", spy_busy_core)
     monkeypatch.setattr(bench_load, "timed_rounds", spy_rounds)
-    none, busy = bench.run_loads(tiny_model(), "tiny", ["none", "busy-core"], runs=3, warmup=0)
+    none, busy = suite.run_loads(tiny_model(), "tiny", ["none", "busy-core"], runs=3, warmup=0)
     assert (none.mode, busy.mode) == ("none", "busy-core") and busy.hobbit is not None
     assert alive_while_timed == [[], [True]]  # none ran without it, busy-core with it
     assert started[0].returncode is not None and _gone(started[0].pid)
@@ -249,7 +257,7 @@ def test_busy_core_runs_while_both_engines_are_timed(monkeypatch):
 
 def _recorded_engines(monkeypatch, log: list[str]) -> None:
     """Make every benchmark's engines log their name to `log` on each call, then run as before."""
-    real_engines = bench._Setup.engines
+    real_engines = suite._Setup.engines
 
     def engines(setup):
         def recorded(name, engine):
@@ -259,7 +267,7 @@ def _recorded_engines(monkeypatch, log: list[str]) -> None:
             return run
         return {name: recorded(name, engine) for name, engine in real_engines(setup).items()}
 
-    monkeypatch.setattr(bench._Setup, "engines", engines)
+    monkeypatch.setattr(suite._Setup, "engines", engines)
 
 
 def test_blas_runs_an_untimed_product_right_before_every_timed_run(monkeypatch):
@@ -271,7 +279,7 @@ def test_blas_runs_an_untimed_product_right_before_every_timed_run(monkeypatch):
         time.sleep(0.05)  # far longer than a tiny-model run: timed with it, the medians would show it
 
     monkeypatch.setattr(bench_load, "blas_product", lambda: product)
-    (blas,) = bench.run_loads(tiny_model(), "tiny", ["blas"], runs=3, warmup=1)
+    (blas,) = suite.run_loads(tiny_model(), "tiny", ["blas"], runs=3, warmup=1)
     assert log[:2] == ["hobbit", "onnxruntime"]  # the warm-ups meet no product
     assert log[2:] == ["blas", "hobbit"] * 3 + ["blas", "onnxruntime"] * 3  # one block per engine
     assert blas.mode == "blas" and blas.mismatch is None
@@ -321,7 +329,7 @@ def test_alternate_times_single_runs_one_engine_after_the_other_with_no_pause(mo
 def test_alternate_result_interleaves_the_real_engines(monkeypatch):
     log = []
     _recorded_engines(monkeypatch, log)
-    (alternate,) = bench.run_loads(tiny_model(), "tiny", ["alternate"], runs=3, warmup=0)
+    (alternate,) = suite.run_loads(tiny_model(), "tiny", ["alternate"], runs=3, warmup=0)
     assert log == ["hobbit", "onnxruntime"] * 3
     assert alternate.mode == "alternate" and alternate.hobbit is not None and alternate.streams == 1
     assert "load: alternate (single runs of the two engines alternate with no pause" in alternate.format()
@@ -329,7 +337,7 @@ def test_alternate_result_interleaves_the_real_engines(monkeypatch):
 
 def test_two_procs_pools_both_workers_runs():
     feeds = {"x": rand(4, 2, 4)}
-    measured = bench_load.run_two_procs(tiny_model(), 1, bench.BuildOptions(), feeds, ["y"], runs=3, warmup=0, batch=1)
+    measured = bench_load.run_two_procs(tiny_model(), 1, BuildOptions(), feeds, ["y"], runs=3, warmup=0, batch=1)
     expected = np.maximum(feeds["x"].reshape(4, 8) @ rand(8, 16, seed=1), 0)
     for engine in ("hobbit", "onnxruntime"):
         assert len(measured[engine].seconds) == 6 and measured[engine].per_second > 0
@@ -340,11 +348,11 @@ def test_two_procs_pools_both_workers_runs():
 
 
 def test_two_procs_result_and_worker_failure_cleanup(tmp_path):
-    (result,) = bench.run_loads(tiny_model(), "tiny", ["two-procs"], runs=3, warmup=0)
+    (result,) = suite.run_loads(tiny_model(), "tiny", ["two-procs"], runs=3, warmup=0)
     assert result.mode == "two-procs" and result.streams == 2 and result.mismatch is None
     assert result.hobbit_ips > 0 and result.onnxruntime_ips > 0 and result.ips_ratio > 0
     with pytest.raises(HobbitError, match="worker 0: ModelFormatError"):  # the cause, not the partner's abort
-        bench_load.run_two_procs(str(tmp_path / "missing.onnx"), 1, bench.BuildOptions(), {}, ["y"], 3, 0, 1)
+        bench_load.run_two_procs(str(tmp_path / "missing.onnx"), 1, BuildOptions(), {}, ["y"], 3, 0, 1)
     assert multiprocessing.active_children() == []
 
 
@@ -360,7 +368,7 @@ def test_streams_share_one_model_across_threads():
     measured = bench_load.run_streams({n: engine(n) for n in seen}, streams=3, runs=4, warmup=0, batch=2)
     assert all(len(idents) == 3 for idents in seen.values())
     assert all(len(m.seconds) == 12 and len(m.last) == 3 and m.per_second > 0 for m in measured.values())
-    result = bench.run_streams(batchable_model(), "mm", streams=2, runs=3, warmup=1)
+    result = suite.run_streams(batchable_model(), "mm", streams=2, runs=3, warmup=1)
     assert (result.mode, result.threads, result.streams) == ("streams", 1, 2) and result.mismatch is None
     assert result.hobbit_ips > 0 and result.onnxruntime_ips > 0
 
@@ -378,30 +386,30 @@ def test_a_failing_stream_stops_the_others():
 def test_wrong_outputs_under_concurrency_get_no_timings(monkeypatch):
     wrong = bench_load.Measured([1e-3], 1000.0, [[np.full((1, 16), 99.0, np.float32)]])
     monkeypatch.setattr(bench_load, "run_streams", lambda *args: {"hobbit": wrong, "onnxruntime": wrong})
-    result = bench.run_streams(batchable_model(), "mm", streams=2, runs=2, warmup=0)
+    result = suite.run_streams(batchable_model(), "mm", streams=2, runs=2, warmup=0)
     assert result.mismatch.startswith("under streams: output 'y'") and result.hobbit is None
 
 
 def test_batch_sets_the_first_dim_and_counts_items():
-    result = bench.run_benchmark(batchable_model(), "mm", runs=3, warmup=0, batch=3)
+    result = suite.run_benchmark(batchable_model(), "mm", runs=3, warmup=0, batch=3)
     assert result.batch == 3 and result.inputs == "x: float32[3x8]" and result.mismatch is None
     assert result.hobbit_ips > 0 and "batch: 3" in result.format()
     with pytest.raises(ShapeError, match="does not run at batch 3: node 'Reshape_0'"):
-        bench.run_benchmark(tiny_model(), "tiny", runs=1, warmup=0, batch=3)  # its Reshape fixes the batch
-    zoo_model = bench.with_batch(zoo.build("squeezenet1_1"), 2)
+        suite.run_benchmark(tiny_model(), "tiny", runs=1, warmup=0, batch=3)  # its Reshape fixes the batch
+    zoo_model = suite.with_batch(zoo.build("squeezenet1_1"), 2)
     dims = [[d.dim_value for d in v.type.tensor_type.shape.dim] for v in (*zoo_model.graph.input,
                                                                           *zoo_model.graph.output)]
     assert dims == [[2, 3, 224, 224], [2, 1000]]
 
 
 def test_load_tables_rows_and_ratio_directions():
-    plain = bench.BenchResult("m", 30, 1, 1.0, 0.0, None, bench.Timing(1, 1, 1), bench.Timing(1, 1, 1))
-    assert bench.load_tables([plain]) == ""  # a plain run: the first table says it all
-    two = bench.BenchResult("m", 30, 2, 1.0, 0.0, None, bench.Timing(2.0, 1.0, 4.0), bench.Timing(4.0, 2.0, 5.0),
+    plain = BenchResult("m", 30, 1, 1.0, 0.0, None, Timing(1, 1, 1), Timing(1, 1, 1))
+    assert report.load_tables([plain]) == ""  # a plain run: the first table says it all
+    two = BenchResult("m", 30, 2, 1.0, 0.0, None, Timing(2.0, 1.0, 4.0), Timing(4.0, 2.0, 5.0),
                             mode="two-procs", streams=2, hobbit_ips=1000.0, onnxruntime_ips=500.0,
-                            onnxruntime_nospin=bench.Timing(1.0, 0.5, 2.0), onnxruntime_nospin_ips=2000.0)
-    bad = bench.BenchResult("m", 30, 1, 1.0, 1.0, "differs", mode="streams", streams=4, batch=8)
-    lines = bench.load_tables([plain, two, bad]).splitlines()
+                            onnxruntime_nospin=Timing(1.0, 0.5, 2.0), onnxruntime_nospin_ips=2000.0)
+    bad = BenchResult("m", 30, 1, 1.0, 1.0, "differs", mode="streams", streams=4, batch=8)
+    lines = report.load_tables([plain, two, bad]).splitlines()
     assert lines[0] == "Load **none**: nothing else of ours runs."
     spin, quiet = "default (spinning)", "session.intra_op.allow_spinning=0"
     assert f"| m | 1 | 1 | 1 | {spin} | 1.00 (1.00) | 1.00 (1.00) | 1.00 | 1.00 | — | — | — |" in lines  # no inf/s
@@ -410,7 +418,7 @@ def test_load_tables_rows_and_ratio_directions():
     assert f"| m | 2 | 1 | 2 | {quiet} | 2.00 (4.00) | 1.00 (2.00) | 2.00 | 2.00 | 1000 | 2000 | 2.00 |" in lines
     assert f"| m | 1 | 8 | 4 | {quiet} | — | — | outputs disagree | — | — | — | — |" in lines
     assert any(line.startswith("Load **streams**: 4 Python threads") for line in lines)
-    assert bench.markdown_table([two]) == ""  # the latency table holds the plain condition only
+    assert report.markdown_table([two]) == ""  # the latency table holds the plain condition only
 
 
 def test_cli_load_batch_streams_reports(tmp_path, capsys):
@@ -444,7 +452,7 @@ def test_bad_load_batch_streams_are_usage_errors(flag, value, capsys):
 
 def test_memory_of_each_engine_is_measured_in_a_fresh_process():
     feeds = {"x": rand(4, 2, 4)}
-    got = bench_memory.measure(tiny_model(), feeds, 1, bench.ort_options(1))
+    got = bench_memory.measure(tiny_model(), feeds, 1, ort_options(1))
     assert set(got) == {"hobbit", "onnxruntime"}
     for use in got.values():
         assert 10 << 20 < use.base <= use.peak and use.built <= use.peak and use.run <= use.peak
@@ -456,24 +464,24 @@ def test_memory_table_rows_and_ratios():
     mb = 10**6
     memory = {"hobbit": bench_memory.MemoryUse(90 * mb, 300 * mb, 310 * mb, 400 * mb),
               "onnxruntime": bench_memory.MemoryUse(45 * mb, 320 * mb, 325 * mb, 330 * mb)}
-    one = bench.BenchResult("m", 30, 1, 1.0, 0.0, None, bench.Timing(1, 1, 1), bench.Timing(1, 1, 1), memory=memory)
-    two = bench.BenchResult("m", 30, 2, 1.0, 0.0, None)
-    table = bench.memory_table([one, two]).splitlines()
+    one = BenchResult("m", 30, 1, 1.0, 0.0, None, Timing(1, 1, 1), Timing(1, 1, 1), memory=memory)
+    two = BenchResult("m", 30, 2, 1.0, 0.0, None)
+    table = report.memory_table([one, two]).splitlines()
     assert len(table) == 3
     assert table[2] == "| m | 1 | 300 / 310 / 400 | 320 / 325 / 330 | 0.95 | 1.21 | 90 / 45 |"
     assert "310 MB after one run, peak 400 MB" in one.format()
     assert one.to_dict()["memory_bytes"]["onnxruntime"]["peak"] == 330 * mb
-    assert bench.memory_table([two]) == ""
+    assert report.memory_table([two]) == ""
 
 
 def test_onnxruntime_sessions_get_the_benchmark_options():
-    options = bench.ort_session(tiny_model(), 2).get_session_options()
+    options = ort_session(tiny_model(), 2).get_session_options()
     assert options.intra_op_num_threads == 2 and options.inter_op_num_threads == 1
     assert str(options.execution_mode).endswith("ORT_SEQUENTIAL")
     assert str(options.graph_optimization_level).endswith("ORT_ENABLE_ALL")
     with pytest.raises(RuntimeError, match="does not have configuration"):  # the default: spinning
         options.get_session_config_entry("session.intra_op.allow_spinning")
-    quiet = bench.ort_session(tiny_model(), 2, spinning=False).get_session_options()
+    quiet = ort_session(tiny_model(), 2, spinning=False).get_session_options()
     assert quiet.get_session_config_entry("session.intra_op.allow_spinning") == "0"
     assert quiet.intra_op_num_threads == 2
 
@@ -492,7 +500,7 @@ def test_bench_with_a_load_times_onnxruntime_without_spinning_beside_the_default
             row = next(line for line in table.splitlines() if f"| {session} |" in line)
             assert "not timed" not in row and "—" not in row, row
     assert "onnxruntime, allow_spinning=0: median" in capsys.readouterr().out
-    (plain,) = bench.run_loads(tiny_model(), "tiny", ["none"], runs=2, warmup=0)
+    (plain,) = suite.run_loads(tiny_model(), "tiny", ["none"], runs=2, warmup=0)
     assert plain.onnxruntime_nospin is None and plain.onnxruntime is not None
 
 
@@ -538,14 +546,14 @@ def test_a_library_whose_outputs_differ_from_the_jit_stops_the_benchmark(monkeyp
     export_and_load = bench_aot.export_and_load
     monkeypatch.setattr(bench_aot, "export_and_load", export_other)
     with pytest.raises(ArtifactError, match="output 'y' differs from the JIT's: .* by more than 1e-05"):
-        bench.run_benchmark(tiny_model(), "tiny", runs=2, warmup=0, aot=True)
+        suite.run_benchmark(tiny_model(), "tiny", runs=2, warmup=0, aot=True)
     assert exported and not os.path.exists(exported[0])  # its temporary folder is removed all the same
 
 
 def test_aot_in_streams_and_not_in_two_procs():
-    streams = bench.run_streams(tiny_model(), "tiny", streams=2, runs=2, warmup=0, aot=True)
+    streams = suite.run_streams(tiny_model(), "tiny", streams=2, runs=2, warmup=0, aot=True)
     assert streams.aot is not None and streams.aot_ips > 0 and streams.aot_max_abs_diff <= 1e-5
-    (two,) = bench.run_loads(tiny_model(), "tiny", ["two-procs"], runs=2, warmup=0, aot=True)
+    (two,) = suite.run_loads(tiny_model(), "tiny", ["two-procs"], runs=2, warmup=0, aot=True)
     assert two.mismatch is None and two.hobbit is not None and two.aot is None and two.aot_ratio is None
 
 
@@ -598,29 +606,29 @@ def test_bench_target_builds_every_engine_for_it_and_says_so(tiny_path, tmp_path
 
 
 def test_bench_refuses_a_target_this_host_cannot_run(tiny_path, monkeypatch, capsys):
-    monkeypatch.setattr(bench, "run_suite", lambda *a, **k: pytest.fail("measured code it cannot run"))
+    monkeypatch.setattr(suite, "run_suite", lambda *a, **k: pytest.fail("measured code it cannot run"))
     assert main(["bench", "--model", tiny_path, "--target", "aarch64-linux-gnu:neoverse-n1"]) == 2
     err = capsys.readouterr().err
     assert "`hobbit bench` runs the model here" in err and "it is aarch64 code and this host is x86_64" in err
 
 
 def test_build_options_reach_other_processes_unchanged():
-    build = bench.BuildOptions.of(["fuse"], parse_target("x86_64-linux-gnu:znver4:-avx512bf16,+avxvnni"))
+    build = BuildOptions.of(["fuse"], parse_target("x86_64-linux-gnu:znver4:-avx512bf16,+avxvnni"))
     assert build.target == "x86_64-unknown-linux-gnu:znver4:-avx512bf16,+avxvnni"
     assert pickle.loads(pickle.dumps(build)) == build  # the two-procs workers
     sent = json.loads(json.dumps(build.kwargs()))  # the memory child
     assert sent == {"passes": ["fuse"], "target": build.target}
     assert parse_target(sent["target"]) == parse_target("x86_64-linux-gnu:znver4:-avx512bf16,+avxvnni")
-    assert bench.BuildOptions.of(None, host_target()).kwargs() == {"passes": None, "target": "host"}
+    assert BuildOptions.of(None, host_target()).kwargs() == {"passes": None, "target": "host"}
     with pytest.raises(TargetError, match="cannot run on this host"):
-        bench.run_suite([("tiny", tiny_model)], [1], build=bench.BuildOptions.of(target="aarch64-linux-gnu"))
+        suite.run_suite([("tiny", tiny_model)], [1], build=BuildOptions.of(target="aarch64-linux-gnu"))
 
 
 @pytest.mark.skipif(parse_target(AVX2).runs_on(host_target()) is not None, reason="this host cannot run AVX2 code")
 def test_two_procs_worker_compiles_for_the_target(tiny_path, monkeypatch):
     built = _recorded_targets(monkeypatch)
     results = queue.Queue()
-    bench_load._worker(0, tiny_path, 1, bench.BuildOptions.of(target=AVX2), {"x": rand(4, 2, 4)}, ["y"], 1, 0,
+    bench_load._worker(0, tiny_path, 1, BuildOptions.of(target=AVX2), {"x": rand(4, 2, 4)}, ["y"], 1, 0,
                        False, threading.Barrier(1), results)
     index, samples = results.get_nowait()
     assert index == 0 and isinstance(samples, dict), samples
@@ -629,6 +637,6 @@ def test_two_procs_worker_compiles_for_the_target(tiny_path, monkeypatch):
 
 def test_memory_child_compiles_for_the_target():
     # Code for AArch64 compiles here but cannot run: the child failing on its run shows it got the target.
-    build = bench.BuildOptions(target="aarch64-linux-gnu:neoverse-n1")
+    build = BuildOptions(target="aarch64-linux-gnu:neoverse-n1")
     with pytest.raises(HobbitError, match="memory measurement .*TargetError: this model was compiled for aarch64"):
-        bench_memory.measure(tiny_model(), {"x": rand(4, 2, 4)}, 1, bench.ort_options(1), build)
+        bench_memory.measure(tiny_model(), {"x": rand(4, 2, 4)}, 1, ort_options(1), build)

@@ -8,7 +8,7 @@ import onnx
 import pytest
 from onnx import helper
 
-from hobbit.cli import main
+from hobbit.cli.main import main
 from hobbit.backend.gpu.device_code import kernel_descriptors
 from tests.helpers import make_model, rand
 

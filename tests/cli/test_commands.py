@@ -15,9 +15,9 @@ import pytest
 from onnx import helper
 
 import hobbit
-import hobbit.cli
-from hobbit import bench
-from hobbit.cli import main
+import hobbit.cli.main
+from hobbit.bench import suite
+from hobbit.cli.main import main
 from tests.helpers import make_model, needs_host_feature, rand
 
 
@@ -149,7 +149,7 @@ def test_bench_prints_ratio(tiny, capsys):
 
 
 def test_bench_refuses_ratio_on_mismatch(tiny, capsys, monkeypatch):
-    monkeypatch.setattr(bench, "compare_outputs", lambda got, exp, names: (1.0, "output 'y' differs"))
+    monkeypatch.setattr(suite, "compare_outputs", lambda got, exp, names: (1.0, "output 'y' differs"))
     assert main(["bench", "--model", tiny, "--runs", "2"]) == 1
     out = capsys.readouterr().out
     assert "OUTPUTS DISAGREE" in out and "ratio hobbit" not in out
@@ -157,10 +157,10 @@ def test_bench_refuses_ratio_on_mismatch(tiny, capsys, monkeypatch):
 
 def test_compare_outputs():
     a = np.ones((2, 3), np.float32)
-    assert bench.compare_outputs([a], [a.copy()], ["y"]) == (0.0, None)
-    worst, why = bench.compare_outputs([a + 0.01], [a], ["y"])
+    assert suite.compare_outputs([a], [a.copy()], ["y"]) == (0.0, None)
+    worst, why = suite.compare_outputs([a + 0.01], [a], ["y"])
     assert why is not None and "6 of 6" in why and worst == pytest.approx(0.01, rel=1e-3)
-    assert bench.compare_outputs([a], [a.T], ["y"])[1].startswith("output 'y' has shape")
+    assert suite.compare_outputs([a], [a.T], ["y"])[1].startswith("output 'y' has shape")
 
 
 @pytest.mark.parametrize("argv, message", [
@@ -370,7 +370,7 @@ def test_sigint_while_running_a_zoo_model_exits_130(tmp_path):
     # (an ignored or blocked SIGINT is inherited across exec): what is under test is main().
     script = ("import signal, sys\nsignal.signal(signal.SIGINT, signal.default_int_handler)\n"
               "signal.pthread_sigmask(signal.SIG_UNBLOCK, [signal.SIGINT])\n"
-              "from hobbit.cli import main\nprint('ready', flush=True)\n"
+              "from hobbit.cli.main import main\nprint('ready', flush=True)\n"
               "sys.exit(main(['run', 'squeezenet1_1', '--runs', '1000000']))\n")
     env = {**os.environ, "HOBBIT_CACHE": "0"}
     child = subprocess.Popen([sys.executable, "-c", script], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
@@ -425,7 +425,7 @@ def test_warnings_print_as_one_line(tmp_path, monkeypatch, capsys) -> None:
     monkeypatch.setattr(hobbit.zoo, "build", warn_and_build)
     assert main(["zoo", "resnet18", "-o", str(tmp_path / "m.onnx")]) == 0
     assert capsys.readouterr().err == "hobbit: warning: compile cache entry X is damaged (ValueError); deleted\n"
-    assert warnings.showwarning is not hobbit.cli.show_warning  # only while the command runs
+    assert warnings.showwarning is not hobbit.cli.main.show_warning  # only while the command runs
 
 
 def test_python_dash_m_hobbit_is_the_command() -> None:

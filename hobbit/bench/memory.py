@@ -22,7 +22,7 @@ from pathlib import Path
 import numpy as np
 import onnx
 
-from hobbit.bench_load import BuildOptions
+from hobbit.bench.load import BuildOptions
 from hobbit.errors import HobbitError
 
 ENGINES = ("hobbit", "onnxruntime")

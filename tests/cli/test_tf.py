@@ -14,7 +14,7 @@ import keras  # noqa: E402
 import tensorflow as tf  # noqa: E402
 from tensorflow.python.framework.convert_to_constants import convert_variables_to_constants_v2  # noqa: E402
 
-from hobbit.cli import main  # noqa: E402
+from hobbit.cli.main import main  # noqa: E402
 
 IMAGE = (1, 8, 8, 3)
 

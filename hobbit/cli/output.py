@@ -1,12 +1,14 @@
 """Where a `hobbit` command writes: every output path (-o, --markdown, --json, --plot) is
 checked before the work starts, so a typo in a path costs a second, not a compile, a
 calibration or a whole benchmark; and a write the system refuses after all (a full disk, a
-folder removed meanwhile) is one error naming the path, never a traceback."""
+folder removed meanwhile) is one error naming the path, never a traceback. A command's text
+or bytes go to its -o FILE or to standard output (write_text, write_bytes)."""
 
 from __future__ import annotations
 
 import argparse
 import os
+import sys
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -79,3 +81,24 @@ def writing(path: str | os.PathLike) -> Iterator[None]:
         yield
     except OSError as exc:
         raise OutputPathError(f"cannot write {os.fspath(path)}: {exc.strerror or exc}") from exc
+
+
+def write_text(text: str, path: str | None) -> None:
+    """`text` to the file `path` (saying so on stderr), or to standard output when it is None."""
+    if path is None:
+        sys.stdout.write(text if text.endswith("\n") else text + "\n")
+        return
+    with writing(path), open(path, "w") as f:
+        f.write(text)
+    print(f"wrote {path} ({len(text)} characters)", file=sys.stderr)
+
+
+def write_bytes(data: bytes, path: str | None) -> None:
+    """`data` to the file `path` (saying so on stderr), or to standard output when it is None."""
+    if path is None:
+        sys.stdout.buffer.write(data)
+        sys.stdout.buffer.flush()
+        return
+    with writing(path), open(path, "wb") as f:
+        f.write(data)
+    print(f"wrote {path} ({len(data)} bytes)", file=sys.stderr)

@@ -9,8 +9,10 @@ import pytest
 from onnx import helper
 
 import hobbit
-from hobbit import bench, cli_output, conformance
-from hobbit.cli import main
+from hobbit import conformance
+from hobbit.bench import report, suite
+from hobbit.cli import output as cli_output
+from hobbit.cli.main import main
 from hobbit.errors import OutputPathError
 from tests.helpers import make_model, rand
 
@@ -29,8 +31,8 @@ def no_work(monkeypatch):
         raise AssertionError("worked before checking the output path")
     monkeypatch.setattr(hobbit, "compile", refuse)
     monkeypatch.setattr(hobbit, "quantize", refuse)
-    monkeypatch.setattr(bench, "run_suite", refuse)
-    monkeypatch.setattr(bench, "machine_info", refuse)
+    monkeypatch.setattr(suite, "run_suite", refuse)
+    monkeypatch.setattr(report, "machine_info", refuse)
     monkeypatch.setattr(hobbit.zoo, "build", refuse)
     monkeypatch.setattr(conformance, "node_tests", refuse)
 

@@ -10,7 +10,7 @@ import pytest
 from onnx import helper
 
 from hobbit.frontend.source import OnnxSource
-from hobbit.cli_inputs import InputFile, ShapeFlag, declared, input_shapes, load_feeds, parse_input_file, \
+from hobbit.cli.inputs import InputFile, ShapeFlag, declared, input_shapes, load_feeds, parse_input_file, \
     parse_input_shape, require_static, with_input_shapes
 from hobbit.errors import InputError
 from hobbit.frontend.declared import declared_inputs

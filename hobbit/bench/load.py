@@ -29,7 +29,7 @@ from typing import Any
 import numpy as np
 import onnx
 
-from hobbit.bench_ort import ort_session
+from hobbit.bench.ort import ort_session
 from hobbit.errors import HobbitError
 from hobbit.target import Target, cpu_target, host_target, parse_target
 
@@ -48,7 +48,7 @@ POLL_S = 0.5  # how often the parent of the two-procs workers checks that they a
 BLAS_SIZE = 384
 
 Engine = Callable[[], list[np.ndarray]]
-# The engine name of the onnxruntime session whose intra-op threads do not spin (bench_ort.NO_SPIN),
+# The engine name of the onnxruntime session whose intra-op threads do not spin (hobbit.bench.ort.NO_SPIN),
 # timed beside the default session wherever a load table reports it.
 NO_SPIN_ENGINE = "onnxruntime-nospin"
 

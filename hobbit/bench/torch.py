@@ -63,7 +63,7 @@ class TorchGraph:
         for node in model.graph.node:
             if node.op_type not in _OPS:
                 missing.append(UnsupportedItem(node.op_type, node.domain, 0, node.name,
-                                               "not interpreted by the torch baseline (hobbit.bench_torch)"))
+                                               "not interpreted by the torch baseline (hobbit.bench.torch)"))
                 continue
             attrs = {a.name: helper.get_attribute_value(a) for a in node.attribute}
             if node.op_type == "Constant":

@@ -1,8 +1,8 @@
 """onnxruntime as the benchmark peer: a CPU session configured like hobbit runs.
 
-Its own module so that the benchmark's load conditions (hobbit.bench_load, whose
-two-process workers build sessions) and the report (hobbit.bench, which imports
-bench_load) both use it without importing each other."""
+Its own module so that the benchmark's load conditions (hobbit.bench.load, whose
+two-process workers build sessions) and the suite (hobbit.bench.suite, which imports
+hobbit.bench.load) both use it without importing each other."""
 
 from __future__ import annotations
 
@@ -45,7 +45,7 @@ def ort_session(model: ModelSource, threads: int, spinning: bool = True):
 def ort_options(threads: int) -> dict[str, object]:
     """onnxruntime's SessionOptions for a comparison, enum values as "Enum.MEMBER" strings so
     that the memory measurement's child process, which must not import hobbit, applies the
-    same ones (hobbit.bench_memory)."""
+    same ones (hobbit.bench.memory)."""
     return {"graph_optimization_level": "GraphOptimizationLevel.ORT_ENABLE_ALL",
             "execution_mode": "ExecutionMode.ORT_SEQUENTIAL",
             "intra_op_num_threads": threads, "inter_op_num_threads": 1}

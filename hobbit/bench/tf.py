@@ -24,8 +24,9 @@ from typing import Any
 import numpy as np
 
 import hobbit
-from hobbit.bench import Timing, compare_outputs, random_inputs
-from hobbit.bench_load import Engine, run_in_process
+from hobbit.bench.result import Timing
+from hobbit.bench.suite import compare_outputs, random_inputs
+from hobbit.bench.load import Engine, run_in_process
 from hobbit.errors import ConfigError, MissingDependencyError
 from hobbit.frontend.source import TFSource, open_source
 

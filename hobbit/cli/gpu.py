@@ -12,16 +12,24 @@ import sys
 
 import hobbit
 from hobbit.backend.llvm import emit_assembly, optimize
+from hobbit.cli.inputs import declared, input_shapes, require_static
+from hobbit.cli.model import model_source, pipeline
+from hobbit.cli.output import write_bytes, write_text
 from hobbit.errors import ConfigError, MissingDependencyError
 from hobbit.runtime.gpu_model import GpuModel
 
 
-def compile_for_gpu(args: argparse.Namespace, source, shapes: dict, passes: list[str] | None) -> GpuModel:
-    return hobbit.compile(source.model, target=args.target, precision=args.precision, passes=passes,
+def gpu_model(args: argparse.Namespace) -> GpuModel:
+    """The GpuModel behind `compile`/`inspect --target cuda|rocm`: one fixed-shape build."""
+    source = model_source(args)
+    shapes = input_shapes(declared(source, args.input_shape), args.input_shape)
+    require_static(source.declared_inputs(shapes),
+                   f"`hobbit {args.command}` builds one fixed-shape variant, so each symbolic dim needs a size")
+    return hobbit.compile(source.model, target=args.target, precision=args.precision, passes=pipeline(args),
                           input_shapes=shapes or None, signature=args.signature, cache=False)
 
 
-def emit(args: argparse.Namespace, model: GpuModel, write_text, write_bytes) -> int:
+def emit(args: argparse.Namespace, model: GpuModel) -> int:
     target = model.target
     if args.emit == "llvm":
         write_text(model.report.llvm_ir, args.output)

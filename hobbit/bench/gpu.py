@@ -1,14 +1,14 @@
 """The GPU benchmark: hobbit's CUDA backend against PyTorch eager (cuDNN, fp32) on the zoo's
 CNNs, each output checked against hobbit's CPU path.
 
-    python -m hobbit.bench_gpu [--models resnet18,vgg16] [--batches 1,32] [--budget 400]
-    python -m hobbit.bench_gpu --dry-run    # no GPU needed: what can be checked on a CPU
+    python -m hobbit.bench.gpu [--models resnet18,vgg16] [--batches 1,32] [--budget 400]
+    python -m hobbit.bench.gpu --dry-run    # no GPU needed: what can be checked on a CPU
 
-For each model and batch (the zoo's models take any batch: hobbit.bench.with_batch):
+For each model and batch (the zoo's models take any batch: hobbit.bench.suite.with_batch):
 hobbit.compile(model) on the host gives the reference outputs; hobbit.compile(model,
 target="cuda") runs on the GPU and must match them within RTOL/ATOL (the zoo's GPU
-tolerances, tests/gpu/zoo_cases.py); PyTorch runs the same ONNX graph with the same weights
-op by op (hobbit.bench_torch), TF32 off so that both compute in float32, cuDNN's autotuner
+tolerances, tests/backend/gpu/zoo_cases.py); PyTorch runs the same ONNX graph with the same weights
+op by op (hobbit.bench.torch), TF32 off so that both compute in float32, cuDNN's autotuner
 on. Each engine is timed by wall clock around whole runs that end synchronised: hobbit's
 run copies the input from a torch CUDA tensor into its buffer, replays its CUDA graph and
 leaves the outputs on the GPU; PyTorch's is the eager forward and torch.cuda.synchronize().
@@ -33,8 +33,8 @@ import onnx
 
 import hobbit
 from hobbit import zoo
-from hobbit.bench import with_batch
-from hobbit.bench_torch import TorchGraph, import_torch
+from hobbit.bench.suite import with_batch
+from hobbit.bench.torch import TorchGraph, import_torch
 from hobbit.errors import HobbitError, UnsupportedModelError
 
 ZOO = ["squeezenet1_1", "mobilenet_v2", "resnet18", "resnet50", "vgg16"]
@@ -275,7 +275,7 @@ def environment(torch: Any) -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m hobbit.bench_gpu", description=__doc__.split("\n\n")[0])
+    parser = argparse.ArgumentParser(prog="python -m hobbit.bench.gpu", description=__doc__.split("\n\n")[0])
     parser.add_argument("--models", default=",".join(ZOO), help="comma-separated zoo models")
     parser.add_argument("--batches", default="1,32", help="comma-separated batch sizes")
     parser.add_argument("--runs", type=int, default=100, help="timed runs per engine (fewer past --seconds)")

@@ -8,8 +8,8 @@ import numpy as np
 import pytest
 from onnx import helper
 
-from hobbit.bench_gpu import Row, compare, dry_markdown, dry_run, main, markdown, run_bench
-from hobbit.bench_torch import TorchGraph
+from hobbit.bench.gpu import Row, compare, dry_markdown, dry_run, main, markdown, run_bench
+from hobbit.bench.torch import TorchGraph
 from hobbit.errors import UnsupportedModelError
 from tests.helpers import make_model, rand, run_ort
 from tests.runtime import fake_cuda

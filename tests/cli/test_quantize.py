@@ -8,7 +8,7 @@ import onnx
 import onnxruntime as ort
 import pytest
 
-from hobbit.cli import main
+from hobbit.cli.main import main
 from hobbit.zoo.images import smooth_images
 from tests.quantize.test_quantize import SHAPE, small_cnn
 

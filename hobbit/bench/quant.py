@@ -10,16 +10,16 @@ the fp32 model with precision="bf16"; OpenVINO runs it with INFERENCE_PRECISION_
 Accuracy is measured on a separate evaluation set against hobbit fp32's logits, which are
 first checked against onnxruntime fp32 (the same tolerances as `hobbit bench`): a model
 whose reference disagrees gets no numbers. Speed: every engine of a model is timed in one
-process, in the same alternating blocks as `hobbit bench` (hobbit.bench_load.timed_rounds:
+process, in the same alternating blocks as `hobbit bench` (hobbit.bench.load.timed_rounds:
 warm-ups, short blocks per engine, a pause between them), at each thread count. An engine
 that is not there (OpenVINO not installed, no hobbit.quantize or precision= yet) or that
-fails on a model is named in the report with the reason; the others are still timed."""
+fails on a model is named in the report with the reason; the others are still timed. The
+tables are hobbit.bench.quant_report's."""
 
 from __future__ import annotations
 
 import inspect
 import os
-import sys
 import tempfile
 import time
 from collections.abc import Callable, Iterable, Sequence
@@ -30,14 +30,10 @@ import numpy as np
 import onnx
 
 import hobbit
-from hobbit import zoo
-from hobbit.bench import Timing, machine_info
-from hobbit.bench_load import BLOCK, COOLDOWN_S, run_in_process
-from hobbit.bench_ort import ort_session
-from hobbit.cli_output import writing
-from hobbit.errors import ConfigError, HobbitError, MissingDependencyError
-from hobbit.frontend.onnx import load_model
-from hobbit.target import host_target
+from hobbit.bench.load import run_in_process
+from hobbit.bench.ort import ort_session
+from hobbit.bench.result import Timing
+from hobbit.errors import ConfigError, HobbitError
 from hobbit.zoo.images import calibration_images, evaluation_images
 
 PRECISIONS = ("int8", "bf16")
@@ -315,7 +311,7 @@ class QuantBenchResult:
     def format(self) -> str:
         lines = [f"model: {self.model}   precision: {self.precision}   threads: {self.threads}   "
                  f"timed runs: {self.runs} each",
-                 f"hobbit fp32 against onnxruntime fp32: logit rel L2 {_error(self.reference_rel_l2)} "
+                 f"hobbit fp32 against onnxruntime fp32: logit rel L2 {format_error(self.reference_rel_l2)} "
                  f"(worst of {self.reference_images} image{'s' * (self.reference_images > 1)})"]
         lines += [f"{what}: {seconds:.1f} s" for what, seconds in self.quantize_seconds.items()]
         if self.mismatch is not None:
@@ -332,14 +328,19 @@ class QuantBenchResult:
                 lines.append(f"{engine} / hobbit fp32: {base:.3f}" + (
                     f"   / best peer ({self.best_peer()}): {peer:.3f}" if peer is not None else ""))
         for name, acc in (self.accuracy or {}).items():
-            lines.append(f"accuracy {name:<{width}}  logit rel L2 median {_error(acc.rel_l2_median)} "
-                         f"max {_error(acc.rel_l2_max)}   top-1 {acc.top1:.1%}   top-5 {acc.top5:.1%}")
+            lines.append(f"accuracy {name:<{width}}  logit rel L2 median {format_error(acc.rel_l2_median)} "
+                         f"max {format_error(acc.rel_l2_max)}   top-1 {acc.top1:.1%}   top-5 {acc.top5:.1%}")
         return "\n".join(lines)
 
 
 def low_bit_engines(precision: str) -> tuple[str, ...]:
     """hobbit's low-bit engines of a precision, the ones the targets are about."""
     return (INT8_ORT_MODEL, INT8_OWN_MODEL) if precision == "int8" else (BF16,)
+
+
+def format_error(value: float) -> str:
+    """A relative error: four decimals, or three digits in exponent form below 0.001 (fp32 against fp32)."""
+    return f"{value:.4f}" if value >= 1e-3 else f"{value:.2e}"
 
 
 def logits(runner: Runner, feeds: Sequence[dict[str, np.ndarray]]) -> np.ndarray:
@@ -425,186 +426,3 @@ def run_suite(models: Iterable[tuple[str, Callable[[], onnx.ModelProto]]], preci
                 report(result)
             results.append(result)
     return results
-
-
-# -- reports ---------------------------------------------------------------------------------
-def _ms(t: Timing) -> str:
-    def v(x: float) -> str:
-        return f"{x:.3f}" if x < 1 else f"{x:.2f}" if x < 100 else f"{x:.1f}"
-    return f"{v(t.median)} ({v(t.p10)}–{v(t.p90)})"
-
-
-def _error(value: float) -> str:
-    """A relative error: four decimals, or three digits in exponent form below 0.001 (fp32 against fp32)."""
-    return f"{value:.4f}" if value >= 1e-3 else f"{value:.2e}"
-
-
-def _ratio_cell(value: float | None, target: float, digits: int = 2) -> str:
-    if value is None:
-        return "—"
-    return f"{value:.{digits}f}" + ("" if value <= target else " ✗")
-
-
-def _present(results: list[QuantBenchResult], engines: Sequence[str]) -> list[str]:
-    """The engines that ran on some model (an engine missing everywhere becomes a note)."""
-    return [e for e in engines if any(e in r.timings for r in results)]
-
-
-def speed_table(results: list[QuantBenchResult]) -> str:
-    """One row per model and thread count: every engine's median (p10–p90) ms, then for each
-    of hobbit's low-bit engines its ratio to hobbit fp32 and to the faster peer (✗: misses
-    the target)."""
-    precision = results[0].precision
-    engines = _present(results, ENGINES[precision])
-    ours = [e for e in low_bit_engines(precision) if e in engines]
-    fp32_target, peer_target = (INT8_VS_FP32, INT8_VS_PEER) if precision == "int8" else (BF16_VS_FP32, BF16_VS_PEER)
-    ratio_heads = [h for e in ours for h in (f"{e} / hobbit fp32 (≤ {fp32_target})",
-                                             f"{e} / best peer {precision} (≤ {peer_target})")]
-    heads = ["model", "threads", *(f"{e} ms" for e in engines), *ratio_heads, "best peer"]
-    lines = ["| " + " | ".join(heads) + " |", "|" + " --- |" * len(heads)]
-    for r in results:
-        if r.mismatch is not None:
-            cells = ["reference disagrees"] + ["—"] * (len(heads) - 3)
-        else:
-            cells = [_ms(r.timings[e]) if e in r.timings else "—" for e in engines]
-            for e in ours:
-                cells += [_ratio_cell(r.ratio(e, FP32), fp32_target), _ratio_cell(r.peer_ratio(e), peer_target)]
-            cells.append(r.best_peer() or "—")
-        lines.append(f"| {r.model} | {r.threads} | " + " | ".join(cells) + " |")
-    return "\n".join(lines) + "\n"
-
-
-def accuracy_table(results: list[QuantBenchResult]) -> str:
-    """One row per model and engine, against hobbit fp32 on the evaluation images; for
-    hobbit's low-bit engines, their median error over the peer's (≤ 1: no worse): onnxruntime
-    int8's (issue 15's accuracy target), OpenVINO bf16's."""
-    precision = results[0].precision
-    judge = ORT_INT8 if precision == "int8" else OV_BF16
-    rows = [r for r in results if r.accuracy is not None or r.mismatch is not None]
-    lines = ["| model | engine | runs on | logit rel L2 median | logit rel L2 max | top-1 agreement "
-             f"| top-5 agreement | median error / {judge}'s (≤ 1) |",
-             "|" + " --- |" * 8]
-    for r in rows:
-        if r.mismatch is not None:
-            lines.append(f"| {r.model} | {FP32} | fp32 | reference disagrees with onnxruntime fp32: {r.mismatch} "
-                         "| | | | |")
-            continue
-        peer = r.accuracy.get(judge)
-        for name, acc in r.accuracy.items():
-            versus = "—"
-            if name in low_bit_engines(precision) and peer is not None and peer.rel_l2_median > 0:
-                # three digits: hobbit's int8 error sits within a percent of onnxruntime's
-                versus = _ratio_cell(acc.rel_l2_median / peer.rel_l2_median, 1.0, digits=3)
-            lines.append(f"| {r.model} | {name} | {RUNS_ON[name]} | {_error(acc.rel_l2_median)} "
-                         f"| {_error(acc.rel_l2_max)} "
-                         f"| {acc.top1:.1%} | {acc.top5:.1%} | {versus} |")
-    return "\n".join(lines) + "\n"
-
-
-def missing_notes(results: list[QuantBenchResult]) -> list[str]:
-    """One line per engine that did not run, with each distinct reason and the models it applies to."""
-    reasons: dict[tuple[str, str], list[str]] = {}
-    for r in results:
-        for engine, why in r.missing.items():
-            models = reasons.setdefault((engine, why), [])
-            if r.model not in models:
-                models.append(r.model)
-    return [f"{engine}: {why} ({', '.join(models)})" for (engine, why), models in reasons.items()]
-
-
-def versions() -> dict[str, str | None]:
-    found: dict[str, str | None] = {}
-    for module in ("onnxruntime", "openvino"):
-        try:
-            found[module] = __import__(module).__version__
-        except ImportError:
-            found[module] = None
-    return found
-
-
-def markdown_report(results: list[QuantBenchResult], machine: dict[str, Any], command: str, warmup: int = 3,
-                    calibration_count: int = CALIBRATION_COUNT, evaluation_count: int = EVALUATION_COUNT) -> str:
-    """The speed and accuracy tables under a header saying how they were made, ready to paste
-    into BENCHMARKS.md."""
-    precision = results[0].precision
-    found = versions()
-    runs = "/".join(map(str, sorted({r.runs for r in results})))
-    memory = f", {machine['memory_gib']:.0f} GiB" if machine.get("memory_gib") else ""
-    how = ("onnxruntime's QDQ model: quant_pre_process, then quantize_static (QDQ, uint8 activations, int8 "
-           "per-channel weights, MinMax) on the calibration set; hobbit runs that model, and its own "
-           "hobbit.quantize(model, method=\"minmax\", per_channel=True) of the fp32 model on the same set where "
-           "available. OpenVINO int8 runs ORT's QDQ model with its default precision for the float parts "
-           "(bf16 on a CPU with AVX512-BF16)."
-           if precision == "int8" else
-           "hobbit bf16: hobbit.compile(model, precision=\"bf16\"); OpenVINO bf16: INFERENCE_PRECISION_HINT bf16, "
-           "OpenVINO fp32: f32.")
-    notes = missing_notes(results)
-    return (
-        f"## {precision}: accuracy and speed against the fp32 model\n\n"
-        f"Generated by `{command}` on {machine['date']}: hobbit {machine['hobbit']}, onnxruntime "
-        f"{found['onnxruntime']} (ORT_ENABLE_ALL, sequential, intra_op_num_threads = N), "
-        + (f"OpenVINO {found['openvino']} (CPU, one stream, INFERENCE_NUM_THREADS = N, latency hint)"
-           if found["openvino"] else "OpenVINO not installed")
-        + f". Machine: {machine['cpu']} (LLVM CPU {machine['llvm_cpu']}, {machine['vector_bits']}-bit vectors), "
-        f"{machine['cores']} cores{memory}, 1-minute load average {machine['load_average']} at the start.\n\n"
-        f"Images: seeded 1/f^alpha noise (alpha 1–2, channels correlated, ImageNet mean/std, clipped, "
-        f"normalised; hobbit.zoo.images), {calibration_count} for calibration and a separate {evaluation_count} "
-        f"for evaluation; zoo models carry random weights. {how}\n\n"
-        f"Speed: all engines of a model timed in one process, {runs} timed runs each after {warmup} warm-ups, "
-        f"alternating in blocks of {BLOCK} with a {COOLDOWN_S * 1e3:.0f} ms pause, on the first evaluation image; "
-        f"median (p10–p90) ms. Ratios are of medians, below 1 means hobbit is faster; ✗ marks a ratio past its "
-        f"target (int8: ≤ {INT8_VS_FP32} of hobbit fp32, ≤ {INT8_VS_PEER} of the faster peer int8, aim "
-        f"{INT8_VS_PEER_AIM}; bf16: ≤ {BF16_VS_FP32} of hobbit fp32, ≤ {BF16_VS_PEER} of OpenVINO bf16).\n\n"
-        f"Accuracy: against hobbit fp32's logits, which first match onnxruntime fp32's (relative L2 at most "
-        f"{REFERENCE_REL_L2:g}) on every evaluation image; logit relative L2 error ||y − y_fp32|| / ||y_fp32|| "
-        f"per image (median, max), "
-        f"top-1 agreement (same top class as fp32) and top-5 agreement (fp32's top class among the top five).\n\n"
-        + "".join(f"- {note}\n" for note in notes) + ("\n" if notes else "")
-        + speed_table(results) + "\n" + accuracy_table(results))
-
-
-# -- the command line ------------------------------------------------------------------------
-def models_of(spec: str | None) -> list[tuple[str, Callable[[], onnx.ModelProto]]]:
-    """--model with --precision: None or 'all' for the five zoo CNNs, else zoo names or .onnx paths
-    separated by commas, checked before anything is built."""
-    names = list(MODELS) if spec in (None, "all") else [part.strip() for part in spec.split(",") if part.strip()]
-    bad = [n for n in names if n not in zoo.MODELS and not os.path.exists(n)]
-    if bad:
-        raise ConfigError(f"--model: {', '.join(bad)} is neither a zoo model ({', '.join(MODELS)}) nor a file")
-    return [(os.path.basename(n) if os.path.exists(n) else n,
-             (lambda n=n: load_model(n)) if os.path.exists(n) else (lambda n=n: zoo.build(n))) for n in names]
-
-
-def cmd_bench(args: Any) -> int:
-    """`hobbit bench --precision P`: takes --model, --threads, --runs, --warmup, --markdown."""
-    others = [flag for flag, used in (("--load", args.load != ["none"]), ("--streams", args.streams),
-                                      ("--aot", args.aot), ("--batch", args.batch > 1), ("--plot", args.plot),
-                                      ("--json", args.json), ("--profile", args.profile),
-                                      ("--passes/--disable", args.passes or args.disable),
-                                      ("--input-shape", args.input_shape), ("--signature", args.signature)) if used]
-    if others or args.target != host_target():
-        raise ConfigError(f"`hobbit bench --precision` takes --model, --threads, --runs, --warmup and --markdown; "
-                          f"not {', '.join(others) or '--target'}")
-    if args.precision == "int8":
-        try:
-            import onnxruntime.quantization  # noqa: F401  (fail before minutes of work)
-        except ImportError as exc:
-            raise MissingDependencyError("the int8 bench quantizes with onnxruntime: "
-                                         "pip install 'hobbit[bench]'") from exc
-    models = models_of(args.model)
-    machine = machine_info()
-    print(f"benchmarking {args.precision} on {', '.join(n for n, _ in models)} at "
-          f"{','.join(map(str, args.threads))} thread(s): "
-          f"quantize, check the fp32 reference, accuracy, then time every engine ...", flush=True)
-    results = run_suite(models, args.precision, args.threads, args.runs, args.warmup,
-                        report=lambda r: print(r.format() + "\n", flush=True))
-    print(speed_table(results) + "\n" + accuracy_table(results), end="")
-    for note in missing_notes(results):
-        print(f"note: {note}", file=sys.stderr)
-    if args.markdown:
-        command = (f"hobbit bench --precision {args.precision} --model {args.model or ','.join(MODELS)} "
-                   f"--threads {','.join(map(str, args.threads))} --runs {args.runs}")
-        with writing(args.markdown), open(args.markdown, "w") as f:
-            f.write(markdown_report(results, machine, command, args.warmup))
-        print(f"wrote {args.markdown}", file=sys.stderr)
-    return 0 if all(r.mismatch is None for r in results) else 1

@@ -1,0 +1,297 @@
+"""`hobbit bench`: hobbit timed beside its peers in one run (hobbit.bench).
+
+An ONNX model (or several, or the whole zoo) runs against onnxruntime per thread count and
+load condition (hobbit.bench.suite), the tables and files coming from hobbit.bench.report; a
+TensorFlow model file runs beside TensorFlow and beside hobbit on its ONNX export
+(hobbit.bench.tf); --precision int8|bf16 measures low-bit inference, accuracy and speed,
+beside onnxruntime and OpenVINO (hobbit.bench.quant). Models and flags are checked before
+the minutes of benchmarking start, and the exit status is 1 when any outputs disagree."""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+from collections.abc import Callable
+
+import onnx
+
+from hobbit import zoo
+from hobbit.bench import quant, quant_report, report, suite, tf
+from hobbit.bench.load import LOADS, BuildOptions
+from hobbit.bench.result import BenchResult
+from hobbit.cli.args import (HelpFormatter, input_shape_flag, non_negative_int, parse_threads, positive_int,
+                             target_flag)
+from hobbit.cli.inputs import ShapeFlag, declared, input_shapes, require_static, with_input_shapes
+from hobbit.cli.model import load_model, not_a_model, pipeline, runnable_here
+from hobbit.cli.output import write_text, writing
+from hobbit.errors import ConfigError, InputError, MissingDependencyError
+from hobbit.frontend.onnx import load_model as read_onnx
+from hobbit.frontend.source import OnnxSource, detect_format, open_source
+from hobbit.target import host_target
+
+EXAMPLES = """examples:
+  hobbit bench                                 zoo resnet18 at 1 thread
+  hobbit bench --model model.onnx --threads 1,2 --markdown BENCHMARKS.md
+  hobbit bench --model dynamic.onnx --input-shape input=1x3x224x224
+  hobbit bench --model mobilenet_v2 --batch 8 --streams 2 --load none,busy-core
+  hobbit bench --model squeezenet1_1,resnet18 --threads 1,2 --aot
+                                               the exported library beside the JIT and onnxruntime
+  hobbit bench --target x86-64-v3              AVX2 code, timed on this machine
+  hobbit bench --precision int8 --threads 1,2 --markdown int8.md   five zoo CNNs in int8, beside the peers"""
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    """Add `hobbit bench` to the subcommands."""
+    p = sub.add_parser("bench", formatter_class=HelpFormatter, epilog=EXAMPLES,
+                       help="time hobbit against onnxruntime (default: zoo resnet18)",
+                       description="For each model and thread count: compile, check the outputs against "
+                                   "onnxruntime (rtol 1e-3, atol 1e-4; no ratio is reported if they disagree), "
+                                   "then time both alternately with the same thread count and print median and "
+                                   "p10-p90 latency, the ratio hobbit/onnxruntime, hobbit's GFLOP/s and its share "
+                                   "of this machine's FMA peak (measured first), and the compile time; a summary "
+                                   "table follows. --load times both engines again under other load on this "
+                                   "machine, --batch runs a larger batch, --streams measures throughput with "
+                                   "several inferences at once; each adds a table whose ratios are all below 1 "
+                                   "when hobbit is faster. Exits with status 1 when any outputs disagree.")
+    p.add_argument("--model", default=None, metavar="NAME|PATH|all",
+                   help="zoo model name, .onnx path, a comma list of those, or 'all' zoo models (default resnet18; "
+                        "with --precision the five fp32 zoo CNNs); "
+                        "or one TensorFlow model (.pb, SavedModel directory, .keras, .tflite), timed beside "
+                        "TensorFlow and beside hobbit on its ONNX export (tf2onnx)")
+    p.add_argument("--signature", metavar="NAME", default=None,
+                   help="with a SavedModel or Keras --model: the signature to time (default: serving_default)")
+    p.add_argument("--runs", type=positive_int, default=30, metavar="N",
+                   help="timed runs per engine after warm-up (default 30)")
+    p.add_argument("--warmup", type=non_negative_int, default=3, metavar="N",
+                   help="untimed warm-up runs per engine (default 3)")
+    p.add_argument("--threads", type=parse_threads, default=[1], metavar="N[,N...]",
+                   help="thread counts for both engines (onnxruntime intra_op_num_threads), e.g. 1,2 (default 1)")
+    _load_flags(p)
+    p.add_argument("--precision", choices=quant.PRECISIONS, default=None,
+                   help="low-bit inference instead (hobbit.bench.quant): int8 (hobbit and onnxruntime on "
+                        "onnxruntime's quantize_static QDQ model, and hobbit.quantize's) or bf16 (compile precision="
+                        "\"bf16\"), each beside hobbit fp32, onnxruntime and OpenVINO where installed: accuracy "
+                        "against fp32 on smooth random images, and speed; takes --model, --threads, --runs, "
+                        "--warmup, --markdown")
+    p.add_argument("--passes", metavar="A,B,C", help="graph passes to run, in order (default: the standard pipeline)")
+    p.add_argument("--disable", metavar="NAME", action="append", default=[], help="drop this pass (repeatable)")
+    input_shape_flag(p)
+    target_flag(p)
+    _report_flags(p)
+    p.set_defaults(func=cmd_bench)
+
+
+def _load_flags(p: argparse.ArgumentParser) -> None:
+    """--load, --batch, --streams and --aot: what else runs while the engines are timed."""
+    p.add_argument("--load", type=parse_loads, default=["none"], metavar="COND[,COND...]",
+                   help="load conditions to time both engines under, in the same run: none (nothing else), "
+                        "busy-core (a busy-loop process pinned to this process's last CPU), two-procs (two "
+                        "processes run the model at once; inferences/s summed), blas (an untimed numpy matrix "
+                        "product on all of OpenBLAS's threads right before every timed run), alternate (single "
+                        "runs of the two engines back to back, no pause); e.g. none,busy-core (default none)")
+    p.add_argument("--batch", type=positive_int, default=1, metavar="N",
+                   help="set the first dim of every model input to N (default 1); inferences/s count batch items")
+    p.add_argument("--streams", type=positive_int, default=None, metavar="S",
+                   help="also measure throughput: S Python threads at once on one model compiled with threads=1, "
+                        "against one onnxruntime session with 1 intra-op thread shared by S threads")
+    p.add_argument("--aot", action="store_true",
+                   help="also export each compiled model as a library, load it with hobbit.load, check its outputs "
+                        "equal the JIT's (max abs diff 1e-5) and time it in the same rounds: adds its median and "
+                        "the ratio AOT/JIT (not under --load two-procs; needs a C compiler, cc or $CC)")
+
+
+def _report_flags(p: argparse.ArgumentParser) -> None:
+    """--markdown, --json, --plot and --profile: what is written besides the printed tables."""
+    p.add_argument("--markdown", metavar="FILE", help="write the table with a header naming the machine (BENCHMARKS.md)")
+    p.add_argument("--json", metavar="FILE", help="write every number per model and thread count as JSON")
+    p.add_argument("--plot", metavar="FILE.png", help="write a bar chart of the ratios (needs matplotlib)")
+    p.add_argument("--profile", action="store_true",
+                   help="then list every fused kernel: median ms, share, GFLOP/s and %% of the FMA peak")
+
+
+def parse_loads(text: str) -> list[str]:
+    """--load none,busy-core -> ["none", "busy-core"] (known conditions only, duplicates dropped, order kept)."""
+    loads = list(dict.fromkeys(part.strip() for part in text.split(",") if part.strip()))
+    unknown = [load for load in loads if load not in LOADS]
+    if not loads or unknown:
+        raise argparse.ArgumentTypeError(f"expected load conditions from {', '.join(LOADS)} separated by "
+                                         f"commas, got {text!r}")
+    return loads
+
+
+def bench_models(spec: str, flags: list[ShapeFlag] | None = None, batch: int = 1
+                 ) -> list[tuple[str, Callable[[], onnx.ModelProto | str]]]:
+    """--model: 'all' (every zoo model), a path, or comma-separated zoo names/paths, checked up
+    front: names, and the declared inputs of every file (and of zoo models given --input-shape),
+    so a model that cannot be benchmarked fails before minutes of benchmarking, not after."""
+    if spec == "all":
+        names = list(zoo.MODELS)
+    elif os.path.exists(spec):
+        names = [spec]
+    else:
+        names = [part.strip() for part in spec.split(",") if part.strip()]
+    for name in names:
+        if not os.path.exists(name) and name not in zoo.MODELS:
+            raise not_a_model(name)
+    loaders = [(name, lambda name=name: _bench_model(name, flags or [], batch)) for name in names]
+    for name, load in loaders:
+        if flags or os.path.exists(name):
+            load()
+    return loaders
+
+
+def _bench_model(name: str, flags: list[ShapeFlag], batch: int) -> onnx.ModelProto | str:
+    """The model with its --input-shape dims written into its declared inputs (the benchmark
+    compiles both engines from the model alone); --batch > 1 then sets every first dim."""
+    source = open_source(load_model(name))
+    if not isinstance(source, OnnxSource):
+        raise ConfigError(f"{name} is a {source.format} model: `hobbit bench` times a TensorFlow model on its own "
+                          "(--model FILE), beside TensorFlow")
+    proto = source.proto()
+    shapes = input_shapes(declared(source, flags), flags)
+    if batch > 1:
+        clash = [f"{n}={'x'.join(map(str, dims))}" for n, dims in shapes.items() if dims and dims[0] != batch]
+        if clash:
+            raise InputError(f"--batch {batch} sets the first dim of every input of {name}, but --input-shape "
+                             f"gives {', '.join(clash)}")
+    why = f"`hobbit bench` times one fixed-shape build of {name}, so each symbolic dim needs a size"
+    require_static(source.declared_inputs(shapes), why, free_axis0=batch > 1)
+    return with_input_shapes(proto, shapes) if shapes else source.model
+
+
+def cmd_bench(args: argparse.Namespace) -> int:
+    runnable_here(args.target, "bench")
+    if args.precision:
+        return _bench_low_bit(args)
+    args.model = args.model or "resnet18"
+    if os.path.exists(args.model) and detect_format(args.model) != "onnx":
+        return _bench_tf(args)
+    return _bench_onnx(args)
+
+
+def _bench_onnx(args: argparse.Namespace) -> int:
+    """ONNX models against onnxruntime: the printed results and tables, then the files asked for."""
+    build = BuildOptions.of(pipeline(args), args.target)
+    models = bench_models(args.model, args.input_shape, args.batch)
+    threads = args.threads
+    if args.plot:
+        report.pyplot()  # fail before minutes of benchmarking, not after
+    built_for = suite.describe_build(build)
+    print((f"{built_for}\n" if built_for else "")
+          + f"measuring the FMA peak at {', '.join(map(str, threads))} thread(s), then benchmarking "
+          f"{', '.join(name for name, _ in models)}: compile, check against onnxruntime, time both ...",
+          flush=True)
+
+    def show(result: BenchResult) -> None:
+        print(result.format() + "\n", flush=True)
+
+    machine = report.machine_info(build)
+    results = suite.run_suite(models, threads, runs=args.runs, warmup=args.warmup, build=build,
+                              report=show, loads=args.load, batch=args.batch, streams=args.streams, aot=args.aot)
+    tables = (report.markdown_table(results), report.scaling_table(results), report.memory_table(results),
+              report.load_tables(results))
+    print("\n".join(table for table in tables if table), end="")
+    warning = suite.contention_warning(threads)
+    if warning:
+        print(f"hobbit: warning: {warning}", file=sys.stderr)
+    _write_reports(args, results, machine, build)
+    if args.profile:
+        for name, load in models:
+            for count in threads:
+                print("\n" + suite.profile_model(load(), name, count, args.runs, build), flush=True)
+    return 0 if all(r.mismatch is None for r in results) else 1
+
+
+def _write_reports(args: argparse.Namespace, results: list[BenchResult], machine: dict, build: BuildOptions) -> None:
+    """--markdown (headed by the command line that made it), --json and --plot."""
+    if args.markdown or args.json:
+        command = _command_line(args, build)
+        if args.markdown:
+            write_text(report.markdown_report(results, machine, command, args.warmup), args.markdown)
+        if args.json:
+            with writing(args.json):
+                report.write_json(results, machine, args.json)
+            print(f"wrote {args.json}", file=sys.stderr)
+    if args.plot:
+        with writing(args.plot):
+            report.plot_ratios(results, args.plot)
+        print(f"wrote {args.plot}", file=sys.stderr)
+
+
+def _command_line(args: argparse.Namespace, build: BuildOptions) -> str:
+    """The `hobbit bench` command that measures the same again, for the reports' header."""
+    return (f"hobbit bench --model {args.model} --threads {','.join(map(str, args.threads))} "
+            f"--runs {args.runs}" + (f" --load {','.join(args.load)}" if args.load != ["none"] else "")
+            + "".join(f" {flag}" for flag in args.input_shape)
+            + (f" --batch {args.batch}" if args.batch > 1 else "")
+            + (f" --streams {args.streams}" if args.streams else "")
+            + (" --aot" if args.aot else "")
+            + (f" --target {build.target}" if build.target != "host" else ""))
+
+
+def _bench_tf(args: argparse.Namespace) -> int:
+    """A TensorFlow model: hobbit on it, TensorFlow on it, hobbit on its ONNX export (hobbit.bench.tf).
+    TensorFlow fixes its thread count once per process, hence one --threads value per run."""
+    if len(args.threads) > 1:
+        raise ConfigError("a TensorFlow model is benchmarked at one thread count per run (TensorFlow fixes its "
+                          "thread pool once per process): give --threads N")
+    if args.load != ["none"] or args.streams or args.aot or args.batch > 1 or args.target != host_target():
+        raise ConfigError("for a TensorFlow model, `hobbit bench` takes --threads, --runs, --warmup, --signature "
+                          "and --markdown (no --load, --streams, --aot, --batch or --target yet)")
+    result = tf.run_tf_benchmark(args.model, args.threads[0], args.runs, args.warmup, args.signature)
+    print(result.format_text())
+    table = tf.markdown_table([result])
+    print(table, end="")
+    if args.markdown:
+        machine = report.machine_info()
+        header = (f"`hobbit bench --model {args.model} --threads {args.threads[0]} --runs {args.runs}` on "
+                  f"{machine['cpu']} (LLVM: {machine['llvm_cpu']}): medians (p10-p90) in ms\n\n")
+        write_text(header + table, args.markdown)
+    return 0 if result.mismatch is None else 1
+
+
+def low_bit_models(spec: str | None) -> list[tuple[str, Callable[[], onnx.ModelProto]]]:
+    """--model with --precision: None or 'all' for the five zoo CNNs, else zoo names or .onnx paths
+    separated by commas, checked before anything is built."""
+    names = list(quant.MODELS) if spec in (None, "all") else [part.strip() for part in spec.split(",") if part.strip()]
+    bad = [n for n in names if n not in zoo.MODELS and not os.path.exists(n)]
+    if bad:
+        raise ConfigError(f"--model: {', '.join(bad)} is neither a zoo model ({', '.join(quant.MODELS)}) nor a file")
+    return [(os.path.basename(n) if os.path.exists(n) else n,
+             (lambda n=n: read_onnx(n)) if os.path.exists(n) else (lambda n=n: zoo.build(n))) for n in names]
+
+
+def _bench_low_bit(args: argparse.Namespace) -> int:
+    """`hobbit bench --precision P` (hobbit.bench.quant): takes --model, --threads, --runs, --warmup, --markdown."""
+    others = [flag for flag, used in (("--load", args.load != ["none"]), ("--streams", args.streams),
+                                      ("--aot", args.aot), ("--batch", args.batch > 1), ("--plot", args.plot),
+                                      ("--json", args.json), ("--profile", args.profile),
+                                      ("--passes/--disable", args.passes or args.disable),
+                                      ("--input-shape", args.input_shape), ("--signature", args.signature)) if used]
+    if others or args.target != host_target():
+        raise ConfigError(f"`hobbit bench --precision` takes --model, --threads, --runs, --warmup and --markdown; "
+                          f"not {', '.join(others) or '--target'}")
+    if args.precision == "int8":
+        try:
+            import onnxruntime.quantization  # noqa: F401  (fail before minutes of work)
+        except ImportError as exc:
+            raise MissingDependencyError("the int8 bench quantizes with onnxruntime: "
+                                         "pip install 'hobbit[bench]'") from exc
+    models = low_bit_models(args.model)
+    machine = report.machine_info()
+    print(f"benchmarking {args.precision} on {', '.join(n for n, _ in models)} at "
+          f"{','.join(map(str, args.threads))} thread(s): "
+          f"quantize, check the fp32 reference, accuracy, then time every engine ...", flush=True)
+    results = quant.run_suite(models, args.precision, args.threads, args.runs, args.warmup,
+                              report=lambda r: print(r.format() + "\n", flush=True))
+    print(quant_report.speed_table(results) + "\n" + quant_report.accuracy_table(results), end="")
+    for note in quant_report.missing_notes(results):
+        print(f"note: {note}", file=sys.stderr)
+    if args.markdown:
+        command = (f"hobbit bench --precision {args.precision} --model {args.model or ','.join(quant.MODELS)} "
+                   f"--threads {','.join(map(str, args.threads))} --runs {args.runs}")
+        with writing(args.markdown), open(args.markdown, "w") as f:
+            f.write(quant_report.markdown_report(results, machine, command, args.warmup))
+        print(f"wrote {args.markdown}", file=sys.stderr)
+    return 0 if all(r.mismatch is None for r in results) else 1
