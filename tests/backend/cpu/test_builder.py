@@ -5,7 +5,7 @@ import ctypes
 import numpy as np
 from llvmlite import ir
 
-from hobbit.backend.machine import target_machine
+from hobbit.backend.machine import new_target_machine
 from hobbit.emit.builder import KernelBuilder
 from hobbit.target import host_target
 import llvmlite.binding as llvm
@@ -23,7 +23,8 @@ def test_a_one_lane_masked_byte_store_writes_one_byte():
     kb.vstore(narrow, fn.args[1], np.dtype(np.uint8), 0, kb.prefix_mask(16, 1))
     kb.finish()
     parsed = llvm.parse_assembly(str(module))
-    engine = llvm.create_mcjit_compiler(parsed, target_machine(host_target()))
+    # An MCJIT engine owns (and frees) the TargetMachine it is given: never the cached one.
+    engine = llvm.create_mcjit_compiler(parsed, new_target_machine(host_target(), jit=True))
     engine.finalize_object()
     f = ctypes.CFUNCTYPE(None, ctypes.c_void_p, ctypes.c_void_p)(engine.get_function_address("f"))
     src, dst = np.arange(1, 17, dtype=np.int32), np.full(16, 99, np.uint8)
