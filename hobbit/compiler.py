@@ -11,8 +11,8 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from hobbit import zoo
-from hobbit.codegen.llvm import emit_object, optimize
-from hobbit.codegen.module import build_module, pack_weights, status_records, view_constants
+from hobbit.backend.llvm import emit_object, optimize
+from hobbit.backend.cpu.module import build_module, pack_weights, status_records, view_constants
 from hobbit.target import Target, host_target, is_gpu, parse_target
 from hobbit.errors import ConfigError, InputValuesNeeded, SymbolicInputShape
 from hobbit.frontend.common.source import ModelInput, Source
@@ -21,7 +21,8 @@ from hobbit.graph.ir import Graph
 from hobbit.passes import PRECISIONS, default_pipeline, run_pipeline
 from hobbit.passes.bf16 import require_bf16
 from hobbit.passes.tensor_cores import require_tensor_cores
-from hobbit.passes.memory import MemoryPlan, plan_memory
+from hobbit.plan.memory import MemoryPlan
+from hobbit.passes.memory import plan_memory
 from hobbit.runtime import cache as compile_cache
 from hobbit.runtime import weights as shared_weights
 from hobbit.runtime.cpus import default_threads
@@ -172,7 +173,7 @@ def compile(model: ModelSource, target: str | Target = "host", threads: int | No
     activations with float32 accumulation (vdpbf16ps: needs AVX512-BF16, else a TargetError;
     hobbit.passes.bf16; on target "cuda", Conv and MatMul on bf16 tensor cores), "tf32" (target
     "cuda" only) runs Conv and MatMul on tensor cores with TF32 operands and float32 sums
-    (hobbit.passes.tensor_cores, hobbit.plan.gpu_mma), "fp32" (the default) everything in
+    (hobbit.passes.tensor_cores, hobbit.plan.gpu.mma), "fp32" (the default) everything in
     float32;
     `passes` replaces the default graph pass pipeline of that precision (see hobbit.passes);
     `input_shapes` fixes symbolic input dims;

@@ -2,7 +2,7 @@
 plans -> one module of kernels -> PTX (+ cubin) or an AMDGPU code object -> GpuModel.
 
 The frontend, the graph passes and memory planning are the CPU path's; only the plans
-(hobbit.plan.gpu), the kernels (hobbit.gpu) and the finish differ. The host-flavour
+(hobbit.plan.gpu), the kernels (hobbit.backend.gpu) and the finish differ. The host-flavour
 module for GpuModel.emulate is built from the same graph and plan when first asked for."""
 
 from __future__ import annotations
@@ -12,15 +12,16 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from hobbit.codegen.device_code import assemble_ptx, hsaco, ptx, ptxas_path
-from hobbit.codegen.gpu_module import build_gpu_module
-from hobbit.codegen.module import pack_weights
+from hobbit.backend.gpu.device_code import assemble_ptx, hsaco, ptx, ptxas_path
+from hobbit.backend.gpu.module import build_gpu_module
+from hobbit.backend.cpu.module import pack_weights
 from hobbit.errors import ConfigError, MissingDependencyError
 from hobbit.frontend.common.source import Source
 from hobbit.graph.ir import Graph
 from hobbit.passes import GPU_PRECISIONS, TENSOR_CORE_PASS, default_pipeline, run_pipeline
 from hobbit.passes.tensor_cores import require_tensor_cores
-from hobbit.passes.memory import MemoryPlan, plan_memory
+from hobbit.plan.memory import MemoryPlan
+from hobbit.passes.memory import plan_memory
 from hobbit.runtime.gpu_model import GpuModel
 from hobbit.runtime.jit import TensorSpec
 from hobbit.runtime.progress import Progress

@@ -6,7 +6,7 @@ ground floor beside errors because passes, schedules and codegen all read it;
 llvmlite is imported only inside host_target(), which asks LLVM what the host
 is, and by the check that LLVM knows a target's CPU and feature names
 (hobbit.target_llvm), so importing the graph or the passes does not load LLVM. The LLVM
-TargetMachine built from a Target is codegen's: hobbit/codegen/machine.py.
+TargetMachine built from a Target is codegen's: hobbit/backend/machine.py.
 
 A target is what compile(target=...) is given: "host" (this machine, as LLVM and
 sysfs describe it), or a CPU this process may not be running on, named by a
@@ -57,7 +57,7 @@ class Target:
     @property
     def sve_bits(self) -> int:
         """The SVE vector length the code may assume at least, 0 when it uses no SVE for its
-        fixed-width vectors (hobbit.codegen.llvm tells LLVM through `vscale_range`)."""
+        fixed-width vectors (hobbit.backend.llvm tells LLVM through `vscale_range`)."""
         return self.vector_bits if self.arch == "aarch64" and "sve" in self.enabled and self.vector_bits > 128 else 0
 
     def runs_on(self, host: "Target") -> str | None:

@@ -1,17 +1,16 @@
 """The package's import graph: no cycles, and each layer imports only the layers below it.
 
-The layers are DESIGN.md's "Layers and their contracts", in the order the code
-needs them: the plan floor describes nodes (graph.ir, graph.shapes) and the op
-definitions read some of its tables (GEMM panels, winograd variants, RNN gates),
-so it sits between the IR core and the rest of the graph layer; the op definitions
-(hobbit/ops) belong to the graph layer: they name each op's kernel, and the code
-that emits it is in a backend's kernel table (hobbit/lower/kernels.py); a frontend
-builds a Graph, so the graph layer sits below the frontends, which are one package per
-model format on top of what they share (hobbit.frontend.common), the formats below the
-one module that picks among them; the passes read plans and graphs, so they sit above
-both. Every `import` in every module counts, at module
-level or inside a function: an import inside a function still makes the two modules
-depend on each other, it only hides it from Python's start-up order.
+The layers are DESIGN.md's, bottom up: the ground floor (errors, the target); the graph
+IR; the plans (hobbit/plan, frozen numpy-only decisions, which the op definitions read
+for some tables: GEMM panels, winograd variants, RNN gates); the op definitions
+(hobbit/ops: what an op is, the kernel it names by string, batch separability); the
+frontends (one package per model format on what they share, hobbit.frontend.common, and
+above them the one module that picks among the formats); the graph passes; the IR
+vocabulary every backend shares (hobbit/emit); the backends (hobbit/backend: cpu, gpu,
+and the LLVM finish they share); the runtime; and above them the interfaces. Every
+`import` in every module counts, at module level or inside a function: an import inside a
+function still makes the two modules depend on each other, it only hides it from Python's
+start-up order.
 
 KNOWN holds the edges that still break these rules, each with its reason. It may
 only shrink: an entry whose import is gone, or that no longer runs up the layers
@@ -30,17 +29,17 @@ PACKAGE = Path(hobbit.__file__).parent
 # everything not listed is an interface: the API (hobbit/__init__.py), the compiler driver,
 # hobbit/quantize, hobbit/zoo, the benchmarks (hobbit/bench), the command line (hobbit/cli).
 LAYERS: tuple[tuple[str, ...], ...] = (
-    ("hobbit.errors", "hobbit.target", "hobbit.target_llvm", "hobbit.version"),
-    ("hobbit.graph.ir", "hobbit.graph.shapes"),
+    ("hobbit.errors", "hobbit.target", "hobbit.target_llvm", "hobbit.version"),  # ground
+    ("hobbit.graph",),
     ("hobbit.plan",),
-    ("hobbit.graph", "hobbit.ops"),
+    ("hobbit.ops",),
     ("hobbit.frontend.common",),  # the Source interface and what every format shares
     ("hobbit.frontend.onnx", "hobbit.frontend.tf"),  # formats: neither imports the other
     ("hobbit.frontend.tflite",),  # read into TensorFlow's vocabulary, imported by tf's converters
     ("hobbit.frontend",),  # formats.py (the one module that knows every format), supported.py
     ("hobbit.passes",),
-    ("hobbit.lower", "hobbit.gpu"),  # the CPU backend and its GPU sibling
-    ("hobbit.codegen",),
+    ("hobbit.emit",),
+    ("hobbit.backend",),
     ("hobbit.runtime",),
 )
 

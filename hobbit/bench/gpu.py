@@ -7,7 +7,7 @@ CNNs, each output checked against hobbit's CPU path.
 For each model and batch (the zoo's models take any batch: hobbit.bench.suite.with_batch):
 hobbit.compile(model) on the host gives the reference outputs; hobbit.compile(model,
 target="cuda") runs on the GPU and must match them within RTOL/ATOL (the zoo's GPU
-tolerances, tests/gpu/zoo_cases.py); PyTorch runs the same ONNX graph with the same weights
+tolerances, tests/backend/gpu/zoo_cases.py); PyTorch runs the same ONNX graph with the same weights
 op by op (hobbit.bench.torch), TF32 off so that both compute in float32, cuDNN's autotuner
 on. Each engine is timed by wall clock around whole runs that end synchronised: hobbit's
 run copies the input from a torch CUDA tensor into its buffer, replays its CUDA graph and

@@ -13,7 +13,7 @@ from hobbit.cli.args import HelpFormatter, model_flags
 from hobbit.cli.inputs import declared, input_shapes
 from hobbit.cli.model import compile_report, model_source, pipeline
 from hobbit.cli.output import write_bytes, write_text, writing
-from hobbit.codegen.llvm import emit_assembly, emit_object
+from hobbit.backend.llvm import emit_assembly, emit_object
 from hobbit.errors import ConfigError
 from hobbit.target import is_gpu
 

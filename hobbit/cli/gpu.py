@@ -11,10 +11,10 @@ import argparse
 import sys
 
 import hobbit
+from hobbit.backend.llvm import emit_assembly, optimize
 from hobbit.cli.inputs import declared, input_shapes, require_static
 from hobbit.cli.model import model_source, pipeline
 from hobbit.cli.output import write_bytes, write_text
-from hobbit.codegen.llvm import emit_assembly, optimize
 from hobbit.errors import ConfigError, MissingDependencyError
 from hobbit.runtime.gpu_model import GpuModel
 

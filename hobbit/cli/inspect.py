@@ -9,7 +9,7 @@ import argparse
 
 from hobbit.cli.args import HelpFormatter, model_flags
 from hobbit.cli.model import compile_report, pipeline
-from hobbit.codegen.module import kernel_name
+from hobbit.emit.naming import kernel_name
 from hobbit.passes import default_pipeline
 from hobbit.passes.memory import needs_code
 from hobbit.target import is_gpu

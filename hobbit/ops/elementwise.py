@@ -1,6 +1,6 @@
-"""Element-wise ops: each is a numpy reference here plus a scalar expression in a
-backend's kernel table (hobbit/lower/scalar_ops.py for the CPU). All share one loop
-emitter and can be fused as epilogues."""
+"""Element-wise ops: each is a numpy reference here plus a scalar expression that every
+backend reads (hobbit/emit/scalar_ops.py). Each backend runs them all in one loop
+emitter of its own, and they can be fused as epilogues."""
 
 from __future__ import annotations
 

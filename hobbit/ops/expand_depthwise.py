@@ -1,7 +1,7 @@
 """ExpandDepthwise: a 1x1 expansion conv and the depthwise conv reading it, optionally with
 the 1x1 projection conv reading that (a MobileNet inverted-residual block), fused by the
 `fuse-depthwise` pass (hobbit/passes/expand_depthwise.py) and lowered as one kernel
-(hobbit/lower/expand_depthwise.py).
+(hobbit/backend/cpu/expand_depthwise.py).
 
 Inputs X, W1 [C_mid, C, 1, 1], B1, W2 [C_mid, 1, KH, KW], B2 [, W3 [C_out, C_mid, 1, 1], B3];
 attrs are the depthwise conv's, plus `inner`: the expansion's fused activation steps and

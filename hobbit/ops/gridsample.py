@@ -4,7 +4,7 @@ Inputs X [N, C, *in] (2 or 3 spatial dims) and grid [N, *out, rank] (the last
 axis lists x, y[, z]: innermost dim first). attrs: mode nearest / linear /
 cubic (cubic for 2-D only), padding_mode zeros / border / reflection,
 align_corners. The numpy reference follows the same per-dim tap rules as the
-kernel (lower/gridsample.py)."""
+kernel (backend/cpu/gridsample.py)."""
 
 from __future__ import annotations
 

@@ -128,7 +128,7 @@ register_op(OpDef(
 
 
 def winograd_reference(ins: list[np.ndarray], a: dict) -> list[np.ndarray]:
-    """F(m x m, 3x3) in numpy from the transformed, packed weights (lower/winograd.py)."""
+    """F(m x m, 3x3) in numpy from the transformed, packed weights (backend/cpu/winograd.py)."""
     var = VARIANTS[a["tile"]]
     m, al = var.m, var.alpha
     x, u = ins[0].astype(np.float64), unpack_weights(ins[1], a["weight_shape"][0]).astype(np.float64)
@@ -153,7 +153,7 @@ def winograd_reference(ins: list[np.ndarray], a: dict) -> list[np.ndarray]:
 
 
 def _combine_flops(coefs: np.ndarray) -> int:
-    """Arithmetic of one sum(coef * value) as lower/winograd.py's _combine emits it: zero
+    """Arithmetic of one sum(coef * value) as backend/cpu/winograd.py's _combine emits it: zero
     coefficients skipped, no multiply for ±1, a negation when the first term is negative."""
     nonzero = [c for c in coefs if c != 0]
     if not nonzero:
@@ -165,7 +165,7 @@ def winograd_executed_flops(node: Node) -> int:
     """What a ConvWinograd kernel computes, unlike conv_flops's direct-conv count: the (m+2)^2
     tile GEMMs (2 per multiply-add), the input transform B^T d B per tile and input channel,
     the output transform A^T M A and the bias per tile and output channel (each counted as
-    lower/winograd.py emits it), and a fused pool's three maxima per pooled output."""
+    backend/cpu/winograd.py emits it), and a fused pool's three maxima per pooled output."""
     var = VARIANTS[node.attrs["tile"]]
     a, m = var.alpha, var.m
     n, c, h, w = node.inputs[0].shape

@@ -3,7 +3,7 @@
 Each op's registration attaches one of these as OpDef.per_sample. A predicate gets the
 node (with concrete shapes) and, per input, whether that input carries the batch (is
 derived from a batched model input). It answers True only when every output row block
-depends on the same sample's rows of the batched inputs alone; hobbit/graph/separable.py
+depends on the same sample's rows of the batched inputs alone; hobbit/ops/separable.py
 combines the answers with a structural check of the graph at two batch sizes."""
 
 from __future__ import annotations

@@ -16,7 +16,7 @@ from hobbit.graph.ir import Node, TensorType
 from hobbit.ops.registry import OpDef, register_op
 from hobbit.ops import per_sample
 
-# The ReduceX ops; each backend's kernel table says how it combines (hobbit/lower/reduce.py).
+# The ReduceX ops; each backend's kernel table says how it combines (hobbit/backend/cpu/reduce.py).
 REDUCE_OPS = ("ReduceSum", "ReduceMean", "ReduceMax", "ReduceMin", "ReduceProd", "ReduceSumSquare", "ReduceL1",
               "ReduceL2", "ReduceLogSum")
 

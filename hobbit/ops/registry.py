@@ -3,7 +3,7 @@
 An OpDef carries the op's attribute defaults, its type/shape inference, a
 numpy reference (used by constant folding and by tests), and the name of the
 kernel that implements it. Which code emits that kernel is a backend's business
-(hobbit/lower/kernels.py), so nothing here knows about LLVM.
+(hobbit/emit/table.py), so nothing here knows about LLVM.
 
 The table is complete whenever code outside hobbit/ops can call get_op: importing
 this module (or any hobbit.ops module) first runs hobbit/ops/__init__.py, which
@@ -27,7 +27,7 @@ class OpDef:
     name: str
     infer: Infer
     reference: Reference
-    # The kernel that implements the op in a backend's table (hobbit/lower/kernels.py);
+    # The kernel that implements the op in a backend's table (hobbit/emit/table.py);
     # "" (the default) means the op's own name, None that the op must be folded away
     # at compile time.
     kernel: str | None = ""
@@ -51,7 +51,7 @@ class OpDef:
     checks_data: bool = False
     # per_sample(node, batched) -> whether the node keeps samples independent along dim 0,
     # given which inputs carry the batch; None: unknown, so a model where it touches a
-    # batched value is compiled per batch size (hobbit/graph/separable.py).
+    # batched value is compiled per batch size (hobbit/ops/separable.py).
     per_sample: Callable[[Node, list[bool]], bool] | None = None
     # False: the frontend keeps the node even on constant inputs, for a pass that reads
     # them before folding (a DequantizeLinear of int8 weights, for the int8 pass); the

@@ -1,7 +1,7 @@
 """The recurrence of RNN, GRU and LSTM as one graph op, `Recurrence`.
 
 Converters compute the input projection XW = X·Wᵀ + biases for all steps with a
-MatMul and hand this op the rest (see hobbit/lower/rnn.py for the input list).
+MatMul and hand this op the rest (see hobbit/backend/cpu/rnn.py for the input list).
 Attributes: cell ("RNN", "GRU", "LSTM"), hidden_size, reverse (one 0/1 per
 direction), activations (per direction, the cell's (name, alpha, beta) triples:
 f for RNN; f, g for GRU; f, g, h for LSTM), clip (<= 0: none),

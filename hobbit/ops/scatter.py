@@ -3,7 +3,7 @@ ScatterElements, ScatterND and TensorScatter.
 
 Canonical attributes: every axis is non-negative; `reduction` is one of none,
 add, mul, max, min. Run-time indices are normalised and clamped by the kernels
-(see lower/index.py); inference rejects shapes where no index could be valid,
+(see backend/cpu/index.py); inference rejects shapes where no index could be valid,
 such as gathering from an empty dim. Scatters apply their updates in index
 order, so repeated targets combine (or, without a reduction, the last wins)."""
 
@@ -32,7 +32,7 @@ def normalised_indices(indices: np.ndarray, dim: int | np.ndarray) -> np.ndarray
 
 def valid_indices(indices: np.ndarray, dim: int | np.ndarray) -> np.ndarray:
     """normalised_indices, refusing one outside [-dim, dim) as the generated code does
-    (hobbit.lower.index), so folding never answers where a run would raise."""
+    (hobbit.backend.cpu.index), so folding never answers where a run would raise."""
     idx = indices.astype(np.int64)
     bad = (idx < -np.asarray(dim)) | (idx >= np.asarray(dim))
     if bad.any():

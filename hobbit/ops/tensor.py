@@ -1,6 +1,6 @@
 """Data-movement and shape ops. View ops share their input's memory; the rest
 are strided copies (or index-table copies for Gather and reflect/edge Pad; the CPU
-kernels are in hobbit/lower/tensor.py). Shape-only ops have no kernel: they are
+kernels are in hobbit/backend/cpu/tensor.py). Shape-only ops have no kernel: they are
 always folded. The comparison,
 logic and Where ops that shape arithmetic uses are element-wise with bool values,
 so they also run (and fuse) at run time."""
@@ -191,7 +191,7 @@ register_op(OpDef(
     "Gather", infer=_gather_infer, reference=_gather_reference, attrs={"axis": 0},
     per_sample=per_sample.gather_per_sample,
     bakes_constants=True, checks_data=True,
-    doc="numpy take along `axis`; a run-time index out of range is a RunError (see lower/gather.py)"))
+    doc="numpy take along `axis`; a run-time index out of range is a RunError (see backend/cpu/gather.py)"))
 
 
 # -- Expand and Tile: strided copies with zero strides -----------------------------

@@ -1,6 +1,6 @@
 """fuse-depthwise: a 1x1 expansion conv whose only reader is a depthwise conv becomes one
 ExpandDepthwise node, so the wide intermediate tensor lives in cache, band by band, instead
-of going to memory (see hobbit/lower/expand_depthwise.py). When a 1x1 projection conv alone
+of going to memory (see hobbit/backend/cpu/expand_depthwise.py). When a 1x1 projection conv alone
 reads the depthwise output, it joins too (a whole MobileNet inverted-residual block).
 
 It runs after `fuse`: the expansion may carry element-wise steps without operands

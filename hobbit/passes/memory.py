@@ -4,48 +4,19 @@ Every runtime tensor gets a place: a graph input or output buffer, the weights
 blob (constants), or an offset in one arena. View ops (Reshape, Flatten, ...)
 share their input's place. Arena tensors whose lifetimes do not overlap share
 bytes, placed greedily largest-first at the lowest offset that fits. A kernel's scratch
-is what its plan (hobbit.plan.kernels) says; the plan is kept here for the emitter."""
+is what its plan (hobbit.plan.planners) says; the plan is kept here for the emitter."""
 
 from __future__ import annotations
-
-from dataclasses import dataclass, field
 
 from hobbit.target import Target, host_target
 from hobbit.graph.ir import Graph, Node, Value
 from hobbit.ops.registry import get_op
 from hobbit.plan.arena import STATUS_BYTES, claim_bytes
-from hobbit.plan.kernels import kernel_plan
+from hobbit.plan.planners import kernel_plan
 from hobbit.plan.loop import LoopPlan, loop_plan
+from hobbit.plan.memory import MemoryPlan, Place
 
 ALIGN = 64
-
-
-@dataclass(frozen=True)
-class Place:
-    kind: str  # "input", "output", "const", "arena"
-    index: int  # input/output position, or byte offset in the weights blob / arena
-    offset: int = 0  # bytes into that buffer (a slice of an in-place Concat)
-
-    def __str__(self) -> str:
-        return f"{self.kind}[{self.index}]" + (f"+{self.offset}" if self.offset else "")
-
-
-@dataclass
-class MemoryPlan:
-    places: dict[int, Place] = field(default_factory=dict)  # id(value) -> place
-    scratch: dict[int, Place] = field(default_factory=dict)  # id(node) -> arena place
-    claims: dict[int, Place] = field(default_factory=dict)  # id(node) -> its work-claim counters
-    status: dict[int, Place] = field(default_factory=dict)  # id(node) -> its run-time check record
-    kernels: dict[int, object] = field(default_factory=dict)  # id(node) -> its frozen plan, for those that have one
-    # The claim counters and status records of all kernels: arena bytes [offset, offset + bytes),
-    # zeroed at the start of every inference.
-    reset_offset: int = 0
-    reset_bytes: int = 0
-    arena_bytes: int = 0
-    weights_bytes: int = 0
-
-    def place(self, value: Value) -> Place:
-        return self.places[id(value)]
 
 
 def _align(n: int) -> int:

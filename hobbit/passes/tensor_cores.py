@@ -1,6 +1,6 @@
 """precision="tf32" or "bf16" on an NVIDIA GPU: the GEMM-shaped nodes (Conv and MatMul in
 float32) are marked to run on tensor cores with operands in that format and float32
-accumulation (attrs["tensor_cores"]); the GEMM plan (hobbit.plan.gpu_mma) decides, per
+accumulation (attrs["tensor_cores"]); the GEMM plan (hobbit.plan.gpu.mma) decides, per
 node, whether the tensor-core tiles pay.
 
 Depthwise convs keep their own kernel (bound by memory, no GEMM to speak of), and every

@@ -1,7 +1,7 @@
 """The per-kernel records generated code keeps in the arena, and their sizes.
 
 Memory planning (hobbit.passes.memory) reserves these bytes; the emitters
-(hobbit.lower.parallel, hobbit.lower.status) and codegen (hobbit.codegen.module)
+(hobbit.backend.cpu.parallel, hobbit.emit.status) and codegen (hobbit.backend.cpu.module)
 address them. One definition here keeps the two sides in step."""
 
 from __future__ import annotations
@@ -12,7 +12,7 @@ STATUS_BYTES = 64  # a cache line: records written by different threads never sh
 
 
 def step_bytes(threads: int) -> int:
-    """A team step's state (hobbit.codegen.team): its count of finished ids, then one bit
+    """A team step's state (hobbit.backend.cpu.team): its count of finished ids, then one bit
     per id claimed, rounded up to cache lines."""
     words = 1 + -(-threads // 64)
     return -(-8 * words // CLAIM_STRIDE) * CLAIM_STRIDE

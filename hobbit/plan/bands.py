@@ -1,6 +1,6 @@
 """How a kernel's rows are cut among threads and into bands.
 
-`Threads.bands` (hobbit.lower.parallel) hands out bands of these static heights, and
+`Threads.bands` (hobbit.backend.cpu.parallel) hands out bands of these static heights, and
 plans size each thread's scratch and packing buffers by the tallest of them; both take
 the cut from here, so the bands emitted are the bands sized."""
 

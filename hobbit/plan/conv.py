@@ -1,7 +1,7 @@
 """A 2-D convolution's shape, as every conv decision reads it, and the plan of a Conv node.
 
 The passes that choose a conv's form (winograd, expand-depthwise) and the emitters
-of each variant (hobbit.lower.conv, depthwise, direct_conv, winograd) all start
+of each variant (hobbit.backend.cpu.conv, depthwise, direct_conv, winograd) all start
 from the one shape record, so it lives below both. `conv_plan` decides, once per
 node, which variant a Conv runs as and how big its blocks, bands, planes and
 packing buffers are: memory planning reserves the plan's scratch_bytes and the
@@ -9,12 +9,12 @@ emitter lays out that scratch from the same plan.
 
 Variants, by shape:
 
-* depthwise (groups == channels): vectorised rows (lower/depthwise.py);
+* depthwise (groups == channels): vectorised rows (backend/cpu/depthwise.py);
 * gemm: a 1x1, stride-1, unpadded conv is one GEMM straight on the input ([C, H*W]
   is B); so is any conv whose weights the layout pass stored "KO" (after an
   im2col of the whole image);
 * direct: at most four input channels (RGB stems), the GEMM reading B straight
-  from padded input rows (lower/direct_conv.py);
+  from padded input rows (backend/cpu/direct_conv.py);
 * im2col: everything else, L2-sized blocks of rows lowered into each thread's
   own scratch, then the GEMM."""
 

@@ -10,7 +10,7 @@ Two of the float32 variants (hobbit.plan.conv) run in bf16, with the same blocki
   direct convs in float32).
 
 Every bf16 GEMM packs its float32 B, since packing is where it is converted; the
-schedules count K in pairs (hobbit.lower.gemm_bf16)."""
+schedules count K in pairs (hobbit.backend.cpu.gemm_bf16)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""The plan of a fused ExpandDepthwise node (hobbit/lower/expand_depthwise.py): the two
+"""The plan of a fused ExpandDepthwise node (hobbit/backend/cpu/expand_depthwise.py): the two
 conv shapes it runs, the band height, and every thread's scratch regions.
 
 Each thread computes the expansion for just the input rows its band of depthwise

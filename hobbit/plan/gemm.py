@@ -1,6 +1,6 @@
 """GEMM schedules chosen from shapes and the target description, never per model, and
 the panel layout of a B matrix packed at compile time for them (the layout pass packs
-constants, the microkernel in hobbit.lower.gemm reads them).
+constants, the microkernel in hobbit.backend.cpu.gemm reads them).
 
 The GEMM microkernel keeps an MR x NR block of C in vector registers
 (NR = nv vectors): MR*nv accumulators + nv B vectors + one broadcast must fit

@@ -1,4 +1,4 @@
-"""The compile-time layouts of bf16 GEMM operands (hobbit.lower.gemm_bf16 reads them).
+"""The compile-time layouts of bf16 GEMM operands (hobbit.backend.cpu.gemm_bf16 reads them).
 
 vdpbf16ps takes k two at a time, so both operands keep consecutive k side by side:
 a broadcast operand (conv weights, rows of the GEMM's A) as [M, K/2, 2], a vector

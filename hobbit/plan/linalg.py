@@ -1,4 +1,4 @@
-"""The plan of a Det node (hobbit/lower/linalg.py): each thread factorises one matrix at a
+"""The plan of a Det node (hobbit/backend/cpu/linalg.py): each thread factorises one matrix at a
 time in its own copy."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""The plan of a BoundedLoop node (hobbit/lower/loop.py): where its scratch holds what.
+"""The plan of a BoundedLoop node (hobbit/backend/cpu/loop.py): where its scratch holds what.
 
 The body is a graph of its own with its own memory plan (made by memory planning, which
 plans the body before the loop); the loop's scratch holds the body's arena and, beside

@@ -1,4 +1,4 @@
-"""The plan of a BoundedNonMaxSuppression node (hobbit/lower/nms.py): its scratch.
+"""The plan of a BoundedNonMaxSuppression node (hobbit/backend/cpu/nms.py): its scratch.
 
 Each (batch, class) pair is one piece of work. The pieces write their rows at their
 own slot of the output (pair p at row p*K, K the per-class bound) and their counts to

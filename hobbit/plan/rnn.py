@@ -1,4 +1,4 @@
-"""The plan of a Recurrence node (RNN, GRU, LSTM: hobbit/lower/rnn.py): how many batch
+"""The plan of a Recurrence node (RNN, GRU, LSTM: hobbit/backend/cpu/rnn.py): how many batch
 rows share each pass over R, and the gate scratch every thread holds for them."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""The plan of a BoundedCompress node (hobbit/lower/selection.py): scratch for the table
+"""The plan of a BoundedCompress node (hobbit/backend/cpu/selection.py): scratch for the table
 of selected positions, which one pass over the condition fills and the slice copies read."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""The plan of a BoundedUnique node (hobbit/lower/unique.py): two int64 arrays of the
+"""The plan of a BoundedUnique node (hobbit/backend/cpu/unique.py): two int64 arrays of the
 compared length in scratch, the merge sort's permutation and its spare (which later
 holds the groups' first indices and their renumbering)."""
 

@@ -2,7 +2,7 @@
 layout of the transformed weights, and the plan of a ConvWinograd node.
 
 The winograd pass transforms and packs the weights at compile time and the emitter
-(hobbit.lower.winograd) reads them back in that layout; both take it from here, and
+(hobbit.backend.cpu.winograd) reads them back in that layout; both take it from here, and
 memory planning and the emitter read one WinogradPlan for the bands and the scratch."""
 
 from __future__ import annotations
@@ -104,7 +104,7 @@ def phase_len(s: ConvShape, m: int) -> int:
 
 
 def plane_row(s: ConvShape, m: int) -> int:
-    """Elements per padded plane row stored by phase (lower/copy.emit_deinterleaved_row_copy):
+    """Elements per padded plane row stored by phase (backend/cpu/copy.emit_deinterleaved_row_copy):
     m phases, so column m*j + p of consecutive tiles j is one contiguous load."""
     return m * phase_len(s, m)
 

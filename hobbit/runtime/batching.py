@@ -1,6 +1,6 @@
 """Any batch size from one compiled variant, for models that keep samples independent.
 
-When hobbit/graph/separable.py finds a model sample-independent along dim 0, running
+When hobbit/ops/separable.py finds a model sample-independent along dim 0, running
 batch N equals running the variant compiled for batch b over consecutive chunks of b
 samples. A full chunk runs in place: inputs are C-contiguous, so its rows are one block
 of the caller's array, and the native call writes its outputs straight into the rows of

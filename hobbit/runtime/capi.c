@@ -4,7 +4,7 @@
  * (every public function is <name>_<fn>) and a generated "hobbit_model.h" on the include
  * path: this model's facts (arena and weights sizes, the weights' crc32, its inputs' and
  * outputs' sizes, its run-time check records), which includes the public <name>.h; and linked with the model's and the thread runtime's object code, whose entry point
- * is hobbit_main (hobbit/codegen/module.py). It needs only libc: open/fstat/mmap for
+ * is hobbit_main (hobbit/backend/cpu/module.py). It needs only libc: open/fstat/mmap for
  * the weights file, aligned_alloc for the arena, snprintf for messages.
  *
  * A context owns one arena, so one context runs one inference at a time; threads that
@@ -29,7 +29,7 @@
 /* The arena's base alignment: kernels use aligned vector loads on 64-byte boundaries. */
 #define ARENA_ALIGN 64
 
-/* One run-time check record of the arena (hobbit/lower/status.py): which node it guards. */
+/* One run-time check record of the arena (hobbit/emit/status.py): which node it guards. */
 struct hobbit_check {
     size_t offset;
     const char *node;

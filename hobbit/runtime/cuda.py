@@ -28,7 +28,7 @@ from typing import Any
 
 import numpy as np
 
-from hobbit.codegen.gpu_module import Launch
+from hobbit.backend.gpu.module import Launch
 from hobbit.errors import ConfigError, DeviceError, InputError
 from hobbit.runtime.device_arrays import DeviceArray, DeviceView, device_view
 from hobbit.runtime.jit import TensorSpec, check_feed_names, validate_feeds
@@ -190,7 +190,7 @@ class CudaModel:
         self.outputs = [self._alloc(_nbytes(s), f"output '{s.name}'") for s in model.outputs]
 
     def pointer(self, place: Any) -> int:
-        """The device address of a Launch's place (hobbit.passes.memory.Place)."""
+        """The device address of a Launch's place (hobbit.plan.memory.Place)."""
         if place.kind == "input":
             return self.inputs[place.index] + place.offset
         if place.kind == "output":

@@ -1,7 +1,7 @@
 """The grid emulation: a GPU model's kernels, built for the host, run over their grids.
 
 The kernels are the GPU backend's own emitters built with the "host" flavour
-(hobbit.gpu.simt): the same body, its blocks run one after another and each phase's
+(hobbit.backend.gpu.simt): the same body, its blocks run one after another and each phase's
 threads in a loop, shared memory and barriers honoured. Buffers are numpy arrays laid
 out as the device runtime lays out device memory: the inputs, the outputs, the weights
 blob and one arena, each kernel's pointers at the places its Launch names. This is how
@@ -14,8 +14,8 @@ import ctypes
 
 import numpy as np
 
-from hobbit.codegen.gpu_module import Launch
-from hobbit.codegen.llvm import optimize
+from hobbit.backend.gpu.module import Launch
+from hobbit.backend.llvm import optimize
 from hobbit.runtime.jit import jit_engine
 from hobbit.target import host_target
 

@@ -53,7 +53,7 @@ from pathlib import Path
 
 import numpy as np
 
-from hobbit.codegen.llvm import emit_object, optimize
+from hobbit.backend.llvm import emit_object, optimize
 from hobbit.errors import CodegenError, ConfigError
 from hobbit.runtime.export_c import LibraryFacts, model_config, public_header
 from hobbit.runtime.layout import Layout, to_json

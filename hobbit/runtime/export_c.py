@@ -12,7 +12,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from hobbit.lower.status import CHECK_KINDS, STATUS_WORDS
+from hobbit.emit.status import CHECK_KINDS, STATUS_WORDS
 
 # Status codes of every exported library (the same in all, so two models' headers can be
 # included together).

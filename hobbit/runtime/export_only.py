@@ -2,7 +2,7 @@
 
 compile(target=...) for another architecture (AArch64 from x86-64), or for a CPU with
 features this host lacks, gives one of these instead of a CompiledModel: the code is
-made by LLVM for that target (hobbit.codegen.llvm.emit_object) and never mapped into
+made by LLVM for that target (hobbit.backend.llvm.emit_object) and never mapped into
 this process, which would die on the first unknown instruction. `export()` writes the
 same library a CompiledModel writes (hobbit.runtime.export), for the machine it is for;
 `run()` is one clear TargetError."""

@@ -17,8 +17,8 @@ from typing import Callable
 
 import numpy as np
 
-from hobbit.codegen.device_code import KernelResources
-from hobbit.codegen.gpu_module import Launch
+from hobbit.backend.gpu.device_code import KernelResources
+from hobbit.backend.gpu.module import Launch
 from hobbit.errors import DeviceError
 from hobbit.runtime.jit import TensorSpec, validate_feeds
 from hobbit.target import GpuTarget

@@ -19,10 +19,10 @@ from functools import cached_property
 import llvmlite.binding as llvm
 import numpy as np
 
-from hobbit.codegen.module import ENTRY, STATUS_TABLE
-from hobbit.codegen.profile import PROFILE_GLOBAL
+from hobbit.backend.cpu.module import ENTRY, STATUS_TABLE
+from hobbit.backend.cpu.profile import PROFILE_GLOBAL
 from hobbit.target import Target
-from hobbit.codegen.machine import new_target_machine
+from hobbit.backend.machine import new_target_machine
 from hobbit.errors import HobbitError, InputError
 from hobbit.runtime.allocation import allocating, check_run_bytes, copy_bytes
 from hobbit.runtime.export import ArtifactFiles, NativeModel, export_library

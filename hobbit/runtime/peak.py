@@ -31,7 +31,7 @@ import numpy as np
 from llvmlite import ir
 
 from hobbit.target import Target, host_target
-from hobbit.codegen.machine import new_target_machine
+from hobbit.backend.machine import new_target_machine
 from hobbit.errors import HobbitError
 
 _NAME = "hobbit_fma_peak"

@@ -3,7 +3,7 @@
 Written in LLVM IR by hobbit and compiled once per process (for the JIT; an
 exported library carries the same code), so it needs nothing beyond libc:
 pthreads, the futex system call and clock_gettime. It implements RUNTIME_ABI
-(hobbit.lower.parallel) for the team walk (hobbit.codegen.team).
+(hobbit.backend.cpu.parallel) for the team walk (hobbit.backend.cpu.team).
 
 Why not OpenMP (libgomp, which hobbit used before): libgomp's threads spin for
 milliseconds at every barrier before they sleep, so on a machine where another
@@ -53,12 +53,12 @@ from collections.abc import Callable
 import llvmlite.binding as llvm
 from llvmlite import ir
 
-from hobbit.codegen.llvm import optimize
+from hobbit.backend.llvm import optimize
 from hobbit.target import Target
-from hobbit.codegen.machine import new_target_machine
+from hobbit.backend.machine import new_target_machine
 from hobbit.errors import HobbitError
-from hobbit.lower.builder import I64, PTR, KernelBuilder
-from hobbit.lower.parallel import RUNTIME_ABI, runtime_function
+from hobbit.emit.builder import I64, PTR, KernelBuilder
+from hobbit.backend.cpu.parallel import RUNTIME_ABI, runtime_function
 
 I32 = ir.IntType(32)
 I8 = ir.IntType(8)

@@ -7,7 +7,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from hobbit.codegen.module import kernel_name, kernel_nodes
+from hobbit.emit.naming import kernel_name, kernel_nodes
 from hobbit.graph.ir import Graph
 from hobbit.ops.registry import node_flops
 

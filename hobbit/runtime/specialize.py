@@ -11,7 +11,7 @@ first time a signature is seen (each variant goes through the on-disk compile
 cache too) and keeps the most recent variants in memory.
 
 A model whose only symbolic dim is one batch dim 0 shared by every input, and whose
-graph keeps samples independent (hobbit/graph/separable.py), needs one variant only:
+graph keeps samples independent (hobbit/ops/separable.py), needs one variant only:
 the one compiled for the first call's batch size (at most MAX_CHUNK) then serves every
 batch size in chunks (hobbit/runtime/batching.py), so a new batch size compiles nothing
 and memory stays flat."""
@@ -28,7 +28,7 @@ import numpy as np
 from hobbit.errors import HobbitError, InputError, InputValuesNeeded, ShapeError
 from hobbit.frontend.common.source import DeclaredInput
 from hobbit.graph.ir import Graph
-from hobbit.graph.separable import Separation, separation
+from hobbit.ops.separable import Separation, separation
 from hobbit.runtime.batching import ChunkedModel
 from hobbit.runtime.jit import CompiledModel, call_positionally, check_feed_names, reduce_with_recipe
 from hobbit.runtime.nodearg import NodeArg
@@ -189,7 +189,7 @@ class SpecializingModel:
         return len({d.symbols[0] for d in self._declared}) == 1
 
     def _chunk(self, shapes: dict[str, tuple[int, ...]]) -> ChunkedModel | None:
-        """The one variant for every batch size, when hobbit/graph/separable.py finds the model
+        """The one variant for every batch size, when hobbit/ops/separable.py finds the model
         separable at the chunk size and the next one; None (and the reason) otherwise."""
         batch = min(next(iter(shapes.values()))[0], MAX_CHUNK)
         if batch == 0:

@@ -1,7 +1,7 @@
 """The entry point's status -> a RunError naming the node and the invalid value.
 
 Generated code records invalid run-time data in per-kernel records in the arena
-(hobbit.lower.status) and returns 1 + the number of the first record that is
+(hobbit.emit.status) and returns 1 + the number of the first record that is
 set; the module carries the table of records (node, op, arena offset) as a JSON
 C string, so the same status works for a JIT'd model and an exported library."""
 
@@ -13,7 +13,7 @@ import json
 import numpy as np
 
 from hobbit.errors import RunError
-from hobbit.lower.status import CHECK_KINDS, STATUS_WORDS
+from hobbit.emit.status import CHECK_KINDS, STATUS_WORDS
 
 
 def read_status_table(address: int) -> list[tuple[int, str, str]]:

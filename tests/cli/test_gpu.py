@@ -9,7 +9,7 @@ import pytest
 from onnx import helper
 
 from hobbit.cli.main import main
-from hobbit.codegen.device_code import kernel_descriptors
+from hobbit.backend.gpu.device_code import kernel_descriptors
 from tests.helpers import make_model, rand
 
 

@@ -12,11 +12,11 @@ import sys
 SCRIPT = """
 import sys
 import numpy as np
-import hobbit.target, hobbit.plan.arena, hobbit.plan.conv, hobbit.plan.gemm, hobbit.plan.winograd, hobbit.plan.kernels
+import hobbit.target, hobbit.plan.arena, hobbit.plan.conv, hobbit.plan.gemm, hobbit.plan.winograd, hobbit.plan.planners
 import hobbit.passes
 import hobbit.ops
-from hobbit.graph import separable, shapes
-from hobbit.ops import per_sample, registry
+from hobbit.graph import shapes
+from hobbit.ops import per_sample, registry, separable
 from hobbit.passes.fold import fold_constants
 from hobbit.graph.ir import Graph, Node, TensorType, Value
 from hobbit.graph.rewrite import replace_uses

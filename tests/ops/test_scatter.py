@@ -1,5 +1,5 @@
 """GatherElements, GatherND, ScatterElements (and Scatter), ScatterND and
-TensorScatter against onnxruntime (indices out of range: tests/lower/test_status.py).
+TensorScatter against onnxruntime (indices out of range: tests/backend/cpu/test_status.py).
 
 Indices are graph inputs, so the generated kernels are what runs; results are
 exact except where a scatter reduction adds or multiplies floats."""

@@ -2,7 +2,7 @@
 BoundedCompress) against onnxruntime, exactly: the numpy references (bound shapes, extent
 and the data before it), and compiled models, whose bounded outputs run() cuts to the
 extent. The kernels are held to the references over more dtypes and shapes in
-tests/lower/test_selection.py."""
+tests/backend/cpu/test_selection.py."""
 
 from __future__ import annotations
 
@@ -81,7 +81,7 @@ def _assert_runs_like_ort(model, feeds_list: list[dict[str, np.ndarray]], thread
 @pytest.mark.parametrize("dtype", [np.float32, np.float16, np.uint8, np.int32, np.int64, np.bool_],
                          ids=lambda d: np.dtype(d).name)
 def test_nonzero_of_runtime_input_every_dtype(dtype):
-    """Every dtype onnxruntime's NonZero implements (the rest: tests/lower/test_selection.py)."""
+    """Every dtype onnxruntime's NonZero implements (the rest: tests/backend/cpu/test_selection.py)."""
     inputs = _sparse((3, 70), dtype)
     model = make_model([helper.make_node("NonZero", ["x"], ["y"])], {"x": inputs[0]}, ["y"], opset=13)
     _assert_runs_like_ort(model, [{"x": x} for x in inputs])

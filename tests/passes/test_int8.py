@@ -1,7 +1,7 @@
 """The int8 pass: which QDQ patterns become integer kernels (QConv, QMatMul, a residual add
 fused into a QConv, ConvInteger as QConvInteger), on which targets, and that the result equals onnxruntime's on the
 same QDQ model, bit for bit, with the AVX-512 VNNI kernels and with the AVX2 fallback
-(vpmaddwd) alike. The per-op coverage is in tests/lower/test_int8_*.py."""
+(vpmaddwd) alike. The per-op coverage is in tests/backend/cpu/test_int8_*.py."""
 
 import numpy as np
 import onnx

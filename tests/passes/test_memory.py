@@ -12,8 +12,9 @@ from hobbit.graph.ir import Graph, Value
 from hobbit.ops.registry import get_op
 from hobbit.passes import run_pipeline
 from hobbit.target import host_target
-from hobbit.passes.memory import ALIGN, MemoryPlan, plan_memory
-from hobbit.plan.kernels import kernel_plan
+from hobbit.plan.memory import MemoryPlan
+from hobbit.passes.memory import ALIGN, plan_memory
+from hobbit.plan.planners import kernel_plan
 from tests.helpers import assert_matches_ort, make_model, rand
 from tests.passes import import_model
 

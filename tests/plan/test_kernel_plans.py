@@ -13,7 +13,7 @@ from hobbit.passes import run_pipeline
 from hobbit.passes.memory import ALIGN, plan_memory
 from hobbit.plan.bands import band_heights
 from hobbit.plan.conv import ConvPlan, conv_plan, conv_shape
-from hobbit.plan.kernels import PLANNERS, kernel_plan
+from hobbit.plan.planners import PLANNERS, kernel_plan
 from hobbit.plan.winograd import WinogradPlan
 from hobbit.target import host_target
 from tests.helpers import rand

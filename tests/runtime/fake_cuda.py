@@ -185,7 +185,7 @@ class FakeDriver:
 def host_kernels(gpu_model: Any) -> dict[str, tuple[Callable, int]]:
     """kernel name -> (the kernel built for the host over its whole grid, its pointer count),
     for a FakeDriver to run `gpu_model`'s launches with; "engine" keeps the machine code alive."""
-    from hobbit.codegen.llvm import optimize
+    from hobbit.backend.llvm import optimize
     from hobbit.runtime.jit import jit_engine
     from hobbit.target import host_target
     engine = jit_engine(optimize(gpu_model.host_module(), host_target()), host_target())

@@ -1,7 +1,7 @@
 """Memory per compile: compiling and dropping models again and again must not grow the process.
 
 Each compile used to keep its LLVM O3 pass pipeline (llvmlite never freed a ModulePassManager,
-see hobbit.codegen.llvm.free_pass_manager), so a service that compiles models it is sent grew
+see hobbit.backend.llvm.free_pass_manager), so a service that compiles models it is sent grew
 without bound. The test runs in a fresh interpreter, so what other tests left behind is not
 counted and the numbers are the compiler's alone."""
 

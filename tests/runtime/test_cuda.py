@@ -13,9 +13,9 @@ import pytest
 from onnx import helper
 
 import hobbit
-from hobbit.codegen.gpu_module import Launch
+from hobbit.backend.gpu.module import Launch
 from hobbit.errors import ConfigError, DeviceError, InputError
-from hobbit.passes.memory import Place
+from hobbit.plan.memory import Place
 from hobbit.runtime import cuda
 from hobbit.runtime.cuda import CudaModel, choose_image
 from hobbit.runtime.device_arrays import DeviceArray, device_view, from_dlpack_capsule

@@ -15,7 +15,7 @@ import llvmlite.binding as llvm
 import pytest
 
 from hobbit.target import host_target
-from hobbit.codegen.machine import target_machine
+from hobbit.backend.machine import target_machine
 from hobbit.errors import HobbitError
 from hobbit.runtime import peak
 

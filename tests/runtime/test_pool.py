@@ -1,4 +1,4 @@
-"""hobbit's thread pool (hobbit.runtime.pool) and the team walk (hobbit.codegen.team):
+"""hobbit's thread pool (hobbit.runtime.pool) and the team walk (hobbit.backend.cpu.team):
 every id of every step runs exactly once whoever takes part — the caller alone, late
 workers, more threads than cores, threads the host deschedules at random — and the
 pool survives fork(). Outputs are compared with onnxruntime; a hang fails the test

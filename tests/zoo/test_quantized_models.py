@@ -41,7 +41,7 @@ import hobbit
 from hobbit import zoo
 from hobbit.zoo.images import CALIBRATION_SEED, EVALUATION_SEED, smooth_images
 from tests.helpers import exact_u8s8
-from tests.lower.int8_models import assert_within_one_step
+from tests.backend.cpu.int8_models import assert_within_one_step
 
 # Measured ratios of the two end-to-end distances: 0 (bit-exact) to 1.01 on the int8 kernels,
 # 0.90 to 1.17 on the float emulation they replaced.

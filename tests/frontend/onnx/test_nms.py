@@ -13,7 +13,7 @@ from onnx import helper
 import hobbit
 from hobbit.errors import UnsupportedModelError
 from tests.helpers import make_model, run_ort
-from tests.lower.nms_data import detections
+from tests.backend.cpu.nms_data import detections
 
 NMS_INPUTS = ["boxes", "scores", "max_output_boxes_per_class", "iou_threshold", "score_threshold"]
 

@@ -12,8 +12,8 @@ import numpy as np  # noqa: E402
 import tensorflow as tf  # noqa: E402
 from tensorflow.python.framework.convert_to_constants import convert_variables_to_constants_v2  # noqa: E402
 
-from hobbit.codegen.llvm import optimize  # noqa: E402
-from hobbit.codegen.module import build_module, pack_weights  # noqa: E402
+from hobbit.backend.llvm import optimize  # noqa: E402
+from hobbit.backend.cpu.module import build_module, pack_weights  # noqa: E402
 from hobbit.frontend.tf.convert import import_tf  # noqa: E402
 from hobbit.frontend.tf.graphdef import read_graphdef  # noqa: E402
 from hobbit.graph.ir import Graph  # noqa: E402

@@ -1,0 +1,98 @@
+"""Strided copies: out[i] = in[offset + sum(i_d * stride_d)] over a static shape.
+
+Transpose, Slice, Concat and Split pieces are all this one loop nest with
+different strides; LLVM vectorises the innermost loop when its stride is 1."""
+
+from __future__ import annotations
+
+import numpy as np
+from llvmlite import ir
+
+from hobbit.graph.shapes import contiguous_strides
+from hobbit.emit.builder import KernelBuilder
+from hobbit.backend.cpu.parallel import Threads
+
+PARALLEL_MIN = 1 << 15  # below this a parallel region costs more than the copy
+from hobbit.emit.epilogue import collapse
+
+
+def emit_strided_copy(kb: KernelBuilder, src: ir.Value, dst: ir.Value, dtype: np.dtype,
+                      shape: tuple[int, ...], src_strides: list[int], src_offset: int,
+                      dst_strides: list[int] | None = None, dst_offset: int = 0,
+                      threads: Threads | None = None) -> None:
+    """With `threads`, copies of at least PARALLEL_MIN elements share their outermost loop."""
+    if dst_strides is None:
+        dst_strides = contiguous_strides(tuple(shape))
+    if any(s == 0 for s in shape):
+        return
+    loop_shape, (s_strides, d_strides) = collapse(tuple(shape), [list(src_strides), list(dst_strides)])
+
+    def level(d: int, index: list) -> None:
+        if d == len(loop_shape):
+            v = kb.load(src, dtype, kb.affine(list(zip(index, s_strides)), src_offset))
+            kb.store(v, dst, dtype, kb.affine(list(zip(index, d_strides)), dst_offset))
+            return
+        lo, hi = (threads.split(loop_shape[0]) if d == 0 and threads is not None
+                  and int(np.prod(shape)) >= PARALLEL_MIN else (0, loop_shape[d]))
+        with kb.loop(lo, hi, name=f"d{d}") as i:
+            level(d + 1, index + [i])
+
+    level(0, [])
+
+
+def emit_fill(kb: KernelBuilder, dst: ir.Value, dtype: np.dtype, start: int | ir.Value, stop: int | ir.Value,
+              value: float | ir.Value, base: int | ir.Value = 0) -> None:
+    """dst[base + start : base + stop] = value (nothing when stop <= start); one flat loop
+    LLVM turns into vector stores or a memset."""
+    if isinstance(start, int) and isinstance(stop, int) and stop <= start:
+        return
+    c = kb.const(dtype, value) if isinstance(value, (int, float)) else value
+    with kb.loop(start, stop, name="fill") as i:
+        kb.store(c, dst, dtype, kb.add(base, i))
+
+
+def emit_row_copy(kb: KernelBuilder, src: ir.Value, src_base: int | ir.Value, dst: ir.Value,
+                  dst_base: int | ir.Value, count: int, dtype: np.dtype, width: int) -> None:
+    """Copy `count` contiguous elements in vectors of `width` (a masked one for the tail):
+    rows moved within the caches must not be limited by a scalar loop."""
+    full = count - count % width
+    if full:
+        with kb.loop(0, full, width, name="iw") as iw:
+            v = kb.vload(src, dtype, kb.add(src_base, iw), width)
+            kb.vstore(v, dst, dtype, kb.add(dst_base, iw))
+    if count % width:
+        mask = kb.prefix_mask(width, count % width)
+        v = kb.vload(src, dtype, kb.add(src_base, full), width, mask)
+        kb.vstore(v, dst, dtype, kb.add(dst_base, full), mask)
+
+
+def emit_deinterleaved_row_copy(kb: KernelBuilder, src: ir.Value, src_base: int | ir.Value, count: int,
+                                dst: ir.Value, dst_base: int | ir.Value, left: int, phases: int,
+                                phase_stride: int, dtype: np.dtype, lanes: int) -> None:
+    """Copy `count` contiguous elements into a padded row stored by phase: source element
+    iw is padded column x = left + iw and goes to dst[dst_base + (x % phases)*phase_stride
+    + x // phases]. A stride-`phases` consumer then reads consecutive outputs' taps as one
+    contiguous vector. Chunks of phases*lanes elements are loaded as one wide vector and
+    each phase is taken out with one shuffle."""
+    chunk = phases * lanes
+    vty_index = ir.VectorType(ir.IntType(32), lanes)
+
+    def piece(iw0, out0, valid: int | None) -> None:
+        """Source elements iw0 .. iw0 + chunk; out0 = iw0 // phases."""
+        mask = None if valid is None else kb.prefix_mask(chunk, valid)
+        wide = kb.vload(src, dtype, kb.add(src_base, iw0), chunk, mask)
+        for p in range(phases):
+            first = (p - left) % phases  # the first source offset in the chunk with phase p
+            n_out = lanes if valid is None else max(0, -(-(valid - first) // phases))
+            if n_out == 0:
+                continue
+            taken = kb.b.shuffle_vector(wide, wide, ir.Constant(vty_index, [first + phases * i for i in range(lanes)]))
+            at = kb.add(kb.add(dst_base, p * phase_stride + (left + first) // phases), out0)
+            kb.vstore(taken, dst, dtype, at, None if n_out == lanes else kb.prefix_mask(lanes, n_out))
+
+    chunks, tail = divmod(count, chunk)
+    if chunks:
+        with kb.loop(0, chunks, name="chunk") as ci:
+            piece(kb.mul(ci, chunk), kb.mul(ci, lanes), None)
+    if tail:
+        piece(chunks * chunk, chunks * lanes, tail)

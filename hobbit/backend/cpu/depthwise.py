@@ -1,0 +1,260 @@
+"""Depthwise convolution (groups == channels), vectorised along output rows.
+
+Channels are shared among threads. An output row is computed in vectors along
+`ow`, each tap a vector of inputs times a broadcast weight, with bias and the
+fused epilogue applied before the store. The vector width shrinks for narrow
+late-stage rows (7 or 14 wide) so fewer lanes are wasted.
+
+Strides 1 and 2 read the input (or, in the fused expand-depthwise kernel, the
+expanded rows) in place: a tap is one masked vector load (stride 1), or two and
+an even-lane shuffle (stride 2), where the mask zeroes the lanes in the padding;
+taps of border rows that fall in the padding are left out. Larger strides go
+through a zero-padded copy of the plane (one per thread, reused by every
+channel), each tap gathered from it."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+from llvmlite import ir
+
+from hobbit.emit.builder import I1, I32, KernelBuilder
+from hobbit.plan.conv import ConvPlan, ConvShape
+from hobbit.backend.cpu.copy import emit_deinterleaved_row_copy, emit_fill, emit_row_copy
+from hobbit.emit.epilogue import Epilogue
+from hobbit.backend.cpu.args import KernelArgs
+from hobbit.emit.scalar import Emit
+
+def row_width(s: ConvShape, lanes: int) -> int:
+    """Vector width for rows of s.ow outputs: the target's, or the power of two that covers ow."""
+    width = lanes
+    while width // 2 >= max(s.ow, 4):
+        width //= 2
+    return width
+
+
+def lower_depthwise(k: KernelArgs, plan: ConvPlan) -> None:
+    kb, node, s = k.kb, k.node, plan.shape
+    dtype = node.inputs[0].dtype
+    x, w, bias = k.inputs[0], k.inputs[1], k.inputs[2] if len(k.inputs) > 2 else None
+    mult = s.oc // s.c
+    epilogue = Epilogue(kb, node, k.epilogue, (s.n, s.oc, s.oh * s.ow))
+    width = row_width(s, k.width(dtype))
+    if not plan.plane:  # the taps read the input (hobbit.plan.conv.reads_input)
+        c_lo, c_hi = k.threads.split(s.c)
+        with kb.loop(0, s.n, name="n") as n, kb.loop(c_lo, c_hi, name="c") as c:
+            plane_base = kb.mul(kb.add(kb.mul(n, s.c), c), s.h * s.w)
+            with kb.loop(0, mult, name="mult") as j:
+                oc = kb.add(kb.mul(c, mult), j)
+                emit_rows_direct(kb, s, DepthwiseRows(w, bias, k.outputs[0], epilogue, dtype, width), x,
+                                 lambda ih, base=plane_base: kb.add(base, kb.mul(ih, s.w)), n, oc)
+        return
+    pad = k.thread_scratch(0, plan.plane, dtype)
+    emit_fill(kb, pad, dtype, 0, plan.plane, kb.const(dtype, 0))  # channels only overwrite the inside
+    c_lo, c_hi = k.threads.split(s.c)
+    lanes = k.width(dtype)
+    with kb.loop(0, s.n, name="n") as n, kb.loop(c_lo, c_hi, name="c") as c:
+        plane_base = kb.mul(kb.add(kb.mul(n, s.c), c), s.h * s.w)
+        with kb.loop(0, s.h, name="ih") as ih:
+            copy_row(kb, s, x, kb.add(plane_base, kb.mul(ih, s.w)), pad, kb.add(ih, s.pad[0]), dtype, lanes)
+        with kb.loop(0, mult, name="mult") as j:
+            oc = kb.add(kb.mul(c, mult), j)
+            emit_depthwise_rows(kb, s, DepthwiseRows(w, bias, k.outputs[0], epilogue, dtype, width),
+                                pad, n, oc, 0, s.oh)
+
+
+ROWS_PER_STEP = 4  # interior output rows computed side by side: independent FMA chains
+
+
+def emit_rows_direct(kb: KernelBuilder, s: ConvShape, d: DepthwiseRows, src: ir.Value, row_at, n, oc,
+                     oh0: int | ir.Value = 0, count: int | None = None, store_row0: int | ir.Value | None = None) -> None:
+    """Output rows oh0 .. oh0 + count (default: all) of channel `oc`, every tap a masked load
+    from src at row_at(ih) (the offset of input row ih): lanes whose input column lies in
+    the padding read zero, taps whose input row does are left out. Row oh is stored at row
+    oh - oh0 + store_row0 of d.out (default: row oh). With a static oh0 the border rows are
+    unrolled; otherwise a band that touches a border checks its rows at run time."""
+    count = s.oh - oh0 if count is None else count
+    store_row0 = oh0 if store_row0 is None else store_row0
+    width, dtype = d.width, d.dtype
+    e = Emit(kb, dtype, width)
+    taps = [kb.splat(kb.load(d.w, dtype, kb.add(kb.mul(oc, s.kh * s.kw), t)), width) for t in range(s.kh * s.kw)]
+    b0 = kb.splat(kb.load(d.bias, dtype, oc), width) if d.bias is not None else e.c(0.0)
+    out_base = kb.mul(kb.add(kb.mul(n, s.oc), oc), d.out_plane or s.oh * s.ow)
+    (sh, dh), (sw, dw) = (s.stride[0], s.dilation[0]), (s.stride[1], s.dilation[1])
+    offsets = [kw * dw - s.pad[1] for kw in range(s.kw)]
+    evens = ir.Constant(ir.VectorType(I32, width), [2 * i for i in range(width)])
+    b = kb.b
+
+    def column_masks(ow0: int) -> list:
+        """Per kw and per loaded vector (stride 2 loads two and keeps the even lanes): the
+        lanes that feed an output and lie inside the row (None: all of them)."""
+        masks = []
+        for off in offsets:
+            for half in range(sw):
+                cols = [sw * ow0 + half * width + i + off for i in range(width)]
+                lanes = [(half * width + i) // sw < s.ow - ow0 and 0 <= col < s.w for i, col in enumerate(cols)]
+                masks.append(None if all(lanes) else ir.Constant(ir.VectorType(I1, width), [int(v) for v in lanes]))
+        return masks
+
+    def tap(at, ow0, kw: int, masks: list, row_ok):
+        at = kb.add(at, kb.add(kb.mul(ow0, sw), offsets[kw]))
+        halves = []
+        for half in range(sw):
+            mask = masks[kw * sw + half]
+            if row_ok is not True:  # a run-time row check: the whole vector on or off
+                ok = kb.splat(row_ok, width)
+                mask = ok if mask is None else b.and_(mask, ok)
+            halves.append(kb.vload(src, dtype, kb.add(at, half * width), width, mask, inbounds=False))
+        return halves[0] if sw == 1 else b.shuffle_vector(halves[0], halves[1], evens)
+
+    # Vectors along the row: those with masked lanes are emitted on their own, the plain
+    # ones between them as one loop.
+    count_v = -(-s.ow // width)
+    edge_masks = [column_masks(v * width) for v in range(count_v)]
+    plain = [v for v in range(count_v) if all(m is None for m in edge_masks[v])]
+    lo, hi = (plain[0], plain[-1] + 1) if plain else (0, 0)
+
+    def rows(oh, step: int, row_ok) -> None:
+        """Rows oh .. oh + step; row_ok(i, kh) says whether kernel row kh of row oh + i is
+        inside the input: True, False (left out) or an i1 checked at run time."""
+        def vector(ow0, masks, out_mask):
+            accs = [b0] * step
+            for kh in range(s.kh):
+                live = [(i, ok) for i, ok in ((i, row_ok(i, kh)) for i in range(step)) if ok is not False]
+                starts = {i: row_at(kb.add(kb.mul(kb.add(oh, i), sh), kh * dh - s.pad[0])) for i, _ in live}
+                for kw in range(s.kw):
+                    for i, ok in live:  # the rows side by side for each tap: independent chains
+                        accs[i] = e.fma(taps[kh * s.kw + kw], tap(starts[i], ow0, kw, masks, ok), accs[i])
+            for i in range(step):
+                row = kb.add(kb.add(oh, i), kb.add(store_row0, kb.mul(oh0, -1)))
+                p = kb.add(kb.mul(row, s.ow), ow0)
+                kb.vstore(d.epilogue.apply(e, accs[i], [n, oc, p], out_mask), d.out, dtype, kb.add(out_base, p),
+                          out_mask)
+
+        def edge(v: int) -> None:
+            vector(v * width, edge_masks[v], kb.prefix_mask(width, s.ow - v * width) if (v + 1) * width > s.ow else None)
+
+        for v in range(lo):
+            edge(v)
+        if hi > lo:
+            with kb.loop(lo * width, hi * width, width, name="ow") as ow0:
+                vector(ow0, [None] * (s.kw * sw), None)
+        for v in range(hi, count_v):
+            edge(v)
+
+    def grouped(first, total: int, row_ok) -> None:
+        """Rows first .. first + total, ROWS_PER_STEP at a time."""
+        step = min(ROWS_PER_STEP, max(1, total))
+        steps, rest = divmod(total, step)
+        if steps:
+            with kb.loop(0, steps, name="r") as g:
+                rows(kb.add(first, kb.mul(g, step)), step, row_ok)
+        if rest:
+            rows(kb.add(first, steps * step), rest, row_ok)
+
+    def inside(oh: int, kh: int) -> bool:
+        return 0 <= oh * sh + kh * dh - s.pad[0] < s.h
+
+    top = min(s.oh, -(-s.pad[0] // sh))  # rows from here on have every kernel row inside...
+    bottom = max(top, min(s.oh, (s.h - 1 - (s.kh - 1) * dh + s.pad[0]) // sh + 1))  # ...up to here
+    if isinstance(oh0, int):
+        first, last = max(oh0, min(top, oh0 + count)), min(oh0 + count, max(bottom, oh0))
+        for oh in [*range(oh0, first), *range(last, oh0 + count)]:
+            rows(oh, 1, lambda i, kh, oh=oh: inside(oh, kh))
+        grouped(first, last - first, lambda i, kh: True)
+        return
+
+    interior = b.and_(b.icmp_signed(">=", kb.idx(oh0), kb.i64(top)),
+                      b.icmp_signed("<=", kb.idx(kb.add(oh0, count)), kb.i64(bottom)))
+    with b.if_else(interior) as (inner, border):
+        with inner:
+            grouped(oh0, count, lambda i, kh: True)
+        with border:
+            with kb.loop(0, count, name="r") as r:
+                def ok(i: int, kh: int, r=r):
+                    ih = kb.idx(kb.add(kb.mul(kb.add(oh0, r), sh), kh * dh - s.pad[0]))
+                    return b.and_(b.icmp_signed(">=", ih, kb.i64(0)), b.icmp_signed("<", ih, kb.i64(s.h)))
+                rows(kb.add(oh0, r), 1, ok)
+
+
+@dataclass
+class DepthwiseRows:
+    """What computing rows of one output channel needs besides the plane."""
+
+    w: ir.Value
+    bias: ir.Value | None
+    out: ir.Value
+    epilogue: Epilogue  # or anything with Epilogue.apply's signature
+    dtype: np.dtype
+    width: int
+    out_plane: int | None = None  # elements per channel of `out` (default OH*OW)
+
+
+def emit_depthwise_rows(kb: KernelBuilder, s: ConvShape, d: DepthwiseRows, plane: ir.Value, n, oc,
+                        oh0: int | ir.Value, count: int) -> None:
+    """Output rows oh0 .. oh0 + count of channel `oc` from a padded plane whose first row is
+    where output row oh0 starts reading (the whole plane for oh0 = 0 and count = OH), for
+    strides of 3 and more."""
+    _, wp = s.padded_hw
+    width, dtype = d.width, d.dtype
+    e = Emit(kb, dtype, width)
+    taps = [kb.splat(kb.load(d.w, dtype, kb.add(kb.mul(oc, s.kh * s.kw), t)), width) for t in range(s.kh * s.kw)]
+    b0 = kb.splat(kb.load(d.bias, dtype, oc), width) if d.bias is not None else e.c(0.0)
+    out_base = kb.mul(kb.add(kb.mul(n, s.oc), oc), d.out_plane or s.oh * s.ow)
+    with kb.loop(0, count, name="r") as r:
+        oh = kb.add(oh0, r)
+        row = kb.mul(r, s.stride[0] * wp)
+
+        def vector(ow0, mask):
+            acc = b0
+            for kh in range(s.kh):
+                for kw in range(s.kw):
+                    v = _tap_vload(kb, s, plane, dtype, kb.add(row, kh * s.dilation[0] * wp), ow0,
+                                   kw * s.dilation[1], width)
+                    acc = e.fma(taps[kh * s.kw + kw], v, acc)
+            p = kb.add(kb.mul(oh, s.ow), ow0)
+            acc = d.epilogue.apply(e, acc, [n, oc, p], mask)
+            kb.vstore(acc, d.out, dtype, kb.add(out_base, p), mask)
+
+        full = s.ow - s.ow % width
+        if full:
+            with kb.loop(0, full, width, name="ow") as ow0:
+                vector(ow0, None)
+        if s.ow % width:
+            vector(full, kb.prefix_mask(width, s.ow % width))
+
+
+def copy_row(kb: KernelBuilder, s: ConvShape, src: ir.Value, src_base, plane: ir.Value, plane_row,
+             dtype: np.dtype, lanes: int) -> None:
+    """Input row -> padded plane row `plane_row` (after the left padding). For stride 2 the
+    row is stored deinterleaved (even padded columns, then odd ones), so every tap of a
+    stride-2 output vector is one contiguous load."""
+    _, wp = s.padded_hw
+    row = kb.mul(plane_row, wp)
+    if s.stride[1] != 2:
+        emit_row_copy(kb, src, src_base, plane, kb.add(row, s.pad[1]), s.w, dtype, lanes)
+        return
+    emit_deinterleaved_row_copy(kb, src, src_base, s.w, plane, row, s.pad[1], 2, _half(s), dtype, lanes)
+
+
+def _half(s: ConvShape) -> int:
+    """Elements of the even half of a plane row stored deinterleaved (stride 2)."""
+    return (s.padded_hw[1] + 1) // 2
+
+
+def tap_column(s: ConvShape, offset: int) -> int:
+    """Where, in a plane row written by copy_row, the inputs of a tap at padded column
+    `offset` start: output column o reads element tap_column + o (stride 1 or 2)."""
+    return offset if s.stride[1] == 1 else (offset % 2) * _half(s) + offset // 2
+
+
+def _tap_vload(kb: KernelBuilder, s: ConvShape, plane, dtype, row, ow0, offset: int, width: int) -> ir.Value:
+    """Inputs of one tap for outputs ow0 .. ow0 + width: padded columns ow*stride + offset,
+    gathered (the plane path serves strides of 3 and more)."""
+    stride = s.stride[1]
+    vec = ir.Constant(ir.VectorType(kb.const(dtype, 0).type, width), None)
+    start = kb.add(row, kb.add(kb.mul(ow0, stride), offset))
+    for i in range(width):
+        vec = kb.b.insert_element(vec, kb.load(plane, dtype, kb.add(start, i * stride)), ir.Constant(I32, i))
+    return vec

@@ -1,0 +1,75 @@
+"""Direct convolution for inputs with few channels (the RGB stems of image models).
+
+im2col copies every input pixel KH*KW times into a column buffer that the GEMM
+then reads: with three input channels there are so few multiply-adds per column
+that writing the buffer costs about as much as the arithmetic. Here each thread
+copies the input rows of a band of output rows into a zero-padded plane per
+channel (stored by phase for stride 2: backend/cpu/depthwise.copy_row), and the GEMM
+microkernel reads its B operand straight from the plane: row k = (c, kh, kw) of B
+for output row r is channel c's plane at row r*stride + kh*dilation, shifted by
+tap kw (MatB.taps). Rows outside the image are zero rows of the plane, so the
+inner loops have no bounds checks."""
+
+from __future__ import annotations
+
+from hobbit.plan.conv import ConvPlan, input_rows
+from hobbit.backend.cpu.copy import emit_fill
+from hobbit.backend.cpu.depthwise import copy_row, tap_column
+from hobbit.emit.epilogue import Epilogue
+from hobbit.backend.cpu.gemm import MatB, MatC, emit_gemm, row_major_a
+from hobbit.backend.cpu.args import KernelArgs
+from hobbit.emit.scalar import Emit
+
+def lower_direct_conv(k: KernelArgs, plan: ConvPlan) -> None:
+    kb, node, s, sched = k.kb, k.node, plan.shape, plan.gemm
+    dtype = node.inputs[0].dtype
+    x, w, bias = k.inputs[0], k.inputs[1], k.inputs[2] if len(k.inputs) > 2 else None
+    K, P = s.c * s.kh * s.kw, s.oh * s.ow
+    _, wp = s.padded_hw
+    band = plan.rows
+    rows_held = input_rows(s, band)
+    plane_size = plan.plane
+    plane = k.thread_scratch(0, plane_size, dtype)
+    zero = kb.const(dtype, 0)
+    emit_fill(kb, plane, dtype, 0, plane_size, zero)  # the padding columns stay zero
+    lanes = k.width(dtype)
+    taps = tuple(kh * s.dilation[0] * wp + tap_column(s, kw * s.dilation[1])
+                 for kh in range(s.kh) for kw in range(s.kw))
+    epilogue = Epilogue(kb, node, k.epilogue, (s.n, s.oc, P))
+    alone = k.threads.alone()
+    b = kb.b
+
+    def load_rows(n, oh0, count: int) -> None:
+        """Plane rows j = input rows oh0*stride - pad_top + j of every channel (zero outside)."""
+        for c in range(s.c):
+            src = kb.mul(kb.add(kb.mul(n, s.c), c), s.h * s.w)
+            with kb.loop(0, input_rows(s, count), name="j") as j:
+                ih = b.sub(kb.idx(kb.add(kb.mul(oh0, s.stride[0]), j)), kb.i64(s.pad[0]))
+                plane_row = kb.add(c * rows_held, j)
+                inside = b.and_(b.icmp_signed(">=", ih, kb.i64(0)), b.icmp_signed("<", ih, kb.i64(s.h)))
+                with b.if_else(inside) as (copy, pad):
+                    with copy:
+                        copy_row(kb, s, x, kb.add(src, kb.mul(ih, s.w)), plane, plane_row, dtype, lanes)
+                    with pad:
+                        emit_fill(kb, plane, dtype, 0, wp, zero, base=kb.mul(plane_row, wp))
+
+    def process(n, oh0, count: int) -> None:
+        load_rows(n, oh0, count)
+        with kb.loop(0, count, name="r") as r:
+            oh = kb.add(oh0, r)
+            first = kb.mul(oh, s.ow)
+
+            def epi(e: Emit, v, m, col, mask):
+                if bias is not None:
+                    v = e.add(v, kb.splat(kb.load(bias, dtype, m), e.width))
+                return epilogue.apply(e, v, [n, m, kb.add(first, col)], mask)
+
+            def touch(m, col):
+                epilogue.prefetch([n, m, kb.add(first, col)])
+
+            a = row_major_a(w, 0, K, sched.mr)
+            rows = MatB(plane, kb.mul(r, s.stride[0] * wp), k=rows_held * wp, taps=taps)
+            out = MatC(k.outputs[0], kb.add(kb.mul(n, s.oc * P), first), m=P)
+            emit_gemm(kb, sched, s.oc, s.ow, K, a, rows, out, dtype, epi, alone, None, touch)
+
+    k.threads.bands(s.oh, band, process, images=s.n)

@@ -1,0 +1,332 @@
+"""The register-blocked GEMM microkernel behind Conv, Gemm and MatMul.
+
+C[M, N] = A[M, K] @ B[K, N], with N (C's contiguous dim) in vectors. An MR x NR
+block of C lives in vector registers; each k step loads nv vectors of B,
+broadcasts MR scalars of A and issues MR*nv vector FMAs. Shapes are static, so
+every loop bound, ragged edge and mask is decided here at compile time.
+
+Operands are described by strides so one kernel serves row-major and packed
+layouts: A[m, k] is at  a.offset + (m // MR)*a.panel + k*a.k + (m % MR)*a.m,
+B[k, n] at b.offset + (n // NR)*b.panel + k*b.k + n % NR, C[m, n] at
+c.offset + m*c.m + n*c.n. A B with `taps` is read in place from a padded input plane
+(a direct convolution): k = g*T + t is at g*b.k + taps[t], T = len(taps)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Callable
+
+import numpy as np
+from llvmlite import ir
+
+from hobbit.errors import CodegenError
+from hobbit.emit.builder import KernelBuilder
+from hobbit.backend.cpu.parallel import Threads
+from hobbit.plan.gemm import GemmSchedule
+from hobbit.emit.scalar import Emit
+
+Index = int | ir.Value
+# epilogue(e, value, m, n, mask) -> value to store at C[m, n : n + width]
+EpilogueFn = Callable[[Emit, ir.Value, Index, Index, ir.Value | None], ir.Value]
+# touch(m, n): prefetch what the epilogue will read for C[m, n : n + width]
+TouchFn = Callable[[Index, Index], None]
+
+
+@dataclass
+class MatA:
+    ptr: ir.Value
+    offset: Index
+    panel: int
+    k: int
+    m: int
+
+
+@dataclass
+class MatB:
+    ptr: ir.Value
+    offset: Index
+    k: int
+    # Elements between consecutive NR-column panels: NR for row-major B; K*NR for B
+    # packed panel by panel at compile time (contiguous streams, e.g. FC weights).
+    panel: int | None = None
+    # Offsets of the rows of each group of len(taps) consecutive k (the kernel taps of a
+    # direct conv: k = (c, kh, kw) reads channel c's plane at taps[kh*KW + kw]); the k
+    # loop then runs over groups, the taps unrolled. K chunks must be whole groups.
+    taps: tuple[int, ...] | None = None
+
+
+@dataclass
+class MatC:
+    ptr: ir.Value
+    offset: Index
+    m: int
+    n: int = 1  # != 1 when C is stored transposed (vectors along N written with a stride)
+    # Where partial sums of all but the last K chunk go when C itself is strided:
+    # a contiguous [M, N] buffer, so only the final store pays for the stride.
+    partial: "MatC | None" = None
+
+    def between_chunks(self) -> "MatC":
+        return self.partial or self
+
+
+def row_major_a(ptr: ir.Value, offset: Index, lda: int, mr: int) -> MatA:
+    return MatA(ptr, offset, panel=mr * lda, k=1, m=lda)
+
+
+def _imbalance(work: list[int], threads: int) -> float:
+    """Busiest thread's work over the mean when the units (of the given sizes) are dealt
+    out in contiguous runs, as Threads.split does."""
+    n = len(work)
+    loads = [sum(work[t * n // threads:(t + 1) * n // threads]) for t in range(threads)]
+    return max(loads) * threads / sum(work)
+
+
+# Split by M, every thread streams all of a B packed at compile time (weights, from memory);
+# split by N, each streams its share. So N is split unless that is over 10% less even:
+# MobileNetV2's 160 -> 960 1x1 conv at 7x7 (15 panels: 8 against 7) ran 7% faster at 2 threads.
+PACKED_B_SLACK = 1.1
+
+
+# A GEMM of at least this many multiply-adds, in one K chunk and split by N, is shared by
+# claimed runs of panels (Threads.runs) rather than a static split: a run packs its own
+# panels. Split by M, every run would pack all of B again (ResNet-50's 1x1 convs at 14x14
+# ran 20% slower at 2 threads), so M blocks stay statically split.
+MIN_CLAIMED_MACS = 1 << 23
+
+
+def emit_gemm(kb: KernelBuilder, s: GemmSchedule, M: int, N: int, K: int,
+              a: MatA, b: MatB, c: MatC, dtype: np.dtype, epilogue: EpilogueFn | None,
+              threads: Threads, pack: ir.Value | None = None, touch: TouchFn | None = None) -> None:
+    """C = A @ B (+ epilogue). Threads share whichever of N panels / M blocks splits more evenly
+    (N favoured for a packed B: see PACKED_B_SLACK). A large GEMM split by N in one K chunk
+    is shared by claimed runs of panels, so a thread the host slows does not hold up the
+    others; otherwise each thread keeps the same static slice of C across K chunks, so no
+    sync is needed (shares are claimed whole, Threads.shares).
+
+    With `pack` (this thread's buffer of hobbit.plan.gemm.pack_elems(s)), each K chunk of a B panel is
+    first copied into one contiguous [kc, NR] block that every MR-row block then
+    streams: a row-major B with long rows would otherwise touch a new page per k."""
+    if b.taps is not None and s.kc % len(b.taps):
+        raise CodegenError(f"GEMM K chunks of {s.kc} split groups of {len(b.taps)} taps")
+    share_gemm(Gemm(kb, s, M, N, K, a, b, c, dtype, epilogue, pack, touch), threads)
+
+
+def share_gemm(gemm: "Gemm", threads: Threads) -> None:
+    """Run `gemm` on `threads` as emit_gemm describes (also the bf16 GEMM's split)."""
+    s, M, N, K, b = gemm.s, gemm.M, gemm.N, gemm.K, gemm.b
+    n_panels, n_rem = divmod(N, s.nr)
+    m_blocks, m_rem = divmod(M, s.mr)
+    units_n, units_m = n_panels + (n_rem > 0), m_blocks + (m_rem > 0)
+    n_work = [s.nv] * n_panels + ([-(-n_rem // s.vw)] if n_rem else [])
+    m_work = [s.mr] * m_blocks + ([m_rem] if m_rem else [])
+    slack = PACKED_B_SLACK if b.panel is not None and b.panel > 0 else 1.0
+    split_n = _imbalance(n_work, threads.max_threads) <= slack * _imbalance(m_work, threads.max_threads)
+    n_chunks = -(-K // s.kc)
+    if threads.max_threads == 1 or (M * N * K < 1 << 18 and not threads.used):  # too little work to share
+        gemm.chunks((0, units_n), (0, units_m))
+    elif split_n and n_chunks == 1 and M * N * K >= MIN_CLAIMED_MACS:
+        threads.runs(units_n, lambda lo, hi: gemm.chunks((lo, hi), (0, units_m)))
+    elif split_n:
+        threads.shares(units_n, lambda lo, hi: gemm.chunks((lo, hi), (0, units_m)))
+    else:
+        threads.shares(units_m, lambda lo, hi: gemm.chunks((0, units_n), (lo, hi)))
+
+
+class Gemm:
+    """One GEMM's code for a given range of N panels and M blocks. The packing step and the
+    microkernel are methods, so a GEMM on other operand types (hobbit.backend.cpu.gemm_bf16)
+    overrides those two and shares the K chunks, loops and prefetches."""
+
+    def __init__(self, kb: KernelBuilder, s: GemmSchedule, M: int, N: int, K: int, a: MatA, b: MatB, c: MatC,
+                 dtype: np.dtype, epilogue: EpilogueFn | None, pack: ir.Value | None, touch: TouchFn | None):
+        self.kb, self.s, self.M, self.N, self.K = kb, s, M, N, K
+        self.a, self.b, self.c, self.dtype, self.epilogue, self.pack, self.touch = a, b, c, dtype, epilogue, pack, touch
+
+    def chunks(self, n_range: tuple[Index, Index], m_range: tuple[Index, Index]) -> None:
+        """K in chunks: the first starts from zero, the last applies the epilogue, the
+        ones between share one loop, so code size does not grow with K."""
+        kb, s, K = self.kb, self.s, self.K
+        acc_type = ir.VectorType(_elem(kb, self.dtype), s.vw)
+        accs = [[kb.alloca(acc_type) for _ in range(s.nv)] for _ in range(s.mr)]
+        n_chunks = -(-K // s.kc)
+        if n_chunks == 1:
+            self._nest(accs, n_range, m_range, 0, K, True, True)
+            return
+        self._nest(accs, n_range, m_range, 0, s.kc, True, False)
+        if n_chunks > 2:
+            with kb.loop(1, n_chunks - 1, name="kc") as ci:
+                k0 = kb.mul(ci, s.kc)
+                self._nest(accs, n_range, m_range, k0, kb.add(k0, s.kc), False, False)
+        self._nest(accs, n_range, m_range, (n_chunks - 1) * s.kc, K, False, True)
+
+    def _nest(self, accs, n_range: tuple[Index, Index], m_range: tuple[Index, Index], k0: Index, k1: Index,
+              first: bool, last: bool) -> None:
+        kb, s, b, pack, dtype = self.kb, self.s, self.b, self.pack, self.dtype
+        (n_lo, n_hi), (m_lo, m_hi) = n_range, m_range
+        n_panels, n_rem = divmod(self.N, s.nr)
+        m_blocks, m_rem = divmod(self.M, s.mr)
+        # B packed at compile time (weights) comes from memory: while the MR-row blocks work
+        # on one panel, fetch the next one, a slice per k step, so its first block does not
+        # stall on it (ResNet-50's 7x7 convs, cold: 1.24 ms against 1.0 warm). A panel read
+        # by one block only (a GEMV) is a plain stream the hardware prefetcher keeps up with;
+        # prefetching it too gained nothing (VGG-16's first FC layer: 15.3 ms, 14.2-15.2 without).
+        ahead_of = b.panel is not None and b.panel > 0 and pack is None \
+            and isinstance(m_lo, int) and isinstance(m_hi, int) and m_hi - m_lo > 1
+
+        def panel(p: Index, nv: int, tail_lanes: int) -> None:
+            panel_b = self.pack_panel(p, nv, tail_lanes, k0, k1) if pack else b
+            ahead = _Ahead.of_next_panel(kb, s, b, p, k0, k1, m_hi - m_lo, np.dtype(dtype).itemsize) \
+                if ahead_of else None
+
+            def rows(mb: Index, mr: int) -> None:
+                self.micro(accs, mb, mr, p, nv, tail_lanes, k0, k1, first, last, panel_b, ahead)
+
+            with kb.loop(m_lo, kb.imin(m_hi, m_blocks), name="mb") as mb:
+                rows(mb, s.mr)
+            if m_rem:
+                with kb.when_greater(m_hi, m_blocks) as live:
+                    if live:
+                        rows(m_blocks, m_rem)
+
+        with kb.loop(n_lo, kb.imin(n_hi, n_panels), name="np") as p:
+            panel(p, s.nv, 0)
+        if n_rem:
+            with kb.when_greater(n_hi, n_panels) as live:
+                if live:
+                    panel(n_panels, -(-n_rem // s.vw), n_rem % s.vw)
+
+    def pack_panel(self, p: Index, nv: int, tail_lanes: int, k0: Index, k1: Index) -> MatB:
+        return _pack_panel(self.kb, self.s, self.b, p, nv, tail_lanes, k0, k1, self.pack, self.dtype)
+
+    def micro(self, accs, mb: Index, mr: int, p: Index, nv: int, tail_lanes: int, k0: Index, k1: Index,
+              first: bool, last: bool, b: MatB, ahead: "_Ahead | None") -> None:
+        _micro(self.kb, self.s, accs, mb, mr, p, nv, tail_lanes, k0, k1, first, last, self.a, b, self.c,
+               self.dtype, self.epilogue if last else None, ahead, self.touch if last else None)
+
+
+def _pack_panel(kb: KernelBuilder, s: GemmSchedule, b: MatB, p: Index, nv: int, tail_lanes: int,
+                k0: Index, k1: Index, pack: ir.Value, dtype: np.dtype) -> MatB:
+    """Copy B[k0:k1, panel p] into `pack` as [k1 - k0, NR] (ragged lanes zeroed); return it as a B."""
+    base = kb.add(b.offset, kb.mul(p, s.nr if b.panel is None else b.panel))
+    with kb.loop(k0, k1, name="pk") as k:
+        src = kb.add(base, kb.mul(k, b.k))
+        dst = kb.mul(kb.b.sub(k, kb.idx(k0)), s.nr)
+        for j in range(nv):
+            mask = kb.prefix_mask(s.vw, tail_lanes) if tail_lanes and j == nv - 1 else None
+            kb.vstore(kb.vload(b.ptr, dtype, kb.add(src, j * s.vw), s.vw, mask), pack, dtype, kb.add(dst, j * s.vw))
+    return MatB(pack, kb.mul(k0, -s.nr), k=s.nr, panel=0)
+
+
+@dataclass
+class _Ahead:
+    """Prefetches of the next B panel spread over this panel's micro blocks: block mb at
+    step k fetches the `lines` cache lines from element base + (mb*(k1 - k0) + k - k0)*step.
+
+    Steps are whole lines or a power-of-two fraction of one: a stride that wanders across
+    line boundaries (22 floats for 3 blocks of 64 columns) made a Winograd layer slower."""
+    ptr: ir.Value
+    base: Index
+    step: int
+    lines: int
+    line: int
+    k0: Index
+    k_len: Index
+
+    @staticmethod
+    def of_next_panel(kb: KernelBuilder, s: GemmSchedule, b: MatB, p: Index, k0: Index, k1: Index,
+                      blocks: int, itemsize: int) -> "_Ahead":
+        line = max(1, 64 // itemsize)
+        per_step = -(-s.nr // max(blocks, 1))  # elements of the next panel to fetch per k step
+        lines = -(-per_step // line)
+        step = lines * line if per_step > line else 1 << (per_step - 1).bit_length()
+        base = kb.add(kb.add(b.offset, kb.mul(kb.add(p, 1), b.panel)), kb.mul(k0, s.nr))
+        return _Ahead(b.ptr, base, step, lines, line, k0, kb.add(k1, kb.mul(k0, -1)))
+
+    def fetch(self, kb: KernelBuilder, mb: Index, k: ir.Value, dtype: np.dtype) -> None:
+        step_index = kb.add(kb.mul(mb, self.k_len), kb.add(k, kb.mul(self.k0, -1)))
+        first = kb.add(self.base, kb.mul(step_index, self.step))
+        for j in range(self.lines):
+            kb.prefetch(self.ptr, dtype, kb.add(first, j * self.line))
+
+
+def _micro(kb: KernelBuilder, s: GemmSchedule, accs, mb: Index, mr: int, p: Index, nv: int,
+           tail_lanes: int, k0: Index, k1: Index, first: bool, last: bool,
+           a: MatA, b: MatB, c: MatC, dtype: np.dtype, epilogue: EpilogueFn | None,
+           ahead: _Ahead | None = None, touch: TouchFn | None = None) -> None:
+    """One MR x (nv vectors) block of C, rows from block mb, columns from panel p, over k in [k0, k1)."""
+    block = Block(kb, s, mb, mr, p, nv, tail_lanes, c, dtype)
+    e, masks = block.e, block.masks
+    block.start(accs, first)
+    if touch is not None:
+        for i in range(mr):
+            for j in range(nv):
+                touch(kb.add(block.m0, i), kb.add(block.n0, j * s.vw))
+    a_base = kb.add(a.offset, kb.mul(mb, a.panel))
+    b_base = kb.add(b.offset, kb.mul(p, s.nr if b.panel is None else b.panel))
+
+    def step(a_row: Index, b_row: Index) -> None:
+        bv = [kb.vload(b.ptr, dtype, kb.add(b_row, j * s.vw), s.vw, masks[j]) for j in range(nv)]
+        for i in range(mr):
+            av = kb.splat(kb.load(a.ptr, dtype, kb.add(a_row, i * a.m)), s.vw)
+            for j in range(nv):
+                acc = kb.b.load(accs[i][j], typ=bv[j].type)
+                kb.b.store(e.fma(av, bv[j], acc), accs[i][j])
+
+    if b.taps is None:
+        with kb.loop(k0, k1, name="k") as k:
+            if ahead is not None:
+                ahead.fetch(kb, mb, k, dtype)
+            step(kb.add(a_base, kb.mul(k, a.k)), kb.add(b_base, kb.mul(k, b.k)))
+    else:
+        group = len(b.taps)
+        with kb.loop(kb.udiv(k0, group), kb.udiv(k1, group), name="kg") as g:
+            for t, tap in enumerate(b.taps):
+                step(kb.add(a_base, kb.mul(kb.add(kb.mul(g, group), t), a.k)),
+                     kb.add(b_base, kb.add(kb.mul(g, b.k), tap)))
+
+    block.finish(accs, last, epilogue)
+
+
+class Block:
+    """The accumulators' side of one MR x (nv vectors) block of C: where its rows and columns
+    start, the masks of a ragged last vector, and the loads and stores of C around the k loop
+    (shared by every microkernel, whatever its operand types)."""
+
+    def __init__(self, kb: KernelBuilder, s: GemmSchedule, mb: Index, mr: int, p: Index, nv: int,
+                 tail_lanes: int, c: MatC, dtype: np.dtype):
+        self.kb, self.s, self.mr, self.nv, self.c, self.dtype = kb, s, mr, nv, c, dtype
+        self.e = Emit(kb, dtype, s.vw)
+        self.n0 = kb.mul(p, s.nr)
+        self.masks = [kb.prefix_mask(s.vw, tail_lanes) if tail_lanes and j == nv - 1 else None for j in range(nv)]
+        self.m0 = kb.mul(mb, s.mr)
+
+    def c_index(self, cm: MatC, i: int, n: Index) -> Index:
+        kb = self.kb
+        return kb.add(kb.add(cm.offset, kb.affine([(self.m0, cm.m)], i * cm.m)), kb.mul(n, cm.n))
+
+    def start(self, accs, first: bool) -> None:
+        """Accumulators from zero (the first K chunk) or from the partial sums in C."""
+        kb, s, dtype = self.kb, self.s, self.dtype
+        src = self.c.between_chunks()
+        for i in range(self.mr):
+            for j in range(self.nv):
+                n = kb.add(self.n0, j * s.vw)
+                init = self.e.c(0.0) if first else kb.vload_strided(src.ptr, dtype, self.c_index(src, i, n), src.n,
+                                                                    s.vw, self.masks[j])
+                kb.b.store(init, accs[i][j])
+
+    def finish(self, accs, last: bool, epilogue: EpilogueFn | None) -> None:
+        """Accumulators to C (through the epilogue after the last K chunk)."""
+        kb, s, dtype = self.kb, self.s, self.dtype
+        dst = self.c if last else self.c.between_chunks()
+        for i in range(self.mr):
+            for j in range(self.nv):
+                x = kb.b.load(accs[i][j], typ=ir.VectorType(_elem(kb, dtype), s.vw))
+                n = kb.add(self.n0, j * s.vw)
+                if epilogue is not None:
+                    x = epilogue(self.e, x, kb.add(self.m0, i), n, self.masks[j])
+                kb.vstore_strided(x, dst.ptr, dtype, self.c_index(dst, i, n), dst.n, self.masks[j])
+
+
+def _elem(kb: KernelBuilder, dtype: np.dtype) -> ir.Type:
+    return kb.const(dtype, 0).type

@@ -1,0 +1,54 @@
+"""Which ops have a plan, and the one call that makes it.
+
+A kernel whose schedule sizes its scratch (or that chooses among variants) has a
+planner here: a pure function of (node, target, threads) that returns a frozen
+plan with at least `scratch_bytes`. Memory planning computes each node's plan
+once and reserves its scratch; codegen hands that same plan to the emitter
+(KernelArgs.plan), which lays the scratch out from it instead of deciding again.
+Ops without a planner need no scratch and decide nothing ahead of emission."""
+
+from __future__ import annotations
+
+from typing import Any, Callable
+
+from hobbit.graph.ir import Node
+from hobbit.plan.conv import conv_plan
+from hobbit.plan.conv_bf16 import conv_bf16_plan, is_bf16
+from hobbit.plan.expand_depthwise import expand_depthwise_plan
+from hobbit.plan.int8 import int8_conv_plan
+from hobbit.plan.linalg import det_plan
+from hobbit.plan.nms import nms_plan
+from hobbit.plan.rnn import recurrence_plan
+from hobbit.plan.selection import compress_plan
+from hobbit.plan.unique import unique_plan
+from hobbit.plan.winograd import winograd_plan
+from hobbit.plan.winograd_bf16 import winograd_bf16_plan
+from hobbit.plan.gpu.launch import gpu_plan
+from hobbit.plan.gpu import conv, gemm, pool, reduce  # noqa: F401  (register their GPU planners)
+from hobbit.target import GpuTarget, Target, is_gpu
+
+Planner = Callable[[Node, Target, int], Any]
+
+PLANNERS: dict[str, Planner] = {
+    "Conv": lambda node, target, threads: (conv_bf16_plan if is_bf16(node) else conv_plan)(node, target, threads),
+    "ConvWinograd": lambda node, target, threads: (winograd_bf16_plan if is_bf16(node) else winograd_plan)(
+        node, target, threads),
+    "ExpandDepthwise": expand_depthwise_plan,
+    "Recurrence": recurrence_plan,
+    "Det": det_plan,
+    "QConv": int8_conv_plan,
+    "QConvInteger": int8_conv_plan,
+    "BoundedCompress": compress_plan,
+    "BoundedUnique": unique_plan,
+    "BoundedNonMaxSuppression": nms_plan,
+}
+
+
+def kernel_plan(node: Node, target: Target | GpuTarget, threads: int, elementwise: bool = False) -> Any:
+    """The node's frozen plan, or None for an op that has no planner. On a GPU every kernel
+    has one (its launch: hobbit.plan.gpu.launch); `elementwise` is the op registry's word on
+    the op, which the plan floor sits below."""
+    if is_gpu(target):
+        return gpu_plan(node, target, elementwise)
+    planner = PLANNERS.get(node.op)
+    return planner(node, target, threads) if planner is not None else None

@@ -1,0 +1,164 @@
+"""Batch separability (hobbit/ops/separable.py): small graphs with a symbolic batch,
+imported at two batch sizes; graphs that mix samples along dim 0 are refused, CNN, MLP
+and attention-like graphs are separable with the right rows per sample."""
+
+from __future__ import annotations
+
+import numpy as np
+import onnx
+import pytest
+from onnx import helper, numpy_helper
+
+from hobbit.frontend.onnx.importer import import_onnx
+from hobbit.ops.separable import separation
+from tests.helpers import rand
+
+
+def _model(nodes: list[onnx.NodeProto], inputs: dict[str, tuple], outputs: list[str],
+           inits: dict[str, np.ndarray] | None = None) -> onnx.ModelProto:
+    """Inputs as (dims...) with "N" for the symbolic batch."""
+    graph = helper.make_graph(
+        nodes, "test",
+        [helper.make_tensor_value_info(name, onnx.TensorProto.FLOAT, list(dims)) for name, dims in inputs.items()],
+        [helper.make_empty_tensor_value_info(n) for n in outputs],
+        [numpy_helper.from_array(a, n) for n, a in (inits or {}).items()])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+    model.ir_version = 8
+    return model
+
+
+def _separation(model: onnx.ModelProto, small: int = 2, large: int = 3):
+    def at(batch: int):
+        shapes = {}
+        for vi in model.graph.input:
+            dims = [d.dim_value if d.HasField("dim_value") else batch for d in vi.type.tensor_type.shape.dim]
+            shapes[vi.name] = tuple(dims)
+        return import_onnx(model, shapes)
+    return separation(at(small), small, at(large), large)
+
+
+def _not_separable(nodes, inputs, inits=None, outputs=("y",)):
+    result = _separation(_model(nodes, inputs, list(outputs), inits))
+    assert not result.separable
+    assert result.reason
+    return result.reason
+
+
+def test_softmax_over_the_batch_is_refused():
+    reason = _not_separable([helper.make_node("Softmax", ["x"], ["y"], axis=0)], {"x": ("N", 4)})
+    assert "Softmax" in reason
+
+
+def test_concat_along_the_batch_is_refused():
+    _not_separable([helper.make_node("Concat", ["x", "x"], ["y"], axis=0)], {"x": ("N", 4)})
+
+
+def test_reduce_mean_over_the_batch_is_refused():
+    _not_separable([helper.make_node("ReduceMean", ["x"], ["y"], axes=[0], keepdims=1)], {"x": ("N", 4)})
+
+
+def test_transpose_moving_the_batch_is_refused():
+    _not_separable([helper.make_node("Transpose", ["x"], ["y"], perm=[1, 0])], {"x": ("N", 4)})
+
+
+def test_flatten_axis_0_is_refused():
+    _not_separable([helper.make_node("Flatten", ["x"], ["y"], axis=0)], {"x": ("N", 4)})
+
+
+def test_matmul_contracting_over_the_batch_is_refused():
+    """x^T x and x x^T: B (or A) carries the batch along the contracted dim; the transpose that
+    puts it there is refused first, and the MatMul fact refuses it too (test_per_sample.py)."""
+    for order in (["t", "x"], ["x", "t"]):
+        _not_separable([helper.make_node("Transpose", ["x"], ["t"], perm=[1, 0]),
+                        helper.make_node("MatMul", order, ["y"])], {"x": ("N", 4)})
+
+
+def test_lstm_whose_batch_is_axis_1_is_refused():
+    """The LSTM's dim 0 is the sequence: the recurrence carries state from one step to the next."""
+    hidden = 3
+    inits = {"w": rand(1, 4 * hidden, 4, seed=1), "r": rand(1, 4 * hidden, hidden, seed=2)}
+    reason = _not_separable([helper.make_node("LSTM", ["x", "w", "r"], ["y"], hidden_size=hidden)],
+                            {"x": ("N", 2, 4)}, inits)
+    assert "Recurrence has no per-sample fact" in reason
+
+
+def test_a_constant_sized_by_the_batch_is_refused():
+    """Expand to Shape(x): a constant whose dims follow the batch size is not one table for all samples."""
+    nodes = [helper.make_node("Shape", ["x"], ["s"]),
+             helper.make_node("Expand", ["c", "s"], ["e"]),
+             helper.make_node("Mul", ["x", "e"], ["y"])]
+    _not_separable(nodes, {"x": ("N", 4)}, {"c": rand(1, 4)})
+
+
+def test_cnn_is_separable():
+    inits = {"w": rand(8, 3, 3, 3, seed=1), "scale": rand(8, seed=2), "bias": rand(8, seed=3),
+             "mean": rand(8, seed=4), "var": np.abs(rand(8, seed=5)) + 1, "fc": rand(10, 8, seed=6),
+             "fb": rand(10, seed=7)}
+    nodes = [helper.make_node("Conv", ["x", "w"], ["c"], pads=[1, 1, 1, 1]),
+             helper.make_node("BatchNormalization", ["c", "scale", "bias", "mean", "var"], ["b"]),
+             helper.make_node("Relu", ["b"], ["r"]),
+             helper.make_node("MaxPool", ["r"], ["p"], kernel_shape=[2, 2], strides=[2, 2]),
+             helper.make_node("GlobalAveragePool", ["p"], ["g"]),
+             helper.make_node("Flatten", ["g"], ["f"]),
+             helper.make_node("Gemm", ["f", "fc", "fb"], ["y"], transB=1)]
+    result = _separation(_model(nodes, {"x": ("N", 3, 8, 8)}, ["y"], inits))
+    assert result.separable, result.reason
+    assert result.rows == (1,)
+
+
+def test_mlp_with_softmax_over_features_is_separable():
+    inits = {"w": rand(4, 5, seed=1), "b": rand(5, seed=2)}
+    nodes = [helper.make_node("MatMul", ["x", "w"], ["m"]),
+             helper.make_node("Add", ["m", "b"], ["a"]),
+             helper.make_node("Relu", ["a"], ["r"]),
+             helper.make_node("Softmax", ["r"], ["y"], axis=-1)]
+    result = _separation(_model(nodes, {"x": ("N", 4)}, ["y"], inits))
+    assert result.separable, result.reason
+
+
+def test_attention_like_graph_is_separable():
+    """Per-sample Q K^T, softmax over keys, then V: batch-broadcast MatMuls and a transpose keeping dim 0."""
+    d = 4
+    inits = {"wq": rand(d, d, seed=1), "wk": rand(d, d, seed=2), "wv": rand(d, d, seed=3),
+             "gamma": rand(d, seed=4), "beta": rand(d, seed=5)}
+    nodes = [helper.make_node("MatMul", ["x", "wq"], ["q"]),
+             helper.make_node("MatMul", ["x", "wk"], ["k"]),
+             helper.make_node("MatMul", ["x", "wv"], ["v"]),
+             helper.make_node("Transpose", ["k"], ["kt"], perm=[0, 2, 1]),
+             helper.make_node("MatMul", ["q", "kt"], ["s"]),
+             helper.make_node("Softmax", ["s"], ["p"], axis=-1),
+             helper.make_node("MatMul", ["p", "v"], ["o"]),
+             helper.make_node("Add", ["o", "x"], ["res"]),
+             helper.make_node("LayerNormalization", ["res", "gamma", "beta"], ["y"], axis=-1)]
+    result = _separation(_model(nodes, {"x": ("N", 5, d)}, ["y"], inits))
+    assert result.separable, result.reason
+
+
+def test_rows_per_sample_follow_a_reshape():
+    """[N, 4] -> [2N, 2]: each sample is two consecutive rows of the output."""
+    nodes = [helper.make_node("Reshape", ["x", "shape"], ["y"])]
+    result = _separation(_model(nodes, {"x": ("N", 4)}, ["y"], {"shape": np.array([-1, 2], np.int64)}))
+    assert result.rows == (2,)
+
+
+def test_an_embedding_lookup_is_separable():
+    """Batched indices into one shared table (Gather axis 0)."""
+    graph = helper.make_graph(
+        [helper.make_node("Gather", ["table", "ids"], ["y"], axis=0)], "test",
+        [helper.make_tensor_value_info("ids", onnx.TensorProto.INT64, ["N", 3])],
+        [helper.make_empty_tensor_value_info("y")], [numpy_helper.from_array(rand(10, 4), "table")])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+    model.ir_version = 8
+    result = _separation(model)
+    assert result.separable, result.reason
+
+
+@pytest.mark.parametrize("small,large", [(1, 2), (4, 5)])
+def test_the_two_batch_sizes_may_include_1(small, large):
+    nodes = [helper.make_node("Relu", ["x"], ["y"])]
+    assert _separation(_model(nodes, {"x": ("N", 4)}, ["y"]), small, large).separable
+
+
+def test_equal_batch_sizes_decide_nothing():
+    nodes = [helper.make_node("Relu", ["x"], ["y"])]
+    assert not _separation(_model(nodes, {"x": ("N", 4)}, ["y"]), 2, 2).separable
