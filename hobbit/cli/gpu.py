@@ -12,9 +12,8 @@ import sys
 
 import hobbit
 from hobbit.cli.inputs import declared, input_shapes, require_static
-from hobbit.cli.inspect import print_listing
 from hobbit.cli.model import model_source, pipeline
-from hobbit.cli.output import write_bytes, write_text
+from hobbit.cli.output import print_listing, write_bytes, write_text
 from hobbit.codegen.llvm import emit_assembly, optimize
 from hobbit.errors import ConfigError, MissingDependencyError
 from hobbit.runtime.gpu_model import GpuModel

@@ -9,6 +9,7 @@ import argparse
 
 from hobbit.cli.args import add_command, model_flags
 from hobbit.cli.model import compile_report, pipeline
+from hobbit.cli.output import print_listing
 from hobbit.codegen.module import kernel_name
 from hobbit.passes import default_pipeline
 from hobbit.passes.memory import needs_code
@@ -29,22 +30,6 @@ def register(sub: argparse._SubParsersAction) -> None:
     p = add_command(sub, "inspect", cmd_inspect, description=DESCRIPTION, examples=EXAMPLES,
                     summary="show fused kernels, their ONNX nodes, shapes and the memory plan")
     model_flags(p)
-
-
-def print_listing(title: str, inputs: list[tuple[str, str]], outputs: list[tuple[str, str]],
-                  header: tuple[str, ...], rows: list[tuple[str, ...]]) -> None:
-    """The listing both `inspect`s print (this one, and hobbit.cli.gpu's): a title line, the
-    model's inputs and outputs (name, type), then the header and one numbered row per kernel,
-    each column padded to its widest cell."""
-    print(title)
-    for name, kind in inputs:
-        print(f"  input  {name}: {kind}")
-    for name, kind in outputs:
-        print(f"  output {name}: {kind}")
-    width = [max([len(h)] + [len(r[i]) for r in rows]) for i, h in enumerate(header)]
-    print("  #  " + "  ".join(h.ljust(w) for h, w in zip(header, width)).rstrip())
-    for i, row in enumerate(rows):
-        print(f"{i:3d}  " + "  ".join(c.ljust(w) for c, w in zip(row, width)).rstrip())
 
 
 def _mib(nbytes: int) -> str:
