@@ -71,23 +71,17 @@ class BenchResult:
     @property
     def ratio(self) -> float | None:
         """hobbit median / onnxruntime median (< 1 means hobbit is faster)."""
-        if self.hobbit is None or self.onnxruntime is None:
-            return None
-        return self.hobbit.median / self.onnxruntime.median
+        return _ratio(self.hobbit, self.onnxruntime, "median")
 
     @property
     def p90_ratio(self) -> float | None:
         """hobbit p90 / onnxruntime p90: the slow tail, where a busy machine shows first."""
-        if self.hobbit is None or self.onnxruntime is None:
-            return None
-        return self.hobbit.p90 / self.onnxruntime.p90
+        return _ratio(self.hobbit, self.onnxruntime, "p90")
 
     @property
     def nospin_ratio(self) -> float | None:
         """hobbit median / the non-spinning onnxruntime session's median."""
-        if self.hobbit is None or self.onnxruntime_nospin is None:
-            return None
-        return self.hobbit.median / self.onnxruntime_nospin.median
+        return _ratio(self.hobbit, self.onnxruntime_nospin, "median")
 
     @property
     def ips_ratio(self) -> float | None:
@@ -99,32 +93,23 @@ class BenchResult:
     @property
     def aot_ratio(self) -> float | None:
         """Exported library median / JIT median (< 1 means the library is faster)."""
-        if self.aot is None or self.hobbit is None:
-            return None
-        return self.aot.median / self.hobbit.median
+        return _ratio(self.aot, self.hobbit, "median")
 
     @property
     def aot_p90_ratio(self) -> float | None:
         """Exported library p90 / JIT p90."""
-        if self.aot is None or self.hobbit is None:
-            return None
-        return self.aot.p90 / self.hobbit.p90
+        return _ratio(self.aot, self.hobbit, "p90")
 
     @property
     def gflops(self) -> float | None:
         """hobbit's GFLOP/s at its median latency, Winograd convs counted as the direct convs they
         replace (comparable across conv algorithms; can pass the FMA peak)."""
-        if self.hobbit is None:
-            return None
-        return self.flops / (self.hobbit.median * 1e-3) / 1e9
+        return self._at_median(self.flops)
 
     @property
     def executed_gflops(self) -> float | None:
         """hobbit's GFLOP/s at its median latency, of the arithmetic its kernels execute."""
-        if self.hobbit is None:
-            return None
-        executed = self.flops if self.executed_flops is None else self.executed_flops
-        return executed / (self.hobbit.median * 1e-3) / 1e9
+        return self._at_median(self.flops if self.executed_flops is None else self.executed_flops)
 
     @property
     def peak_percent(self) -> float | None:
@@ -132,6 +117,12 @@ class BenchResult:
         if self.executed_gflops is None or not self.peak_gflops:
             return None
         return 100.0 * self.executed_gflops / self.peak_gflops
+
+    def _at_median(self, flops: int) -> float | None:
+        """GFLOP/s of `flops` per inference at hobbit's median latency."""
+        if self.hobbit is None:
+            return None
+        return flops / (self.hobbit.median * 1e-3) / 1e9
 
     def format(self) -> str:
         lines = [f"model: {self.model}   threads: {self.threads}   timed runs: {self.runs} each"
@@ -173,13 +164,13 @@ class BenchResult:
                 "compile_seconds": self.compile_seconds,
                 "max_abs_error": self.max_abs_error if math.isfinite(self.max_abs_error) else None,
                 "outputs_agree": self.mismatch is None, "mismatch": self.mismatch,
-                "hobbit_ms": None if self.hobbit is None else asdict(self.hobbit),
-                "onnxruntime_ms": None if self.onnxruntime is None else asdict(self.onnxruntime),
+                "hobbit_ms": _as_dict(self.hobbit),
+                "onnxruntime_ms": _as_dict(self.onnxruntime),
                 "ratio": self.ratio, "p90_ratio": self.p90_ratio, "hobbit_ips": self.hobbit_ips,
                 "onnxruntime_ips": self.onnxruntime_ips, "ips_ratio": self.ips_ratio,
-                "onnxruntime_nospin_ms": None if self.onnxruntime_nospin is None else asdict(self.onnxruntime_nospin),
+                "onnxruntime_nospin_ms": _as_dict(self.onnxruntime_nospin),
                 "onnxruntime_nospin_ips": self.onnxruntime_nospin_ips, "nospin_ratio": self.nospin_ratio,
-                "aot_ms": None if self.aot is None else asdict(self.aot), "aot_ratio": self.aot_ratio,
+                "aot_ms": _as_dict(self.aot), "aot_ratio": self.aot_ratio,
                 "aot_p90_ratio": self.aot_p90_ratio, "aot_ips": self.aot_ips,
                 "aot_max_abs_diff": self.aot_max_abs_diff, "aot_export_seconds": self.aot_export_seconds,
                 "ctypes_call_us": self.ctypes_call_us,
@@ -189,6 +180,17 @@ class BenchResult:
                 "peak_gflops": self.peak_gflops, "peak_percent": self.peak_percent,
                 "memory_bytes": None if self.memory is None else
                 {engine: use.to_dict() for engine, use in self.memory.items()}}
+
+
+def _ratio(a: Timing | None, b: Timing | None, statistic: str) -> float | None:
+    """a's statistic (median, p90) / b's, or None when either engine was not timed."""
+    if a is None or b is None:
+        return None
+    return getattr(a, statistic) / getattr(b, statistic)
+
+
+def _as_dict(timing: Timing | None) -> dict[str, float] | None:
+    return None if timing is None else asdict(timing)
 
 
 def _describe_memory(use: MemoryUse) -> str:

@@ -2,12 +2,13 @@
 regular expression, thread lists and --target are checked by argparse, so a bad value is a
 usage error (one line, exit 2) before any work; MODEL, --passes/--disable, --threads,
 --precision, --input-shape and --target read the same on run, compile and inspect; and the
-help formatter prints each command's 'examples:' epilog line by line."""
+help formatter prints each command's 'examples:' epilog line by line (add_command)."""
 
 from __future__ import annotations
 
 import argparse
 import re
+from collections.abc import Callable
 
 from hobbit.cli.inputs import parse_input_shape
 from hobbit.errors import TargetError
@@ -22,6 +23,17 @@ class HelpFormatter(argparse.HelpFormatter):
         if text.startswith("examples:"):
             return "".join(indent + line for line in text.splitlines(keepends=True))
         return super()._fill_text(text, width, indent)
+
+
+def add_command(sub: argparse._SubParsersAction, name: str, func: Callable[[argparse.Namespace], int], *,
+                summary: str, description: str, examples: str) -> argparse.ArgumentParser:
+    """The parser of subcommand NAME, run by func: summary is its line in `hobbit --help`,
+    description its paragraph (re-wrapped, so a triple-quoted text reads the same), examples
+    its epilog, printed line by line."""
+    p = sub.add_parser(name, formatter_class=HelpFormatter, epilog=examples, help=summary,
+                       description=description)
+    p.set_defaults(func=func)
+    return p
 
 
 def positive_int(text: str) -> int:

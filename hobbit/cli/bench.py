@@ -20,7 +20,7 @@ from hobbit import zoo
 from hobbit.bench import quant, quant_report, report, suite, tf
 from hobbit.bench.load import LOADS, BuildOptions
 from hobbit.bench.result import BenchResult
-from hobbit.cli.args import (HelpFormatter, input_shape_flag, non_negative_int, parse_threads, positive_int,
+from hobbit.cli.args import (add_command, input_shape_flag, non_negative_int, parse_threads, positive_int,
                              target_flag)
 from hobbit.cli.inputs import ShapeFlag, declared, input_shapes, require_static, with_input_shapes
 from hobbit.cli.model import load_model, not_a_model, pipeline, runnable_here
@@ -30,6 +30,14 @@ from hobbit.frontend.onnx.importer import load_model as read_onnx
 from hobbit.frontend.formats import detect_format, open_source
 from hobbit.frontend.onnx.source import OnnxSource
 from hobbit.target import host_target
+
+DESCRIPTION = """For each model and thread count: compile, check the outputs against onnxruntime
+(rtol 1e-3, atol 1e-4; no ratio is reported if they disagree), then time both alternately with the
+same thread count and print median and p10-p90 latency, the ratio hobbit/onnxruntime, hobbit's
+GFLOP/s and its share of this machine's FMA peak (measured first), and the compile time; a summary
+table follows. --load times both engines again under other load on this machine, --batch runs a
+larger batch, --streams measures throughput with several inferences at once; each adds a table whose
+ratios are all below 1 when hobbit is faster. Exits with status 1 when any outputs disagree."""
 
 EXAMPLES = """examples:
   hobbit bench                                 zoo resnet18 at 1 thread
@@ -44,17 +52,8 @@ EXAMPLES = """examples:
 
 def register(sub: argparse._SubParsersAction) -> None:
     """Add `hobbit bench` to the subcommands."""
-    p = sub.add_parser("bench", formatter_class=HelpFormatter, epilog=EXAMPLES,
-                       help="time hobbit against onnxruntime (default: zoo resnet18)",
-                       description="For each model and thread count: compile, check the outputs against "
-                                   "onnxruntime (rtol 1e-3, atol 1e-4; no ratio is reported if they disagree), "
-                                   "then time both alternately with the same thread count and print median and "
-                                   "p10-p90 latency, the ratio hobbit/onnxruntime, hobbit's GFLOP/s and its share "
-                                   "of this machine's FMA peak (measured first), and the compile time; a summary "
-                                   "table follows. --load times both engines again under other load on this "
-                                   "machine, --batch runs a larger batch, --streams measures throughput with "
-                                   "several inferences at once; each adds a table whose ratios are all below 1 "
-                                   "when hobbit is faster. Exits with status 1 when any outputs disagree.")
+    p = add_command(sub, "bench", cmd_bench, description=DESCRIPTION, examples=EXAMPLES,
+                    summary="time hobbit against onnxruntime (default: zoo resnet18)")
     p.add_argument("--model", default=None, metavar="NAME|PATH|all",
                    help="zoo model name, .onnx path, a comma list of those, or 'all' zoo models (default resnet18; "
                         "with --precision the five fp32 zoo CNNs); "
@@ -80,7 +79,6 @@ def register(sub: argparse._SubParsersAction) -> None:
     input_shape_flag(p)
     target_flag(p)
     _report_flags(p)
-    p.set_defaults(func=cmd_bench)
 
 
 def _load_flags(p: argparse.ArgumentParser) -> None:

@@ -9,13 +9,18 @@ import argparse
 import sys
 
 import hobbit
-from hobbit.cli.args import HelpFormatter, model_flags
+from hobbit.cli.args import add_command, model_flags
 from hobbit.cli.inputs import declared, input_shapes
 from hobbit.cli.model import compile_report, model_source, pipeline
 from hobbit.cli.output import write_bytes, write_text, writing
 from hobbit.backend.llvm import emit_assembly, emit_object
 from hobbit.errors import ConfigError
 from hobbit.target import is_gpu
+
+DESCRIPTION = """Compile MODEL for --target (default: this machine) and write one stage of the
+result: the LLVM IR hobbit generates (before LLVM's optimiser) as text or bitcode, the optimised
+machine code as assembly or an object, the graph after the passes (fused groups), or an exported
+library."""
 
 EXAMPLES = """examples:
   hobbit compile model.onnx -o model.ll        the LLVM IR hobbit generates
@@ -36,12 +41,8 @@ _EMIT_OPT_LEVEL = {"llvm": 0, "bc": 0, "graph": 0, "asm": 3, "obj": 3}
 
 def register(sub: argparse._SubParsersAction) -> None:
     """Add `hobbit compile` to the subcommands."""
-    p = sub.add_parser("compile", formatter_class=HelpFormatter, epilog=EXAMPLES,
-                       help="print the LLVM IR, assembly or optimised graph of a model",
-                       description="Compile MODEL for --target (default: this machine) and write one stage "
-                                   "of the result: the LLVM IR hobbit generates (before LLVM's optimiser) as text "
-                                   "or bitcode, the optimised machine code as assembly or an object, the graph "
-                                   "after the passes (fused groups), or an exported library.")
+    p = add_command(sub, "compile", cmd_compile, description=DESCRIPTION, examples=EXAMPLES,
+                    summary="print the LLVM IR, assembly or optimised graph of a model")
     model_flags(p)
     p.add_argument("--emit", choices=["llvm", "bc", "asm", "obj", "graph", "lib"], default="llvm",
                    help="what to write (default llvm): the LLVM IR hobbit generates as text (llvm) or bitcode "
@@ -54,7 +55,6 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--weights", choices=["auto", "embed", "file"], default="auto",
                    help="with --emit lib: the weights inside the library (embed), in NAME.weights beside it "
                         "(file), or inside up to 16 MiB and beside it above (auto, the default)")
-    p.set_defaults(func=cmd_compile)
 
 
 def cmd_compile(args: argparse.Namespace) -> int:

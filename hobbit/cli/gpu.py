@@ -14,7 +14,7 @@ import hobbit
 from hobbit.backend.llvm import emit_assembly, optimize
 from hobbit.cli.inputs import declared, input_shapes, require_static
 from hobbit.cli.model import model_source, pipeline
-from hobbit.cli.output import write_bytes, write_text
+from hobbit.cli.output import print_listing, write_bytes, write_text
 from hobbit.errors import ConfigError, MissingDependencyError
 from hobbit.runtime.gpu_model import GpuModel
 
@@ -57,23 +57,17 @@ def emit(args: argparse.Namespace, model: GpuModel) -> int:
 
 def inspect(model: GpuModel) -> int:
     target, report = model.target, model.report
-    print(f"model {report.graph.name} for {target.vendor} {target.arch} ({target.sms} SMs, "
-          f"{target.shared_bytes // 1024} KiB shared per block, warp {target.warp})")
-    for spec in model.inputs:
-        print(f"  input  {spec.name}: {spec.dtype.name}{list(spec.shape)}")
-    for spec in model.outputs:
-        print(f"  output {spec.name}: {spec.dtype.name}{list(spec.shape)}")
-    header = ("kernel", "grid", "threads", "shared", "registers", "spills")
     rows = []
     for launch in model.launches:
         res = model.resources.get(launch.kernel)
         rows.append((launch.kernel, "x".join(map(str, launch.grid)), str(launch.threads), str(launch.shared_bytes),
                      str(res.registers) if res else "-",
                      f"{res.spill_stores}/{res.spill_loads}" if res else "-"))
-    width = [max([len(h)] + [len(r[i]) for r in rows]) for i, h in enumerate(header)]
-    print("  #  " + "  ".join(h.ljust(w) for h, w in zip(header, width)).rstrip())
-    for i, row in enumerate(rows):
-        print(f"{i:3d}  " + "  ".join(c.ljust(w) for c, w in zip(row, width)).rstrip())
+    print_listing(f"model {report.graph.name} for {target.vendor} {target.arch} ({target.sms} SMs, "
+                  f"{target.shared_bytes // 1024} KiB shared per block, warp {target.warp})",
+                  [(spec.name, f"{spec.dtype.name}{list(spec.shape)}") for spec in model.inputs],
+                  [(spec.name, f"{spec.dtype.name}{list(spec.shape)}") for spec in model.outputs],
+                  ("kernel", "grid", "threads", "shared", "registers", "spills"), rows)
     print(f"kernels: {len(model.launches)}")
     print(f"arena: {model.arena_bytes / 2**20:.1f} MiB")
     print(f"weights: {model.weights.nbytes / 2**20:.1f} MiB")

@@ -7,12 +7,17 @@ from __future__ import annotations
 
 import argparse
 
-from hobbit.cli.args import HelpFormatter, model_flags
+from hobbit.cli.args import add_command, model_flags
 from hobbit.cli.model import compile_report, pipeline
+from hobbit.cli.output import print_listing
 from hobbit.emit.naming import kernel_name
 from hobbit.passes import default_pipeline
 from hobbit.passes.memory import needs_code
 from hobbit.target import is_gpu
+
+DESCRIPTION = """List the graph after the passes: one line per fused group (e.g. Conv+Add+Relu) with
+the ONNX nodes it came from, its output type and where the output lives (arena offset, graph output,
+...), then the arena and weights sizes."""
 
 EXAMPLES = """examples:
   hobbit inspect resnet18
@@ -22,14 +27,9 @@ EXAMPLES = """examples:
 
 def register(sub: argparse._SubParsersAction) -> None:
     """Add `hobbit inspect` to the subcommands."""
-    p = sub.add_parser("inspect", formatter_class=HelpFormatter, epilog=EXAMPLES,
-                       help="show fused kernels, their ONNX nodes, shapes and the memory plan",
-                       description="List the graph after the passes: one line per fused group (e.g. "
-                                   "Conv+Add+Relu) with the ONNX nodes it came from, its output type and "
-                                   "where the output lives (arena offset, graph output, ...), then the arena "
-                                   "and weights sizes.")
+    p = add_command(sub, "inspect", cmd_inspect, description=DESCRIPTION, examples=EXAMPLES,
+                    summary="show fused kernels, their ONNX nodes, shapes and the memory plan")
     model_flags(p)
-    p.set_defaults(func=cmd_inspect)
 
 
 def _mib(nbytes: int) -> str:
@@ -44,23 +44,15 @@ def cmd_inspect(args: argparse.Namespace) -> int:
     graph, plan = report.graph, report.plan
     passes = pipeline(args)
     passes = default_pipeline(args.precision) if passes is None else passes
-    print(f"model {graph.name}: {len(graph.nodes)} nodes after passes "
-          f"({', '.join(passes) or 'none'}, then legalize)")
-    for v in graph.inputs:
-        print(f"  input  {v.name}: {v.type}")
-    for v in graph.outputs:
-        print(f"  output {v.name}: {v.type}")
     rows = []
     for node in graph.nodes:
         ops = kernel_name(node).split("[", 1)[0] if needs_code(node) else "view:" + node.op
         out = node.outputs[0]
         rows.append((ops, ", ".join(node.fused_names), str(out.type), str(plan.place(out))))
-    width = [max(len(r[i]) for r in rows) if rows else 0 for i in range(4)]
-    header = ("ops", "onnx nodes", "output", "memory")
-    width = [max(w, len(h)) for w, h in zip(width, header)]
-    print("  #  " + "  ".join(h.ljust(w) for h, w in zip(header, width)).rstrip())
-    for i, row in enumerate(rows):
-        print(f"{i:3d}  " + "  ".join(c.ljust(w) for c, w in zip(row, width)).rstrip())
+    print_listing(f"model {graph.name}: {len(graph.nodes)} nodes after passes ({', '.join(passes) or 'none'}, "
+                  "then legalize)",
+                  [(v.name, str(v.type)) for v in graph.inputs], [(v.name, str(v.type)) for v in graph.outputs],
+                  ("ops", "onnx nodes", "output", "memory"), rows)
     kernels = sum(1 for n in graph.nodes if needs_code(n))
     print(f"kernels: {kernels}")
     print(f"threads: {report.threads} (scratch and work counters are sized for them)")

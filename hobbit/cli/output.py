@@ -2,7 +2,8 @@
 checked before the work starts, so a typo in a path costs a second, not a compile, a
 calibration or a whole benchmark; and a write the system refuses after all (a full disk, a
 folder removed meanwhile) is one error naming the path, never a traceback. A command's text
-or bytes go to its -o FILE or to standard output (write_text, write_bytes)."""
+or bytes go to its -o FILE or to standard output (write_text, write_bytes); `inspect`'s
+listing (on a CPU or a GPU target) is printed by print_listing."""
 
 from __future__ import annotations
 
@@ -102,3 +103,19 @@ def write_bytes(data: bytes, path: str | None) -> None:
     with writing(path), open(path, "wb") as f:
         f.write(data)
     print(f"wrote {path} ({len(data)} bytes)", file=sys.stderr)
+
+
+def print_listing(title: str, inputs: list[tuple[str, str]], outputs: list[tuple[str, str]],
+                  header: tuple[str, ...], rows: list[tuple[str, ...]]) -> None:
+    """The listing `hobbit inspect` prints (hobbit.cli.inspect; hobbit.cli.gpu for a GPU
+    target): a title line, the model's inputs and outputs (name, type), then the header and
+    one numbered row per kernel, each column padded to its widest cell."""
+    print(title)
+    for name, kind in inputs:
+        print(f"  input  {name}: {kind}")
+    for name, kind in outputs:
+        print(f"  output {name}: {kind}")
+    width = [max([len(h)] + [len(r[i]) for r in rows]) for i, h in enumerate(header)]
+    print("  #  " + "  ".join(h.ljust(w) for h, w in zip(header, width)).rstrip())
+    for i, row in enumerate(rows):
+        print(f"{i:3d}  " + "  ".join(c.ljust(w) for c, w in zip(row, width)).rstrip())

@@ -10,7 +10,7 @@ import sys
 import onnx
 
 import hobbit
-from hobbit.cli.args import HelpFormatter, positive_int
+from hobbit.cli.args import add_command, positive_int
 from hobbit.cli.model import load_model
 from hobbit.cli.output import writing
 from hobbit.errors import ConfigError
@@ -18,6 +18,11 @@ from hobbit.frontend.onnx.importer import load_model as read_onnx
 from hobbit.frontend.formats import detect_format
 from hobbit.quantize.calibrate import declared_inputs
 from hobbit.quantize.files import CalibrationFiles
+
+DESCRIPTION = """Fold BatchNorm into the convolutions, run MODEL in hobbit over the calibration
+batches to measure each activation's range, and write an ONNX QDQ model: int8 weights (symmetric,
+per output channel unless --per-tensor), int32 biases, uint8 activations. onnxruntime and
+`hobbit run` read it. Progress (stage, batches done) goes to stderr."""
 
 EXAMPLES = """examples:
   hobbit quantize model.onnx --calibration images.npy -o model-int8.onnx
@@ -33,13 +38,8 @@ calibration data: FILE.npy (one-input models): samples stacked on axis 0; an arr
 
 def register(sub: argparse._SubParsersAction) -> None:
     """Add `hobbit quantize` to the subcommands."""
-    p = sub.add_parser("quantize", formatter_class=HelpFormatter, epilog=EXAMPLES,
-                       help="quantize an ONNX model to int8 (QDQ) from calibration data",
-                       description="Fold BatchNorm into the convolutions, run MODEL in hobbit over the "
-                                   "calibration batches to measure each activation's range, and write an ONNX "
-                                   "QDQ model: int8 weights (symmetric, per output channel unless --per-tensor), "
-                                   "int32 biases, uint8 activations. onnxruntime and `hobbit run` read it. "
-                                   "Progress (stage, batches done) goes to stderr.")
+    p = add_command(sub, "quantize", cmd_quantize, description=DESCRIPTION, examples=EXAMPLES,
+                    summary="quantize an ONNX model to int8 (QDQ) from calibration data")
     p.add_argument("model", metavar="MODEL", help="an .onnx file or a zoo model name (see `hobbit zoo`)")
     p.add_argument("--calibration", required=True, metavar="DIR|FILE.npy|FILE.npz",
                    help="calibration data, e.g. a few hundred representative inputs (see below)")
@@ -54,7 +54,6 @@ def register(sub: argparse._SubParsersAction) -> None:
                    help="one scale per weight tensor instead of one per output channel")
     p.add_argument("--threads", type=positive_int, default=None, metavar="N",
                    help="threads for the calibration runs (default: as `hobbit run`)")
-    p.set_defaults(func=cmd_quantize)
 
 
 def cmd_quantize(args: argparse.Namespace) -> int:

@@ -12,10 +12,14 @@ import numpy as np
 
 import hobbit
 from hobbit.bench.suite import random_inputs
-from hobbit.cli.args import HelpFormatter, model_flags, positive_int
+from hobbit.cli.args import add_command, model_flags, positive_int
 from hobbit.cli.inputs import declared, input_shapes, load_feeds, parse_input_file, require_static
 from hobbit.cli.model import model_source, pipeline, runnable_here
 from hobbit.errors import InputError
+
+DESCRIPTION = """Compile MODEL, run it, and print each output's shape, first values and the latency.
+Inputs not given with --input are filled with seeded random data (N(0,1) for floats); a model with
+symbolic dims (a dynamic batch) then needs --input-shape to size them."""
 
 EXAMPLES = """examples:
   hobbit run resnet18                          a zoo model on random input
@@ -26,12 +30,8 @@ EXAMPLES = """examples:
 
 def register(sub: argparse._SubParsersAction) -> None:
     """Add `hobbit run` to the subcommands."""
-    p = sub.add_parser("run", formatter_class=HelpFormatter, epilog=EXAMPLES,
-                       help="compile a model and run it on given or random inputs",
-                       description="Compile MODEL, run it, and print each output's shape, first values and "
-                                   "the latency. Inputs not given with --input are filled with seeded random "
-                                   "data (N(0,1) for floats); a model with symbolic dims (a dynamic batch) "
-                                   "then needs --input-shape to size them.")
+    p = add_command(sub, "run", cmd_run, description=DESCRIPTION, examples=EXAMPLES,
+                    summary="compile a model and run it on given or random inputs")
     model_flags(p)
     p.add_argument("--input", metavar="NAME=FILE.npy", type=parse_input_file, action="append", default=[],
                    help="feed input NAME from a .npy file, checked against the model before compiling; its "
@@ -39,7 +39,6 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--runs", type=positive_int, default=10, metavar="N",
                    help="timed runs for the latency figure (default 10)")
     p.add_argument("--seed", type=int, default=0, help="seed for random inputs (default 0)")
-    p.set_defaults(func=cmd_run)
 
 
 def _summary(array: np.ndarray, count: int = 5) -> str:

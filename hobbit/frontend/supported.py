@@ -11,7 +11,7 @@ import hobbit.frontend.onnx.ops  # noqa: F401  (its converters fill the converte
 import hobbit.frontend.tf.tf_ops  # noqa: F401  (the TensorFlow converters fill theirs)
 from hobbit.frontend.onnx.converters import table
 from hobbit.frontend.tf.converters import supported_ops as tf_ops
-from hobbit.frontend.tflite.ops import TRANSLATIONS
+from hobbit.frontend.tflite.ops.table import TRANSLATIONS
 
 
 def supported_ops_markdown() -> str:

@@ -1,5 +1,5 @@
 """Read a float TFLite flatbuffer into a TFGraph, with no TensorFlow: the model's first
-subgraph, its builtins translated into TensorFlow ops (ops.py) so that TFLite shares
+subgraph, its builtins translated into TensorFlow ops (the ops package) so that TFLite shares
 the TensorFlow converters. Quantized models are refused here, all their quantized
 operators named at once, since their integer arithmetic has no TF-op translation."""
 
@@ -12,7 +12,7 @@ from hobbit.errors import CorruptModelError, UnsupportedItem, UnsupportedModelEr
 from hobbit.frontend.tf.graph import TensorRef, TFGraph, TFTensor
 from hobbit.frontend.tflite.emit import Emitter, OpContext
 from hobbit.frontend.tflite.model import Operator, TFLiteModel, decode_model
-from hobbit.frontend.tflite.ops import translate
+from hobbit.frontend.tflite.ops.table import translate
 
 QUANTIZED_BUILTINS = ("QUANTIZE", "FAKE_QUANT")
 

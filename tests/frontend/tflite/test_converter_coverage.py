@@ -12,7 +12,9 @@ meant to be unsupported and are left out."""
 from __future__ import annotations
 
 import ast
+import importlib
 import inspect
+import pkgutil
 from types import ModuleType
 
 import pytest
@@ -110,7 +112,8 @@ def _op_argument(call: ast.AST) -> ast.expr | None:
 @pytest.fixture(scope="module")
 def emitted_ops() -> set[str]:
     names: set[str] = set()
-    for module in (ops, emit, reader):
+    families = [importlib.import_module(info.name) for info in pkgutil.iter_modules(ops.__path__, ops.__name__ + ".")]
+    for module in (*families, emit, reader):
         names |= _OpNames(module).collect()
     return names - {PLACEHOLDER}
 

@@ -23,45 +23,48 @@ def _float32(op: str, x) -> None:
         raise Unsupported(f"{op} on {np.dtype(x.dtype).name} tensors (hobbit's kernel is float32)")
 
 
-def _check_filter(x, w) -> None:
+def _conv_format(node, op: str, x, w) -> str:
+    """The data format of the 2-D convolution `node` (op) of x by the filter w, once both are
+    checked: rank 4, and x float32."""
+    fmt = data_format(node)
     if len(x.shape) != 4 or len(w.shape) != 4:
         raise Unsupported(f"a 2-D convolution needs a rank-4 input and filter, got {x.type} and {w.type}")
+    _float32(op, x)
+    return fmt
+
+
+def _conv(ctx, node, fmt: str, x, w, group: int):
+    """The Conv of x (in data format fmt) with the OIHW filter w, back in fmt: strides,
+    dilations and padding as node's attributes say, for w's window."""
+    strides, dilations = spatial(node, "strides", fmt), spatial(node, "dilations", fmt)
+    pads = window_pads(node, fmt, spatial_dims(x.shape, fmt), tuple(w.shape[2:]), strides, dilations)
+    y = ctx.emit1("Conv", [to_nchw(ctx, x, fmt), w], {"strides": strides, "dilations": dilations, "pads": pads,
+                                                       "group": group})
+    return to_format(ctx, y, fmt)
 
 
 @tf_converter("Conv2D")
 def conv2d(ctx, node, ins):
     x, f = ins
-    fmt = data_format(node)
-    _check_filter(x, f)
-    _float32("Conv2D", x)
+    fmt = _conv_format(node, "Conv2D", x, f)
     channels = x.shape[3] if fmt == "NHWC" else x.shape[1]
-    kh, kw, per_group, _ = f.shape
+    per_group = f.shape[2]
     if per_group == 0 or channels % per_group:
         raise Unsupported(f"filter {f.type} does not divide the {channels} input channels into groups")
-    strides, dilations = spatial(node, "strides", fmt), spatial(node, "dilations", fmt)
-    pads = window_pads(node, fmt, spatial_dims(x.shape, fmt), (kh, kw), strides, dilations)
     w = ctx.emit1("Transpose", [f], {"perm": HWIO_TO_OIHW})
-    y = ctx.emit1("Conv", [to_nchw(ctx, x, fmt), w], {"strides": strides, "dilations": dilations, "pads": pads,
-                                                       "group": channels // per_group})
-    return [to_format(ctx, y, fmt)]
+    return [_conv(ctx, node, fmt, x, w, channels // per_group)]
 
 
 @tf_converter("DepthwiseConv2dNative")
 def depthwise_conv2d(ctx, node, ins):
     x, f = ins
-    fmt = data_format(node)
-    _check_filter(x, f)
-    _float32("DepthwiseConv2dNative", x)
+    fmt = _conv_format(node, "DepthwiseConv2dNative", x, f)
     kh, kw, channels, multiplier = f.shape
     if channels != (x.shape[3] if fmt == "NHWC" else x.shape[1]):
         raise Unsupported(f"depthwise filter {f.type} does not match the channels of {x.type}")
-    strides, dilations = spatial(node, "strides", fmt), spatial(node, "dilations", fmt)
-    pads = window_pads(node, fmt, spatial_dims(x.shape, fmt), (kh, kw), strides, dilations)
     cmhw = ctx.emit1("Transpose", [f], {"perm": (2, 3, 0, 1)})
     w = reshape(ctx, cmhw, (channels * multiplier, 1, kh, kw))
-    y = ctx.emit1("Conv", [to_nchw(ctx, x, fmt), w], {"strides": strides, "dilations": dilations, "pads": pads,
-                                                       "group": channels})
-    return [to_format(ctx, y, fmt)]
+    return [_conv(ctx, node, fmt, x, w, channels)]
 
 
 @tf_converter("Conv2DBackpropInput")
@@ -70,9 +73,7 @@ def conv2d_backprop_input(ctx, node, ins):
     ConvTranspose reads the forward filter as it is (OIHW with O the forward output
     channels), with the forward conv's pads and the output padding that reaches input_sizes."""
     sizes, f, dy = ins
-    fmt = data_format(node)
-    _check_filter(dy, f)
-    _float32("Conv2DBackpropInput", dy)
+    fmt = _conv_format(node, "Conv2DBackpropInput", dy, f)
     out_shape = const_ints(ctx, sizes, "input_sizes")
     if len(out_shape) != 4:
         raise Unsupported(f"input_sizes {out_shape} must have 4 entries")

@@ -1,6 +1,7 @@
 """Reading what a TensorFlow op takes as data but hobbit needs at compile time: axes,
 shapes, paddings and sizes arrive as tensor inputs (usually Const nodes, or shape
-arithmetic the importer has folded)."""
+arithmetic the importer has folded); and the few graph ops several converters emit the
+same way (reshape, cast, sliced, padded), each skipped when it would change nothing."""
 
 from __future__ import annotations
 
@@ -39,3 +40,18 @@ def reshape(ctx, x, shape: tuple[int, ...]):
 def cast(ctx, x, dtype) -> object:
     dtype = np.dtype(dtype)
     return x if np.dtype(x.dtype) == dtype else ctx.emit1("Cast", [x], {"to": dtype.name})
+
+
+def sliced(ctx, x, starts: list[int], steps: list[int], sizes: list[int]):
+    """x[starts : starts + sizes*steps : steps] per dim, or x itself when that is all of it."""
+    if steps == [1] * len(steps) and starts == [0] * len(starts) and tuple(sizes) == tuple(x.shape):
+        return x
+    return ctx.emit1("Slice", [x], {"starts": tuple(starts), "steps": tuple(steps), "sizes": tuple(sizes)})
+
+
+def padded(ctx, x, pairs, mode: str = "constant", value: float = 0.0):
+    """x padded by (before, after) per dim, or x itself when every pair is (0, 0)."""
+    if all(p == (0, 0) for p in pairs):
+        return x
+    pads = tuple(b for b, _ in pairs) + tuple(e for _, e in pairs)
+    return ctx.emit1("Pad", [x], {"pads": pads, "mode": mode, "value": value})
