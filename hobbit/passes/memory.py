@@ -12,7 +12,7 @@ from hobbit.target import Target, host_target
 from hobbit.graph.ir import Graph, Node, Value
 from hobbit.ops.registry import get_op
 from hobbit.plan.arena import STATUS_BYTES, claim_bytes
-from hobbit.plan.planners import kernel_plan
+from hobbit.plan.planners import KernelPlanner, kernel_plan
 from hobbit.plan.loop import LoopPlan, loop_plan
 from hobbit.plan.memory import MemoryPlan, Place
 
@@ -52,7 +52,10 @@ def storage(value: Value) -> tuple[Value, int]:
     return value, offset
 
 
-def plan_memory(graph: Graph, target: Target | None = None, threads: int = 1) -> MemoryPlan:
+def plan_memory(graph: Graph, target: Target | None = None, threads: int = 1,
+                planner: KernelPlanner = kernel_plan) -> MemoryPlan:
+    """Every value's place, each kernel's plan (from `planner`, a backend's: by default the
+    one the target picks, hobbit.plan.planners.kernel_plan) and its scratch, and the arena."""
     target = target or host_target()
     plan = MemoryPlan()
     for i, v in enumerate(graph.inputs):
@@ -88,8 +91,8 @@ def plan_memory(graph: Graph, target: Target | None = None, threads: int = 1) ->
     for key, root in roots.items():
         requests.append((_align(root.type.nbytes), first[key], last[key], ("value", key)))
     for pos, node in enumerate(graph.nodes):
-        kernel = _body_plan(node, target) if node.op == "BoundedLoop" else \
-            kernel_plan(node, target, threads, get_op(node.op).kind == "elementwise") if needs_code(node) else None
+        kernel = _body_plan(node, target, planner) if node.op == "BoundedLoop" else \
+            planner(node, target, threads, get_op(node.op).kind == "elementwise") if needs_code(node) else None
         if kernel is None:
             continue
         plan.kernels[id(node)] = kernel
@@ -128,10 +131,10 @@ def plan_memory(graph: Graph, target: Target | None = None, threads: int = 1) ->
     return plan
 
 
-def _body_plan(node: Node, target: Target) -> LoopPlan:
+def _body_plan(node: Node, target: Target, planner: KernelPlanner) -> LoopPlan:
     """A loop's body is planned as a graph of its own, run by one thread (the loop's kernel
     calls its kernels in order), its arena inside the loop's scratch."""
-    return loop_plan(node, plan_memory(node.attrs["body"], target, 1))
+    return loop_plan(node, plan_memory(node.attrs["body"], target, 1, planner))
 
 
 def _first_fit(placed: list[tuple[int, int, int, int]], size: int, start: int, end: int) -> int:

@@ -28,6 +28,8 @@ from hobbit.plan.gpu import conv, gemm, pool, reduce  # noqa: F401  (register th
 from hobbit.target import GpuTarget, Target, is_gpu
 
 Planner = Callable[[Node, Target, int], Any]
+# What memory planning calls for each kernel: (node, target, threads, elementwise) -> plan or None.
+KernelPlanner = Callable[[Node, Any, int, bool], Any]
 
 PLANNERS: dict[str, Planner] = {
     "Conv": lambda node, target, threads: (conv_bf16_plan if is_bf16(node) else conv_plan)(node, target, threads),
@@ -44,11 +46,22 @@ PLANNERS: dict[str, Planner] = {
 }
 
 
+def cpu_plan(node: Node, target: Target, threads: int, elementwise: bool = False) -> Any:
+    """The node's frozen plan on a CPU, or None for an op that has no planner (PLANNERS);
+    `elementwise` is unused (no CPU planner needs it), taken for the one planner signature."""
+    planner = PLANNERS.get(node.op)
+    return planner(node, target, threads) if planner is not None else None
+
+
+def gpu_kernel_plan(node: Node, target: GpuTarget, threads: int, elementwise: bool = False) -> Any:
+    """The node's launch plan on a GPU (hobbit.plan.gpu.launch.gpu_plan): one thread of the
+    host drives a GPU model, so `threads` says nothing here."""
+    return gpu_plan(node, target, elementwise)
+
+
 def kernel_plan(node: Node, target: Target | GpuTarget, threads: int, elementwise: bool = False) -> Any:
     """The node's frozen plan, or None for an op that has no planner. On a GPU every kernel
     has one (its launch: hobbit.plan.gpu.launch); `elementwise` is the op registry's word on
-    the op, which the plan floor sits below."""
-    if is_gpu(target):
-        return gpu_plan(node, target, elementwise)
-    planner = PLANNERS.get(node.op)
-    return planner(node, target, threads) if planner is not None else None
+    the op, which the plan floor sits below. A backend names its own planner
+    (hobbit.backend.base.Backend.planner); this picks one by the target."""
+    return (gpu_kernel_plan if is_gpu(target) else cpu_plan)(node, target, threads, elementwise)

@@ -1,8 +1,8 @@
-"""Finishing a GPU module: LLVM's NVPTX back end to PTX, ptxas to a cubin (with its
-register and spill counts), or LLVM's AMDGPU back end to an object that ld.lld links
-into a code object (.hsaco). The tools come from packages, found at run time:
-ptxas from pip's nvidia-cuda-nvcc (or a CUDA toolkit on PATH), ld.lld from Debian's
-lld (ld.lld-22, or ld.lld on PATH)."""
+"""Finishing a GPU module (hobbit.backend.gpu.backend, after LLVM's NVPTX or AMDGPU back end
+made PTX or an object): ptxas assembles the PTX to a cubin (with its register and spill
+counts), ld.lld links the AMDGPU object into a code object (.hsaco). The tools come from
+packages, found at run time: ptxas from pip's nvidia-cuda-nvcc (or a CUDA toolkit on PATH),
+ld.lld from Debian's lld (ld.lld-22, or ld.lld on PATH)."""
 
 from __future__ import annotations
 
@@ -16,14 +16,8 @@ import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
-from hobbit.backend.llvm import emit_assembly, emit_object, optimize
 from hobbit.errors import CodegenError, MissingDependencyError
 from hobbit.target import GpuTarget
-
-
-def ptx(module_text: str, target: GpuTarget, opt_level: int = 3) -> str:
-    """The module as PTX for target.arch."""
-    return emit_assembly(optimize(module_text, target, opt_level), target)
 
 
 @dataclass(frozen=True)
@@ -95,9 +89,8 @@ def lld_path() -> str:
     return find_tool(["ld.lld-22", "ld.lld"], [], "ld.lld", "apt-get install lld-22 (Debian) to link AMDGPU code objects")
 
 
-def hsaco(module_text: str, target: GpuTarget, opt_level: int = 3) -> bytes:
-    """The module as an AMDGPU code object: LLVM's object for target.arch, linked by ld.lld."""
-    obj = emit_object(optimize(module_text, target, opt_level), target)
+def link_hsaco(obj: bytes, target: GpuTarget) -> bytes:
+    """LLVM's AMDGPU object for target.arch, linked by ld.lld into a code object."""
     with tempfile.TemporaryDirectory(prefix="hobbit-hsaco-") as tmp:
         source, linked = Path(tmp, "model.o"), Path(tmp, "model.hsaco")
         source.write_bytes(obj)
