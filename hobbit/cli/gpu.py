@@ -2,7 +2,7 @@
 
 --emit llvm is the module of kernels as generated, asm the PTX (or AMDGPU assembly), obj the
 cubin ptxas made (or the .hsaco), graph the graph after the GPU passes, lib a folder with
-the device code, weights and the launch manifest (GpuModel.export). `inspect` lists each
+the device code, weights and the launch manifest (GpuModel.export), which hobbit.load runs. `inspect` lists each
 kernel's launch: grid, threads, shared memory, and on NVIDIA ptxas's registers and spills."""
 
 from __future__ import annotations
@@ -48,7 +48,7 @@ def emit(args: argparse.Namespace, model: GpuModel) -> int:
     elif args.emit == "lib":
         if not args.output:
             raise ConfigError("--emit lib writes a folder (device code, weights, manifest): give it with -o DIR")
-        for path in model.export(args.output):
+        for path in model.export(args.output, name=args.name, weights=args.weights).written:
             print(f"wrote {path}", file=sys.stderr)
     else:
         raise ConfigError(f"--emit {args.emit} has no meaning for a GPU target")

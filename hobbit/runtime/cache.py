@@ -153,8 +153,8 @@ def load(key: str, target: Target, threads: int) -> CompiledModel | None:
         if not _matches(code, manifest["files"][CODE_FILE]["size"], manifest["files"][CODE_FILE]["sha256"]):
             raise ValueError("the object code does not match the sha256 in its manifest")
         weights = _load_weights(root, str(manifest["weights"]), manifest["files"][WEIGHTS_FILE])
-        inputs = [_spec(s) for s in manifest["inputs"]]
-        outputs = [_spec(s) for s in manifest["outputs"]]
+        inputs = [TensorSpec.from_json(s) for s in manifest["inputs"]]
+        outputs = [TensorSpec.from_json(s) for s in manifest["outputs"]]
         layout = from_json(manifest["layout"])
         arena_bytes = int(manifest["arena_bytes"])
     except _Untrusted as exc:
@@ -258,11 +258,6 @@ def _canonical(body: dict) -> bytes:
     return json.dumps(body, sort_keys=True).encode()
 
 
-def _spec(item: list) -> TensorSpec:
-    name, shape, dtype = item
-    return TensorSpec(str(name), tuple(int(d) for d in shape), np.dtype(dtype))
-
-
 def _touch(path: Path) -> None:
     """Mark an entry recently used, for eviction."""
     try:
@@ -297,7 +292,7 @@ def store(key: str, code: bytes, weights: np.ndarray, arena_bytes: int,
         name = shared_weights.digest(blob)
         _store_weights(root, tmp, name, blob)
         body = {"format": FORMAT, "arena_bytes": int(arena_bytes), "weights": name,
-                "inputs": [_spec_json(s) for s in inputs], "outputs": [_spec_json(s) for s in outputs],
+                "inputs": [s.to_json() for s in inputs], "outputs": [s.to_json() for s in outputs],
                 "layout": to_json(layout),
                 "files": {CODE_FILE: {"size": len(code), "sha256": _sha256(code)},
                           WEIGHTS_FILE: {"size": int(blob.size)}}}
@@ -331,10 +326,6 @@ def _write_private(path: Path, data: bytes | memoryview) -> None:
     fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, _PRIVATE_FILE)
     with open(fd, "wb") as f:
         f.write(data)
-
-
-def _spec_json(spec: TensorSpec) -> list:
-    return [spec.name, list(spec.shape), np.dtype(spec.dtype).str]
 
 
 def _evict(root: Path, keep: str) -> None:

@@ -222,11 +222,7 @@ def _manifest(model: NativeModel, facts: LibraryFacts, library: bytes) -> dict:
         "library": {"file": f"lib{facts.name}.so", "sha256": hashlib.sha256(library).hexdigest()},
         "weights": {"file": None if facts.embedded else f"{facts.name}.weights", "bytes": facts.weights_bytes,
                     "crc32": facts.weights_crc32},
-        "inputs": [_spec(s) for s in model.inputs],
-        "outputs": [_spec(s) for s in model.outputs],
+        "inputs": [s.to_json() for s in model.inputs],
+        "outputs": [s.to_json() for s in model.outputs],
         "layout": None if model.layout is None else to_json(model.layout),
     }
-
-
-def _spec(spec) -> list:
-    return [spec.name, list(spec.shape), np.dtype(spec.dtype).str]

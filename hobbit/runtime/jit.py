@@ -66,6 +66,16 @@ class TensorSpec:
     def __repr__(self) -> str:
         return f"TensorSpec({self.name!r}, shape={self.shape}, dtype={np.dtype(self.dtype).name})"
 
+    def to_json(self) -> list:
+        """As an export's manifest writes it: [name, shape, numpy type string]."""
+        return [self.name, list(self.shape), np.dtype(self.dtype).str]
+
+    @staticmethod
+    def from_json(item: list) -> TensorSpec:
+        """A manifest's [name, shape, dtype] (checked by hobbit.runtime.manifest) as a TensorSpec."""
+        name, shape, dtype = item
+        return TensorSpec(str(name), tuple(int(d) for d in shape), np.dtype(dtype))
+
 
 def jit_engine(code: llvm.ModuleRef | bytes, target: Target,
                on_object: Callable[[bytes], None] | None = None) -> llvm.ExecutionEngine:

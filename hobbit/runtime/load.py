@@ -17,7 +17,13 @@ that descriptor, so a file swapped after its check is never the one used
 first context is made, and its sizes are compared with the manifest's.
 
 Each Python thread gets its own context (its own arena), as a CompiledModel gives each
-thread its own arena, so concurrent runs on one model are safe."""
+thread its own arena, so concurrent runs on one model are safe.
+
+A GPU model's export folder (hobbit.runtime.gpu_export) loads as a GpuModel under the same
+rules (private folder, checked manifest, sha256 of the device code, size and crc32 of the
+weights), and is set up on the GPU at once: where no GPU, driver or cuda-python can run it,
+hobbit.load is the DeviceError saying what is missing, as a library built for CPU features
+this host lacks is refused at load, not at its first run."""
 
 from __future__ import annotations
 
@@ -34,6 +40,8 @@ import numpy as np
 from hobbit.errors import ArtifactError, ConfigError, HobbitError, RunError
 from hobbit.runtime.export import MANIFEST_FORMAT, ArtifactFiles, artifact_files
 from hobbit.frontend.common.export_folder import exported_names, not_an_export
+from hobbit.runtime.gpu_export import is_device_manifest, read_device_export
+from hobbit.runtime.gpu_model import GpuModel
 from hobbit.runtime.jit import CompiledModel, TensorSpec
 from hobbit.runtime.layout import from_json, grouped_layout, per_output
 from hobbit.runtime.manifest import check_manifest
@@ -55,13 +63,15 @@ class LoadedReport:
 
     @property
     def threads(self) -> int:
-        return int(self.manifest["threads"])
+        return int(self.manifest.get("threads", 1))  # a GPU model's: one host thread
 
 
-def load(directory: str | os.PathLike, name: str | None = None, threads: int | None = None) -> LoadedModel:
-    """The library exported into `directory` (by CompiledModel.export), ready to run.
-    `name` picks one when the folder holds several exports; `threads` (1 to the count it was
-    built for, default all of them) is how many threads work on each inference."""
+def load(directory: str | os.PathLike, name: str | None = None, threads: int | None = None) -> LoadedModel | GpuModel:
+    """The library exported into `directory` (by CompiledModel.export), ready to run, or the
+    GPU model exported there (by GpuModel.export), set up on the GPU (a DeviceError where
+    there is none). `name` picks one when the folder holds several exports; `threads` (1 to
+    the count it was built for, default all of them) is how many threads work on each
+    inference of a library."""
     folder = Path(directory)
     if not folder.is_dir():
         raise ArtifactError(not_an_export(folder))
@@ -70,6 +80,9 @@ def load(directory: str | os.PathLike, name: str | None = None, threads: int | N
         raise ArtifactError(f"hobbit.load refuses to load native code: {problem}")
     manifest_path = _manifest_path(folder, name)
     manifest = _read_manifest(manifest_path)
+    if is_device_manifest(manifest):
+        return _load_device(folder, manifest, manifest_path, threads)
+    manifest = check_manifest(manifest, manifest_path)
     built = manifest["threads"]
     if threads is not None and (isinstance(threads, bool) or not isinstance(threads, int) or not 1 <= threads <= built):
         raise ConfigError(f"threads= must be 1 to {built} (the library was built for {built} thread(s); export "
@@ -83,8 +96,8 @@ class LoadedModel(CompiledModel):
     """An exported library run through ctypes; see hobbit.runtime.load."""
 
     def __init__(self, files: ArtifactFiles, manifest: dict, report: LoadedReport, threads: int = 0):
-        self.inputs = [_spec(s) for s in manifest["inputs"]]
-        self.outputs = [_spec(s) for s in manifest["outputs"]]
+        self.inputs = [TensorSpec.from_json(s) for s in manifest["inputs"]]
+        self.outputs = [TensorSpec.from_json(s) for s in manifest["outputs"]]
         layout = manifest["layout"]
         self.layout = grouped_layout(None if layout is None else from_json(layout))
         self._per_output = per_output(self.outputs, self.layout)
@@ -207,7 +220,34 @@ def _read_manifest(path: Path) -> dict:
         found = manifest.get("format") if isinstance(manifest, dict) else None
         raise ArtifactError(f"{path} has manifest format {found!r}, this hobbit reads {MANIFEST_FORMAT}: "
                             "export the model again")
-    return check_manifest(manifest, path)
+    return manifest
+
+
+def _load_device(folder: Path, manifest: dict, path: Path, threads: int | None) -> GpuModel:
+    """A GPU model's export folder (hobbit.runtime.gpu_export), set up on its GPU at once: as a
+    library is refused on a CPU that lacks its features, a GPU model is refused (DeviceError)
+    where no GPU, driver or cuda-python can run it, not at its first run."""
+    if threads is not None:
+        raise ConfigError(f"threads= is for a CPU library; {path} is a GPU model, whose parallelism is its "
+                          f"kernels' grids: leave threads=None")
+    export = read_device_export(folder, manifest, path)
+    model = GpuModel(export.target, export.inputs, export.outputs, export.launches, export.weights,
+                     export.arena_bytes, export.device_code, export.cubin,
+                     report=LoadedReport(str(folder), manifest), layout=export.layout)
+    model.recipe = Reload(str(folder), manifest["name"])
+    model.open()
+    return model
+
+
+@dataclass(frozen=True)
+class Reload:
+    """How a loaded model is made again (what its pickle carries): hobbit.load of its folder."""
+
+    path: str
+    name: str
+
+    def reduce(self) -> tuple:
+        return load, (self.path, self.name)
 
 
 def _check_cpu(built_for: dict, library: Path) -> None:
@@ -234,8 +274,3 @@ def _open_weights(weights: Path, size: int) -> int:
         raise ArtifactError(f"the weights file {weights} has {actual} bytes, the library needs {size}: "
                             f"damaged or from another export")
     return fd
-
-
-def _spec(item: list) -> TensorSpec:
-    name, shape, dtype = item
-    return TensorSpec(str(name), tuple(int(d) for d in shape), np.dtype(dtype))

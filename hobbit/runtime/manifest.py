@@ -5,7 +5,11 @@ tensors' shapes and types (the sizes of the buffers the library writes into), th
 name (which names the files opened). A manifest is JSON that anyone can edit, so every field
 is checked for its type and range here, each problem an ArtifactError naming the field and
 the value; `threads: -5` loaded before. The library then confirms the sizes itself
-(hobbit.runtime.load compares its arena and tensor sizes with the manifest's)."""
+(hobbit.runtime.load compares its arena and tensor sizes with the manifest's).
+
+A GPU model's manifest (hobbit.runtime.gpu_export) names its device code in place of the
+library, and its launch list: each launch's pointers are checked to lie inside the buffers
+they name, since its kernels write there."""
 
 from __future__ import annotations
 
@@ -19,10 +23,18 @@ from hobbit.errors import ArtifactError
 
 KEYS = ("name", "target", "threads", "arena_bytes", "library", "weights", "inputs", "outputs", "layout")
 _IDENTIFIER = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+_KERNEL = re.compile(r"[A-Za-z_][A-Za-z0-9_$]*")  # hobbit.backend.gpu.module.ptx_name
 _SHA256 = re.compile(r"[0-9a-f]{64}")
 # Element types a tensor of an exported model may have: bool, integers, floats, and 2-byte
 # raw values (bfloat16, which numpy spells as void).
 _KINDS = "biufV"
+
+
+# A GPU model's manifest (hobbit.runtime.gpu_export): the device code in place of the library.
+DEVICE_KEYS = ("name", "target", "arena_bytes", "device_code", "cubin", "weights", "inputs", "outputs", "layout",
+               "launches")
+_CODE_SUFFIX = {"cuda": ".ptx", "rocm": ".hsaco"}
+_PLACES = ("input", "output", "const", "arena")
 
 
 def check_manifest(manifest: Any, path: Path) -> dict:
@@ -56,6 +68,41 @@ def check_manifest(manifest: Any, path: Path) -> dict:
     return manifest
 
 
+def check_device_manifest(manifest: Any, path: Path) -> dict:
+    """A GPU export's manifest as read from `path`, every field checked: besides the types,
+    each launch's pointers must lie inside the buffers they name (the kernels write there)."""
+    check = _Checker(path)
+    check.that(isinstance(manifest, dict), "", manifest, "a JSON object")
+    missing = [key for key in DEVICE_KEYS if key not in manifest]
+    if missing:
+        raise ArtifactError(f"{path} is not the manifest of an exported GPU model: it lacks {', '.join(missing)}")
+    name = manifest["name"]
+    check.that(isinstance(name, str) and _IDENTIFIER.fullmatch(name) is not None, "name", name, "a C identifier")
+    target = check.object(manifest, "target", ("vendor", "arch"))
+    check.that(target["vendor"] in _CODE_SUFFIX, "target.vendor", target["vendor"], "'cuda' or 'rocm'")
+    check.that(isinstance(target["arch"], str), "target.arch", target["arch"], "a string")
+    check.integer(manifest["arena_bytes"], "arena_bytes", 0)
+    check.file(manifest, "device_code", f"{name}{_CODE_SUFFIX[target['vendor']]}")
+    if manifest["cubin"] is not None:
+        check.that(target["vendor"] == "cuda", "cubin", manifest["cubin"], "null for a rocm model")
+        check.file(manifest, "cubin", f"{name}.cubin")
+    weights = check.object(manifest, "weights", ("file", "bytes", "crc32"))
+    check.that(weights["file"] == f"{name}.weights", "weights.file", weights["file"], f"'{name}.weights'")
+    check.integer(weights["bytes"], "weights.bytes", 0)
+    check.integer(weights["crc32"], "weights.crc32", 0, 2**32 - 1)
+    sizes = {}
+    for key in ("inputs", "outputs"):
+        check.that(isinstance(manifest[key], list), key, manifest[key], "a list")
+        for index, spec in enumerate(manifest[key]):
+            check.tensor(spec, f"{key}[{index}]")
+        sizes[key[:-1]] = [int(np.prod(s[1], dtype=np.int64)) * np.dtype(s[2]).itemsize for s in manifest[key]]
+    check.layout(manifest["layout"], len(manifest["outputs"]))
+    check.that(isinstance(manifest["launches"], list), "launches", manifest["launches"], "a list")
+    for index, launch in enumerate(manifest["launches"]):
+        check.launch(launch, f"launches[{index}]", sizes, weights["bytes"], manifest["arena_bytes"])
+    return manifest
+
+
 class _Checker:
     def __init__(self, path: Path):
         self.path = path
@@ -75,6 +122,43 @@ class _Checker:
         self.that(isinstance(value, dict) and all(k in value for k in keys), field, value,
                   f"an object with {', '.join(keys)}")
         return value
+
+    def file(self, manifest: dict, field: str, expected: str) -> None:
+        entry = self.object(manifest, field, ("file", "sha256"))
+        self.that(entry["file"] == expected, f"{field}.file", entry["file"], f"'{expected}'")
+        self.that(isinstance(entry["sha256"], str) and _SHA256.fullmatch(entry["sha256"]) is not None,
+                  f"{field}.sha256", entry["sha256"], "64 lowercase hex digits")
+
+    def launch(self, launch: Any, field: str, sizes: dict[str, list[int]], weights: int, arena: int) -> None:
+        """One launch (hobbit.backend.gpu.module.Launch.to_json); each pointer's place inside
+        its buffer: an input or output by index, the weights or the arena by byte offset."""
+        keys = ("kernel", "node", "op", "grid", "threads", "shared_bytes", "args")
+        self.that(isinstance(launch, dict) and all(k in launch for k in keys), field, launch,
+                  f"an object with {', '.join(keys)}")
+        for key in ("kernel", "node", "op"):
+            self.that(isinstance(launch[key], str), f"{field}.{key}", launch[key], "a string")
+        self.that(_KERNEL.fullmatch(launch["kernel"]) is not None, f"{field}.kernel", launch["kernel"],
+                  "a kernel name (letters, digits, '_', '$')")
+        grid = launch["grid"]
+        self.that(isinstance(grid, list) and len(grid) == 3, f"{field}.grid", grid, "[x, y, z]")
+        for size in grid:
+            self.integer(size, f"{field}.grid", 1, 2**31 - 1)
+        self.integer(launch["threads"], f"{field}.threads", 1, 1024)
+        self.integer(launch["shared_bytes"], f"{field}.shared_bytes", 0)
+        self.that(isinstance(launch["args"], list), f"{field}.args", launch["args"], "a list")
+        for place in launch["args"]:
+            where = f"{field}.args"
+            self.that(isinstance(place, list) and len(place) == 3 and place[0] in _PLACES, where, place,
+                      f"[kind, index, offset] with kind one of {', '.join(_PLACES)}")
+            kind, index, offset = place
+            self.integer(index, where, 0)
+            self.integer(offset, where, 0)
+            if kind in sizes:
+                self.that(index < len(sizes[kind]) and offset <= sizes[kind][index], where, place,
+                          f"a place inside one of the model's {len(sizes[kind])} {kind}s")
+            else:
+                self.that(index + offset <= (weights if kind == "const" else arena), where, place,
+                          f"a place inside the {'weights' if kind == 'const' else 'arena'}")
 
     def tensor(self, spec: Any, field: str) -> None:
         self.that(isinstance(spec, list) and len(spec) == 3, field, spec, "[name, shape, dtype]")

@@ -34,10 +34,13 @@ def test_emit_ptx_cubin_hsaco_and_lib(model_path, tmp_path, capsys) -> None:
     assert main(["compile", model_path, "--target", "rocm:gfx90a", "--emit", "obj", "-o", str(tmp_path / "m.hsaco")]) == 0
     assert kernel_descriptors((tmp_path / "m.hsaco").read_bytes()) == ["Relu_act_"]
     assert main(["compile", model_path, "--target", "cuda", "--emit", "lib", "-o", str(tmp_path / "lib")]) == 0
-    manifest = json.loads((tmp_path / "lib" / "hobbit-gpu.json").read_text())
+    manifest = json.loads((tmp_path / "lib" / "lib.json").read_text())  # named after the folder, as a CPU export
     assert manifest["target"] == {"vendor": "cuda", "arch": "sm_90"}
     assert [launch["kernel"] for launch in manifest["launches"]] == ["Relu_act_"]
-    assert (tmp_path / "lib" / "model.ptx").exists() and (tmp_path / "lib" / "weights.bin").exists()
+    assert (tmp_path / "lib" / "lib.ptx").exists() and (tmp_path / "lib" / "lib.weights").exists()
+    assert main(["compile", model_path, "--target", "rocm", "--emit", "lib", "--name", "relu",
+                 "-o", str(tmp_path / "amd")]) == 0
+    assert sorted(p.name for p in (tmp_path / "amd").iterdir()) == ["relu.hsaco", "relu.json", "relu.weights"]
 
 
 def test_run_without_a_gpu_is_a_clear_error(model_path, capsys) -> None:

@@ -1,5 +1,6 @@
-"""Whether a folder holds libraries hobbit exported (hobbit.runtime.export: lib<name>.so
-beside its manifest <name>.json), and what to tell a user who passed the wrong kind of path
+"""Whether a folder holds models hobbit exported (hobbit.runtime.export: lib<name>.so beside
+its manifest <name>.json; a GPU model's <name>.ptx or <name>.hsaco in its place,
+hobbit.runtime.gpu_export), and what to tell a user who passed the wrong kind of path
 to hobbit.load or a model path to an export. It lives on the frontend floor because the
 frontend asks it about a folder given as a model (hobbit.load, above, asks it too); light on
 purpose: no LLVM, no ctypes."""
@@ -10,11 +11,16 @@ import os
 from pathlib import Path
 
 
+# What beside <name>.json makes it an export: a library, or a GPU model's device code.
+_CODE = ("lib{}.so", "{}.ptx", "{}.hsaco")
+
+
 def exported_names(folder: Path) -> list[str]:
-    """The names of the exported libraries in `folder`, sorted (none for a file or a missing path)."""
+    """The names of the exported models in `folder`, sorted (none for a file or a missing path)."""
     if not folder.is_dir():
         return []
-    return sorted(p.stem for p in folder.glob("*.json") if (folder / f"lib{p.stem}.so").is_file())
+    return sorted(p.stem for p in folder.glob("*.json")
+                  if any((folder / code.format(p.stem)).is_file() for code in _CODE))
 
 
 def not_an_export(path: Path) -> str:
@@ -25,7 +31,8 @@ def not_an_export(path: Path) -> str:
         return f"{path} does not exist: hobbit.load takes {where}"
     if not path.is_dir():
         return f"{path} is a file, not an export folder: hobbit.load takes {where}"
-    return f"{path} holds no exported library (lib<name>.so beside <name>.json): hobbit.load takes {where}"
+    return (f"{path} holds no exported library (lib<name>.so, or a GPU model's <name>.ptx or <name>.hsaco, beside "
+            f"<name>.json): hobbit.load takes {where}")
 
 
 def export_given_as_model(folder: Path) -> str | None:
@@ -33,6 +40,7 @@ def export_given_as_model(folder: Path) -> str | None:
     names = exported_names(folder)
     if not names:
         return None
-    return (f"'{folder}' is a library hobbit exported (lib{names[0]}.so), not a model: run it in Python with "
+    what = f"lib{names[0]}.so" if (folder / f"lib{names[0]}.so").is_file() else f"a GPU model, {names[0]}.json"
+    return (f"'{folder}' is a library hobbit exported ({what}), not a model: run it in Python with "
             f"hobbit.load({os.fspath(folder)!r}); hobbit.compile and the hobbit command take the model it was "
             f"compiled from")
