@@ -88,3 +88,20 @@ def test_torch_tensors_in_and_out(compiled) -> None:
             return self.t.__dlpack_device__()
     _close(compiled.run({"x": OnlyDlpack(torch.from_numpy(x).cuda())}), want)
     compiled.close()
+
+
+def test_exported_folder_loads_and_runs_on_the_device(tmp_path) -> None:
+    """m.export(dir) then hobbit.load(dir) on a real GPU: the loaded model's outputs are the
+    compiled model's (grid emulation) and onnxruntime's, and it reads the cubin or the PTX."""
+    from tests.helpers import run_ort
+    onnx_model = three_kernels()
+    compiled = hobbit.compile(onnx_model, target="cuda")
+    folder = tmp_path / "three_kernels"
+    compiled.export(folder)
+    loaded = hobbit.load(folder)
+    feeds = {"x": rand(*SHAPE, seed=5)}
+    got = loaded.run(feeds)
+    _close(got, compiled.emulate(feeds))
+    _close(got, run_ort(onnx_model, feeds))
+    loaded.close()
+    compiled.close()
