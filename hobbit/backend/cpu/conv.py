@@ -50,7 +50,9 @@ def _gemm_conv(k: KernelArgs, plan: ConvPlan) -> None:
     epilogue = Epilogue(kb, node, k.epilogue, (s.n, s.oc, P))
     with kb.loop(0, s.n, name="n") as n, kb.loop(0, s.group, name="g") as g:
         x_off = kb.mul(kb.add(kb.mul(n, s.c), kb.mul(g, s.cg)), s.h * s.w)
-        if plan.words:  # (the output's offsets before the im2col: the order the bf16 kernel was written in)
+        # The output's offsets: before the im2col when its columns are then converted (the order
+        # of the instructions only; kept so that the generated IR stays what it was).
+        if plan.words:
             oc0 = kb.mul(g, s.ocg)
             y_off = kb.mul(kb.add(kb.mul(n, s.oc), oc0), P)
         if s.pointwise:

@@ -19,7 +19,10 @@ transforms and the panel layout are in hobbit/plan/winograd.py) and stored in
 panels of output channels, so the GEMMs stream U front to back. With
 few tiles (7x7, 14x14, 28x28 images) the GEMMs run transposed (tiles_as_rows):
 there U is several MB read once per call, and a GEMM one vector of tiles wide
-would spend one broadcast of U per multiply-add."""
+would spend one broadcast of U per multiply-add.
+
+The GEMMs run in the plan's operand format (hobbit.plan.winograd): float, or bf16 on
+vdpbf16ps for F(2x2) convs the bf16 pass gave bf16 weights, whose transforms stay float32."""
 
 from __future__ import annotations
 
