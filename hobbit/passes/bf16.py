@@ -1,9 +1,9 @@
 """precision="bf16": which nodes compute in bf16, and their weights in the layout its
-kernels read (hobbit.plan.gemm_bf16), converted here once, at compile time.
+kernels read (hobbit.plan.format.BF16), converted here once, at compile time.
 
 The GEMM-shaped kernels run on vdpbf16ps, twice the float32 FMA rate: Convs with a
-bf16 variant (hobbit.plan.conv_bf16.runs_in_bf16: all but depthwise), the GEMMs of
-F(2x2) Winograd convs (hobbit.plan.winograd_bf16), and MatMuls with constant
+bf16 variant (hobbit.plan.conv.runs_in_bf16: all but depthwise), the GEMMs of
+F(2x2) Winograd convs (hobbit.plan.winograd), and MatMuls with constant
 panel-packed weights (fully-connected layers). Everything else stays float32: depthwise
 convs and pools are bound by memory, element-wise ops and epilogues (bias, fused
 activations) are cheap next to the GEMMs, and F(4x4) Winograd convs, whose transforms
@@ -21,9 +21,8 @@ import numpy as np
 from hobbit.errors import TargetError
 from hobbit.graph.ir import Graph, Node, Value
 from hobbit.passes.winograd import output_tile
-from hobbit.plan.conv import conv_shape
-from hobbit.plan.conv_bf16 import runs_in_bf16
-from hobbit.plan.gemm_bf16 import pair_panels, pair_rows
+from hobbit.plan.conv import conv_shape, runs_in_bf16
+from hobbit.plan.format import BF16
 from hobbit.target import Target
 
 FLOAT32 = np.dtype(np.float32)
@@ -80,12 +79,12 @@ def _conv_weights(node: Node) -> None:
     """OIHW -> [OC, K/2, 2] pairs (rows of A); KO panels -> [P, K/2, NR, 2] (B)."""
     w = node.inputs[1]
     if node.attrs.get("weight_layout") == "KO":
-        node.inputs[1] = Value(f"{w.name}/bf16", const=pair_panels(w.const))
-        node.attrs = {**node.attrs, "precision": "bf16"}
+        node.inputs[1] = Value(f"{w.name}/bf16", const=BF16.word_panels(w.const))
+        node.attrs = {**node.attrs, "precision": BF16.name}
         return
-    pairs = pair_rows(w.const.reshape(w.shape[0], -1))
+    pairs = BF16.word_rows(w.const.reshape(w.shape[0], -1))
     node.inputs[1] = Value(f"{w.name}/bf16", const=pairs)
-    node.attrs = {**node.attrs, "precision": "bf16", "weight_shape": tuple(w.shape)}
+    node.attrs = {**node.attrs, "precision": BF16.name, "weight_shape": tuple(w.shape)}
 
 
 def _winograd_weights(node: Node) -> None:
@@ -93,12 +92,12 @@ def _winograd_weights(node: Node) -> None:
     channels [a*a, P, C/2, rows, 2], one layout for both GEMM orientations, as in float32."""
     u = node.inputs[1]
     aa, panels, c, rows = u.shape
-    paired = pair_panels(u.const.reshape(aa * panels, c, rows))
+    paired = BF16.word_panels(u.const.reshape(aa * panels, c, rows))
     node.inputs[1] = Value(f"{u.name}/bf16", const=paired.reshape(aa, panels, *paired.shape[1:]))
-    node.attrs = {**node.attrs, "precision": "bf16"}
+    node.attrs = {**node.attrs, "precision": BF16.name}
 
 
 def _matmul_weights(node: Node) -> None:
     b = node.inputs[1]
-    node.inputs[1] = Value(f"{b.name}/bf16", const=pair_panels(b.const))
-    node.attrs = {**node.attrs, "precision": "bf16"}
+    node.inputs[1] = Value(f"{b.name}/bf16", const=BF16.word_panels(b.const))
+    node.attrs = {**node.attrs, "precision": BF16.name}

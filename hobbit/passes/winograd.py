@@ -27,7 +27,7 @@ MIN_USEFUL_4 = 0.75  # 13x13 outputs in 4x4 tiles compute 256 values for 169 (me
 
 def use_winograd(graph: Graph, target: Target, tile: Callable[[Node], int] | None = None) -> Graph:
     """`tile` picks each conv's tile size (default: tile_size of its output; the bf16
-    pipeline's choice is hobbit.plan.winograd_bf16.bf16_tile)."""
+    pipeline's choice is hobbit.passes.bf16.bf16_tile)."""
     for i, node in enumerate(graph.nodes):
         if _eligible(node):
             graph.nodes[i] = _rewrite(node, target, tile(node) if tile else output_tile(node))

@@ -16,7 +16,21 @@ Variants, by shape:
 * direct: at most four input channels (RGB stems), the GEMM reading B straight
   from padded input rows (backend/cpu/direct_conv.py);
 * im2col: everything else, L2-sized blocks of rows lowered into each thread's
-  own scratch, then the GEMM."""
+  own scratch, then the GEMM.
+
+The plan carries the GEMMs' operand Format (hobbit.plan.format), read from the precision
+the passes gave the node. A Conv the bf16 pass gave bf16 weights runs as one of two
+variants, with the float32 blocking and K counted in pairs:
+
+* gemm: a 1x1 conv as one GEMM on the input, whose B (the float32 input) each thread
+  converts into pairs in its packing buffer; or, with "KO" weights, an im2col of the
+  whole image (none for 1x1) converted into shared [K/2, OH*OW] pairs (`words`), the
+  GEMM's A;
+* im2col: L2-sized blocks of rows lowered into each thread's scratch in float32, then
+  converted into pairs by the GEMM's packing step (also for the RGB stems that run as
+  direct convs in float32).
+
+Every bf16 GEMM packs its float32 B, since packing is where it is converted."""
 
 from __future__ import annotations
 
@@ -27,6 +41,7 @@ import numpy as np
 
 from hobbit.graph.ir import Node
 from hobbit.plan.bands import band_heights
+from hobbit.plan.format import Format, node_format
 from hobbit.plan.gemm import GemmSchedule, gemm_schedule, pack_elems
 from hobbit.target import Target
 
@@ -99,6 +114,14 @@ def reads_input(s: ConvShape) -> bool:
     return s.stride[1] in (1, 2)
 
 
+def runs_in_bf16(s: ConvShape) -> bool:
+    """Whether a conv of this shape has a bf16 variant: depthwise convs (one multiply-add
+    per loaded weight, bound by memory) stay float32. RGB stems, direct convs in float32,
+    run as bf16 im2col: faster than the float32 direct conv (ResNet-18's 7x7: 1.56 ms
+    against 2.28 at one thread; MobileNetV2's 3x3: 0.18 against 0.42)."""
+    return not s.depthwise
+
+
 def is_direct(s: ConvShape) -> bool:
     """Whether a conv reads B straight from padded input rows instead of an im2col buffer."""
     return s.group == 1 and s.c <= MAX_DIRECT_CHANNELS and s.stride[1] in (1, 2) and not s.pointwise
@@ -122,14 +145,17 @@ def direct_band_rows(s: ConvShape, target: Target, threads: int) -> int:
 
 @dataclass(frozen=True)
 class ConvPlan:
-    """How one Conv node runs. Element counts; per thread unless said otherwise."""
+    """How one Conv node runs. Element counts (of the input's dtype; a bf16 pair counts as one
+    32-bit element); per thread unless said otherwise."""
     variant: str  # "depthwise", "gemm", "direct" or "im2col"
     shape: ConvShape
     threads: int
     itemsize: int
+    format: Format  # the GEMM's operands (K counted in its steps)
     by_channel: bool = False  # gemm on "KO" weights: rows are positions, vectors run along channels
     rows: int = 0  # output rows per band (direct) or per im2col block (im2col)
     col: int = 0  # im2col columns: of the whole image, shared (gemm), or of one block (im2col)
+    words: int = 0  # gemm by channel, in a converting format: the shared [K steps, OH*OW] A
     partial: int = 0  # gemm by channel: the shared [OH*OW, OC/group] buffer of partial sums
     pack: int = 0  # the GEMM's B packing buffer (0: B is read in place)
     plane: int = 0  # zero-padded input plane(s): depthwise with stride > 2, direct
@@ -139,7 +165,7 @@ class ConvPlan:
     def scratch_elems(self) -> int:
         """Scratch elements: shared regions first, then every thread's slices."""
         if self.by_channel:
-            return self.col + self.partial
+            return self.col + self.words + self.partial
         return self.threads * (self.col + self.pack + self.plane)
 
     @property
@@ -150,26 +176,30 @@ class ConvPlan:
 def conv_plan(node: Node, target: Target, threads: int) -> ConvPlan:
     s = conv_shape(node)
     itemsize = np.dtype(node.inputs[0].dtype).itemsize
-    plan = ConvPlan("depthwise", s, threads, itemsize)
+    fmt = node_format(node)
+    plan = ConvPlan("depthwise", s, threads, itemsize, fmt)
     if s.depthwise:
         return dataclasses.replace(plan, plane=0 if reads_input(s) else depthwise_plane_elems(s))
     k, positions = s.cg * s.kh * s.kw, s.oh * s.ow
+    steps = fmt.steps(k)
     if s.pointwise or node.attrs.get("weight_layout") == "KO":
         by_channel = node.attrs.get("weight_layout") == "KO"
         rows, cols = (positions, s.ocg) if by_channel else (s.ocg, positions)
         col = 0 if s.pointwise else k * positions
+        gemm = gemm_schedule(rows, cols, steps, target, itemsize)
         if by_channel:
-            return dataclasses.replace(plan, variant="gemm", by_channel=True, col=col, partial=positions * s.ocg,
-                                       gemm=gemm_schedule(rows, cols, k, target, itemsize))
-        return dataclasses.replace(plan, variant="gemm", col=col, pack=_b_pack(s.ocg, positions, s.cg, target),
-                                   gemm=gemm_schedule(rows, cols, k, target, itemsize))
-    if is_direct(s):
+            return dataclasses.replace(plan, variant="gemm", by_channel=True, col=col,
+                                       words=steps * positions if fmt.converts else 0,
+                                       partial=positions * s.ocg, gemm=gemm)
+        return dataclasses.replace(plan, variant="gemm", col=col, pack=_b_pack(fmt, s.ocg, positions, steps, target),
+                                   gemm=gemm)
+    if is_direct(s) and not fmt.converts:
         rows = direct_band_rows(s, target, threads)
         gemm = dataclasses.replace(gemm_schedule(s.oc, s.ow, k, target, itemsize), kc=k)  # a channel's taps together
         return dataclasses.replace(plan, variant="direct", rows=rows, gemm=gemm,
                                    plane=s.c * input_rows(s, rows) * s.padded_hw[1] + SLACK)
     rows = block_rows(s, target)
-    pack = max(_b_pack(s.ocg, r * s.ow, k, target) for r in band_heights(s.oh, rows, threads))
+    pack = max(_b_pack(fmt, s.ocg, r * s.ow, steps, target) for r in band_heights(s.oh, rows, threads))
     return dataclasses.replace(plan, variant="im2col", rows=rows, col=k * rows * s.ow, pack=pack)
 
 
@@ -179,6 +209,8 @@ def depthwise_plane_elems(s: ConvShape) -> int:
     return hp * wp + SLACK
 
 
-def _b_pack(rows: int, cols: int, k: int, target: Target) -> int:
-    """Elements of a thread's B packing buffer for a conv GEMM, or 0 to read B in place."""
-    return pack_elems(gemm_schedule(rows, cols, k, target), rows)
+def _b_pack(fmt: Format, rows: int, cols: int, k: int, target: Target) -> int:
+    """Elements of a thread's B packing buffer for a conv GEMM (K in `fmt`'s steps), or 0 to
+    read B in place. A converting format always packs: packing is where B is converted."""
+    sched = gemm_schedule(rows, cols, k, target)
+    return sched.kc * sched.nr if fmt.converts else pack_elems(sched, rows)

@@ -1,8 +1,8 @@
 """Which ops have a plan, and the one call that makes it.
 
-A kernel whose schedule sizes its scratch (or that chooses among variants) has a
-planner here: a pure function of (node, target, threads) that returns a frozen
-plan with at least `scratch_bytes`. Memory planning computes each node's plan
+A kernel whose schedule sizes its scratch (or that chooses among variants, or an operand
+format: hobbit.plan.format) has a planner here: a pure function of (node, target,
+threads) that returns a frozen plan with at least `scratch_bytes`. Memory planning computes each node's plan
 once and reserves its scratch; codegen hands that same plan to the emitter
 (KernelArgs.plan), which lays the scratch out from it instead of deciding again.
 Ops without a planner need no scratch and decide nothing ahead of emission."""
@@ -13,16 +13,15 @@ from typing import Any, Callable
 
 from hobbit.graph.ir import Node
 from hobbit.plan.conv import conv_plan
-from hobbit.plan.conv_bf16 import conv_bf16_plan, is_bf16
 from hobbit.plan.expand_depthwise import expand_depthwise_plan
 from hobbit.plan.int8 import int8_conv_plan
 from hobbit.plan.linalg import det_plan
+from hobbit.plan.matmul import matmul_plan
 from hobbit.plan.nms import nms_plan
 from hobbit.plan.rnn import recurrence_plan
 from hobbit.plan.selection import compress_plan
 from hobbit.plan.unique import unique_plan
 from hobbit.plan.winograd import winograd_plan
-from hobbit.plan.winograd_bf16 import winograd_bf16_plan
 from hobbit.plan.gpu.launch import gpu_plan
 from hobbit.plan.gpu import conv, gemm, pool, reduce  # noqa: F401  (register their GPU planners)
 from hobbit.target import GpuTarget, Target, is_gpu
@@ -32,9 +31,9 @@ Planner = Callable[[Node, Target, int], Any]
 KernelPlanner = Callable[[Node, Any, int, bool], Any]
 
 PLANNERS: dict[str, Planner] = {
-    "Conv": lambda node, target, threads: (conv_bf16_plan if is_bf16(node) else conv_plan)(node, target, threads),
-    "ConvWinograd": lambda node, target, threads: (winograd_bf16_plan if is_bf16(node) else winograd_plan)(
-        node, target, threads),
+    "Conv": conv_plan,
+    "ConvWinograd": winograd_plan,
+    "MatMul": matmul_plan,
     "ExpandDepthwise": expand_depthwise_plan,
     "Recurrence": recurrence_plan,
     "Det": det_plan,

@@ -3,7 +3,16 @@ layout of the transformed weights, and the plan of a ConvWinograd node.
 
 The winograd pass transforms and packs the weights at compile time and the emitter
 (hobbit.backend.cpu.winograd) reads them back in that layout; both take it from here, and
-memory planning and the emitter read one WinogradPlan for the bands and the scratch."""
+memory planning and the emitter read one WinogradPlan for the bands and the scratch.
+
+The plan carries the a*a GEMMs' operand Format (hobbit.plan.format). A ConvWinograd the
+bf16 pass gave bf16 weights keeps float32 transforms (their adds are cheap, and rounding
+the input patch before B^T d B would put bf16's error on every tap): only the GEMMs run on
+vdpbf16ps, at twice the float32 rate. The layout of the phases is the float32 one; what
+changes is the GEMMs' K, counted in pairs of channels, and B's packing buffer, which every
+tile-wise GEMM then needs, since packing is where V is converted to pairs. Transposed
+GEMMs (tiles as rows) convert V in place instead: its [C, T] float32 rows become [C/2, T]
+pairs in the first half of the same space."""
 
 from __future__ import annotations
 
@@ -14,6 +23,7 @@ import numpy as np
 from hobbit.graph.ir import Node
 from hobbit.plan.bands import band_heights
 from hobbit.plan.conv import ConvShape, conv_shape
+from hobbit.plan.format import Format, node_format
 from hobbit.plan.gemm import GemmSchedule, gemm_schedule, pack_elems, pack_panels, unpack_panels
 from hobbit.target import Target
 
@@ -109,10 +119,10 @@ def plane_row(s: ConvShape, m: int) -> int:
     return m * phase_len(s, m)
 
 
-def tile_gemm(s: ConvShape, m: int, t: int, target: Target, k: int | None = None) -> GemmSchedule:
-    """The schedule of the tile-wise GEMMs M[xi] = U[xi] @ V[xi] over t tiles: MR is U's panel.
-    `k` is the GEMM's K in its own steps: C by default, C/2 pairs in bf16 (hobbit.plan.winograd_bf16)."""
-    return gemm_schedule(s.oc, t, s.c if k is None else k, target, mr=weight_panel(s, m, target))
+def tile_gemm(s: ConvShape, m: int, t: int, target: Target, fmt: Format) -> GemmSchedule:
+    """The schedule of the tile-wise GEMMs M[xi] = U[xi] @ V[xi] over t tiles: MR is U's panel,
+    K the C channels in `fmt`'s steps."""
+    return gemm_schedule(s.oc, t, fmt.steps(s.c), target, mr=weight_panel(s, m, target))
 
 
 MAX_BANDED_WEIGHTS = 8 << 20  # U is re-read once per band: keep it L3-sized
@@ -147,6 +157,7 @@ class WinogradPlan:
     m: int
     threads: int
     itemsize: int
+    format: Format  # the GEMMs' operands (K counted in its steps)
     by_tile: bool  # the GEMMs run transposed (tiles_as_rows)
     band: int  # tile rows per band (0: the whole image at once)
     plane: int  # a thread's padded plane (of the image, or of a band of input rows)
@@ -181,21 +192,25 @@ class WinogradPlan:
 def winograd_plan(node: Node, target: Target, threads: int) -> WinogradPlan:
     s, m = conv_shape(node), node.attrs["tile"]
     itemsize = np.dtype(node.inputs[0].dtype).itemsize
+    fmt = node_format(node)
     th, tw = tiles(s, m)
     aa = (m + 2) ** 2
     by_tile = tiles_as_rows(s, m, target)
     band = band_rows(s, m, target, threads)
     if band:
-        pack = max(_pack_size(s, m, r * tw, target) for r in band_heights(th, band, threads))
-        return WinogradPlan(s, m, threads, itemsize, by_tile, band, (band * m + 2) * plane_row(s, m),
+        pack = max(_pack_size(s, m, r * tw, target, fmt) for r in band_heights(th, band, threads))
+        return WinogradPlan(s, m, threads, itemsize, fmt, by_tile, band, (band * m + 2) * plane_row(s, m),
                             aa * s.c * band * tw, aa * s.oc * band * tw, pack, None)
     t = th * tw
-    gemm = gemm_schedule(t, s.oc, s.c, target) if by_tile else tile_gemm(s, m, t, target)
-    return WinogradPlan(s, m, threads, itemsize, by_tile, 0, plane_hw(s, m)[0] * plane_row(s, m),
-                        aa * s.c * t, aa * s.oc * t, _pack_size(s, m, t, target), gemm)
+    gemm = gemm_schedule(t, s.oc, fmt.steps(s.c), target) if by_tile else tile_gemm(s, m, t, target, fmt)
+    return WinogradPlan(s, m, threads, itemsize, fmt, by_tile, 0, plane_hw(s, m)[0] * plane_row(s, m),
+                        aa * s.c * t, aa * s.oc * t, _pack_size(s, m, t, target, fmt), gemm)
 
 
-def _pack_size(s: ConvShape, m: int, t: int, target: Target) -> int:
+def _pack_size(s: ConvShape, m: int, t: int, target: Target, fmt: Format) -> int:
+    """A thread's B packing buffer (of V) for the tile-wise GEMMs over t tiles. A converting
+    format always packs (packing converts V), except with tiles as rows (V is A)."""
     if tiles_as_rows(s, m, target):
         return 0
-    return pack_elems(tile_gemm(s, m, t, target), s.oc)
+    sched = tile_gemm(s, m, t, target, fmt)
+    return sched.kc * sched.nr if fmt.converts else pack_elems(sched, s.oc)

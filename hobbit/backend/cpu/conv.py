@@ -3,31 +3,30 @@ depthwise rows (backend/cpu/depthwise.py), one GEMM on the input or on an im2col
 whole image, a GEMM reading padded input rows (backend/cpu/direct_conv.py), or blocks of
 rows lowered by im2col into each thread's scratch, then the GEMM.
 
-Bias and fused epilogue steps are applied to the accumulators before the single
-store, indexed in the view [N, OC, OH*OW]."""
+The GEMMs run in the plan's operand format (hobbit.plan.format): the weights are stored
+in it (the bf16 pass's pairs for bf16), K counts its steps, and the float32 input is
+converted where the GEMM packs it (or, for "KO" weights in bf16, after the im2col, into
+the shared A). Bias and fused epilogue steps are applied to the accumulators before the
+single store, indexed in the view [N, OC, OH*OW]."""
 
 from __future__ import annotations
 
 import numpy as np
 
-from hobbit.backend.cpu.conv_bf16 import lower_conv_bf16
 from hobbit.backend.cpu.depthwise import lower_depthwise
 from hobbit.backend.cpu.direct_conv import lower_direct_conv
+from hobbit.backend.cpu.dpbf16 import WORD, rows_to_pairs
 from hobbit.emit.epilogue import Epilogue
 from hobbit.backend.cpu.gemm import MatA, MatB, MatC, emit_gemm, row_major_a
 from hobbit.backend.cpu.im2col import im2col
 from hobbit.backend.cpu.args import CPU, KernelArgs
 from hobbit.emit.scalar import Emit
 from hobbit.plan.conv import ConvPlan
-from hobbit.plan.conv_bf16 import ConvBf16Plan
 from hobbit.plan.gemm import gemm_schedule
 
 
 def lower_conv(k: KernelArgs) -> None:
     plan: ConvPlan = k.plan
-    if isinstance(plan, ConvBf16Plan):
-        lower_conv_bf16(k, plan)
-        return
     emit = {"depthwise": lower_depthwise, "gemm": _gemm_conv, "direct": lower_direct_conv,
             "im2col": _blocked_im2col_conv}[plan.variant]
     emit(k, plan)
@@ -39,31 +38,44 @@ def _gemm_conv(k: KernelArgs, plan: ConvPlan) -> None:
     Normally rows are output channels and vectors run along the H*W positions. With
     weights in "KO" layout ([C*KH*KW, OC], chosen by the layout pass when H*W is a poor
     fit for the vector width, e.g. 7x7) the GEMM is transposed: rows are positions,
-    vectors run along output channels and are stored with a stride of H*W."""
-    kb, node, s, sched = k.kb, k.node, plan.shape, plan.gemm
+    vectors run along output channels and are stored with a stride of H*W; in a converting
+    format (bf16) its A, the columns, is first converted into the shared `words`."""
+    kb, node, s, sched, fmt = k.kb, k.node, plan.shape, plan.gemm, plan.format
     dtype = node.inputs[0].dtype
     x, w, bias = k.inputs[0], k.inputs[1], k.inputs[2] if len(k.inputs) > 2 else None
     K, P = s.cg * s.kh * s.kw, s.oh * s.ow
+    steps = fmt.steps(K)
     by_channel = plan.by_channel
     rows, cols = (P, s.ocg) if by_channel else (s.ocg, P)
     epilogue = Epilogue(kb, node, k.epilogue, (s.n, s.oc, P))
     with kb.loop(0, s.n, name="n") as n, kb.loop(0, s.group, name="g") as g:
         x_off = kb.mul(kb.add(kb.mul(n, s.c), kb.mul(g, s.cg)), s.h * s.w)
+        # The output's offsets: before the im2col when its columns are then converted (the order
+        # of the instructions only; kept so that the generated IR stays what it was).
+        if plan.words:
+            oc0 = kb.mul(g, s.ocg)
+            y_off = kb.mul(kb.add(kb.mul(n, s.oc), oc0), P)
         if s.pointwise:
             src, src_off = x, x_off
         else:
             im2col(kb, s, x, x_off, k.scratch, dtype, k.threads)
             k.threads.sync()
             src, src_off = k.scratch, 0
-        oc0 = kb.mul(g, s.ocg)
-        y_off = kb.mul(kb.add(kb.mul(n, s.oc), oc0), P)
+        if not plan.words:
+            oc0 = kb.mul(g, s.ocg)
+            y_off = kb.mul(kb.add(kb.mul(n, s.oc), oc0), P)
         if by_channel:
+            if plan.words:
+                words = kb.gep(k.scratch, WORD, plan.col)
+                rows_to_pairs(kb, src, src_off, K, P, words, k.threads)
+                k.threads.sync()
+                src, src_off = words, 0
             a = MatA(src, src_off, panel=sched.mr, k=P, m=1)
-            b = MatB(w, 0, k=sched.nr, panel=K * sched.nr)  # packed panels; KO implies one group
-            partial = MatC(k.scratch, plan.col, m=s.ocg) if K > sched.kc else None
+            b = MatB(w, 0, k=sched.nr, panel=steps * sched.nr)  # packed panels; KO implies one group
+            partial = MatC(k.scratch, plan.col + plan.words, m=s.ocg) if steps > sched.kc else None
             c = MatC(k.outputs[0], y_off, m=1, n=P, partial=partial)
         else:
-            a = row_major_a(w, kb.mul(oc0, K), K, sched.mr)
+            a = row_major_a(w, kb.mul(oc0, steps), steps, sched.mr)
             b = MatB(src, src_off, k=P)
             c = MatC(k.outputs[0], y_off, m=P)
 
@@ -82,20 +94,21 @@ def _gemm_conv(k: KernelArgs, plan: ConvPlan) -> None:
             epilogue.prefetch([n, kb.add(oc0, m), col])
 
         pack = k.thread_scratch(0, plan.pack, dtype) if plan.pack else None
-        emit_gemm(kb, sched, rows, cols, K, a, b, c, dtype, epi, k.threads, pack,
+        emit_gemm(kb, sched, rows, cols, K, a, b, c, fmt, epi, k.threads, pack,
                   None if by_channel else touch)
-        if not s.pointwise and s.n * s.group > 1:
-            k.threads.sync()  # the next im2col overwrites the scratch others may still read
+        if (not s.pointwise or plan.words) and s.n * s.group > 1:
+            k.threads.sync()  # the next im2col (or conversion) overwrites the scratch others may still read
 
 
 def _blocked_im2col_conv(k: KernelArgs, plan: ConvPlan) -> None:
     """im2col + GEMM over blocks of output rows. Each thread takes whole blocks and
     lowers them into its own L2-sized slice of scratch, so the columns are consumed
     while still in cache and threads never wait for each other."""
-    kb, node, s = k.kb, k.node, plan.shape
+    kb, node, s, fmt = k.kb, k.node, plan.shape, plan.format
     dtype = node.inputs[0].dtype
     x, w, bias = k.inputs[0], k.inputs[1], k.inputs[2] if len(k.inputs) > 2 else None
     K, P = s.cg * s.kh * s.kw, s.oh * s.ow
+    steps = fmt.steps(K)
     col = k.thread_scratch(0, plan.col, dtype)
     pack = k.thread_scratch(plan.col * plan.threads, plan.pack, dtype) if plan.pack else None
     epilogue = Epilogue(kb, node, k.epilogue, (s.n, s.oc, P))
@@ -108,8 +121,8 @@ def _blocked_im2col_conv(k: KernelArgs, plan: ConvPlan) -> None:
         oc0 = kb.mul(g, s.ocg)
         y_off = kb.mul(kb.add(kb.mul(n, s.oc), oc0), P)
         im2col(kb, s, x, x_off, col, dtype, alone, oh0, count)
-        sched = gemm_schedule(s.ocg, count * s.ow, K, k.target, np.dtype(dtype).itemsize)
-        a = row_major_a(w, kb.mul(oc0, K), K, sched.mr)
+        sched = gemm_schedule(s.ocg, count * s.ow, steps, k.target, np.dtype(dtype).itemsize)
+        a = row_major_a(w, kb.mul(oc0, steps), steps, sched.mr)
         b = MatB(col, 0, k=count * s.ow)
         c = MatC(k.outputs[0], kb.add(y_off, kb.mul(oh0, s.ow)), m=P)
 
@@ -122,7 +135,7 @@ def _blocked_im2col_conv(k: KernelArgs, plan: ConvPlan) -> None:
         def touch(m, col_index):
             epilogue.prefetch([n, kb.add(oc0, m), kb.add(kb.mul(oh0, s.ow), col_index)])
 
-        emit_gemm(kb, sched, s.ocg, count * s.ow, K, a, b, c, dtype, epi, alone, pack, touch)
+        emit_gemm(kb, sched, s.ocg, count * s.ow, K, a, b, c, fmt, epi, alone, pack, touch)
 
     k.threads.bands(s.oh, plan.rows, block, images=s.n * s.group)
 

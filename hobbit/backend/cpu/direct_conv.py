@@ -70,6 +70,6 @@ def lower_direct_conv(k: KernelArgs, plan: ConvPlan) -> None:
             a = row_major_a(w, 0, K, sched.mr)
             rows = MatB(plane, kb.mul(r, s.stride[0] * wp), k=rows_held * wp, taps=taps)
             out = MatC(k.outputs[0], kb.add(kb.mul(n, s.oc * P), first), m=P)
-            emit_gemm(kb, sched, s.oc, s.ow, K, a, rows, out, dtype, epi, alone, None, touch)
+            emit_gemm(kb, sched, s.oc, s.ow, K, a, rows, out, plan.format, epi, alone, None, touch)
 
     k.threads.bands(s.oh, band, process, images=s.n)

@@ -28,6 +28,7 @@ from hobbit.backend.cpu.args import CPU, KernelArgs
 from hobbit.backend.cpu.parallel import Threads
 from hobbit.emit.scalar import Emit
 from hobbit.plan.expand_depthwise import ExpandDepthwisePlan
+from hobbit.plan.format import float_format
 from hobbit.plan.gemm import gemm_schedule
 
 
@@ -71,7 +72,7 @@ def lower_expand_depthwise(k: KernelArgs) -> None:
 
         b = MatB(x, kb.add(kb.mul(n, e.c * e.h * e.w), kb.mul(start, e.w)), k=e.h * e.w)
         emit_gemm(kb, sched, e.oc, rows * e.w, e.c, row_major_a(w1, 0, e.c, sched.mr), b,
-                  MatC(mid, 0, m=rows * e.w), dtype, expand_epilogue, alone, regions["pack"])
+                  MatC(mid, 0, m=rows * e.w), float_format(dtype), expand_epilogue, alone, regions["pack"])
         width = row_width(d, lanes)
         if plan.projects:
             target = DepthwiseRows(w2, b2, regions["dw"], _Steps(node.attrs["middle"]), dtype, width, count * d.ow)
@@ -137,7 +138,8 @@ def _project(k: KernelArgs, d: ConvShape, regions: dict, n, oh0, count: int, alo
 
     out = MatC(k.outputs[0], kb.add(kb.mul(n, c_out * plane), first), m=plane)
     emit_gemm(kb, sched, c_out, count * d.ow, d.c, row_major_a(w3, 0, d.c, sched.mr),
-              MatB(regions["dw"], 0, k=count * d.ow), out, dtype, project_epilogue, alone, regions["pack_out"],
+              MatB(regions["dw"], 0, k=count * d.ow), out, float_format(dtype), project_epilogue, alone,
+              regions["pack_out"],
               lambda m, col: epilogue.prefetch([n, m, kb.add(first, col)]))
 
 

@@ -1,9 +1,16 @@
-"""The register-blocked GEMM microkernel behind Conv, Gemm and MatMul.
+"""The CPU's one GEMM driver, and its register-blocked float microkernel, behind Conv,
+Gemm, MatMul and Winograd's tile products, in every operand format.
 
 C[M, N] = A[M, K] @ B[K, N], with N (C's contiguous dim) in vectors. An MR x NR
 block of C lives in vector registers; each k step loads nv vectors of B,
 broadcasts MR scalars of A and issues MR*nv vector FMAs. Shapes are static, so
 every loop bound, ragged edge and mask is decided here at compile time.
+
+The operand Format (hobbit.plan.format) names the microkernel: a Gemm subclass registered
+for its micro-instruction (`microkernel`) overrides the packing step and the k loop and
+shares the K chunks, the thread split, the loops over blocks and the prefetches. The float
+format's is Gemm itself; bf16's (vdpbf16ps) is in hobbit.backend.cpu.dpbf16. K is given in
+elements; the driver counts it in the format's steps, as the schedule's kc does.
 
 Operands are described by strides so one kernel serves row-major and packed
 layouts: A[m, k] is at  a.offset + (m // MR)*a.panel + k*a.k + (m % MR)*a.m,
@@ -22,6 +29,7 @@ from llvmlite import ir
 from hobbit.errors import CodegenError
 from hobbit.emit.builder import KernelBuilder
 from hobbit.backend.cpu.parallel import Threads
+from hobbit.plan.format import Format
 from hobbit.plan.gemm import GemmSchedule
 from hobbit.emit.scalar import Emit
 
@@ -95,9 +103,11 @@ MIN_CLAIMED_MACS = 1 << 23
 
 
 def emit_gemm(kb: KernelBuilder, s: GemmSchedule, M: int, N: int, K: int,
-              a: MatA, b: MatB, c: MatC, dtype: np.dtype, epilogue: EpilogueFn | None,
+              a, b: MatB, c: MatC, fmt: Format, epilogue: EpilogueFn | None,
               threads: Threads, pack: ir.Value | None = None, touch: TouchFn | None = None) -> None:
-    """C = A @ B (+ epilogue). Threads share whichever of N panels / M blocks splits more evenly
+    """C = A @ B (+ epilogue) on the microkernel of `fmt`, over K elements (fmt.steps(K)
+    steps: s.kc counts steps); `a` is a MatA, or another A that microkernel reads
+    (hobbit.backend.cpu.dpbf16.FloatRowsA). Threads share whichever of N panels / M blocks splits more evenly
     (N favoured for a packed B: see PACKED_B_SLACK). A large GEMM split by N in one K chunk
     is shared by claimed runs of panels, so a thread the host slows does not hold up the
     others; otherwise each thread keeps the same static slice of C across K chunks, so no
@@ -108,11 +118,14 @@ def emit_gemm(kb: KernelBuilder, s: GemmSchedule, M: int, N: int, K: int,
     streams: a row-major B with long rows would otherwise touch a new page per k."""
     if b.taps is not None and s.kc % len(b.taps):
         raise CodegenError(f"GEMM K chunks of {s.kc} split groups of {len(b.taps)} taps")
-    share_gemm(Gemm(kb, s, M, N, K, a, b, c, dtype, epilogue, pack, touch), threads)
+    kernel = MICROKERNELS.get(fmt.micro)
+    if kernel is None:
+        raise CodegenError(f"no CPU GEMM microkernel on {fmt.micro} (operand format {fmt.name})")
+    share_gemm(kernel(kb, s, M, N, K, a, b, c, fmt, epilogue, pack, touch), threads)
 
 
 def share_gemm(gemm: "Gemm", threads: Threads) -> None:
-    """Run `gemm` on `threads` as emit_gemm describes (also the bf16 GEMM's split)."""
+    """Run `gemm` on `threads` as emit_gemm describes."""
     s, M, N, K, b = gemm.s, gemm.M, gemm.N, gemm.K, gemm.b
     n_panels, n_rem = divmod(N, s.nr)
     m_blocks, m_rem = divmod(M, s.mr)
@@ -132,15 +145,30 @@ def share_gemm(gemm: "Gemm", threads: Threads) -> None:
         threads.shares(units_m, lambda lo, hi: gemm.chunks((0, units_n), (lo, hi)))
 
 
+# The Gemm class of each micro-instruction a Format names (Format.micro).
+MICROKERNELS: dict[str, type["Gemm"]] = {}
+
+
+def microkernel(micro: str) -> Callable[[type["Gemm"]], type["Gemm"]]:
+    """Class decorator: the GEMM of the formats whose micro-instruction is `micro`."""
+    def register(cls: type["Gemm"]) -> type["Gemm"]:
+        MICROKERNELS[micro] = cls
+        return cls
+    return register
+
+
+@microkernel("fma")
 class Gemm:
     """One GEMM's code for a given range of N panels and M blocks. The packing step and the
-    microkernel are methods, so a GEMM on other operand types (hobbit.backend.cpu.gemm_bf16)
-    overrides those two and shares the K chunks, loops and prefetches."""
+    microkernel are methods, so a GEMM on other operand types (hobbit.backend.cpu.dpbf16)
+    overrides those two and shares the K chunks, loops and prefetches. self.K counts the
+    format's steps; self.dtype is the accumulators' (and C's) type."""
 
-    def __init__(self, kb: KernelBuilder, s: GemmSchedule, M: int, N: int, K: int, a: MatA, b: MatB, c: MatC,
-                 dtype: np.dtype, epilogue: EpilogueFn | None, pack: ir.Value | None, touch: TouchFn | None):
-        self.kb, self.s, self.M, self.N, self.K = kb, s, M, N, K
-        self.a, self.b, self.c, self.dtype, self.epilogue, self.pack, self.touch = a, b, c, dtype, epilogue, pack, touch
+    def __init__(self, kb: KernelBuilder, s: GemmSchedule, M: int, N: int, K: int, a, b: MatB, c: MatC,
+                 fmt: Format, epilogue: EpilogueFn | None, pack: ir.Value | None, touch: TouchFn | None):
+        self.kb, self.s, self.M, self.N, self.K, self.fmt = kb, s, M, N, fmt.steps(K), fmt
+        self.a, self.b, self.c, self.dtype = a, b, c, fmt.accumulator
+        self.epilogue, self.pack, self.touch = epilogue, pack, touch
 
     def chunks(self, n_range: tuple[Index, Index], m_range: tuple[Index, Index]) -> None:
         """K in chunks: the first starts from zero, the last applies the epilogue, the

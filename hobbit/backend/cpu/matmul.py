@@ -1,35 +1,38 @@
-"""MatMul with numpy semantics (batched, broadcast batch dims) on the GEMM microkernel."""
+"""MatMul with numpy semantics (batched, broadcast batch dims) on the GEMM driver, in its
+plan's operand format (hobbit.plan.matmul).
+
+In bf16 the constant B is the bf16 pass's panels of pairs ([panels, K/2, NR, 2]) and A stays
+float32, its rows converted pair by pair as they are broadcast (dpbf16.FloatRowsA), so a
+fully-connected layer at batch 1 (a GEMV) needs no scratch and no extra pass."""
 
 from __future__ import annotations
 
-import numpy as np
-
+from hobbit.errors import CodegenError
 from hobbit.graph.shapes import broadcast_strides
 from hobbit.emit.epilogue import Epilogue
+from hobbit.backend.cpu.dpbf16 import FloatRowsA
 from hobbit.backend.cpu.gemm import MatB, MatC, emit_gemm, row_major_a
 from hobbit.backend.cpu.args import CPU, KernelArgs
-from hobbit.backend.cpu.matmul_bf16 import lower_matmul_bf16
 from hobbit.emit.scalar import Emit
-from hobbit.plan.conv_bf16 import is_bf16
-from hobbit.plan.gemm import gemm_schedule
+from hobbit.plan.matmul import MatMulPlan
 
 
 def lower_matmul(k: KernelArgs) -> None:
-    if is_bf16(k.node):
-        lower_matmul_bf16(k)
-        return
-    kb, node = k.kb, k.node
+    plan: MatMulPlan = k.plan
+    kb, node, fmt, sched = k.kb, k.node, plan.format, plan.gemm
     a_val, b_val = node.inputs
     out_shape = tuple(node.outputs[0].shape)
-    dtype = node.outputs[0].dtype
     M, K = a_val.shape[-2:]
     N = out_shape[-1]
-    packed = node.attrs.get("b_layout") == "panels"
+    steps = fmt.steps(K)
+    packed = node.attrs.get("b_layout") == "panels"  # (always so in bf16: the pass converts only panels)
     batch = out_shape[:-2]
     a_strides = broadcast_strides(tuple(a_val.shape[:-2]), batch)
     b_strides = [0] * len(batch) if packed else broadcast_strides(tuple(b_val.shape[:-2]), batch)
     c_strides = broadcast_strides(batch, batch)
-    sched = gemm_schedule(M, N, K, k.target, np.dtype(dtype).itemsize)
+    if fmt.converts and tuple(b_val.shape[1:3]) != (steps, sched.nr):
+        raise CodegenError(f"MatMul {node.name!r}: {fmt.name} weight panels {tuple(b_val.shape)} do not match the "
+                           f"schedule's K/{fmt.k_step} = {steps}, NR = {sched.nr}")
     epilogue = Epilogue(kb, node, k.epilogue, out_shape)
 
     def level(d: int, index: list) -> None:
@@ -37,9 +40,11 @@ def lower_matmul(k: KernelArgs) -> None:
             with kb.loop(0, batch[d], name=f"b{d}") as i:
                 level(d + 1, index + [i])
             return
-        a = row_major_a(k.inputs[0], kb.affine(list(zip(index, [s * M * K for s in a_strides]))), K, sched.mr)
+        a_off = kb.affine(list(zip(index, [s * M * K for s in a_strides])))
+        a = FloatRowsA(k.inputs[0], a_off, panel=sched.mr * K, m=K) if fmt.converts \
+            else row_major_a(k.inputs[0], a_off, K, sched.mr)
         if packed:
-            b = MatB(k.inputs[1], 0, k=sched.nr, panel=K * sched.nr)
+            b = MatB(k.inputs[1], 0, k=sched.nr, panel=steps * sched.nr)
         else:
             b = MatB(k.inputs[1], kb.affine(list(zip(index, [s * K * N for s in b_strides]))), k=N)
         c = MatC(k.outputs[0], kb.affine(list(zip(index, [s * M * N for s in c_strides]))), m=N)
@@ -47,7 +52,7 @@ def lower_matmul(k: KernelArgs) -> None:
         def epi(e: Emit, v, m, n, mask, index=index):
             return epilogue.apply(e, v, index + [m, n], mask)
 
-        emit_gemm(kb, sched, M, N, K, a, b, c, dtype, epi, k.threads)
+        emit_gemm(kb, sched, M, N, K, a, b, c, fmt, epi, k.threads)
 
     level(0, [])
 

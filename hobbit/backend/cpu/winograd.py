@@ -19,7 +19,10 @@ transforms and the panel layout are in hobbit/plan/winograd.py) and stored in
 panels of output channels, so the GEMMs stream U front to back. With
 few tiles (7x7, 14x14, 28x28 images) the GEMMs run transposed (tiles_as_rows):
 there U is several MB read once per call, and a GEMM one vector of tiles wide
-would spend one broadcast of U per multiply-add."""
+would spend one broadcast of U per multiply-add.
+
+The GEMMs run in the plan's operand format (hobbit.plan.winograd): float, or bf16 on
+vdpbf16ps for F(2x2) convs the bf16 pass gave bf16 weights, whose transforms stay float32."""
 
 from __future__ import annotations
 
@@ -29,14 +32,14 @@ from hobbit.target import Target
 from hobbit.emit.builder import I32, KernelBuilder
 from hobbit.plan.conv import ConvShape
 from hobbit.backend.cpu.copy import emit_deinterleaved_row_copy, emit_fill
+from hobbit.backend.cpu.dpbf16 import rows_to_pairs
 from hobbit.emit.epilogue import Epilogue
 from hobbit.backend.cpu.gemm import MatA, MatB, MatC, emit_gemm
 from hobbit.backend.cpu.args import CPU, KernelArgs
 from hobbit.backend.cpu.parallel import Threads
 from hobbit.emit.reduce import combine
 from hobbit.emit.scalar import Emit
-from hobbit.backend.cpu.winograd_bf16 import Bf16TileGemms
-from hobbit.plan.conv_bf16 import is_bf16
+from hobbit.plan.format import Format
 from hobbit.plan.gemm import GemmSchedule
 from hobbit.plan.winograd import (Variant, VARIANTS, WinogradPlan, phase_len, plane_hw, plane_row, tile_gemm,
                                   tiles)
@@ -51,39 +54,42 @@ def tile_lanes(s: ConvShape, m: int, target: Target) -> int:
     return width
 
 
-def _weights(kb: KernelBuilder, u, xi, s: ConvShape, rows: int) -> MatA:
-    """U[xi] as the GEMM's A, read from its packed panels."""
-    return MatA(u, kb.mul(xi, -(-s.oc // rows) * s.c * rows), panel=s.c * rows, k=rows, m=1)
-
-
 class TileGemms:
-    """The a*a GEMMs of a float32 ConvWinograd, on its packed U and the V and M in scratch
-    (hobbit.backend.cpu.winograd_bf16.Bf16TileGemms: the same calls in bf16)."""
+    """The a*a GEMMs of a ConvWinograd in its plan's operand format, on its packed U
+    ([a*a, panels, C steps, rows]: rows MR, or NR with tiles as rows) and the float32 V and M
+    in scratch. In a converting format (bf16) V becomes operand words where the GEMM packs it
+    (U broadcast, M = U V) or, transposed (V broadcast, M^T = V^T U^T), by one pass over the
+    GEMM's own V rows into words in place, read then by every output-channel panel."""
 
-    def __init__(self, dtype):
-        self.dtype = dtype
+    def __init__(self, fmt: Format, dtype):
+        self.fmt, self.dtype = fmt, dtype
 
     def schedule(self, s: ConvShape, m: int, t: int, target: Target) -> GemmSchedule:
-        return tile_gemm(s, m, t, target)
+        return tile_gemm(s, m, t, target, self.fmt)
 
     def by_channel(self, kb: KernelBuilder, sched: GemmSchedule, s: ConvShape, u, xi, v, v_at, mm, m_at, t: int,
                    threads: Threads, pack) -> None:
-        """M[xi] (OC x t) = U[xi] @ V[xi], V and M row-major at v[v_at] and mm[m_at]."""
-        emit_gemm(kb, sched, s.oc, t, s.c, _weights(kb, u, xi, s, sched.mr), MatB(v, v_at, k=t),
-                  MatC(mm, m_at, m=t), self.dtype, None, threads, pack)
+        """M[xi] (OC x t) = U[xi] @ V[xi], V and M row-major at v[v_at] and mm[m_at]; A is U[xi]'s
+        packed panels."""
+        steps, rows = self.fmt.steps(s.c), sched.mr
+        a = MatA(u, kb.mul(xi, -(-s.oc // rows) * steps * rows), panel=steps * rows, k=rows, m=1)
+        emit_gemm(kb, sched, s.oc, t, s.c, a, MatB(v, v_at, k=t), MatC(mm, m_at, m=t), self.fmt, None, threads, pack)
 
     def by_tile(self, kb: KernelBuilder, sched: GemmSchedule, s: ConvShape, u, xi, scratch, v_at, m_at, t: int,
                 threads: Threads) -> None:
         """M^T (t x OC) = V^T (t x C) @ U^T: B is U's panels, C is M read with strides."""
+        steps = self.fmt.steps(s.c)
+        if self.fmt.converts:
+            rows_to_pairs(kb, scratch, v_at, s.c, t, kb.gep(scratch, self.dtype, v_at), threads)
         a = MatA(scratch, v_at, panel=sched.mr, k=t, m=1)
-        b = MatB(u, kb.mul(xi, s.c * s.oc), k=sched.nr, panel=s.c * sched.nr)
-        emit_gemm(kb, sched, t, s.oc, s.c, a, b, MatC(scratch, m_at, m=1, n=t), self.dtype, None, threads)
+        b = MatB(u, kb.mul(xi, steps * s.oc), k=sched.nr, panel=steps * sched.nr)
+        emit_gemm(kb, sched, t, s.oc, s.c, a, b, MatC(scratch, m_at, m=1, n=t), self.fmt, None, threads)
 
 
 def lower_winograd(k: KernelArgs) -> None:
     plan: WinogradPlan = k.plan
     var = VARIANTS[plan.m]
-    gemms = (Bf16TileGemms if is_bf16(k.node) else TileGemms)(k.node.inputs[0].dtype)
+    gemms = TileGemms(plan.format, k.node.inputs[0].dtype)
     if plan.band:
         _banded(k, plan, var, gemms)
     else:

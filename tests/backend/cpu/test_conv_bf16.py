@@ -1,6 +1,6 @@
-"""bf16 convolutions (backend/cpu/conv_bf16.py on backend/cpu/gemm_bf16.py) against a float64 numpy
-reference, over the variants that run in bf16: 1x1 GEMMs, "KO" weights (with and without
-im2col, with several K chunks), blocked im2col (strided, padded, dilated, grouped, several
+"""bf16 convolutions (backend/cpu/conv.py in the BF16 format, on backend/cpu/dpbf16.py) against
+a float64 numpy reference, over the variants that run in bf16: 1x1 GEMMs, "KO" weights (with
+and without im2col, with several K chunks), blocked im2col (strided, padded, dilated, grouped, several
 K chunks, RGB stems), odd K (a zero-padded last pair) and ragged N, at one and two threads.
 
 The tolerance is bf16's rounding, derived, not picked: each operand is rounded to 8
@@ -22,7 +22,8 @@ from onnx import helper
 
 import hobbit
 from hobbit.compiler import lower_to_llvm
-from hobbit.plan.conv_bf16 import conv_bf16_plan
+from hobbit.plan.conv import conv_plan
+from hobbit.plan.format import BF16
 from hobbit.target import host_target
 from tests.helpers import make_model, needs_host_feature, rand
 
@@ -96,8 +97,8 @@ def test_bf16_conv_within_rounding_bound(case, threads):
     _, xshape, wshape, strides, pads, dilations, group, variant, by_channel = case
     model, x, w, b = _model(xshape, wshape, strides, pads, dilations, group)
     conv = lower_to_llvm(model, threads=threads, precision="bf16", keep_ir=False).graph.nodes[0]
-    plan = conv_bf16_plan(conv, host_target(), threads)
-    assert conv.attrs.get("precision") == "bf16"
+    plan = conv_plan(conv, host_target(), threads)
+    assert conv.attrs.get("precision") == "bf16" and plan.format == BF16
     assert (plan.variant, plan.by_channel) == (variant, by_channel), "this case should take another variant"
     got = hobbit.compile(model, threads=threads, precision="bf16", cache=False).run({"x": x})[0]
     bias = b.astype(np.float64)[None, :, None, None]

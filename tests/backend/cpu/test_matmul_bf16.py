@@ -1,6 +1,6 @@
-"""bf16 MatMul / Gemm with constant weights (fully-connected layers: backend/cpu/matmul_bf16.py)
-against float64 numpy, over ragged N (partial NR panels), odd K (a zero-padded last pair),
-several rows, batch dims and a K long enough for the float32 A to be converted in place
+"""bf16 MatMul / Gemm with constant weights (fully-connected layers: backend/cpu/matmul.py in
+the BF16 format) against float64 numpy, over ragged N (partial NR panels), odd K (a
+zero-padded last pair), several rows, batch dims and a K long enough for the float32 A to be converted in place
 across the whole row, at one and two threads. The tolerances are those derived in
 tests/backend/cpu/test_conv_bf16.py: (2U + U^2) * S + (K + 2) * 2^-24 * S against the exact
 result, and (K + 2) * 2^-24 * S against the result on operands rounded to bf16 first."""

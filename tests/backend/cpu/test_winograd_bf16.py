@@ -1,5 +1,5 @@
-"""bf16 Winograd F(2x2, 3x3) convolutions (backend/cpu/winograd_bf16.py: the float32 transforms of
-backend/cpu/winograd.py around GEMMs on vdpbf16ps) against float64 numpy, over both GEMM
+"""bf16 Winograd F(2x2, 3x3) convolutions (backend/cpu/winograd.py in the BF16 format: the
+float32 transforms around GEMMs on vdpbf16ps) against float64 numpy, over both GEMM
 orientations (tiles as rows, U broadcast), the whole image and bands, odd channels, ragged
 tiles, asymmetric pads and a batch, at one and two threads.
 

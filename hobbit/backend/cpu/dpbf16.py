@@ -1,4 +1,6 @@
-"""The GEMM microkernel on bf16 operands with float32 accumulators (AVX512-BF16).
+"""The GEMM microkernel of the BF16 format (hobbit.plan.format): vdpbf16ps (AVX512-BF16)
+on bf16 operands with float32 accumulators, and the conversions of float32 activations
+into its operand words.
 
 vdpbf16ps multiplies 32 bf16 pairs and adds each pair's two products to one float32
 lane: acc[n] += a[2i]*b[2i] + a[2i+1]*b[2i+1]. So the GEMM steps over k two at a
@@ -14,8 +16,9 @@ time, and both operands hold consecutive k side by side, one pair per 32-bit wor
 
 K is padded to even with a zero. Everything here counts K in pairs: the schedule's kc,
 the chunks, the k loops; C, the accumulators and the epilogue are float32, as in the
-float32 GEMM, whose K chunks, thread split and prefetches this one shares
-(hobbit.backend.cpu.gemm.Gemm). Conversions round to nearest even (vcvtneps2bf16)."""
+float32 GEMM, whose driver (hobbit.backend.cpu.gemm.emit_gemm: K chunks, thread split,
+prefetches) builds this microkernel for the format. Conversions round to nearest even
+(vcvtneps2bf16)."""
 
 from __future__ import annotations
 
@@ -26,11 +29,10 @@ from llvmlite import ir
 
 from hobbit.errors import CodegenError
 from hobbit.emit.builder import I32, KernelBuilder
-from hobbit.backend.cpu.gemm import (Block, EpilogueFn, Gemm, Index, MatA, MatB, MatC, TouchFn, _Ahead,
-                               share_gemm)
+from hobbit.backend.cpu.gemm import Block, EpilogueFn, Gemm, Index, MatA, MatB, MatC, TouchFn, _Ahead, microkernel
 from hobbit.backend.cpu.parallel import Threads
+from hobbit.plan.format import BF16, Format
 from hobbit.plan.gemm import GemmSchedule
-from hobbit.plan.gemm_bf16 import pairs
 
 FLOAT32 = np.dtype(np.float32)
 WORD = np.dtype(np.uint32)  # a bf16 pair, as loads and stores see it
@@ -65,22 +67,20 @@ class FloatRowsA:
     m: int
 
 
-def emit_gemm_bf16(kb: KernelBuilder, s: GemmSchedule, M: int, N: int, K: int, a: MatA | FloatRowsA,
-                   b: MatB, c: MatC, epilogue: EpilogueFn | None, threads: Threads,
-                   pack: ir.Value | None = None, touch: TouchFn | None = None) -> None:
+@microkernel(BF16.micro)
+class DpBf16Gemm(Gemm):
     """C = A @ B (+ epilogue) over K (float32 elements) as K/2 pair steps (s.kc counts pairs).
     With `pack`, B is float32 rows (B[k, n] at b.offset + k*b.k + n), converted panel by
     panel into `pack` (one thread's hobbit.plan.gemm.pack_elems(s) words); without it, B is
-    pairs whose strides count words."""
-    if s.vw != LANES:
-        raise CodegenError(f"the bf16 GEMM needs {LANES}-lane float32 vectors (AVX-512); the schedule has {s.vw}")
-    share_gemm(_Bf16Gemm(kb, s, M, N, K, a, b, c, epilogue, pack, touch), threads)
+    pairs whose strides count words. A is pairs (a MatA whose strides count words) or
+    float32 rows (FloatRowsA)."""
 
-
-class _Bf16Gemm(Gemm):
     def __init__(self, kb: KernelBuilder, s: GemmSchedule, M: int, N: int, K: int, a: MatA | FloatRowsA,
-                 b: MatB, c: MatC, epilogue: EpilogueFn | None, pack: ir.Value | None, touch: TouchFn | None):
-        super().__init__(kb, s, M, N, pairs(K), a, b, c, FLOAT32, epilogue, pack, touch)
+                 b: MatB, c: MatC, fmt: Format, epilogue: EpilogueFn | None, pack: ir.Value | None,
+                 touch: TouchFn | None):
+        if s.vw != LANES:
+            raise CodegenError(f"the bf16 GEMM needs {LANES}-lane float32 vectors (AVX-512); the schedule has {s.vw}")
+        super().__init__(kb, s, M, N, K, a, b, c, fmt, epilogue, pack, touch)
         self.odd = K % 2 == 1  # the last pair's second k is padding
 
     def _ends_in_padding(self, k1: Index) -> bool:
@@ -186,4 +186,4 @@ def rows_to_pairs(kb: KernelBuilder, src, src_off, K: int, P: int, dst, threads:
                 if live:
                     pair_row(full, True)
 
-    threads.shares(pairs(K), share)
+    threads.shares(BF16.steps(K), share)
