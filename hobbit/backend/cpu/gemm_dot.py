@@ -31,13 +31,18 @@ import numpy as np
 from llvmlite import ir
 
 from hobbit.emit.builder import KernelBuilder
-from hobbit.backend.cpu.gemm import Block, EpilogueFn, Gemm, Index, MatA, MatB, MatC, _Ahead
+from typing import Callable
+
+from hobbit.backend.cpu.gemm import Block, Gemm, Index, MatA, MatB, MatC, _Ahead
 from hobbit.backend.cpu.int8_vector import I8, I32, U8, dot_step
 from hobbit.plan.gemm import GemmSchedule
 from hobbit.plan.int8 import DotProduct, padded_k
 
 I16 = ir.IntType(16)
 INT32 = np.dtype(np.int32)
+# epilogue(acc, m, n, at, mask) -> what C[m, n : n + lanes] holds, from its int32 sums;
+# `at` is that element's index in C (where a fused residual of C's layout is read)
+DotEpilogue = Callable[[ir.Value, Index, Index, Index, ir.Value | None], ir.Value]
 
 
 class DotGemm(Gemm):
@@ -51,7 +56,7 @@ class DotGemm(Gemm):
     prefetch_ahead = False  # B's panels are [K/group, NR, group], not the float [K, NR]
 
     def __init__(self, kb: KernelBuilder, s: GemmSchedule, dot: DotProduct, M: int, N: int, K: int,
-                 a: MatA, b: MatB, c: MatC, dtype: np.dtype, epilogue: EpilogueFn | None,
+                 a: MatA, b: MatB, c: MatC, dtype: np.dtype, epilogue: DotEpilogue,
                  pack: ir.Value | None, activations: str, flip: bool, narrow: tuple[int, ...] = ()):
         groups = padded_k(K, dot.group) // dot.group
         # vectors of dot.lanes int32 (the schedule's may be wider: vpmaddwd on AVX-512), one K chunk
@@ -114,7 +119,12 @@ class DotGemm(Gemm):
         lanes = self._lanes(nv, tail_lanes)
         accs = [[accs[i][j] if n == s.vw else self._narrow_acc(i, n) for j, n in enumerate(lanes)]
                 for i in range(mr)]
-        block = Block(kb, s, mb, mr, p, nv, tail_lanes, self.c, self.dtype, INT32, lanes)
+        # Block works on the panel's own C, so its columns (and the epilogue's `at`) are the
+        # constants j*vw: C's index then ends in a constant the store's address folds
+        # (as the int8 kernels' own stores did before they shared this driver)
+        c, n0 = self.c, kb.mul(p, s.nr)
+        panel_c = MatC(c.ptr, kb.add(c.offset, kb.mul(n0, c.n)), c.m, c.n)
+        block = Block(kb, s, mb, mr, 0, nv, tail_lanes, panel_c, self.dtype, INT32, lanes)
         block.start(accs, first)
         a_base = kb.add(a.offset, kb.mul(mb, a.panel))
         b_base = kb.add(b.offset, kb.mul(p, s.nr if b.panel is None else b.panel))
@@ -138,7 +148,12 @@ class DotGemm(Gemm):
             step(g, dot.group)
         if whole < self.K:
             step(whole, self.k % dot.group)
-        block.finish(accs, last, self.epilogue if last else None)
+
+        def convert(e, acc: ir.Value, m: Index, n: Index, mask: ir.Value | None) -> ir.Value:
+            at = kb.add(kb.add(panel_c.offset, kb.mul(m, c.m)), kb.mul(n, c.n))
+            return self.epilogue(acc, m, kb.add(n0, n), at, mask)
+
+        block.finish(accs, last, convert if last else None)
 
     def _narrow_acc(self, i: int, lanes: int) -> ir.Value:
         """Row i's accumulator of a narrow last vector (one per row and width, for the whole GEMM)."""

@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import numpy as np
 
-from hobbit.emit.scalar import Emit
 from hobbit.backend.cpu.conv import im2col
 from hobbit.backend.cpu.gemm import Index, MatA, MatB, MatC
 from hobbit.backend.cpu.gemm_dot import DotGemm
@@ -53,8 +52,8 @@ def lower_qconv(k: KernelArgs) -> None:
         y_off = kb.add(kb.mul(n, s.oc * positions), kb.mul(oh0, s.ow))  # channel oc's row is at y_off + oc*P
         c = MatC(k.outputs[0], kb.add(y_off, kb.mul(oc0, positions)), m=positions)
 
-        def requantize(e: Emit, acc, m: Index, column: Index, mask):
-            return epilogue.convert(acc, kb.add(oc0, m), kb.add(kb.add(c.offset, kb.mul(m, positions)), column), mask)
+        def requantize(acc, m: Index, n: Index, at: Index, mask):
+            return epilogue.convert(acc, kb.add(oc0, m), at, mask)
 
         gemm = DotGemm(kb, plan.gemm, plan.dot, s.ocg, count * s.ow, plan.k,
                        MatA(w, kb.mul(oc0, row), panel=mr * row, k=word, m=row), MatB(source, start, k=stride), c,

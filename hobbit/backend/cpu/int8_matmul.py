@@ -14,7 +14,6 @@ import numpy as np
 from llvmlite import ir
 
 from hobbit.emit.builder import KernelBuilder
-from hobbit.emit.scalar import Emit
 from hobbit.backend.cpu.gemm import Index, MatA, MatB, MatC
 from hobbit.backend.cpu.gemm_dot import DotGemm
 from hobbit.backend.cpu.int8_vector import requantize, zero_byte, zero_read
@@ -60,7 +59,7 @@ class _Epilogue:
         else:
             self.offset, self.multiplier = inputs[2:4]
 
-    def __call__(self, e: Emit, acc: ir.Value, m: Index, n: Index, mask: ir.Value | None) -> ir.Value:
+    def __call__(self, acc: ir.Value, m: Index, n: Index, at: Index, mask: ir.Value | None) -> ir.Value:
         kb, lanes = self.kb, acc.type.count
         if self.integer:
             return kb.b.sub(acc, kb.b.mul(kb.splat(self.zero, lanes), kb.vload(self.sums, I32_DTYPE, n, lanes, mask)))
