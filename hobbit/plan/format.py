@@ -19,7 +19,7 @@ format names (`micro`).
   GEMM packs (or, as A, broadcasts) them.
 * integer dot products fit the same fields: k_step consecutive bytes (vpdpbusd: 4) or
   int16s (vpmaddwd: 2) per 32-bit word, activations and weights of different types,
-  int32 accumulators."""
+  int32 accumulators (hobbit.plan.int8.DotProduct.format; hobbit.backend.cpu.gemm_dot)."""
 
 from __future__ import annotations
 
@@ -37,8 +37,8 @@ FLOAT32 = np.dtype(np.float32)
 @dataclass(frozen=True)
 class Format:
     """A GEMM's operand format."""
-    name: str  # "fp32", "fp64", "bf16"
-    micro: str  # the micro-instruction the backend's microkernel is built on: "fma", "vdpbf16ps"
+    name: str  # "fp32", "fp64", "bf16", "int8"
+    micro: str  # the micro-instruction the backend's microkernel is built on: "fma", "vdpbf16ps", "vpdpbusd"...
     k_step: int  # consecutive k side by side in one 32-bit operand word (1: one element a word)
     activations: np.dtype  # the activation operand as the microkernel reads it (after packing)
     weights: np.dtype  # the weight operand as stored

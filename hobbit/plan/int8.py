@@ -28,6 +28,7 @@ import numpy as np
 from hobbit.graph.ir import Node
 from hobbit.errors import TargetError
 from hobbit.plan.conv import ConvShape, conv_shape
+from hobbit.plan.format import Format
 from hobbit.plan.gemm import GemmSchedule, gemm_schedule
 from hobbit.target import Target
 
@@ -40,6 +41,11 @@ class DotProduct:
     lanes: int  # int32 lanes per vector
     packed: np.dtype  # activations as packed: uint8, or int16 for vpmaddwd
     weights: np.dtype  # weights as stored: int8, or int16 for vpmaddwd
+
+    @property
+    def format(self) -> Format:
+        """The GEMM operand format of this dot product: `group` k per 32-bit word, int32 sums."""
+        return Format("int8", self.name, self.group, self.packed, self.weights, np.dtype(np.int32))
 
 
 def dot_product(target: Target) -> DotProduct | None:
@@ -84,6 +90,10 @@ class Int8ConvPlan:
     col: int  # this thread's im2col buffer: [K, rows*OW] bytes (0: B read from the input)
     pack: int  # this thread's packed panel: [Kp/group, NR, group] in dot.packed
     narrow: tuple[int, ...] = ()  # lane counts below dot.lanes a panel's last vector may use
+
+    @property
+    def format(self) -> Format:
+        return self.dot.format
 
     def vector_lanes(self, width: int) -> list[int]:
         """Lanes of each accumulator vector of a panel `width` positions wide: whole vectors,

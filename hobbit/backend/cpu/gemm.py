@@ -160,21 +160,26 @@ def microkernel(micro: str) -> Callable[[type["Gemm"]], type["Gemm"]]:
 @microkernel("fma")
 class Gemm:
     """One GEMM's code for a given range of N panels and M blocks. The packing step and the
-    microkernel are methods, so a GEMM on other operand types (hobbit.backend.cpu.dpbf16)
-    overrides those two and shares the K chunks, loops and prefetches. self.K counts the
-    format's steps; self.dtype is the accumulators' (and C's) type."""
+    microkernel are methods, so a GEMM on other operand types (hobbit.backend.cpu.dpbf16,
+    hobbit.backend.cpu.gemm_dot) overrides those two and shares the K chunks, loops and
+    prefetches. self.K counts the format's steps; self.acc_dtype is the accumulators' type
+    (the format's), self.dtype C's (the same, unless a subclass converts at the store, as the
+    int8 GEMM does from int32); `prefetch_ahead` whether a B packed at compile time has its
+    next panel fetched while this one runs (in the float layout [K, NR])."""
+
+    prefetch_ahead = True
 
     def __init__(self, kb: KernelBuilder, s: GemmSchedule, M: int, N: int, K: int, a, b: MatB, c: MatC,
                  fmt: Format, epilogue: EpilogueFn | None, pack: ir.Value | None, touch: TouchFn | None):
         self.kb, self.s, self.M, self.N, self.K, self.fmt = kb, s, M, N, fmt.steps(K), fmt
-        self.a, self.b, self.c, self.dtype = a, b, c, fmt.accumulator
+        self.a, self.b, self.c, self.dtype, self.acc_dtype = a, b, c, fmt.accumulator, fmt.accumulator
         self.epilogue, self.pack, self.touch = epilogue, pack, touch
 
     def chunks(self, n_range: tuple[Index, Index], m_range: tuple[Index, Index]) -> None:
         """K in chunks: the first starts from zero, the last applies the epilogue, the
         ones between share one loop, so code size does not grow with K."""
         kb, s, K = self.kb, self.s, self.K
-        acc_type = ir.VectorType(_elem(kb, self.dtype), s.vw)
+        acc_type = ir.VectorType(_elem(kb, self.acc_dtype), s.vw)
         accs = [[kb.alloca(acc_type) for _ in range(s.nv)] for _ in range(s.mr)]
         n_chunks = -(-K // s.kc)
         if n_chunks == 1:
@@ -198,7 +203,7 @@ class Gemm:
         # stall on it (ResNet-50's 7x7 convs, cold: 1.24 ms against 1.0 warm). A panel read
         # by one block only (a GEMV) is a plain stream the hardware prefetcher keeps up with;
         # prefetching it too gained nothing (VGG-16's first FC layer: 15.3 ms, 14.2-15.2 without).
-        ahead_of = b.panel is not None and b.panel > 0 and pack is None \
+        ahead_of = self.prefetch_ahead and b.panel is not None and b.panel > 0 and pack is None \
             and isinstance(m_lo, int) and isinstance(m_hi, int) and m_hi - m_lo > 1
 
         def panel(p: Index, nv: int, tail_lanes: int) -> None:
@@ -318,14 +323,22 @@ def _micro(kb: KernelBuilder, s: GemmSchedule, accs, mb: Index, mr: int, p: Inde
 class Block:
     """The accumulators' side of one MR x (nv vectors) block of C: where its rows and columns
     start, the masks of a ragged last vector, and the loads and stores of C around the k loop
-    (shared by every microkernel, whatever its operand types)."""
+    (shared by every microkernel, whatever its operand types).
+
+    Accumulators are of `acc_dtype` (C's `dtype` unless given: the int8 GEMM sums in int32 and
+    its epilogue converts them to C's bytes). Vector j starts at column j*vw and has lanes[j]
+    lanes (vw unless given: the int8 GEMM may end a panel on a narrower vector)."""
 
     def __init__(self, kb: KernelBuilder, s: GemmSchedule, mb: Index, mr: int, p: Index, nv: int,
-                 tail_lanes: int, c: MatC, dtype: np.dtype):
+                 tail_lanes: int, c: MatC, dtype: np.dtype, acc_dtype: np.dtype | None = None,
+                 lanes: list[int] | None = None):
         self.kb, self.s, self.mr, self.nv, self.c, self.dtype = kb, s, mr, nv, c, dtype
-        self.e = Emit(kb, dtype, s.vw)
+        self.acc_dtype = np.dtype(dtype if acc_dtype is None else acc_dtype)
+        self.lanes = [s.vw] * nv if lanes is None else lanes
+        self.e = Emit(kb, self.acc_dtype, s.vw)
         self.n0 = kb.mul(p, s.nr)
-        self.masks = [kb.prefix_mask(s.vw, tail_lanes) if tail_lanes and j == nv - 1 else None for j in range(nv)]
+        self.masks = [kb.prefix_mask(self.lanes[j], tail_lanes) if tail_lanes and j == nv - 1
+                      and tail_lanes < self.lanes[j] else None for j in range(nv)]
         self.m0 = kb.mul(mb, s.mr)
 
     def c_index(self, cm: MatC, i: int, n: Index) -> Index:
@@ -339,8 +352,8 @@ class Block:
         for i in range(self.mr):
             for j in range(self.nv):
                 n = kb.add(self.n0, j * s.vw)
-                init = self.e.c(0.0) if first else kb.vload_strided(src.ptr, dtype, self.c_index(src, i, n), src.n,
-                                                                    s.vw, self.masks[j])
+                init = kb.const(self.acc_dtype, 0, self.lanes[j]) if first else \
+                    kb.vload_strided(src.ptr, dtype, self.c_index(src, i, n), src.n, s.vw, self.masks[j])
                 kb.b.store(init, accs[i][j])
 
     def finish(self, accs, last: bool, epilogue: EpilogueFn | None) -> None:
@@ -349,7 +362,7 @@ class Block:
         dst = self.c if last else self.c.between_chunks()
         for i in range(self.mr):
             for j in range(self.nv):
-                x = kb.b.load(accs[i][j], typ=ir.VectorType(_elem(kb, dtype), s.vw))
+                x = kb.b.load(accs[i][j], typ=ir.VectorType(_elem(kb, self.acc_dtype), self.lanes[j]))
                 n = kb.add(self.n0, j * s.vw)
                 if epilogue is not None:
                     x = epilogue(self.e, x, kb.add(self.m0, i), n, self.masks[j])

@@ -9,6 +9,7 @@ from llvmlite import ir
 from hobbit.emit.builder import KernelBuilder
 from hobbit.plan.int8 import DotProduct
 
+Index = int | ir.Value
 I8, I32 = ir.IntType(8), ir.IntType(32)
 F32 = ir.FloatType()
 U8 = np.dtype(np.uint8)
@@ -114,16 +115,23 @@ class ConvEpilogue:
             return self.zero_byte
         return self.node.attrs["x_zero"] & 0xFF
 
-    def store(self, acc: ir.Value, channel: ir.Value, at: ir.Value, mask: ir.Value | None) -> None:
-        """Channel `channel`'s sums in `acc` to y[at ...] (masked lanes untouched)."""
+    @property
+    def dtype(self) -> np.dtype:
+        """What y holds: int32 sums (QConvInteger) or bytes."""
+        return np.dtype(np.int32) if self.integer else U8
+
+    def convert(self, acc: ir.Value, channel: Index, at: Index, mask: ir.Value | None) -> ir.Value:
+        """Channel `channel`'s sums in `acc` as y[at ...] is to hold them (of self.dtype)."""
         kb, lanes = self.kb, acc.type.count
         if self.integer:
             correction = kb.b.mul(self.zero, kb.load(self.sums, np.dtype(np.int32), channel))
-            kb.vstore(kb.b.sub(acc, kb.splat(correction, lanes)), self.y, np.dtype(np.int32), at, mask)
-            return
+            return kb.b.sub(acc, kb.splat(correction, lanes))
         residual = None if self.residual is None else kb.vload(self.residual, U8, at, lanes, mask)
-        out = requantize_channel(kb, self.node.attrs, acc, self.offset, self.multiplier, channel, residual)
-        kb.vstore(out, self.y, U8, at, mask)
+        return requantize_channel(kb, self.node.attrs, acc, self.offset, self.multiplier, channel, residual)
+
+    def store(self, acc: ir.Value, channel: Index, at: Index, mask: ir.Value | None) -> None:
+        """Channel `channel`'s sums in `acc` to y[at ...] (masked lanes untouched)."""
+        self.kb.vstore(self.convert(acc, channel, at, mask), self.y, self.dtype, at, mask)
 
 
 def dot_step(kb: KernelBuilder, dot: DotProduct, acc: ir.Value, activations: ir.Value, weights: ir.Value) -> ir.Value:
