@@ -4,7 +4,9 @@ index-table copies for Gather and reflect/edge/wrap Pad. View ops have no body."
 from __future__ import annotations
 
 import numpy as np
+from llvmlite import ir
 
+from hobbit.graph.ir import Value
 from hobbit.graph.shapes import broadcast_strides, contiguous_strides
 from hobbit.emit.scalar_ops import SCALARS
 from hobbit.backend.cpu.copy import emit_fill, emit_strided_copy
@@ -30,26 +32,30 @@ def _lower_transpose(k: KernelArgs) -> None:
                       [in_strides[p] for p in perm], 0, threads=k.threads)
 
 
-def _lower_concat(k: KernelArgs) -> None:
-    out = k.node.outputs[0]
+def _copy_slabs(k: KernelArgs, whole: Value, whole_ptr: ir.Value, parts: list[Value], part_ptrs: list[ir.Value],
+                into_whole: bool) -> None:
+    """Copy each part to (Concat) or from (Split) its slab of the whole along `axis`, the
+    parts' slabs in order."""
+    strides = contiguous_strides(tuple(whole.shape))
     axis = k.node.attrs["axis"]
-    out_strides = contiguous_strides(tuple(out.shape))
     start = 0
-    for v, ptr in zip(k.node.inputs, k.inputs):
-        emit_strided_copy(k.kb, ptr, k.outputs[0], out.dtype, tuple(v.shape), contiguous_strides(tuple(v.shape)),
-                          0, out_strides, start * out_strides[axis], threads=k.threads)
-        start += v.shape[axis]
+    for part, ptr in zip(parts, part_ptrs):
+        shape = tuple(part.shape)
+        slab = (strides, start * strides[axis])
+        if into_whole:
+            emit_strided_copy(k.kb, ptr, whole_ptr, whole.dtype, shape, contiguous_strides(shape), 0, *slab,
+                              threads=k.threads)
+        else:
+            emit_strided_copy(k.kb, whole_ptr, ptr, whole.dtype, shape, *slab, threads=k.threads)
+        start += shape[axis]
+
+
+def _lower_concat(k: KernelArgs) -> None:
+    _copy_slabs(k, k.node.outputs[0], k.outputs[0], k.node.inputs, k.inputs, into_whole=True)
 
 
 def _lower_split(k: KernelArgs) -> None:
-    x = k.node.inputs[0]
-    axis = k.node.attrs["axis"]
-    in_strides = contiguous_strides(tuple(x.shape))
-    start = 0
-    for out, ptr in zip(k.node.outputs, k.outputs):
-        emit_strided_copy(k.kb, k.inputs[0], ptr, x.dtype, tuple(out.shape), in_strides,
-                          start * in_strides[axis], threads=k.threads)
-        start += out.shape[axis]
+    _copy_slabs(k, k.node.inputs[0], k.inputs[0], k.node.outputs, k.outputs, into_whole=False)
 
 
 def _lower_slice(k: KernelArgs) -> None:
