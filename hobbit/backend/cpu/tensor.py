@@ -15,15 +15,18 @@ from hobbit.backend.cpu.gather import emit_runtime_gather, emit_table_copy
 from hobbit.backend.cpu.args import CPU, KernelArgs
 
 
+@CPU.kernel("Reshape")
 def _lower_view(k: KernelArgs) -> None:
     """A view shares its input's memory: nothing to compute."""
 
 
+@CPU.kernel("Copy", scalar=SCALARS["Copy"])
 def _lower_copy(k: KernelArgs) -> None:
     out = k.node.outputs[0]
     emit_elementwise(k.kb, k.node, k.inputs, k.epilogue, k.outputs[0], k.width(out.dtype))
 
 
+@CPU.kernel("Transpose")
 def _lower_transpose(k: KernelArgs) -> None:
     x = k.node.inputs[0]
     perm = tuple(k.node.attrs["perm"]) or tuple(reversed(range(len(x.shape))))
@@ -50,14 +53,17 @@ def _copy_slabs(k: KernelArgs, whole: Value, whole_ptr: ir.Value, parts: list[Va
         start += shape[axis]
 
 
+@CPU.kernel("Concat")
 def _lower_concat(k: KernelArgs) -> None:
     _copy_slabs(k, k.node.outputs[0], k.outputs[0], k.node.inputs, k.inputs, into_whole=True)
 
 
+@CPU.kernel("Split")
 def _lower_split(k: KernelArgs) -> None:
     _copy_slabs(k, k.node.inputs[0], k.inputs[0], k.node.outputs, k.outputs, into_whole=False)
 
 
+@CPU.kernel("Slice")
 def _lower_slice(k: KernelArgs) -> None:
     x = k.node.inputs[0]
     a = k.node.attrs
@@ -80,6 +86,7 @@ def pad_source_index(j: int, size: int, mode: str) -> int:
     return j if j < size else period - j
 
 
+@CPU.kernel("Pad")
 def _lower_pad(k: KernelArgs) -> None:
     x, out = k.node.inputs[0], k.node.outputs[0]
     a = k.node.attrs
@@ -99,6 +106,7 @@ def _lower_pad(k: KernelArgs) -> None:
                       sum(max(0, pads[d]) * out_strides[d] for d in range(rank)))
 
 
+@CPU.kernel("Gather")
 def _lower_gather(k: KernelArgs) -> None:
     data, indices = k.node.inputs
     axis = k.node.attrs["axis"]
@@ -115,12 +123,14 @@ def _lower_gather(k: KernelArgs) -> None:
     emit_table_copy(k.kb, k.inputs[0], k.outputs[0], data.dtype, offsets)
 
 
+@CPU.kernel("Expand")
 def _lower_expand(k: KernelArgs) -> None:
     x, out = k.node.inputs[0], k.node.outputs[0]
     shape = tuple(out.shape)
     emit_strided_copy(k.kb, k.inputs[0], k.outputs[0], x.dtype, shape, broadcast_strides(tuple(x.shape), shape), 0)
 
 
+@CPU.kernel("Tile")
 def _lower_tile(k: KernelArgs) -> None:
     """The output viewed as [r0, d0, r1, d1, ...] reads the input with stride 0 on each r."""
     x = k.node.inputs[0]
@@ -130,15 +140,3 @@ def _lower_tile(k: KernelArgs) -> None:
         shape += [r, d]
         strides += [0, s]
     emit_strided_copy(k.kb, k.inputs[0], k.outputs[0], x.dtype, tuple(shape), strides, 0)
-
-
-CPU.register("Reshape", lower=_lower_view)
-CPU.register("Copy", lower=_lower_copy, scalar=SCALARS["Copy"])
-CPU.register("Transpose", lower=_lower_transpose)
-CPU.register("Concat", lower=_lower_concat)
-CPU.register("Split", lower=_lower_split)
-CPU.register("Slice", lower=_lower_slice)
-CPU.register("Pad", lower=_lower_pad)
-CPU.register("Gather", lower=_lower_gather)
-CPU.register("Expand", lower=_lower_expand)
-CPU.register("Tile", lower=_lower_tile)
