@@ -3,7 +3,9 @@ caller can catch the whole family, and each names what went wrong and where."""
 
 from __future__ import annotations
 
+import importlib
 from dataclasses import dataclass
+from typing import Any, Callable
 
 
 class HobbitError(Exception):
@@ -50,6 +52,15 @@ class InvalidAttributeError(ModelFormatError):
 class MissingDependencyError(HobbitError):
     """A feature needs an optional package that is not installed; the message says which extra
     to install (e.g. reading .keras files needs TensorFlow: pip install 'hobbit[tf]')."""
+
+
+def import_optional(module: str, missing: Callable[[ImportError], HobbitError]) -> Any:
+    """The optional dependency `module`, imported; where it cannot be, the error missing(exc)
+    (saying what to install and what works without it) is raised from the ImportError."""
+    try:
+        return importlib.import_module(module)
+    except ImportError as exc:
+        raise missing(exc) from exc
 
 
 class SignatureError(HobbitError):

@@ -2,17 +2,28 @@
 
 from __future__ import annotations
 
+import sys
+
 import numpy as np
 import pytest
 from onnx import TensorProto, helper
 
 import hobbit
-from hobbit.errors import ConfigError, HobbitError, InputError, ModelFormatError, UnsupportedModelError
+from hobbit.errors import (ConfigError, HobbitError, InputError, MissingDependencyError, ModelFormatError,
+                           UnsupportedModelError, import_optional)
 from tests.helpers import make_model, rand
 
 
 def _relu_model():
     return make_model([helper.make_node("Relu", ["x"], ["y"])], {"x": rand(2, 3)}, ["y"])
+
+
+def test_a_missing_optional_dependency_raises_the_error_that_says_what_to_install(monkeypatch) -> None:
+    monkeypatch.setitem(sys.modules, "hobbit_absent_extra", None)
+    with pytest.raises(MissingDependencyError, match=r"pip install it \(.*hobbit_absent_extra") as caught:
+        import_optional("hobbit_absent_extra", lambda exc: MissingDependencyError(f"pip install it ({exc})"))
+    assert isinstance(caught.value.__cause__, ImportError)
+    assert import_optional("json", lambda exc: MissingDependencyError("unreachable")) is sys.modules["json"]
 
 
 # -- unsupported constructs ------------------------------------------------------------

@@ -10,7 +10,7 @@ import os
 
 import onnx
 
-from hobbit.errors import HobbitError
+from hobbit.errors import HobbitError, import_optional
 
 ModelSource = onnx.ModelProto | str | os.PathLike
 
@@ -25,10 +25,8 @@ NO_SPIN = {"session.intra_op.allow_spinning": "0"}
 def ort_session(model: ModelSource, threads: int, spinning: bool = True):
     """An onnxruntime CPU session configured like hobbit runs: N intra-op threads, sequential;
     with `spinning` False, its intra-op threads sleep instead of spinning while idle (NO_SPIN)."""
-    try:
-        import onnxruntime as ort
-    except ImportError as exc:
-        raise HobbitError("bench needs onnxruntime: pip install 'hobbit[bench]'") from exc
+    ort = import_optional("onnxruntime",
+                          lambda exc: HobbitError("bench needs onnxruntime: pip install 'hobbit[bench]'"))
     opts = ort.SessionOptions()
     for name, value in ort_options(threads).items():
         if isinstance(value, str):  # "Enum.MEMBER"

@@ -27,7 +27,7 @@ import hobbit
 from hobbit.bench.result import Timing
 from hobbit.bench.suite import compare_outputs, random_inputs
 from hobbit.bench.load import Engine, run_in_process
-from hobbit.errors import ConfigError, MissingDependencyError
+from hobbit.errors import ConfigError, MissingDependencyError, import_optional
 from hobbit.frontend.formats import open_source
 from hobbit.frontend.tf.source import TFSource
 
@@ -76,11 +76,8 @@ def _ratio(a: Timing | None, b: Timing | None) -> float | None:
 
 def _tensorflow():
     os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
-    try:
-        import tensorflow as tf
-    except ImportError as exc:
-        raise MissingDependencyError("benchmarking a TensorFlow model runs TensorFlow beside hobbit: "
-                                     "pip install 'hobbit[tf]'") from exc
+    tf = import_optional("tensorflow", lambda exc: MissingDependencyError(
+        "benchmarking a TensorFlow model runs TensorFlow beside hobbit: pip install 'hobbit[tf]'"))
     tf.get_logger().setLevel("ERROR")  # TF1-API deprecation notices from the GraphDef engine and tf2onnx
     return tf
 

@@ -16,16 +16,12 @@ import numpy as np
 import onnx
 from onnx import helper, numpy_helper
 
-from hobbit.errors import MissingDependencyError, UnsupportedItem, UnsupportedModelError
+from hobbit.errors import MissingDependencyError, UnsupportedItem, UnsupportedModelError, import_optional
 
 
 def import_torch() -> Any:
-    try:
-        import torch
-    except ImportError as exc:
-        raise MissingDependencyError(f"the GPU benchmark's baseline is PyTorch, which is not installed: "
-                                     f"pip install torch ({exc})") from exc
-    return torch
+    return import_optional("torch", lambda exc: MissingDependencyError(
+        f"the GPU benchmark's baseline is PyTorch, which is not installed: pip install torch ({exc})"))
 
 
 def _pads(node: onnx.NodeProto, attrs: dict, spatial: int) -> list[int]:

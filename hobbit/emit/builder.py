@@ -8,7 +8,7 @@ in elements, never bytes."""
 from __future__ import annotations
 
 from contextlib import contextmanager
-from typing import Iterator
+from typing import Callable, Iterator
 
 import ml_dtypes
 import numpy as np
@@ -146,19 +146,25 @@ class KernelBuilder:
                 acc = self.add(acc, self.mul(index, stride))
         return acc
 
-    # -- loops -----------------------------------------------------------------
+    # -- blocks and loops ------------------------------------------------------
+    def blocks(self, prefix: str, *names: str) -> list[ir.Block]:
+        """New basic blocks named `prefix.name`, appended to the function in the order given."""
+        return [self.fn.append_basic_block(f"{prefix}.{name}") for name in names]
+
+    def enter(self, block: ir.Block) -> None:
+        """End the current block with a jump to `block` and go on emitting there."""
+        self.b.branch(block)
+        self.b.position_at_end(block)
+
     @contextmanager
     def loop(self, start: int | ir.Value, stop: int | ir.Value, step: int = 1,
              name: str = "i") -> Iterator[ir.Value]:
         """A counted loop `for i in range(start, stop, step)`; body emitted in the with-block."""
         b = self.b
         pre = b.block
-        header = self.fn.append_basic_block(f"{name}.head")
-        body = self.fn.append_basic_block(f"{name}.body")
-        exit_ = self.fn.append_basic_block(f"{name}.end")
+        header, body, exit_ = self.blocks(name, "head", "body", "end")
         start_v, stop_v = self.idx(start), self.idx(stop)
-        b.branch(header)
-        b.position_at_end(header)
+        self.enter(header)
         i = b.phi(I64, name=name)
         i.add_incoming(start_v, pre)
         b.cbranch(b.icmp_signed("<", i, stop_v), body, exit_)
@@ -168,6 +174,18 @@ class KernelBuilder:
         i.add_incoming(nxt, b.block)
         b.branch(header)
         b.position_at_end(exit_)
+
+    @contextmanager
+    def loop_while(self, condition: Callable[[], ir.Value], name: str) -> Iterator[None]:
+        """A loop that runs the with-block while condition() (emitted at its head) holds."""
+        b = self.b
+        head, body, end = self.blocks(name, "head", "body", "end")
+        self.enter(head)
+        b.cbranch(condition(), body, end)
+        b.position_at_end(body)
+        yield
+        b.branch(head)
+        b.position_at_end(end)
 
     @contextmanager
     def if_then(self, cond: ir.Value) -> Iterator[None]:

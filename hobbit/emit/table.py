@@ -6,16 +6,18 @@ it knows nothing about LLVM. A backend's table (`CPU` in hobbit/backend/cpu/args
 `lower(args)` writes a kernel body, and an element-wise kernel also has
 `scalar(emit, args, attrs)`, the expression the loop emitter and fused epilogues run
 (hobbit/emit/scalar_ops.py). Each backend module registers the kernels it implements in
-its own file, so a new op is one registration per layer that knows a fact about it. A
+its own file (register(name, lower), or @table.kernel(name) above the lowering), so a new op is one registration per layer that knows a fact about it. A
 table may have a parent: a backend that differs from another in a few kernels overrides
 those and inherits the rest."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, Callable
+from typing import Any, Callable, TypeVar
 
 from hobbit.errors import CodegenError
+
+Lower = TypeVar("Lower", bound=Callable[..., None])
 
 
 @dataclass(frozen=True)
@@ -35,6 +37,13 @@ class KernelTable:
         if name in self._kernels:
             raise ValueError(f"kernel {name!r} registered twice for backend {self.backend}")
         self._kernels[name] = Kernel(lower, scalar)
+
+    def kernel(self, name: str, scalar: Callable[..., Any] | None = None) -> Callable[[Lower], Lower]:
+        """register as a decorator: @CPU.kernel("Tile") above the function that lowers it."""
+        def add(lower: Lower) -> Lower:
+            self.register(name, lower, scalar)
+            return lower
+        return add
 
     def lookup(self, name: str) -> Kernel:
         """The kernel `name` of this backend, else of its nearest ancestor that has one."""

@@ -29,7 +29,7 @@ from typing import Any
 import numpy as np
 
 from hobbit.backend.gpu.module import Launch
-from hobbit.errors import ConfigError, DeviceError, InputError
+from hobbit.errors import ConfigError, DeviceError, InputError, import_optional
 from hobbit.runtime.device_arrays import DeviceArray, DeviceView, device_view
 from hobbit.runtime.jit import TensorSpec, check_feed_names, validate_feeds
 
@@ -38,12 +38,9 @@ STILL_WORKS = "compiling, export() and emulate() work without it"
 
 def driver_module() -> Any:
     """cuda.bindings.driver, or a DeviceError saying how to install it (tests put a fake here)."""
-    try:
-        from cuda.bindings import driver
-    except ImportError as exc:
-        raise DeviceError(f"running a GPU model needs cuda-python (the CUDA driver's Python bindings), which is "
-                          f"not installed: pip install 'hobbit[cuda]' ({STILL_WORKS}): {exc}") from exc
-    return driver
+    return import_optional("cuda.bindings.driver", lambda exc: DeviceError(
+        f"running a GPU model needs cuda-python (the CUDA driver's Python bindings), which is not installed: "
+        f"pip install 'hobbit[cuda]' ({STILL_WORKS}): {exc}"))
 
 
 def _flag(name: str, default: bool) -> bool:

@@ -191,22 +191,16 @@ class _Runtime:
         """Emit: wait until done() (an i1 computed afresh at each check): check, spin (with
         sched_yield past PAUSE_NS) up to spin_ns, then sleep on the event count until a
         notify, and check again."""
-        b, fn = kb.b, kb.fn
-        spin = fn.append_basic_block(f"{name}.spin")
-        clock = fn.append_basic_block(f"{name}.clock")
-        sleep = fn.append_basic_block(f"{name}.sleep")
-        nap = fn.append_basic_block(f"{name}.nap")
-        out = fn.append_basic_block(f"{name}.done")
-        begin = fn.append_basic_block(f"{name}.begin")
-        every = fn.append_basic_block(f"{name}.every")
+        b = kb.b
+        spin, clock, sleep, nap, out, begin, every = kb.blocks(name, "spin", "clock", "sleep", "nap", "done",
+                                                               "begin", "every")
         count = kb.alloca(I64)
         start = kb.alloca(I64)
         b.cbranch(done(), out, begin)
         b.position_at_end(begin)
         b.store(b.call(self.module.globals["now_ns"], []), start)
         b.store(kb.i64(0), count)
-        b.branch(spin)
-        b.position_at_end(spin)
+        kb.enter(spin)
         self.pause(b)
         n = b.add(b.load(count, typ=I64), kb.i64(1))
         b.store(n, count)
@@ -215,7 +209,7 @@ class _Runtime:
         b.cbranch(b.icmp_unsigned("==", b.and_(n, kb.i64(63)), kb.i64(0)), clock, spin)
         b.position_at_end(clock)
         spent = b.sub(b.call(self.module.globals["now_ns"], []), b.load(start, typ=I64))
-        polite = fn.append_basic_block(f"{name}.polite")
+        polite, = kb.blocks(name, "polite")
         b.cbranch(b.icmp_signed(">", spent, kb.i64(spin_ns)), sleep, polite)
         b.position_at_end(polite)
         with b.if_then(b.icmp_signed(">", spent, kb.i64(PAUSE_NS))):
@@ -224,7 +218,7 @@ class _Runtime:
         b.position_at_end(sleep)
         b.atomic_rmw("add", self.field(b, SLEEPERS), ir.Constant(I32, 1), "seq_cst")
         seen = self.load(b, EVENT)
-        awake = fn.append_basic_block(f"{name}.awake")
+        awake, = kb.blocks(name, "awake")
         b.cbranch(done(), awake, nap)
         b.position_at_end(nap)
         self.futex(b, FUTEX_WAIT_PRIVATE, b.zext(seen, I64))
@@ -239,12 +233,8 @@ class _Runtime:
     def emit_enter(self) -> None:
         kb = self.function("hobbit_team_enter", ir.IntType(1), [I64], internal=False)
         b, job = kb.b, kb.fn.args[0]
-        head = kb.fn.append_basic_block("enter.try")
-        take = kb.fn.append_basic_block("enter.take")
-        no = kb.fn.append_basic_block("enter.no")
-        yes = kb.fn.append_basic_block("enter.yes")
-        b.branch(head)
-        b.position_at_end(head)
+        head, take, no, yes = kb.blocks("enter", "try", "take", "no", "yes")
+        kb.enter(head)
         word = self.load(b, JOB)
         open_ = b.and_(b.icmp_unsigned("==", b.lshr(word, kb.i64(32)), job),
                        b.icmp_unsigned("!=", b.and_(word, kb.i64(OPEN)), kb.i64(0)))
@@ -307,9 +297,8 @@ class _Runtime:
         index = b.ptrtoint(kb.fn.args[0], I64)
         seen = kb.alloca(I64)
         b.store(kb.i64(0), seen)
-        top = kb.fn.append_basic_block("worker.idle")
-        b.branch(top)
-        b.position_at_end(top)
+        top, = kb.blocks("worker", "idle")
+        kb.enter(top)
         self.wait(kb, lambda: b.icmp_unsigned("!=", b.lshr(self.load(b, PROGRESS), kb.i64(32)),
                                               b.load(seen, typ=I64)), "idle", IDLE_SPIN_NS)
         job = b.lshr(self.load(b, PROGRESS), kb.i64(32))
@@ -361,8 +350,7 @@ class _Runtime:
         b = kb.b
         team_pointer, ctx, threads = kb.fn.args
         team = _callee(team_pointer)
-        alone = kb.fn.append_basic_block("run.alone")
-        pooled = kb.fn.append_basic_block("run.pooled")
+        alone, pooled = kb.blocks("run", "alone", "pooled")
         many = b.icmp_signed(">", threads, kb.i64(1))
         with b.if_then(many):
             got = b.cmpxchg(self.field(b, OWNER), ir.Constant(I32, 0), ir.Constant(I32, 1), "seq_cst", "seq_cst")
@@ -380,11 +368,8 @@ class _Runtime:
             b.call(atfork, [null, null, self.module.globals["hobbit_after_fork"], null])
             self.store(b, ir.Constant(I32, 1), AT_FORK)
         want = b.sub(threads, kb.i64(1))
-        grow = kb.fn.append_basic_block("run.grow")
-        spawn = kb.fn.append_basic_block("run.spawn")
-        grown = kb.fn.append_basic_block("run.grown")
-        b.branch(grow)
-        b.position_at_end(grow)
+        grow, spawn, grown = kb.blocks("run", "grow", "spawn", "grown")
+        kb.enter(grow)
         workers = b.zext(self.load(b, WORKERS), I64)
         b.cbranch(b.icmp_signed("<", workers, want), spawn, grown)
         b.position_at_end(spawn)

@@ -67,6 +67,7 @@ def test_run_here_says_what_is_missing_or_matches_emulation(model) -> None:
 
 
 def test_missing_cuda_python_says_which_extra(monkeypatch) -> None:
+    monkeypatch.setitem(sys.modules, "cuda.bindings.driver", None)
     monkeypatch.setitem(sys.modules, "cuda.bindings", None)
     monkeypatch.setitem(sys.modules, "cuda", None)
     with pytest.raises(DeviceError, match=r"pip install 'hobbit\[cuda\]'"):

@@ -1,7 +1,7 @@
 """The CPU backend's kernel table, empty until hobbit.backend.cpu.table imports the
-modules that register in it, and what a CPU kernel's emitter receives: the node, its
-pointers, a builder, the target, the thread team and the node's plan
-(hobbit.plan.planners) where it has one."""
+modules that register in it, and what a CPU kernel's emitter receives: what every
+backend's does (hobbit.emit.args: the node, its pointers, a builder, the target), the
+thread team and the node's plan (hobbit.plan.planners) where it has one."""
 
 from __future__ import annotations
 
@@ -12,8 +12,7 @@ import numpy as np
 from llvmlite import ir
 
 from hobbit.target import Target
-from hobbit.graph.ir import Node
-from hobbit.emit.builder import KernelBuilder
+from hobbit.emit.args import EmitArgs
 from hobbit.emit.table import KernelTable
 from hobbit.backend.cpu.parallel import Threads
 
@@ -21,13 +20,8 @@ CPU = KernelTable("cpu")
 
 
 @dataclass
-class KernelArgs:
-    kb: KernelBuilder
-    node: Node
+class KernelArgs(EmitArgs):
     target: Target
-    inputs: list[ir.Value | None]  # one pointer per node.inputs entry (None for absent optionals)
-    outputs: list[ir.Value]
-    epilogue: list[ir.Value | None]  # one pointer per epilogue step (None for unary steps)
     scratch: ir.Value | None
     threads: Threads
     plan: Any = None  # the frozen plan (hobbit.plan.planners) memory planning sized the scratch by

@@ -33,6 +33,7 @@ def _split(shape: tuple[int, ...], axis: int) -> tuple[int, int, int]:
             int(np.prod(shape[axis + 1:], dtype=np.int64)))
 
 
+@CPU.kernel("BoundedPad")
 def _lower_pad(k: KernelArgs) -> None:
     x = k.node.inputs[0]
     kb, axis = k.kb, k.node.attrs["axis"]
@@ -48,6 +49,7 @@ def _lower_pad(k: KernelArgs) -> None:
                 kb.store(kb.b.select(inside, v, fill), k.outputs[0], x.dtype, kb.add(at, i))
 
 
+@CPU.kernel("BoundedCheck")
 def _lower_check(k: KernelArgs) -> None:
     kb = k.kb
     value = kb.load(k.inputs[0], I64)
@@ -74,6 +76,7 @@ def _checked(kb: KernelBuilder, raw: ir.Value, dim: int | ir.Value, axis: int) -
     return b.select(b.icmp_signed("<", idx, kb.i64(0)), kb.i64(0), idx)
 
 
+@CPU.kernel("BoundedGather")
 def _lower_gather(k: KernelArgs) -> None:
     data, indices = k.node.inputs[:2]
     kb, axis = k.kb, k.node.attrs["axis"]
@@ -94,6 +97,7 @@ def _lower_gather(k: KernelArgs) -> None:
                 kb.store(kb.load(k.inputs[0], data.dtype, kb.add(src, i)), k.outputs[0], data.dtype, kb.add(dst, i))
 
 
+@CPU.kernel("BoundedGatherND")
 def _lower_gather_nd(k: KernelArgs) -> None:
     data, indices = k.node.inputs[:2]
     kb = k.kb
@@ -115,6 +119,7 @@ def _lower_gather_nd(k: KernelArgs) -> None:
             kb.store(kb.load(k.inputs[0], data.dtype, kb.add(src, i)), k.outputs[0], data.dtype, kb.add(dst, i))
 
 
+@CPU.kernel("BoundedConcat")
 def _lower_concat(k: KernelArgs) -> None:
     count, axis = k.node.attrs["count"], k.node.attrs["axis"]
     out = k.node.outputs[0]
@@ -133,6 +138,7 @@ def _lower_concat(k: KernelArgs) -> None:
         start = kb.add(start, n)
 
 
+@CPU.kernel("BoundedScatterElements")
 def _lower_scatter(k: KernelArgs) -> None:
     data, indices = k.node.inputs[:2]
     kb, axis = k.kb, k.node.attrs["axis"]
@@ -154,11 +160,3 @@ def _lower_scatter(k: KernelArgs) -> None:
                    k.node.attrs["reduction"])
 
         loop_nest(kb, index_shape[1:], element)
-
-
-CPU.register("BoundedPad", lower=_lower_pad)
-CPU.register("BoundedCheck", lower=_lower_check)
-CPU.register("BoundedGather", lower=_lower_gather)
-CPU.register("BoundedGatherND", lower=_lower_gather_nd)
-CPU.register("BoundedConcat", lower=_lower_concat)
-CPU.register("BoundedScatterElements", lower=_lower_scatter)

@@ -47,10 +47,8 @@ def _lower_loop(k: KernelArgs) -> None:
         b.store(kb.load(k.inputs[1], np.bool_), cond)
     count = kb.local(kb.i64(0))
 
-    head, check, run, runaway, done = (kb.fn.append_basic_block(f"loop.{s}")
-                                       for s in ("head", "check", "run", "runaway", "done"))
-    b.branch(head)
-    b.position_at_end(head)
+    head, check, run, runaway, done = kb.blocks("loop", "head", "check", "run", "runaway", "done")
+    kb.enter(head)
     i = b.load(count, typ=I64)
     going = b.and_(b.icmp_signed("<", i, trip), b.icmp_unsigned("!=", b.load(cond, typ=I8), ir.Constant(I8, 0)))
     b.cbranch(going, check, done)

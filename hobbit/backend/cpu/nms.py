@@ -31,9 +31,7 @@ leaves its buffers."""
 
 from __future__ import annotations
 
-from contextlib import contextmanager
 from dataclasses import dataclass
-from typing import Callable, Iterator
 
 import numpy as np
 from llvmlite import ir
@@ -53,22 +51,6 @@ LOW = 0xFFFFFFFF
 PARALLEL_MIN_BOXES = 4096  # boxes over all pairs below which a parallel region costs more than it saves
 
 
-@contextmanager
-def _while(kb: KernelBuilder, condition: Callable[[], ir.Value], name: str) -> Iterator[None]:
-    """A loop that runs its body while condition() (emitted at the head) holds."""
-    b = kb.b
-    head = kb.fn.append_basic_block(f"{name}.head")
-    body = kb.fn.append_basic_block(f"{name}.body")
-    end = kb.fn.append_basic_block(f"{name}.end")
-    b.branch(head)
-    b.position_at_end(head)
-    b.cbranch(condition(), body, end)
-    b.position_at_end(body)
-    yield
-    b.branch(head)
-    b.position_at_end(end)
-
-
 def _sort_key(kb: KernelBuilder, score: ir.Value, index: ir.Value) -> ir.Value:
     b = kb.b
     score = b.select(b.fcmp_ordered("==", score, ir.Constant(FLOAT, 0.0)), ir.Constant(FLOAT, 0.0), score)
@@ -85,7 +67,7 @@ def _sift_down(kb: KernelBuilder, keys: ir.Value, start: ir.Value, count: ir.Val
     b.store(start, pos)
     more = kb.alloca(I1)
     b.store(ir.Constant(I1, 1), more)
-    with _while(kb, lambda: b.load(more), "sift"):
+    with kb.loop_while(lambda: b.load(more), "sift"):
         at = b.load(pos)
         left = b.add(b.mul(at, kb.i64(2)), kb.i64(1))
         b.store(ir.Constant(I1, 0), more)
@@ -162,7 +144,7 @@ def _any_suppresses(kb: KernelBuilder, box: list[ir.Value], columns: list[ir.Val
     hit, start = kb.alloca(I1), kb.alloca(I64)
     b.store(ir.Constant(I1, 0), hit)
     b.store(kb.i64(0), start)
-    with _while(kb, lambda: b.and_(b.icmp_signed("<", b.load(start), kept), b.not_(b.load(hit))), "kept"):
+    with kb.loop_while(lambda: b.and_(b.icmp_signed("<", b.load(start), kept), b.not_(b.load(hit))), "kept"):
         j = b.load(start)
         chunk = [kb.vload(col, F32, j, lanes) for col in columns[:4]]
         live = b.icmp_signed("<", lane_ids, kb.splat(b.trunc(b.sub(kept, j), I32), lanes))
@@ -238,7 +220,7 @@ class _Nms:
         with kb.loop(0, half, name="heapify") as t:
             _sift_down(kb, keys, b.sub(b.sub(half, kb.i64(1)), t), m, pos)
         b.store(kb.i64(0), kept)
-        with _while(kb, lambda: b.and_(b.icmp_signed(">", b.load(count), kb.i64(0)),
+        with kb.loop_while(lambda: b.and_(b.icmp_signed(">", b.load(count), kb.i64(0)),
                                        b.icmp_signed("<", b.load(kept), self.limit)), "pop"):
             top = kb.load(keys, U64, 0)
             left = b.sub(b.load(count), kb.i64(1))

@@ -234,12 +234,8 @@ class Threads:
         each piece the loop's done counter counts it; the piece that completes the pass
         wakes threads sleeping in sync."""
         kb, b = self.kb, self.kb.b
-        head = kb.fn.append_basic_block("claim.next")
-        claim = kb.fn.append_basic_block("claim.take")
-        work = kb.fn.append_basic_block("claim.body")
-        done = kb.fn.append_basic_block("claim.end")
-        b.branch(head)
-        b.position_at_end(head)
+        head, claim, work, done = kb.blocks("claim", "next", "take", "body", "end")
+        kb.enter(head)
         ticket = b.load_atomic(counter, "monotonic", 8, typ=I64)
         b.cbranch(b.icmp_unsigned("<", ticket, end), claim, done)
         b.position_at_end(claim)

@@ -4,7 +4,9 @@ index-table copies for Gather and reflect/edge/wrap Pad. View ops have no body."
 from __future__ import annotations
 
 import numpy as np
+from llvmlite import ir
 
+from hobbit.graph.ir import Value
 from hobbit.graph.shapes import broadcast_strides, contiguous_strides
 from hobbit.emit.scalar_ops import SCALARS
 from hobbit.backend.cpu.copy import emit_fill, emit_strided_copy
@@ -13,15 +15,18 @@ from hobbit.backend.cpu.gather import emit_runtime_gather, emit_table_copy
 from hobbit.backend.cpu.args import CPU, KernelArgs
 
 
+@CPU.kernel("Reshape")
 def _lower_view(k: KernelArgs) -> None:
     """A view shares its input's memory: nothing to compute."""
 
 
+@CPU.kernel("Copy", scalar=SCALARS["Copy"])
 def _lower_copy(k: KernelArgs) -> None:
     out = k.node.outputs[0]
     emit_elementwise(k.kb, k.node, k.inputs, k.epilogue, k.outputs[0], k.width(out.dtype))
 
 
+@CPU.kernel("Transpose")
 def _lower_transpose(k: KernelArgs) -> None:
     x = k.node.inputs[0]
     perm = tuple(k.node.attrs["perm"]) or tuple(reversed(range(len(x.shape))))
@@ -30,28 +35,35 @@ def _lower_transpose(k: KernelArgs) -> None:
                       [in_strides[p] for p in perm], 0, threads=k.threads)
 
 
+def _copy_slabs(k: KernelArgs, whole: Value, whole_ptr: ir.Value, parts: list[Value], part_ptrs: list[ir.Value],
+                into_whole: bool) -> None:
+    """Copy each part to (Concat) or from (Split) its slab of the whole along `axis`, the
+    parts' slabs in order."""
+    strides = contiguous_strides(tuple(whole.shape))
+    axis = k.node.attrs["axis"]
+    start = 0
+    for part, ptr in zip(parts, part_ptrs):
+        shape = tuple(part.shape)
+        slab = (strides, start * strides[axis])
+        if into_whole:
+            emit_strided_copy(k.kb, ptr, whole_ptr, whole.dtype, shape, contiguous_strides(shape), 0, *slab,
+                              threads=k.threads)
+        else:
+            emit_strided_copy(k.kb, whole_ptr, ptr, whole.dtype, shape, *slab, threads=k.threads)
+        start += shape[axis]
+
+
+@CPU.kernel("Concat")
 def _lower_concat(k: KernelArgs) -> None:
-    out = k.node.outputs[0]
-    axis = k.node.attrs["axis"]
-    out_strides = contiguous_strides(tuple(out.shape))
-    start = 0
-    for v, ptr in zip(k.node.inputs, k.inputs):
-        emit_strided_copy(k.kb, ptr, k.outputs[0], out.dtype, tuple(v.shape), contiguous_strides(tuple(v.shape)),
-                          0, out_strides, start * out_strides[axis], threads=k.threads)
-        start += v.shape[axis]
+    _copy_slabs(k, k.node.outputs[0], k.outputs[0], k.node.inputs, k.inputs, into_whole=True)
 
 
+@CPU.kernel("Split")
 def _lower_split(k: KernelArgs) -> None:
-    x = k.node.inputs[0]
-    axis = k.node.attrs["axis"]
-    in_strides = contiguous_strides(tuple(x.shape))
-    start = 0
-    for out, ptr in zip(k.node.outputs, k.outputs):
-        emit_strided_copy(k.kb, k.inputs[0], ptr, x.dtype, tuple(out.shape), in_strides,
-                          start * in_strides[axis], threads=k.threads)
-        start += out.shape[axis]
+    _copy_slabs(k, k.node.inputs[0], k.inputs[0], k.node.outputs, k.outputs, into_whole=False)
 
 
+@CPU.kernel("Slice")
 def _lower_slice(k: KernelArgs) -> None:
     x = k.node.inputs[0]
     a = k.node.attrs
@@ -74,6 +86,7 @@ def pad_source_index(j: int, size: int, mode: str) -> int:
     return j if j < size else period - j
 
 
+@CPU.kernel("Pad")
 def _lower_pad(k: KernelArgs) -> None:
     x, out = k.node.inputs[0], k.node.outputs[0]
     a = k.node.attrs
@@ -93,6 +106,7 @@ def _lower_pad(k: KernelArgs) -> None:
                       sum(max(0, pads[d]) * out_strides[d] for d in range(rank)))
 
 
+@CPU.kernel("Gather")
 def _lower_gather(k: KernelArgs) -> None:
     data, indices = k.node.inputs
     axis = k.node.attrs["axis"]
@@ -109,12 +123,14 @@ def _lower_gather(k: KernelArgs) -> None:
     emit_table_copy(k.kb, k.inputs[0], k.outputs[0], data.dtype, offsets)
 
 
+@CPU.kernel("Expand")
 def _lower_expand(k: KernelArgs) -> None:
     x, out = k.node.inputs[0], k.node.outputs[0]
     shape = tuple(out.shape)
     emit_strided_copy(k.kb, k.inputs[0], k.outputs[0], x.dtype, shape, broadcast_strides(tuple(x.shape), shape), 0)
 
 
+@CPU.kernel("Tile")
 def _lower_tile(k: KernelArgs) -> None:
     """The output viewed as [r0, d0, r1, d1, ...] reads the input with stride 0 on each r."""
     x = k.node.inputs[0]
@@ -124,15 +140,3 @@ def _lower_tile(k: KernelArgs) -> None:
         shape += [r, d]
         strides += [0, s]
     emit_strided_copy(k.kb, k.inputs[0], k.outputs[0], x.dtype, tuple(shape), strides, 0)
-
-
-CPU.register("Reshape", lower=_lower_view)
-CPU.register("Copy", lower=_lower_copy, scalar=SCALARS["Copy"])
-CPU.register("Transpose", lower=_lower_transpose)
-CPU.register("Concat", lower=_lower_concat)
-CPU.register("Split", lower=_lower_split)
-CPU.register("Slice", lower=_lower_slice)
-CPU.register("Pad", lower=_lower_pad)
-CPU.register("Gather", lower=_lower_gather)
-CPU.register("Expand", lower=_lower_expand)
-CPU.register("Tile", lower=_lower_tile)

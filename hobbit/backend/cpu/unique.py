@@ -47,12 +47,8 @@ class _Slices:
         if size == 0:
             return ir.Constant(I1, 0)
         pre = b.block
-        head = kb.fn.append_basic_block("cmp.head")
-        body = kb.fn.append_basic_block("cmp.body")
-        step = kb.fn.append_basic_block("cmp.next")
-        done = kb.fn.append_basic_block("cmp.end")
-        b.branch(head)
-        b.position_at_end(head)
+        head, body, step, done = kb.blocks("cmp", "head", "body", "next", "end")
+        kb.enter(head)
         k = b.phi(I64, name="k")
         k.add_incoming(kb.i64(0), pre)
         b.cbranch(b.icmp_signed("<", k, kb.i64(size)), body, done)

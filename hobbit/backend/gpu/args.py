@@ -12,11 +12,9 @@ from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
-from llvmlite import ir
 
-from hobbit.graph.ir import Node
 from hobbit.backend.gpu.simt import Simt
-from hobbit.emit.builder import KernelBuilder
+from hobbit.emit.args import EmitArgs
 from hobbit.emit.table import KernelTable
 from hobbit.target import GpuTarget
 
@@ -24,14 +22,9 @@ GPU = KernelTable("gpu")
 
 
 @dataclass
-class GpuArgs:
-    kb: KernelBuilder
-    simt: Simt
-    node: Node
+class GpuArgs(EmitArgs):
     target: GpuTarget
-    inputs: list[ir.Value | None]  # one pointer per node.inputs entry (None for absent optionals)
-    outputs: list[ir.Value]
-    epilogue: list[ir.Value | None]  # one pointer per epilogue step (None for unary steps)
+    simt: Simt
     plan: Any  # the node's GPU plan (hobbit.plan.gpu.launch): grid, threads and the kernel's own choices
 
     def width(self, dtype: np.dtype) -> int:

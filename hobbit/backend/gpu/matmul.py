@@ -1,6 +1,6 @@
 """The GPU MatMul kernel, and the GEMM emitter of a Conv that is not depthwise: the
-tensor-core kernel (hobbit.backend.gpu.mma) where the plan chose mma tiles (precision "tf32" or "bf16"),
-else the SIMT one (hobbit.backend.gpu.gemm)."""
+tensor-core kernel (hobbit.backend.gpu.mma) where the plan chose an mma operand format
+(GemmPlan.format, precision "tf32" or "bf16"), else the SIMT one (hobbit.backend.gpu.gemm)."""
 
 from __future__ import annotations
 
@@ -9,9 +9,8 @@ import numpy as np
 from hobbit.errors import CodegenError
 from hobbit.backend.gpu.gemm import F32, conv_operands, emit_gemm, matmul_operands
 from hobbit.backend.gpu.args import GPU, GpuArgs
-from hobbit.backend.gpu.mma import FORMATS, emit_mma_gemm
-from hobbit.plan.gpu.gemm import Tile, gemm_dims
-from hobbit.plan.gpu.mma import MmaTile
+from hobbit.backend.gpu.mma import emit_mma_gemm
+from hobbit.plan.gpu.gemm import GemmPlan, gemm_dims
 
 
 def lower_gemm(k: GpuArgs) -> None:
@@ -20,12 +19,11 @@ def lower_gemm(k: GpuArgs) -> None:
         raise CodegenError(f"the GPU {node.op} computes float32 only")
     dims = gemm_dims(node)
     ops = conv_operands(k, dims) if node.op == "Conv" else matmul_operands(k, dims)
-    extra = dict(k.plan.extra)
-    fmt = extra.pop("mma", None)
-    if fmt is not None:
-        emit_mma_gemm(k, MmaTile(**extra), FORMATS[fmt], dims, ops)
+    plan: GemmPlan = k.plan
+    if plan.format is not None:
+        emit_mma_gemm(k, plan.tile, plan.format, dims, ops)
     else:
-        emit_gemm(k, Tile(**extra), dims, ops)
+        emit_gemm(k, plan.tile, dims, ops)
 
 
 GPU.register("MatMul", lower=lower_gemm)

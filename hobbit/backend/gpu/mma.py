@@ -26,7 +26,6 @@ them, not a re-derivation of the product from shared memory."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import Callable
 
 from llvmlite import ir
@@ -37,34 +36,9 @@ from hobbit.backend.gpu.args import GpuArgs
 from hobbit.backend.gpu.simt import Private
 from hobbit.emit.builder import I32, KernelBuilder, llvm_type
 from hobbit.plan.gpu.gemm import GemmDims
-from hobbit.plan.gpu.mma import WARP, MmaTile
+from hobbit.plan.gpu.mma import WARP, Format, MmaTile
 
 C_SLOTS = ((0, 0), (0, 1), (8, 0), (8, 1))  # c0..c3: (row, column) from (g, 2t)
-
-
-@dataclass(frozen=True)
-class Format:
-    """An mma.sync operand format: its K, where each fragment element lies (A: (row, k)
-    from (g, step * t); B: k from step * t, column g), elements per register, the
-    instruction, and the rounding applied when operands are staged."""
-
-    name: str
-    k: int
-    a: tuple[tuple[int, int], ...]
-    b: tuple[int, ...]
-    step: int
-    per_register: int
-    intrinsic: str
-    round: Callable[[KernelBuilder, ir.Value], ir.Value]
-
-    def source(self, offsets: tuple, kk: int, row: int | None = None) -> tuple[int, int]:
-        """(t of the lane holding k = kk [at row offset `row`], its fragment element)."""
-        for i, slot in enumerate(offsets):
-            dr, dk = slot if row is not None else (None, slot)
-            t, rest = divmod(kk - dk, self.step)
-            if dr == row and rest == 0 and 0 <= t < 4:
-                return t, i
-        raise CodegenError(f"no {self.name} fragment holds k = {kk}")
 
 
 def _special(kb: KernelBuilder, bits: ir.Value) -> ir.Value:
@@ -92,12 +66,8 @@ def round_bf16(kb: KernelBuilder, x: ir.Value) -> ir.Value:
     return b.bitcast(b.select(_special(kb, bits), bits, rounded), llvm_type(F32))
 
 
-FORMATS = {
-    "tf32": Format("tf32", 8, ((0, 0), (8, 0), (0, 4), (8, 4)), (0, 4), 1, 1,
-                   "llvm.nvvm.mma.m16n8k8.row.col.tf32", round_tf32),
-    "bf16": Format("bf16", 16, ((0, 0), (0, 1), (8, 0), (8, 1), (0, 8), (0, 9), (8, 8), (8, 9)), (0, 1, 8, 9), 2, 2,
-                   "llvm.nvvm.mma.m16n8k16.row.col.bf16", round_bf16),
-}
+# The rounding applied to operands of each Format (by name) when they are staged.
+ROUNDING: dict[str, Callable[[KernelBuilder, ir.Value], ir.Value]] = {"tf32": round_tf32, "bf16": round_bf16}
 
 
 def _lane(kb: KernelBuilder, t: MmaTile, tid: ir.Value) -> tuple[ir.Value, ir.Value, ir.Value, ir.Value, ir.Value]:
@@ -181,7 +151,7 @@ def emit_mma_gemm(k: GpuArgs, t: MmaTile, fmt: Format, dims: GemmDims, ops: Oper
                            f"in warps of {k.target.warp}")
     s = Shapes(t, dims, simt.shared(F32, t.bm * t.lda, "a"), simt.shared(F32, t.bk * t.ldb, "b"),
                kb.mul(simt.block(1), t.bm), kb.mul(simt.block(0), t.bn), a_m=t.lda, a_k=1, ldb=t.ldb,
-               to_shared=fmt.round)
+               to_shared=ROUNDING[fmt.name])
     acc = simt.private(F32, t.accumulators)
     frags = (simt.private(F32, t.mt * len(fmt.a)), simt.private(F32, t.nt * len(fmt.b)))
     cols, staged = begin(k, s, ops, acc)

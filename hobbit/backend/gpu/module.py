@@ -137,7 +137,7 @@ def _emit_kernel(module: ir.Module, node: Node, plan: MemoryPlan, target: GpuTar
     epilogue = [next(it) if s.operand is not None else None for s in node.epilogue]
     outputs = [next(it) for _ in node.outputs]
     try:
-        GPU.lookup(get_op(node.op).kernel).lower(GpuArgs(kb, simt, node, target, inputs, outputs, epilogue, gpu_plan))
+        GPU.lookup(get_op(node.op).kernel).lower(GpuArgs(kb, node, target, inputs, outputs, epilogue, simt, gpu_plan))
     except Exception as exc:
         shapes = ", ".join(str(v.type) for v in node.inputs if v is not None)
         detail = str(exc) if isinstance(exc, CodegenError) else f"{type(exc).__name__}: {exc}"

@@ -54,11 +54,8 @@ def fold(kb: KernelBuilder, start: ir.Value, stop: ir.Value, init: ir.Value,
     are not in."""
     b = kb.b
     entry = b.block
-    head = kb.fn.append_basic_block(f"{name}.head")
-    body = kb.fn.append_basic_block(f"{name}.body")
-    done = kb.fn.append_basic_block(f"{name}.end")
-    b.branch(head)
-    b.position_at_end(head)
+    head, body, done = kb.blocks(name, "head", "body", "end")
+    kb.enter(head)
     i = b.phi(I64, name=name)
     acc = b.phi(init.type, name=f"{name}.acc")
     i.add_incoming(start, entry)

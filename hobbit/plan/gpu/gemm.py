@@ -39,7 +39,7 @@ where they pay (hobbit/plan/gpu/mma.py), picked by the same best_tile rule."""
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 
 import numpy as np
 
@@ -47,7 +47,7 @@ from hobbit.errors import CodegenError
 from hobbit.graph.ir import Node
 from hobbit.graph.shapes import broadcast
 from hobbit.plan.gpu.launch import GpuPlan, gpu_planner
-from hobbit.plan.gpu.mma import MmaTile, mma_pays, mma_tiles
+from hobbit.plan.gpu.mma import FORMATS, Format, MmaTile, mma_pays, mma_tiles
 from hobbit.target import GpuTarget
 
 THREADS = 256
@@ -91,6 +91,19 @@ class Tile:
 
     def shared_bytes(self) -> int:
         return 4 * (self.bk * (self.bm + 1) + self.bk * self.bn + (self.ks - 1) * self.bm * self.bn)
+
+
+@dataclass(frozen=True)
+class GemmPlan(GpuPlan):
+    """The GEMM kernel's launch and its choices: the tile, and the tensor-core operand format
+    (hobbit.plan.gpu.mma.Format: tf32 or bf16 mma.sync) with an MmaTile, or None for the SIMT
+    kernel with a Tile."""
+
+    tile: Tile | MmaTile | None = None
+    format: Format | None = None
+
+    def __hash__(self) -> int:
+        return hash((super().__hash__(), self.tile, self.format))
 
 
 def _pow2_at_least(n: int) -> int:
@@ -176,19 +189,19 @@ def gemm_plan(node: Node, target: GpuTarget) -> GpuPlan:
     """Tensor-core tiles for a node a tensor-core pass marked, where they pay
     (hobbit.plan.gpu.mma), else the SIMT tiles."""
     dims = gemm_dims(node)
-    fmt = node.attrs.get("tensor_cores")
-    if fmt and mma_pays(dims.m, dims.n, target):
+    name = node.attrs.get("tensor_cores")
+    if name and mma_pays(dims.m, dims.n, target):
         t: Tile | MmaTile = best_tile(mma_tiles(dims.m, dims.n, target), dims, target)
         per_thread = t.accumulators
-        extra = {"mma": fmt, **asdict(t)}
+        fmt: Format | None = FORMATS[name]
         min_blocks = t.blocks_per_sm
     else:
         t = choose_tile(dims, target)
         per_thread = t.tm * t.tn
-        extra = asdict(t)
+        fmt = None
         min_blocks = 0
     grid = (-(-dims.n // t.bn), -(-dims.m // t.bm), dims.z)
     if max(grid[1:]) > MAX_YZ:
         raise CodegenError(f"{node.op} '{node.name}' needs a grid of {grid} blocks ({dims.z} GEMMs of {dims.m} rows); "
                            f"the grid's y and z extents stop at {MAX_YZ}")
-    return GpuPlan(grid, t.threads, per_thread, extra, min_blocks=min_blocks)
+    return GemmPlan(grid, t.threads, per_thread, min_blocks=min_blocks, tile=t, format=fmt)

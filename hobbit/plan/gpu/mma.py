@@ -1,6 +1,6 @@
-"""Tensor-core tiles for the GEMM kernel: precision "tf32" or "bf16" on NVIDIA runs Conv and
-MatMul on mma.sync (m16n8k8 .tf32, m16n8k16 .bf16) with float32 accumulation
-(hobbit/backend/gpu/mma.py).
+"""Tensor-core tiles and operand formats for the GEMM kernel: precision "tf32" or "bf16" on
+NVIDIA runs Conv and MatMul on mma.sync (m16n8k8 .tf32, m16n8k16 .bf16) with float32
+accumulation (hobbit/backend/gpu/mma.py). The plan carries the Format (GemmPlan.format).
 
 A warp computes a WM x WN piece of the block's BM x BN tile as (WM/16) x (WN/8) mma
 tiles, its accumulators in registers (four per mma tile and thread); K goes in steps of
@@ -27,11 +27,44 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from hobbit.errors import CodegenError
 from hobbit.target import GpuTarget
 
 BK = 16
 MIN_SIDE = 32  # M and N at least this for tensor cores: see the module docstring
 WARP = 32  # mma.sync is a 32-thread warp's instruction
+
+
+@dataclass(frozen=True)
+class Format:
+    """An mma.sync operand format: its K, where each fragment element lies (A: (row, k)
+    from (g, step * t); B: k from step * t, column g), elements per register and the
+    instruction. The emitter (hobbit.backend.gpu.mma) rounds operands to the format, by
+    its name, when it stages them."""
+
+    name: str
+    k: int
+    a: tuple[tuple[int, int], ...]
+    b: tuple[int, ...]
+    step: int
+    per_register: int
+    intrinsic: str
+
+    def source(self, offsets: tuple, kk: int, row: int | None = None) -> tuple[int, int]:
+        """(t of the lane holding k = kk [at row offset `row`], its fragment element)."""
+        for i, slot in enumerate(offsets):
+            dr, dk = slot if row is not None else (None, slot)
+            t, rest = divmod(kk - dk, self.step)
+            if dr == row and rest == 0 and 0 <= t < 4:
+                return t, i
+        raise CodegenError(f"no {self.name} fragment holds k = {kk}")
+
+
+FORMATS = {
+    "tf32": Format("tf32", 8, ((0, 0), (8, 0), (0, 4), (8, 4)), (0, 4), 1, 1, "llvm.nvvm.mma.m16n8k8.row.col.tf32"),
+    "bf16": Format("bf16", 16, ((0, 0), (0, 1), (8, 0), (8, 1), (0, 8), (0, 9), (8, 8), (8, 9)), (0, 1, 8, 9), 2, 2,
+                   "llvm.nvvm.mma.m16n8k16.row.col.bf16"),
+}
 
 
 @dataclass(frozen=True)

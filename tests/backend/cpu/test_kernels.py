@@ -50,3 +50,15 @@ def test_a_kernel_registers_once_per_table():
     table.register("Relu", lower=lambda k: None)
     with pytest.raises(ValueError, match="twice"):
         table.register("Relu", lower=lambda k: None)
+
+
+def test_the_kernel_decorator_registers_the_function_it_returns():
+    table = KernelTable("t")
+
+    @table.kernel("Copy", scalar=abs)
+    def copy(k) -> None:
+        raise AssertionError("not called")
+
+    assert table.lookup("Copy").lower is copy and table.lookup("Copy").scalar is abs
+    with pytest.raises(ValueError, match="twice"):
+        table.kernel("Copy")(copy)

@@ -18,9 +18,8 @@ from onnx import helper, numpy_helper
 import hobbit
 from hobbit import zoo
 from hobbit.errors import ConfigError
-from hobbit.backend.gpu.mma import FORMATS
 from hobbit.plan.gpu.gemm import GemmDims, best_tile
-from hobbit.plan.gpu.mma import TILES, mma_tiles
+from hobbit.plan.gpu.mma import FORMATS, TILES, mma_tiles
 from hobbit.target import gpu_target
 from tests.backend.gpu.gpu_cases import compiled_for
 from tests.backend.gpu.test_gemm import conv_case
