@@ -236,12 +236,12 @@ def markdown_report(results: list[BenchResult], machine: dict[str, Any], command
            f"when hobbit is faster (latency hobbit/onnxruntime, throughput onnxruntime/hobbit). Each model has two "
            f"rows: onnxruntime's default session, whose idle intra-op threads spin, and one with "
            f"`{NOT_SPINNING}` (what a user on a shared machine sets), timed in the same rounds as hobbit; "
-           f"the hobbit cells of the two rows are the same measurement.\n\n"
+           "the hobbit cells of the two rows are the same measurement.\n\n"
            if (loaded := load_tables(results)) else "")
         + (aot_note(results) or "")
-        + (f"Memory: resident set size (VmRSS, and VmHWM for the peak) of each engine in a fresh process of its "
-           f"own that imports only that engine and numpy, reads the model file, builds it (hobbit: a cold "
-           f"compile; onnxruntime: a session with the same options) and runs it once; MB = 10^6 bytes.\n\n"
+        + ("Memory: resident set size (VmRSS, and VmHWM for the peak) of each engine in a fresh process of its "
+           "own that imports only that engine and numpy, reads the model file, builds it (hobbit: a cold "
+           "compile; onnxruntime: a session with the same options) and runs it once; MB = 10^6 bytes.\n\n"
            if (memory := memory_table(results)) else "")
         + "\n".join(part for part in (markdown_table(results), scaling_table(results), memory, loaded) if part))
 

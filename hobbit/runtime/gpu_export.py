@@ -35,7 +35,7 @@ from hobbit.runtime.jit import TensorSpec
 from hobbit.runtime.layout import from_json, to_json
 from hobbit.runtime.manifest import check_device_manifest
 from hobbit.runtime.verified import open_private
-from hobbit.target import GPUS, GpuTarget
+from hobbit.target import GPUS
 
 CODE_SUFFIX = {"cuda": ".ptx", "rocm": ".hsaco"}
 
@@ -109,23 +109,11 @@ def is_device_manifest(manifest: Any) -> bool:
     return isinstance(manifest, dict) and "launches" in manifest
 
 
-@dataclass(frozen=True)
-class DeviceExport:
-    """What a GPU export folder holds, every part checked (read_device_export)."""
-
-    target: GpuTarget
-    inputs: list[TensorSpec]
-    outputs: list[TensorSpec]
-    launches: list[Launch]
-    weights: np.ndarray
-    arena_bytes: int
-    device_code: str | bytes
-    cubin: bytes | None
-    layout: Any
-
-
-def read_device_export(folder: Path, manifest: dict, path: Path) -> DeviceExport:
-    """The model exported into `folder` under the manifest `manifest` (read from `path`)."""
+def read_device_export(folder: Path, manifest: dict, path: Path) -> dict[str, Any]:
+    """The model exported into `folder` under the manifest `manifest` (read from `path`), as the
+    fields of the hobbit.runtime.gpu_model.GpuModel it was (which imports this module), every
+    part checked: target, inputs, outputs, launches, weights, arena_bytes, device_code, cubin
+    and layout."""
     manifest = check_device_manifest(manifest, path)
     name, vendor = manifest["name"], manifest["target"]["vendor"]
     target = GPUS.get(manifest["target"]["arch"])
@@ -142,10 +130,11 @@ def read_device_export(folder: Path, manifest: dict, path: Path) -> DeviceExport
         except UnicodeDecodeError as exc:
             raise ArtifactError(f"{files.code} is not PTX text: damaged; export the model again") from exc
     layout = manifest["layout"]
-    return DeviceExport(target, [TensorSpec.from_json(s) for s in manifest["inputs"]],
-                        [TensorSpec.from_json(s) for s in manifest["outputs"]],
-                        [Launch.from_json(launch) for launch in manifest["launches"]], weights,
-                        int(manifest["arena_bytes"]), code, cubin, None if layout is None else from_json(layout))
+    return {"target": target, "inputs": [TensorSpec.from_json(s) for s in manifest["inputs"]],
+            "outputs": [TensorSpec.from_json(s) for s in manifest["outputs"]],
+            "launches": [Launch.from_json(launch) for launch in manifest["launches"]], "weights": weights,
+            "arena_bytes": int(manifest["arena_bytes"]), "device_code": code, "cubin": cubin,
+            "layout": None if layout is None else from_json(layout)}
 
 
 def _read_checked(path: Path, sha256: str, what: str) -> bytes:

@@ -230,10 +230,7 @@ def _load_device(folder: Path, manifest: dict, path: Path, threads: int | None) 
     if threads is not None:
         raise ConfigError(f"threads= is for a CPU library; {path} is a GPU model, whose parallelism is its "
                           f"kernels' grids: leave threads=None")
-    export = read_device_export(folder, manifest, path)
-    model = GpuModel(export.target, export.inputs, export.outputs, export.launches, export.weights,
-                     export.arena_bytes, export.device_code, export.cubin,
-                     report=LoadedReport(str(folder), manifest), layout=export.layout)
+    model = GpuModel(**read_device_export(folder, manifest, path), report=LoadedReport(str(folder), manifest))
     model.recipe = Reload(str(folder), manifest["name"])
     model.open()
     return model

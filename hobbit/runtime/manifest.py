@@ -40,21 +40,13 @@ _PLACES = ("input", "output", "const", "arena")
 def check_manifest(manifest: Any, path: Path) -> dict:
     """`manifest` as read from `path`, every field checked; the first problem is an ArtifactError."""
     check = _Checker(path)
-    check.that(isinstance(manifest, dict), "", manifest, "a JSON object")
-    missing = [key for key in KEYS if key not in manifest]
-    if missing:
-        raise ArtifactError(f"{path} is not the manifest of an exported library: it lacks {', '.join(missing)}")
-    name = manifest["name"]
-    check.that(isinstance(name, str) and _IDENTIFIER.fullmatch(name) is not None, "name", name, "a C identifier")
+    name = check.named(manifest, KEYS, "an exported library")
     target = check.object(manifest, "target", ("triple", "cpu", "features"))
     for key in ("triple", "cpu", "features"):
         check.that(isinstance(target[key], str), f"target.{key}", target[key], "a string")
     check.integer(manifest["threads"], "threads", 1)
     check.integer(manifest["arena_bytes"], "arena_bytes", 0)
-    library = check.object(manifest, "library", ("file", "sha256"))
-    check.that(library["file"] == f"lib{name}.so", "library.file", library["file"], f"'lib{name}.so'")
-    check.that(isinstance(library["sha256"], str) and _SHA256.fullmatch(library["sha256"]) is not None,
-               "library.sha256", library["sha256"], "64 lowercase hex digits")
+    check.file(manifest, "library", f"lib{name}.so")
     weights = check.object(manifest, "weights", ("file", "bytes", "crc32"))
     check.that(weights["file"] in (None, f"{name}.weights"), "weights.file", weights["file"],
                f"null or '{name}.weights'")
@@ -72,12 +64,7 @@ def check_device_manifest(manifest: Any, path: Path) -> dict:
     """A GPU export's manifest as read from `path`, every field checked: besides the types,
     each launch's pointers must lie inside the buffers they name (the kernels write there)."""
     check = _Checker(path)
-    check.that(isinstance(manifest, dict), "", manifest, "a JSON object")
-    missing = [key for key in DEVICE_KEYS if key not in manifest]
-    if missing:
-        raise ArtifactError(f"{path} is not the manifest of an exported GPU model: it lacks {', '.join(missing)}")
-    name = manifest["name"]
-    check.that(isinstance(name, str) and _IDENTIFIER.fullmatch(name) is not None, "name", name, "a C identifier")
+    name = check.named(manifest, DEVICE_KEYS, "an exported GPU model")
     target = check.object(manifest, "target", ("vendor", "arch"))
     check.that(target["vendor"] in _CODE_SUFFIX, "target.vendor", target["vendor"], "'cuda' or 'rocm'")
     check.that(isinstance(target["arch"], str), "target.arch", target["arch"], "a string")
@@ -112,6 +99,16 @@ class _Checker:
             where = f"field '{field}'" if field else "the file"
             raise ArtifactError(f"{self.path}: {where} is {value!r:.80}, not {expected}: the manifest was damaged "
                                 "or edited; export the model again")
+
+    def named(self, manifest: Any, keys: tuple[str, ...], what: str) -> str:
+        """The manifest's name, once it is an object with every key of `keys` and a name that is a C identifier."""
+        self.that(isinstance(manifest, dict), "", manifest, "a JSON object")
+        missing = [key for key in keys if key not in manifest]
+        if missing:
+            raise ArtifactError(f"{self.path} is not the manifest of {what}: it lacks {', '.join(missing)}")
+        name = manifest["name"]
+        self.that(isinstance(name, str) and _IDENTIFIER.fullmatch(name) is not None, "name", name, "a C identifier")
+        return name
 
     def integer(self, value: Any, field: str, low: int, high: int | None = None) -> None:
         ok = isinstance(value, int) and not isinstance(value, bool) and value >= low and (high is None or value <= high)

@@ -1,6 +1,6 @@
 """The GPU MatMul kernel, and the GEMM emitter of a Conv that is not depthwise: the
 tensor-core kernel (hobbit.backend.gpu.mma) where the plan chose an mma operand format
-(GemmPlan.format, precision "tf32" or "bf16"), else the SIMT one (hobbit.backend.gpu.gemm)."""
+(GemmPlan.format, precision "tf32" or "bf16"), else (FP32) the SIMT one (hobbit.backend.gpu.gemm)."""
 
 from __future__ import annotations
 
@@ -11,6 +11,7 @@ from hobbit.backend.gpu.gemm import F32, conv_operands, emit_gemm, matmul_operan
 from hobbit.backend.gpu.args import GPU, GpuArgs
 from hobbit.backend.gpu.mma import emit_mma_gemm
 from hobbit.plan.gpu.gemm import GemmPlan, gemm_dims
+from hobbit.plan.gpu.mma import MmaFormat
 
 
 def lower_gemm(k: GpuArgs) -> None:
@@ -20,7 +21,7 @@ def lower_gemm(k: GpuArgs) -> None:
     dims = gemm_dims(node)
     ops = conv_operands(k, dims) if node.op == "Conv" else matmul_operands(k, dims)
     plan: GemmPlan = k.plan
-    if plan.format is not None:
+    if isinstance(plan.format, MmaFormat):
         emit_mma_gemm(k, plan.tile, plan.format, dims, ops)
     else:
         emit_gemm(k, plan.tile, dims, ops)

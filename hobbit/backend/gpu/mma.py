@@ -5,7 +5,7 @@ with mma.sync for the multiply and float32 accumulators.
 Warp w of the block owns rows (w // WN) * WM .. + WM and columns (w % WN) * WN .. + WN of
 the tile as MT x NT mma tiles of 16 x 8. Per k-step of the instruction (8 for TF32, 16 for
 bf16) in the staged BK, each thread loads its fragments from the shared tiles in the
-layout the PTX ISA gives (g = lane / 4, t = lane % 4; a Format lists each fragment
+layout the PTX ISA gives (g = lane / 4, t = lane % 4; a MmaFormat lists each fragment
 element's offset), then issues one mma per tile:
 
 - m16n8k8 .tf32: A's a0..a3 are (row, k) = (g, t), (g+8, t), (g, t+4), (g+8, t+4); B's
@@ -36,7 +36,7 @@ from hobbit.backend.gpu.args import GpuArgs
 from hobbit.backend.gpu.simt import Private
 from hobbit.emit.builder import I32, KernelBuilder, llvm_type
 from hobbit.plan.gpu.gemm import GemmDims
-from hobbit.plan.gpu.mma import WARP, Format, MmaTile
+from hobbit.plan.gpu.mma import WARP, MmaFormat, MmaTile
 
 C_SLOTS = ((0, 0), (0, 1), (8, 0), (8, 1))  # c0..c3: (row, column) from (g, 2t)
 
@@ -66,7 +66,7 @@ def round_bf16(kb: KernelBuilder, x: ir.Value) -> ir.Value:
     return b.bitcast(b.select(_special(kb, bits), bits, rounded), llvm_type(F32))
 
 
-# The rounding applied to operands of each Format (by name) when they are staged.
+# The rounding applied to operands of each MmaFormat (by name) when they are staged.
 ROUNDING: dict[str, Callable[[KernelBuilder, ir.Value], ir.Value]] = {"tf32": round_tf32, "bf16": round_bf16}
 
 
@@ -79,7 +79,7 @@ def _lane(kb: KernelBuilder, t: MmaTile, tid: ir.Value) -> tuple[ir.Value, ir.Va
     return kb.mul(warp, WARP), b.udiv(lane, kb.i64(4)), b.urem(lane, kb.i64(4)), row0, col0
 
 
-def _load_fragments(kb: KernelBuilder, s: Shapes, fmt: Format, frags: tuple[Private, Private], k0: int,
+def _load_fragments(kb: KernelBuilder, s: Shapes, fmt: MmaFormat, frags: tuple[Private, Private], k0: int,
                     tid: ir.Value) -> None:
     """This thread's A and B fragments of k-step k0 .. k0 + fmt.k, element by element."""
     t = s.t
@@ -97,18 +97,18 @@ def _load_fragments(kb: KernelBuilder, s: Shapes, fmt: Format, frags: tuple[Priv
             frag_b.store(kb.load(s.b_tile, F32, offset), ni * len(fmt.b) + i)
 
 
-def _registers(kb: KernelBuilder, fmt: Format, frag: Private, first: int, count: int) -> list[ir.Value]:
+def _registers(kb: KernelBuilder, fmt: MmaFormat, frag: Private, first: int, count: int) -> list[ir.Value]:
     """Elements first .. first + count of a fragment as the instruction's 32-bit registers:
     a TF32 element's bits, or two bf16 halves (the first element low)."""
     b = kb.b
     bits = [b.bitcast(frag.load(first + i), I32) for i in range(count)]
-    if fmt.per_register == 1:
+    if fmt.k_step == 1:
         return bits
     high = ir.Constant(I32, -0x10000)
     return [b.or_(b.lshr(bits[i], ir.Constant(I32, 16)), b.and_(bits[i + 1], high)) for i in range(0, count, 2)]
 
 
-def _mma(kb: KernelBuilder, t: MmaTile, fmt: Format, acc: Private, frags: tuple[Private, Private]) -> None:
+def _mma(kb: KernelBuilder, t: MmaTile, fmt: MmaFormat, acc: Private, frags: tuple[Private, Private]) -> None:
     """acc += A B per mma tile: the instruction, on the warp's fragments."""
     frag_a, frag_b = frags
     result = ir.LiteralStructType([llvm_type(F32)] * 4)
@@ -118,15 +118,15 @@ def _mma(kb: KernelBuilder, t: MmaTile, fmt: Format, acc: Private, frags: tuple[
             q0 = (mi * t.nt + ni) * 4
             operands = (_registers(kb, fmt, frag_a, mi * na, na) + _registers(kb, fmt, frag_b, ni * nb, nb)
                         + [acc.load(q0 + r) for r in range(4)])
-            d = kb.call_intrinsic(fmt.intrinsic, result, operands)
+            d = kb.call_intrinsic(fmt.micro, result, operands)
             for r in range(4):
                 acc.store(kb.b.extract_value(d, r), q0 + r)
 
 
-def _mma_emulated(kb: KernelBuilder, t: MmaTile, fmt: Format, acc: Private, frags: tuple[Private, Private],
+def _mma_emulated(kb: KernelBuilder, t: MmaTile, fmt: MmaFormat, acc: Private, frags: tuple[Private, Private],
                   tid: ir.Value) -> None:
     """The host's mma: this thread's c0..c3 of each tile from its warp's fragments. A's
-    (g + dr, k) is in the fragment of lane g*4 + t' (Format.source), B's (k, c) in lane c*4 + t'."""
+    (g + dr, k) is in the fragment of lane g*4 + t' (MmaFormat.source), B's (k, c) in lane c*4 + t'."""
     frag_a, frag_b = frags
     first, g, tq, _, _ = _lane(kb, t, tid)
     na, nb = len(fmt.a), len(fmt.b)
@@ -144,7 +144,7 @@ def _mma_emulated(kb: KernelBuilder, t: MmaTile, fmt: Format, acc: Private, frag
                 acc.store(x, q)
 
 
-def emit_mma_gemm(k: GpuArgs, t: MmaTile, fmt: Format, dims: GemmDims, ops: Operands) -> None:
+def emit_mma_gemm(k: GpuArgs, t: MmaTile, fmt: MmaFormat, dims: GemmDims, ops: Operands) -> None:
     kb, simt = k.kb, k.simt
     if t.threads != simt.threads or simt.threads % t.bn or k.target.warp != WARP:
         raise CodegenError(f"tensor-core tile {t} does not match a block of {simt.threads} threads "

@@ -47,7 +47,8 @@ from hobbit.errors import CodegenError
 from hobbit.graph.ir import Node
 from hobbit.graph.shapes import broadcast
 from hobbit.plan.gpu.launch import GpuPlan, gpu_planner
-from hobbit.plan.gpu.mma import FORMATS, Format, MmaTile, mma_pays, mma_tiles
+from hobbit.plan.format import FP32, Format
+from hobbit.plan.gpu.mma import FORMATS, MmaTile, mma_pays, mma_tiles
 from hobbit.target import GpuTarget
 
 THREADS = 256
@@ -95,12 +96,12 @@ class Tile:
 
 @dataclass(frozen=True)
 class GemmPlan(GpuPlan):
-    """The GEMM kernel's launch and its choices: the tile, and the tensor-core operand format
-    (hobbit.plan.gpu.mma.Format: tf32 or bf16 mma.sync) with an MmaTile, or None for the SIMT
-    kernel with a Tile."""
+    """The GEMM kernel's launch and its choices: the tile, and the operand format: a tensor-core
+    one (hobbit.plan.gpu.mma.MmaFormat: tf32 or bf16 mma.sync) with an MmaTile, or FP32 (FMA)
+    for the SIMT kernel with a Tile."""
 
     tile: Tile | MmaTile | None = None
-    format: Format | None = None
+    format: Format = FP32
 
     def __hash__(self) -> int:
         return hash((super().__hash__(), self.tile, self.format))
@@ -193,12 +194,12 @@ def gemm_plan(node: Node, target: GpuTarget) -> GpuPlan:
     if name and mma_pays(dims.m, dims.n, target):
         t: Tile | MmaTile = best_tile(mma_tiles(dims.m, dims.n, target), dims, target)
         per_thread = t.accumulators
-        fmt: Format | None = FORMATS[name]
+        fmt: Format = FORMATS[name]
         min_blocks = t.blocks_per_sm
     else:
         t = choose_tile(dims, target)
         per_thread = t.tm * t.tn
-        fmt = None
+        fmt = FP32
         min_blocks = 0
     grid = (-(-dims.n // t.bn), -(-dims.m // t.bm), dims.z)
     if max(grid[1:]) > MAX_YZ:

@@ -28,6 +28,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from hobbit.errors import CodegenError
+from hobbit.plan.format import BFLOAT16, FLOAT32, Format
 from hobbit.target import GpuTarget
 
 BK = 16
@@ -36,19 +37,17 @@ WARP = 32  # mma.sync is a 32-thread warp's instruction
 
 
 @dataclass(frozen=True)
-class Format:
-    """An mma.sync operand format: its K, where each fragment element lies (A: (row, k)
-    from (g, step * t); B: k from step * t, column g), elements per register and the
-    instruction. The emitter (hobbit.backend.gpu.mma) rounds operands to the format, by
-    its name, when it stages them."""
+class MmaFormat(Format):
+    """An mma.sync operand format: the GEMM operand Format every backend's plans carry
+    (hobbit.plan.format; `micro` is the mma intrinsic, `k_step` the elements per 32-bit
+    register) plus the instruction's K and where each fragment element lies (A: (row, k)
+    from (g, step * t); B: k from step * t, column g). The emitter (hobbit.backend.gpu.mma)
+    rounds operands to the format, by its name, when it stages them."""
 
-    name: str
     k: int
     a: tuple[tuple[int, int], ...]
     b: tuple[int, ...]
     step: int
-    per_register: int
-    intrinsic: str
 
     def source(self, offsets: tuple, kk: int, row: int | None = None) -> tuple[int, int]:
         """(t of the lane holding k = kk [at row offset `row`], its fragment element)."""
@@ -61,9 +60,10 @@ class Format:
 
 
 FORMATS = {
-    "tf32": Format("tf32", 8, ((0, 0), (8, 0), (0, 4), (8, 4)), (0, 4), 1, 1, "llvm.nvvm.mma.m16n8k8.row.col.tf32"),
-    "bf16": Format("bf16", 16, ((0, 0), (0, 1), (8, 0), (8, 1), (0, 8), (0, 9), (8, 8), (8, 9)), (0, 1, 8, 9), 2, 2,
-                   "llvm.nvvm.mma.m16n8k16.row.col.bf16"),
+    "tf32": MmaFormat("tf32", "llvm.nvvm.mma.m16n8k8.row.col.tf32", 1, FLOAT32, FLOAT32, FLOAT32,
+                      k=8, a=((0, 0), (8, 0), (0, 4), (8, 4)), b=(0, 4), step=1),
+    "bf16": MmaFormat("bf16", "llvm.nvvm.mma.m16n8k16.row.col.bf16", 2, BFLOAT16, BFLOAT16, FLOAT32,
+                      k=16, a=((0, 0), (0, 1), (8, 0), (8, 1), (0, 8), (0, 9), (8, 8), (8, 9)), b=(0, 1, 8, 9), step=2),
 }
 
 
