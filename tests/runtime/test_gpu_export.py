@@ -92,8 +92,8 @@ def test_load_round_trip_runs_on_the_fake_driver(model, folder, fake) -> None:
 def test_load_without_a_device_is_a_clear_error(folder, monkeypatch) -> None:
     """Where cuda-python (or the driver, or a GPU) is missing, hobbit.load says what is missing
     at once, as a library built for CPU features this host lacks is refused at load."""
-    monkeypatch.setitem(sys.modules, "cuda.bindings", None)
-    monkeypatch.setitem(sys.modules, "cuda", None)
+    for name in ("cuda.bindings.driver", "cuda.bindings", "cuda"):  # the driver module too: import_module
+        monkeypatch.setitem(sys.modules, name, None)  # returns an imported submodule without its parents
     with pytest.raises(DeviceError, match=r"pip install 'hobbit\[cuda\]'"):
         hobbit.load(folder)
 
