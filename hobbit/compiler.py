@@ -38,6 +38,9 @@ from hobbit.runtime.nodearg import node_args
 from hobbit.runtime.progress import Progress
 from hobbit.runtime.recipe import Recipe
 from hobbit.runtime.specialize import SpecializingModel, SymbolicSpec
+from hobbit.runtime.dynamic import Build, DynamicModel
+from hobbit.graph.extents import NotDynamic
+from hobbit.dynamic_compile import dynamic_graph, first_bound, run_time_symbols
 from hobbit.target import Target, host_target, parse_target
 
 ModelSource = ModelInput | Source
@@ -77,7 +80,7 @@ def lower_to_llvm(model: ModelSource, target: Target | str | None = None, passes
 def _lower(source: Source, backend: Backend, target: Target, threads: int, precision: str, opt_level: int,
            passes: list[str] | None, input_shapes: dict[str, tuple[int, ...]] | None,
            input_values: dict[str, np.ndarray] | None, profile: bool, keep_ir: bool,
-           show: Progress) -> tuple[CompileReport, Module]:
+           show: Progress, graph: Graph | None = None) -> tuple[CompileReport, Module]:
     """import -> the backend's passes -> its plans (memory planning) -> its module -> LLVM's
     optimiser: the report, and the module as built (its launches, for a GPU's finish).
 
@@ -87,15 +90,17 @@ def _lower(source: Source, backend: Backend, target: Target, threads: int, preci
     as soon as its text exists (its Python objects took ~70 MB for ResNet-50, ~9x the text);
     `keep_ir=False` drops the text too once parsed (unless the backend keeps it). Between
     stages, what the last one replaced is freed and handed back to the system
-    (hobbit.runtime.memory.release_garbage), so it does not add to the next stage's peak."""
+    (hobbit.runtime.memory.release_garbage), so it does not add to the next stage's peak.
+    `graph`: the graph after the passes where the caller made it (a model with run-time dims)."""
     times: dict[str, float] = {}
     t0 = time.perf_counter()
-    show.stage("import")
-    graph = source.import_graph(input_shapes, input_values)
-    times["import"] = time.perf_counter() - t0
-    t0 = time.perf_counter()
-    show.stage("passes")
-    graph = run_pipeline(graph, backend.pipeline(precision, target, passes), target)
+    if graph is None:
+        show.stage("import")
+        graph = source.import_graph(input_shapes, input_values)
+        times["import"] = time.perf_counter() - t0
+        t0 = time.perf_counter()
+        show.stage("passes")
+        graph = run_pipeline(graph, backend.pipeline(precision, target, passes), target)
     plan = backend.plan(graph, target, threads)
     release_garbage()
     weights = pack_weights(graph, plan)
@@ -145,8 +150,9 @@ def compile(model: ModelSource, target: str | Target = "host", threads: int | No
             input_shapes: dict[str, tuple[int, ...]] | None = None, profile: bool = False,
             cache: bool | None = None,
             progress: bool | None = None, signature: str | None = None,
-            external_data_dir: str | os.PathLike | None = None
-            ) -> CompiledModel | SpecializingModel | ExportOnlyModel:
+            external_data_dir: str | os.PathLike | None = None,
+            dynamic_shapes: dict[str, tuple[int, int]] | bool | None = None
+            ) -> CompiledModel | DynamicModel | SpecializingModel | ExportOnlyModel:
     """Compile a model for a CPU and JIT it: ONNX (path, bytes or ModelProto, or the name of
     a zoo model such as "resnet18", as on the command line: hobbit.zoo), or TensorFlow
     by path: a frozen GraphDef (.pb), a SavedModel directory (`signature` picks the signature,
@@ -161,10 +167,15 @@ def compile(model: ModelSource, target: str | Target = "host", threads: int | No
     which exports a library for that machine but does not run here. Its thread count
     defaults to 1 (the host's CPUs say nothing about the deployment machine's).
 
-    A model with symbolic input dims (not fixed by `input_shapes`), or whose shapes depend
-    on the values of small inputs, comes back as a SpecializingModel: it checks each call
-    against the declarations and compiles one variant per input signature (see
-    hobbit.runtime.specialize).
+    A model with symbolic input dims (not fixed by `input_shapes`) comes back as a
+    DynamicModel where every kernel it needs computes inside run-time extents: one module
+    runs every size of those dims (hobbit.runtime.dynamic). `dynamic_shapes` bounds them,
+    {symbol: (low, high)} by the names the model gives its dims (a symbol left out grows as
+    calls need); False turns the run-time dims off. A model whose only symbolic dim is a
+    batch dim, a model whose run-time dims some kernel cannot follow (`reason` on the model
+    says which), or one whose shapes depend on the values of small inputs, comes back as a
+    SpecializingModel: it checks each call against the declarations and compiles one
+    variant per input signature (see hobbit.runtime.specialize).
 
     `threads` is the thread count per inference (default: HOBBIT_NUM_THREADS, else the CPUs
     this process may use, see hobbit.runtime.cpus; a fresh compile records it as report.threads);
@@ -206,19 +217,64 @@ def compile(model: ModelSource, target: str | Target = "host", threads: int | No
         outputs = [SymbolicSpec(name, shape, dtype) for name, shape, dtype in declared]
         needed = exc.inputs if isinstance(exc, InputValuesNeeded) else []
         described = node_args(source.described(input_shapes))
-        compiled = SpecializingModel(source.declared_inputs(input_shapes), outputs, needed, build,
+        inputs = source.declared_inputs(input_shapes)
+        reason = "the model's shapes depend on the values of inputs" if needed else None
+        if not needed:
+            try:
+                with Progress.for_compile(progress) as show:
+                    dynamic = compile_dynamic(source, backend, machine, threads, precision, opt_level, passes,
+                                              input_shapes, inputs, dynamic_shapes, profile, show, described)
+                dynamic.recipe = _recipe(model, source, target, threads, precision, opt_level, passes,
+                                         input_shapes, profile, cache, progress, signature, external_data_dir,
+                                         dynamic_shapes)
+                return dynamic
+            except NotDynamic as why:
+                reason = str(why)
+        compiled = SpecializingModel(inputs, outputs, needed, build,
                                      importer=lambda shapes: source.import_graph({**(input_shapes or {}), **shapes}),
                                      node_args=described)
+        compiled.reason = reason
     # What a pickle of the model carries (hobbit.runtime.recipe): threads as resolved, so
     # another process builds the same code and finds it in the compile cache.
-    compiled.recipe = Recipe(compile, model, type(source).portable_model,
-                             {"target": target, "threads": threads, "precision": precision,
-                              "opt_level": opt_level,
-                              "passes": passes,
-                              "input_shapes": input_shapes, "profile": profile, "cache": cache,
-                              "progress": progress, "signature": signature,
-                              "external_data_dir": external_data_dir})
+    compiled.recipe = _recipe(model, source, target, threads, precision, opt_level, passes, input_shapes, profile,
+                              cache, progress, signature, external_data_dir, dynamic_shapes)
     return compiled
+
+
+def _recipe(model: object, source: Source, target: object, threads: int, precision: str, opt_level: int,
+            passes: list[str] | None, input_shapes: object, profile: bool, cache: bool | None,
+            progress: bool | None, signature: str | None, external_data_dir: str | None,
+            dynamic_shapes: object) -> Recipe:
+    return Recipe(compile, model, type(source).portable_model,
+                  {"target": target, "threads": threads, "precision": precision, "opt_level": opt_level,
+                   "passes": passes, "input_shapes": input_shapes, "profile": profile, "cache": cache,
+                   "progress": progress, "signature": signature, "external_data_dir": external_data_dir,
+                   "dynamic_shapes": dynamic_shapes})
+
+
+def compile_dynamic(source: Source, backend: Backend, target: Target, threads: int, precision: str,
+                    opt_level: int, passes: list[str] | None, input_shapes: dict[str, tuple[int, ...]] | None,
+                    declared: list, dynamic_shapes: object, profile: bool, show: Progress,
+                    described: tuple) -> DynamicModel:
+    """One module for every size of the model's symbolic dims (hobbit.runtime.dynamic), or
+    NotDynamic. The CPU JIT only: code for another machine and GPU code are compiled per shape."""
+    if not backend.in_process(target):
+        raise NotDynamic(f"run-time dims run on this CPU's JIT only, not on {target}")
+    symbols, ranges = run_time_symbols(declared, dynamic_shapes)
+
+    def build(bound: tuple[int, ...]) -> Build:
+        graph = dynamic_graph(source, backend, target, precision, passes, input_shapes, declared, symbols, bound)
+        report, module = _lower(source, backend, target, threads, precision, opt_level, passes, input_shapes,
+                                None, profile, False, show, graph)
+        t0 = time.perf_counter()
+        native = backend.finish(report.optimized, module, report.graph, report.plan, target)
+        model = finished_model(native, report, t0, show, None, 0.0)
+        static = [(None,) * len(v.shape) for v in graph.inputs[:-1] + graph.outputs]
+        inputs = [v.extents or s for v, s in zip(graph.inputs[:-1], static)]
+        outputs = [v.extents or s for v, s in zip(graph.outputs, static[len(inputs):])]
+        return Build(model, bound, inputs, outputs)
+
+    return DynamicModel(declared, symbols, ranges, build, build(first_bound(ranges)), described)
 
 
 def _build(source: Source, backend: Backend, target: Target, threads: int, precision: str, opt_level: int,

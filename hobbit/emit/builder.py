@@ -266,6 +266,11 @@ class KernelBuilder:
         """A constant mask with the first `count` lanes on (for a static ragged edge)."""
         return ir.Constant(ir.VectorType(I1, width), [1 if i < count else 0 for i in range(width)])
 
+    def runtime_prefix_mask(self, width: int, count: ir.Value) -> ir.Value:
+        """A mask with the first `count` lanes on, `count` known at run time (below `width`)."""
+        lanes = ir.Constant(ir.VectorType(I64, width), list(range(width)))
+        return self.b.icmp_unsigned("<", lanes, self.splat(count, width))
+
     def vload_strided(self, ptr: ir.Value, dtype: np.dtype, index: int | ir.Value, stride: int, width: int,
                       mask: ir.Value | None = None) -> ir.Value:
         """Lanes i = ptr[index + i*stride]: a vector load when stride is 1, else element loads

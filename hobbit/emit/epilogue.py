@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from typing import Any, Callable
 
+import numpy as np
 from llvmlite import ir
 
 from hobbit.errors import CodegenError
@@ -84,18 +85,48 @@ def load_broadcast(e: Emit, ptr: ir.Value, strides: list[int], index: list[int |
 
 def collapse(shape: tuple[int, ...], stride_sets: list[list[int]]) -> tuple[tuple[int, ...], list[list[int]]]:
     """Merge adjacent dims that every operand walks contiguously, so loops are few and long."""
-    dims = [d for d in range(len(shape)) if shape[d] != 1]
+    groups = _groups(shape, stride_sets, [False] * len(shape))
+    return _merged(shape, stride_sets, groups)
+
+
+def collapse_extents(kb: KernelBuilder, shape: tuple[int, ...], stride_sets: list[list[int]],
+                     extents: tuple[int | ir.Value, ...]) -> tuple[tuple[int, ...], list[list[int]],
+                                                                   list[int | ir.Value]]:
+    """collapse() for a shape with run-time dims (hobbit.graph.extents): `extents` gives each
+    dim's length in this inference. A run-time dim starts a new merged dim, as the elements
+    inside its extent and static inner dims are one range, but not with the dims inside it;
+    the third result is each merged dim's length in this inference."""
+    dynamic = [not (isinstance(e, int) and e == n) for e, n in zip(extents, shape)]
+    groups = _groups(shape, stride_sets, dynamic)
+    merged, strides = _merged(shape, stride_sets, groups)
+    lengths: list[int | ir.Value] = []
+    for group in groups:
+        length: int | ir.Value = extents[group[0]] if group else 1
+        for d in group[1:]:
+            length = kb.mul(length, shape[d])
+        lengths.append(length)
+    return merged, strides, lengths
+
+
+def _groups(shape: tuple[int, ...], stride_sets: list[list[int]], dynamic: list[bool]) -> list[list[int]]:
+    """The dims each merged dim covers: runs of dims every operand walks contiguously, where
+    only the first of a run may be a run-time dim."""
+    dims = [d for d in range(len(shape)) if shape[d] != 1 or dynamic[d]]
     if not dims:
-        return (1,), [[0] for _ in stride_sets]
-    new_shape = [shape[dims[0]]]
-    new_strides = [[s[dims[0]]] for s in stride_sets]
+        return [[]]
+    groups = [[dims[0]]]
     for d in dims[1:]:
-        if all(ns[-1] == s[d] * shape[d] for ns, s in zip(new_strides, stride_sets)):
-            new_shape[-1] *= shape[d]
-            for ns, s in zip(new_strides, stride_sets):
-                ns[-1] = s[d]
+        last = groups[-1][-1]
+        if not dynamic[d] and all(s[last] == s[d] * shape[d] for s in stride_sets):
+            groups[-1].append(d)
         else:
-            new_shape.append(shape[d])
-            for ns, s in zip(new_strides, stride_sets):
-                ns.append(s[d])
-    return tuple(new_shape), new_strides
+            groups.append([d])
+    return groups
+
+
+def _merged(shape: tuple[int, ...], stride_sets: list[list[int]],
+            groups: list[list[int]]) -> tuple[tuple[int, ...], list[list[int]]]:
+    if groups == [[]]:
+        return (1,), [[0] for _ in stride_sets]
+    new_shape = tuple(int(np.prod([shape[d] for d in group])) for group in groups)
+    return new_shape, [[s[group[-1]] for group in groups] for s in stride_sets]

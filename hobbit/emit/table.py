@@ -25,6 +25,10 @@ class Kernel:
     lower: Callable[..., None]
     # Scalar expression of an element-wise kernel: scalar(emitter, args, attrs) -> value.
     scalar: Callable[..., Any] | None = None
+    # Whether the emitter computes inside the run-time extents of a node's values
+    # (hobbit.graph.extents): dynamic(node) -> None if it does for this node, else why not.
+    # A kernel without one is compiled only for static shapes.
+    dynamic: Callable[[Any], str | None] | None = None
 
 
 class KernelTable:
@@ -33,15 +37,17 @@ class KernelTable:
         self.parent = parent
         self._kernels: dict[str, Kernel] = {}
 
-    def register(self, name: str, lower: Callable[..., None], scalar: Callable[..., Any] | None = None) -> None:
+    def register(self, name: str, lower: Callable[..., None], scalar: Callable[..., Any] | None = None,
+                 dynamic: Callable[[Any], str | None] | None = None) -> None:
         if name in self._kernels:
             raise ValueError(f"kernel {name!r} registered twice for backend {self.backend}")
-        self._kernels[name] = Kernel(lower, scalar)
+        self._kernels[name] = Kernel(lower, scalar, dynamic)
 
-    def kernel(self, name: str, scalar: Callable[..., Any] | None = None) -> Callable[[Lower], Lower]:
+    def kernel(self, name: str, scalar: Callable[..., Any] | None = None,
+               dynamic: Callable[[Any], str | None] | None = None) -> Callable[[Lower], Lower]:
         """register as a decorator: @CPU.kernel("Tile") above the function that lowers it."""
         def add(lower: Lower) -> Lower:
-            self.register(name, lower, scalar)
+            self.register(name, lower, scalar, dynamic)
             return lower
         return add
 

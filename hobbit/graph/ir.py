@@ -67,6 +67,9 @@ class Value:
         self.slice_of: tuple[Value, int] | None = None
         # Set when a dim of this value depends on the data (see Bounded).
         self.bounded: Bounded | None = None
+        # Set on a model compiled for run-time dims: per dim, None or the Extent
+        # (hobbit.graph.extents) that holds its length at run time; the shape is the bound.
+        self.extents: tuple | None = None
 
     @property
     def shape(self) -> tuple[Dim, ...]:

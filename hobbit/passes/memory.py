@@ -9,6 +9,7 @@ is what its plan (hobbit.plan.planners) says; the plan is kept here for the emit
 from __future__ import annotations
 
 from hobbit.target import Target, host_target
+from hobbit.graph.extents import DIMS_INPUT
 from hobbit.graph.ir import Graph, Node, Value
 from hobbit.ops.registry import get_op
 from hobbit.plan.arena import STATUS_BYTES, claim_bytes
@@ -60,6 +61,8 @@ def plan_memory(graph: Graph, target: Target | None = None, threads: int = 1,
     plan = MemoryPlan()
     for i, v in enumerate(graph.inputs):
         plan.places[id(v)] = Place("input", i)
+        if v.name == DIMS_INPUT:
+            plan.dims_input = i
     for i, v in enumerate(graph.outputs):
         plan.places[id(v)] = Place("output", i)
 

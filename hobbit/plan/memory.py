@@ -34,6 +34,8 @@ class MemoryPlan:
     reset_bytes: int = 0
     arena_bytes: int = 0
     weights_bytes: int = 0
+    # A model with run-time dims: the position of the input that holds their values (int64[n]).
+    dims_input: int | None = None
 
     def place(self, value: Value) -> Place:
         return self.places[id(value)]

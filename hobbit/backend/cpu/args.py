@@ -11,6 +11,8 @@ from typing import Any, Callable
 import numpy as np
 from llvmlite import ir
 
+from hobbit.emit.builder import I64
+from hobbit.graph.ir import Value
 from hobbit.target import Target
 from hobbit.emit.args import EmitArgs
 from hobbit.emit.table import KernelTable
@@ -29,6 +31,25 @@ class KernelArgs(EmitArgs):
     # the body's kernels, given its (inputs, outputs, weights, arena) pointers as the entry
     # point has them. Codegen provides it: a lowering cannot call kernels itself.
     subgraph: Callable[[ir.IRBuilder, tuple], None] | None = None
+    # For a node with run-time dims (hobbit.graph.extents): the entry point's dims vector.
+    dims: ir.Value | None = None
+
+    def extent(self, value: Value, axis: int) -> int | ir.Value:
+        """The length of `value`'s dim `axis` in this inference: its static size, or for a
+        run-time dim its Extent over the dims vector (an i64 the kernel computes at entry)."""
+        extent = None if value.extents is None else value.extents[axis]
+        if extent is None:
+            return int(value.shape[axis])
+        kb = self.kb
+        total: int | ir.Value = extent.const
+        for slot, coeff in extent.terms:
+            total = kb.add(total, kb.mul(kb.b.load(kb.b.gep(self.dims, [kb.i64(slot)], source_etype=I64), typ=I64),
+                                         coeff))
+        return total
+
+    def extents(self, value: Value) -> tuple[int | ir.Value, ...]:
+        """Every dim's length in this inference (see extent)."""
+        return tuple(self.extent(value, axis) for axis in range(len(value.shape)))
 
     def thread_scratch(self, offset: int, per_thread: int, dtype: np.dtype) -> ir.Value:
         """This thread's slice of scratch: elements [offset + tid*per_thread, ... + per_thread)."""

@@ -29,6 +29,7 @@ from hobbit.backend.cpu.profile import KernelTimer
 from hobbit.target import Target
 from hobbit.backend.cpu.team import KernelCall, Step, emit_team, team_steps
 from hobbit.errors import CodegenError
+from hobbit.graph.extents import is_dynamic
 from hobbit.graph.ir import Graph, Node
 from hobbit.ops.registry import get_op
 from hobbit.emit.builder import I64, PTR, KernelBuilder
@@ -151,6 +152,8 @@ def _kernel_args(b: ir.IRBuilder, tables: tuple, plan: MemoryPlan, node: Node, t
         args.append(_pointer(b, tables, Place(claims.kind, claims.index + step_bytes(threads), claims.offset)))
     if id(node) in plan.status:
         args.append(_pointer(b, tables, plan.status[id(node)]))
+    if is_dynamic(node):
+        args.append(_pointer(b, tables, Place("input", plan.dims_input, 0)))
     return args
 
 
@@ -162,8 +165,9 @@ def _signature(node: Node, has_scratch: bool, has_status: bool) -> tuple:
     steps = tuple((s.op, _freeze(s.attrs), ty(s.operand), s.swap) for s in node.epilogue)
     baked = tuple(_freeze(v.const) for v in node.inputs if v is not None and v.const is not None) \
         if get_op(node.op).bakes_constants else ()
+    extents = tuple(None if v is None else v.extents for v in node.operands() + list(node.outputs))
     return (node.op, _freeze(node.attrs), tuple(ty(v) for v in node.inputs),
-            tuple(ty(v) for v in node.outputs), steps, has_scratch, has_status, baked)
+            tuple(ty(v) for v in node.outputs), steps, has_scratch, has_status, baked, extents)
 
 
 def _freeze(value) -> object:
@@ -218,7 +222,9 @@ def _emit_kernel(module: ir.Module, node: Node, target: Target, plan: MemoryPlan
         raise CodegenError(f"op {node.op} at node '{node.name}' has no lowering and was not folded")
     lower = CPU.lookup(opdef.kernel).lower
     values = kernel_values(node)
-    n_params = len(values) + (id(node) in plan.scratch) + (id(node) in plan.claims) + (id(node) in plan.status)
+    dynamic = is_dynamic(node)
+    n_params = len(values) + (id(node) in plan.scratch) + (id(node) in plan.claims) + (id(node) in plan.status) \
+        + dynamic
     fn = ir.Function(module, ir.FunctionType(ir.VoidType(), [PTR] * n_params + [I64, I64]),
                      name=_unique(module, kernel_name(node)))
     fn.linkage = "internal"
@@ -230,6 +236,7 @@ def _emit_kernel(module: ir.Module, node: Node, target: Target, plan: MemoryPlan
     scratch = next(params) if id(node) in plan.scratch else None
     claims = next(params) if id(node) in plan.claims else None
     status = next(params) if id(node) in plan.status else None
+    dims = next(params) if dynamic else None
     tid, count = next(params), next(params)
     tid.name, count.name = "thread", "threads"
     for p in fn.args[:n_params]:
@@ -240,6 +247,8 @@ def _emit_kernel(module: ir.Module, node: Node, target: Target, plan: MemoryPlan
         scratch.name = "scratch"
     if claims is not None:
         claims.name = "claims"
+    if dims is not None:
+        dims.name = "dims"
     kb = KernelBuilder(fn)
     if status is not None:
         status.name = "status"
@@ -247,7 +256,7 @@ def _emit_kernel(module: ir.Module, node: Node, target: Target, plan: MemoryPlan
     team = Threads(kb, tid, count, threads, claims)
     try:
         lower(KernelArgs(kb, node, target, inputs, outputs, epilogue, scratch, team, plan.kernels.get(id(node)),
-                         _subgraph(module, node, plan, target)))
+                         _subgraph(module, node, plan, target), dims))
     except Exception as exc:  # a lowering that cannot handle this variant: name the node, never a bare trace
         shapes = ", ".join(str(v.type) for v in node.inputs if v is not None)
         detail = str(exc) if isinstance(exc, CodegenError) else f"{type(exc).__name__}: {exc}"

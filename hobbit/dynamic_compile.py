@@ -1,0 +1,131 @@
+"""The compiler's side of run-time dims: which symbols, their bounds, and the graph at the bounds
+with every run-time extent found (hobbit.graph.extents) and every kernel checked to follow them.
+
+compile() asks for this when a model declares symbolic input dims that are more than one
+batch dim (that one runs in chunks of one variant: hobbit.runtime.batching, which stays
+the faster path for CNNs whose kernels are specialised for their shapes). Anything that
+cannot follow run-time extents raises NotDynamic with the node and the reason, and
+compile() falls back to one variant per shape."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from hobbit.backend.base import Backend
+from hobbit.errors import ConfigError
+from hobbit.frontend.common.source import DeclaredInput, Source
+from hobbit.graph.extents import DIMS_INPUT, NotDynamic, Probe, find_extents, is_dynamic
+from hobbit.graph.ir import Graph, TensorType, Value
+from hobbit.ops.registry import get_op
+from hobbit.passes import run_pipeline
+from hobbit.passes.memory import is_view
+from hobbit.runtime.dynamic import initial_bound
+from hobbit.target import Target
+
+# Probe sizes: small (an import at them is quick) and odd primes, so a floor division by a
+# stride, which two even sizes could hide, breaks the affine fit.
+PROBES = (5, 7)
+
+
+def run_time_symbols(declared: list[DeclaredInput], dynamic_shapes: dict[str, tuple[int, int]] | bool | None
+                     ) -> tuple[list[str], list[tuple[int, int | None]]]:
+    """The symbols that become run-time dims, in order of first appearance, and their
+    (low, high) bounds (high None: grows); raises NotDynamic when there are none to run so."""
+    if dynamic_shapes is False:
+        raise NotDynamic("run-time dims are off (dynamic_shapes=False)")
+    symbols: list[str] = []
+    for d in declared:
+        if d.sequence:
+            raise NotDynamic(f"input '{d.name}' is a sequence")
+        for size, symbol in zip(d.shape, d.symbols):
+            if size is None and symbol is None:
+                raise NotDynamic(f"input '{d.name}' has a dim with no name")
+            if size is None and symbol not in symbols:
+                symbols.append(symbol)
+    given = dynamic_shapes if isinstance(dynamic_shapes, dict) else {}
+    unknown = [name for name in given if name not in symbols]
+    if unknown:
+        raise ConfigError(f"dynamic_shapes names {unknown}, which are not symbolic dims of the model's inputs; "
+                          f"its symbolic dims are {symbols}")
+    ranges = [_range(name, given.get(name)) for name in symbols]
+    batch_only = len(symbols) == 1 and all(d.symbols[0] == symbols[0] and d.shape[1:].count(None) == 0
+                                           for d in declared)
+    if batch_only and not given:
+        raise NotDynamic("its only symbolic dim is a batch dim, which runs in chunks of one variant")
+    return symbols, ranges
+
+
+def _range(name: str, given: object) -> tuple[int, int | None]:
+    if given is None:
+        return 1, None
+    if (not isinstance(given, (tuple, list)) or len(given) != 2
+            or not all(isinstance(v, (int, np.integer)) and not isinstance(v, bool) for v in given)
+            or not 1 <= given[0] <= given[1]):
+        raise ConfigError(f"dynamic_shapes['{name}'] must be (low, high) with 1 <= low <= high, got {given!r}")
+    return int(given[0]), int(given[1])
+
+
+def first_bound(ranges: list[tuple[int, int | None]]) -> tuple[int, ...]:
+    """The sizes the first module is compiled for: each symbol's high bound, or the default."""
+    return tuple(high if high is not None else initial_bound(None) for _, high in ranges)
+
+
+def dynamic_graph(source: Source, backend: Backend, target: Target, precision: str, passes: list[str] | None,
+                  input_shapes: dict[str, tuple[int, ...]] | None, declared: list[DeclaredInput],
+                  symbols: list[str], bound: tuple[int, ...]) -> Graph:
+    """The graph after the backend's passes at `bound`, every run-time extent set and the
+    dims input last (DIMS_INPUT); NotDynamic where any of it cannot be."""
+    def at(point: tuple[int, ...]) -> Graph:
+        shapes = {d.name: tuple(point[symbols.index(sym)] if size is None else size
+                                for size, sym in zip(d.shape, d.symbols)) for d in declared}
+        graph = source.import_graph({**(input_shapes or {}), **shapes})
+        return run_pipeline(graph, backend.pipeline(precision, target, passes), target)
+
+    graph = at(bound)
+    find_extents(Probe(bound, graph), [Probe(point, at(point)) for point in _probe_points(bound, symbols)], symbols)
+    _check_kernels(graph, backend)
+    graph.inputs.append(Value(DIMS_INPUT, TensorType(np.dtype(np.int64), (len(symbols),))))
+    return graph
+
+
+def _probe_points(bound: tuple[int, ...], symbols: list[str]) -> list[tuple[int, ...]]:
+    """Two points moving each symbol alone, and one moving all of them (see find_extents)."""
+    points = []
+    for slot, size in enumerate(bound):
+        if size <= max(PROBES):
+            raise NotDynamic(f"the bound of '{symbols[slot]}' ({size}) is too small to run it as a run-time dim")
+        points += [bound[:slot] + (p,) + bound[slot + 1:] for p in PROBES]
+    if len(bound) > 1:
+        points.append((PROBES[0],) * len(bound))
+    return points
+
+
+def _check_kernels(graph: Graph, backend: Backend) -> None:
+    """Every node that touches a run-time dim has a kernel that computes inside the extents
+    (or is a view that keeps them where they were)."""
+    if any(kind is not None for _, kind in graph.output_layout):
+        raise NotDynamic("the model has sequence or data-dependent outputs")
+    for node in graph.nodes:
+        if not is_dynamic(node):
+            continue
+        if any(v.slice_of is not None for v in node.outputs):
+            raise NotDynamic(f"node '{node.name}' ({node.op}) writes into a slice of another tensor")
+        if is_view(node):
+            reason = _view_reason(node)
+        else:
+            kernel = backend.table.lookup(get_op(node.op).kernel)
+            reason = (f"its kernel ({get_op(node.op).kernel}) is compiled for static shapes only"
+                      if kernel.dynamic is None else kernel.dynamic(node))
+        if reason:
+            raise NotDynamic(f"node '{node.name}' ({node.op}): {reason}")
+
+
+def _view_reason(node) -> str | None:
+    """A view keeps its input's memory: the run-time dims must sit at the same strides."""
+    def layout(value: Value) -> list[tuple]:
+        shape = value.shape
+        return [(int(np.prod(shape[:d])), int(np.prod(shape[d + 1:])), shape[d], e)
+                for d, e in enumerate(value.extents or ()) if e is not None]
+    if layout(node.inputs[0]) != layout(node.outputs[0]):
+        return "it moves a run-time dim to other strides"
+    return None

@@ -1,0 +1,185 @@
+"""Run-time dims: which dims of which values follow the model's symbolic input dims, and how.
+
+A model compiled for run-time dims is compiled once, for the *bound* of each symbol
+(hobbit.runtime.dynamic). Every tensor is stored in its bound shape, so every stride
+stays a compile-time constant; along a run-time dim only indices [0, extent) hold data,
+and the extent is an `Extent`: an affine function of the symbols' values, which the
+generated code reads from the entry point's dims vector. What lies past an extent is
+unspecified, so a kernel must compute and read only inside the extents (the kernel
+table says which kernels do: hobbit.emit.table.Kernel.dynamic).
+
+The extents are found by comparing imports of the model at several sizes
+(`find_extents`): the graph at the bounds and the graphs at small probe sizes, after
+the same passes, must have the same nodes and attributes; a dim that differs is a
+run-time dim, and its values at the probes fit one affine function of the symbols (a
+second probe per symbol and one probe moving all symbols at once check the fit, which
+catches the floor divisions of strided windows and the products of two symbols). A
+constant that differs must be, at each probe, the prefix of the bound graph's constant
+along its run-time dims (a causal mask, positions 0..n-1): computing inside the extents
+then reads exactly what the probe's graph would. Anything else (an attribute that
+depends on the size, a constant that is not a prefix, a node one graph has and the other
+not) is a `NotDynamic` naming the node, and the model is compiled per shape instead."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from hobbit.errors import HobbitError
+from hobbit.graph.ir import Graph, Node, Value
+
+
+# The input a model with run-time dims gets last: the symbols' values of this inference, int64[n].
+DIMS_INPUT = "hobbit.dims"
+
+
+class NotDynamic(HobbitError):
+    """The model cannot run its symbolic dims as run-time values of one module (the reason)."""
+
+
+@dataclass(frozen=True)
+class Extent:
+    """const + sum(coeff * dims[slot]): a run-time dim's length, from the symbols' values."""
+
+    terms: tuple[tuple[int, int], ...]  # (slot in the dims vector, coefficient), coefficients non-zero
+    const: int
+
+    def value(self, dims: list[int] | tuple[int, ...]) -> int:
+        return self.const + sum(coeff * dims[slot] for slot, coeff in self.terms)
+
+    def describe(self, symbols: list[str]) -> str:
+        parts = [f"{'' if c == 1 else f'{c}*'}{symbols[s]}" for s, c in self.terms]
+        if self.const or not parts:
+            parts.append(str(self.const))
+        return " + ".join(parts).replace("+ -", "- ")
+
+
+Extents = tuple[Extent | None, ...]
+
+
+def is_dynamic(node: Node) -> bool:
+    """Whether a node reads or writes a value with a run-time dim."""
+    return any(v.extents is not None for v in node.operands() + list(node.outputs))
+
+
+@dataclass(frozen=True)
+class Probe:
+    """One import of the model: the symbols' values it was imported at, and its graph after the passes."""
+
+    dims: tuple[int, ...]
+    graph: Graph
+
+
+def find_extents(bound: Probe, probes: list[Probe], symbols: list[str]) -> None:
+    """Set `extents` on every value of `bound.graph` that has a run-time dim (see the module
+    docstring), or raise NotDynamic. `probes` must include, for each symbol, two that move only
+    that symbol, and one that moves them all when there are several."""
+    for probe in probes:
+        _same_structure(bound.graph, probe.graph)
+    others = [_values(probe.graph) for probe in probes]
+    for index, value in enumerate(_values(bound.graph)):
+        seen = [(probe.dims, values[index]) for probe, values in zip(probes, others)]
+        value.extents = _fit(value, bound.dims, seen, symbols)
+        if value.const is not None:
+            for _, other in seen:
+                _check_prefix(value, other, symbols)
+
+
+def _values(graph: Graph) -> list[Value]:
+    """Every value the nodes read or write, in one order that equal structures share."""
+    out = list(graph.inputs)
+    for node in graph.nodes:
+        out.extend(v for v in node.operands() if v.const is not None)
+        out.extend(node.outputs)
+    return out
+
+
+def _same_structure(a: Graph, b: Graph) -> None:
+    if [v.name for v in a.inputs] != [v.name for v in b.inputs] or len(a.nodes) != len(b.nodes):
+        raise NotDynamic("the graph's structure changes with the input sizes")
+    for x, y in zip(a.nodes, b.nodes):
+        if (x.op, x.name, len(x.inputs), len(x.outputs)) != (y.op, y.name, len(y.inputs), len(y.outputs)):
+            raise NotDynamic(f"node '{x.name}' ({x.op}) is built differently at other input sizes")
+        if [(s.op, s.origin) for s in x.epilogue] != [(s.op, s.origin) for s in y.epilogue]:
+            raise NotDynamic(f"node '{x.name}' ({x.op}) fuses other steps at other input sizes")
+        if [v is None for v in x.inputs] != [v is None for v in y.inputs]:
+            raise NotDynamic(f"node '{x.name}' ({x.op}) takes other inputs at other input sizes")
+        if [v.const is None for v in x.operands()] != [v.const is None for v in y.operands()]:
+            raise NotDynamic(f"node '{x.name}' ({x.op}) has other constant operands at other input sizes")
+        if not _same_attrs(x, y):
+            raise NotDynamic(f"node '{x.name}' ({x.op}) has attributes that depend on the input sizes")
+        if getattr(x.outputs[0], "bounded", None) is not None:
+            raise NotDynamic(f"node '{x.name}' ({x.op}) has a data-dependent output size")
+
+
+def _same_attrs(x: Node, y: Node) -> bool:
+    """Equal attributes, except the output shape a view op records (checked through the dims)."""
+    keys = set(x.attrs) | set(y.attrs)
+    for key in keys:
+        if key == "shape" and x.op == "Reshape":
+            continue
+        a, b = x.attrs.get(key), y.attrs.get(key)
+        if isinstance(a, Graph) or isinstance(b, Graph):
+            return False
+        if isinstance(a, np.ndarray) or isinstance(b, np.ndarray):
+            if not (isinstance(a, np.ndarray) and isinstance(b, np.ndarray) and a.shape == b.shape
+                    and np.array_equal(a, b)):
+                return False
+        elif a != b:
+            return False
+    for a, b in zip(x.epilogue, y.epilogue):
+        if a.attrs != b.attrs or a.swap != b.swap:
+            return False
+    return True
+
+
+def _fit(value: Value, at: tuple[int, ...], seen: list[tuple[tuple[int, ...], Value]],
+         symbols: list[str]) -> Extents | None:
+    """Each dim as const + sum(coeff * symbol), fitted from the probes that move one symbol and
+    checked on all of them; None for a value whose dims never move."""
+    shape = value.shape
+    for _, other in seen:
+        if len(other.shape) != len(shape):
+            raise NotDynamic(f"'{value.name}' changes rank with the input sizes")
+    dims: list[Extent | None] = []
+    for axis, size in enumerate(shape):
+        if all(other.shape[axis] == size for _, other in seen):
+            dims.append(None)
+            continue
+        terms = []
+        for slot in range(len(at)):
+            alone = [(point[slot], other.shape[axis]) for point, other in seen
+                     if all(p == a for k, (p, a) in enumerate(zip(point, at)) if k != slot) and point[slot] != at[slot]]
+            if not alone:
+                continue
+            point, size_there = alone[0]
+            step, rest = divmod(size - size_there, at[slot] - point)
+            if rest:
+                raise NotDynamic(f"dim {axis} of '{value.name}' is not a whole multiple of {symbols[slot]} "
+                                 f"({size} at {at[slot]}, {size_there} at {point})")
+            if step:
+                terms.append((slot, step))
+        extent = Extent(tuple(terms), size - sum(c * at[s] for s, c in terms))
+        for point, other in seen:
+            if extent.value(point) != other.shape[axis]:
+                raise NotDynamic(f"dim {axis} of '{value.name}' is not an affine function of the symbols "
+                                 f"({extent.describe(symbols)} predicts {extent.value(point)} at "
+                                 f"{dict(zip(symbols, point))}, the model has {other.shape[axis]})")
+        if extent.const == size and not terms:
+            raise NotDynamic(f"dim {axis} of '{value.name}' moves with the input sizes in no fitting way")
+        dims.append(extent)
+    return tuple(dims) if any(d is not None for d in dims) else None
+
+
+def _check_prefix(ours: Value, theirs: Value, symbols: list[str]) -> None:
+    """A constant at a probe must equal the bound graph's constant cut to the probe's shape."""
+    a, b = ours.const, theirs.const
+    if a.shape == b.shape and a.dtype == b.dtype and np.array_equal(a, b, equal_nan=True):
+        return
+    if a.ndim != b.ndim or a.dtype != b.dtype or any(m < n for m, n in zip(a.shape, b.shape)):
+        raise NotDynamic(f"constant '{ours.name}' depends on the input sizes")
+    cut = a[tuple(slice(0, n) for n in b.shape)]
+    if not np.array_equal(cut, b, equal_nan=True):
+        raise NotDynamic(f"constant '{ours.name}' depends on the input sizes, and not as a prefix "
+                         f"({', '.join(symbols)})")

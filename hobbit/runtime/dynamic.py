@@ -1,0 +1,186 @@
+"""Models whose symbolic dims are run-time values of one compiled module.
+
+hobbit.compile finds, for a model with symbolic input dims, the run-time extent of every
+dim that follows them (hobbit.graph.extents) and compiles the model once at each
+symbol's *bound*: every tensor lives in its bound shape and the kernels compute inside
+the extents, which they read from the entry point's last input, the symbols' values of
+this inference (hobbit.graph.extents.DIMS_INPUT). A DynamicModel checks each call
+against the declarations and the bounds, hands over inputs and outputs whose data is
+a prefix of their bound layout as they are (a sequence dim after a batch of 1: the usual
+case) and copies the others into and out of bound-shaped buffers.
+
+Bounds come from `dynamic_shapes={symbol: (low, high)}`; a value outside them is an
+InputError naming the input and dim. A symbol given no bound starts at
+DEFAULT_BOUND (or the first value seen, rounded up to a power of two) and grows: a call
+past it compiles the module again at twice the size that call needs, so a service
+that sees every length up to n compiles about log2(n / DEFAULT_BOUND) times, and
+keeps one module."""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import numpy as np
+
+from hobbit.errors import InputError
+from hobbit.frontend.common.source import DeclaredInput
+from hobbit.graph.extents import Extent
+from hobbit.runtime.jit import CompiledModel, call_positionally, check_feed_names, reduce_with_recipe
+from hobbit.runtime.nodearg import NodeArg
+from hobbit.runtime.runargs import pick_outputs, split_run_args
+
+# A symbol with no bound is first compiled for this size (or the first value seen, rounded up
+# to a power of two). Measured on BERT-base (2 threads): a bound of 512 costs a sequence of 16
+# nothing in latency, as kernels compute only inside the extents; the bound sizes the arena.
+DEFAULT_BOUND = 64
+
+
+@dataclass(frozen=True)
+class Build:
+    """One module compiled at `bound` (the symbols' values it is sized for), and the run-time
+    extents of its inputs' and outputs' dims (None for a static dim)."""
+
+    model: CompiledModel
+    bound: tuple[int, ...]
+    inputs: list[tuple[Extent | None, ...]]
+    outputs: list[tuple[Extent | None, ...]]
+
+
+Builder = Callable[[tuple[int, ...]], Build]
+
+
+class DynamicModel:
+    """Same interface as CompiledModel; one module for every shape inside the bounds."""
+
+    recipe = None
+
+    def __init__(self, declared: list[DeclaredInput], symbols: list[str], ranges: list[tuple[int, int | None]],
+                 build: Builder, first: Build, node_args: tuple[list[NodeArg], list[NodeArg]]):
+        self._declared = declared
+        self.symbols = symbols
+        self._ranges = ranges
+        self._build = build
+        self._current = first
+        self._lock = threading.Lock()
+        self._node_args = node_args
+        self.compiles = 1
+
+    @property
+    def inputs(self) -> list:
+        return self._current.model.inputs[:-1]
+
+    @property
+    def outputs(self) -> list:
+        return self._current.model.outputs
+
+    @property
+    def output_names(self) -> list[str]:
+        return [spec.name for spec in self.outputs]
+
+    @property
+    def report(self) -> object:
+        return self._current.model.report
+
+    @property
+    def bounds(self) -> dict[str, int]:
+        """The size each symbol's module is compiled for now."""
+        return dict(zip(self.symbols, self._current.bound))
+
+    def get_inputs(self) -> list[NodeArg]:
+        return list(self._node_args[0])
+
+    def get_outputs(self) -> list[NodeArg]:
+        return list(self._node_args[1])
+
+    def __call__(self, *arrays: np.ndarray) -> np.ndarray | list[np.ndarray]:
+        return call_positionally(self, arrays)
+
+    def __reduce__(self) -> tuple:
+        return reduce_with_recipe(self)
+
+    def run(self, output_names: dict | list[str] | None = None, feeds: dict | None = None) -> list:
+        """`run(feeds)` or onnxruntime's `run(output_names, feeds)`."""
+        names, feeds = split_run_args(output_names, feeds)
+        picked = None if names is None else pick_outputs(names, self.output_names)
+        dims = self._check(feeds)
+        build = self._module_for(dims)
+        arrays = [_placed(feeds[d.name], spec.shape) for d, spec in zip(self._declared, build.model.inputs)]
+        arrays.append(np.array(dims, dtype=np.int64))
+        shapes = [tuple(n if e is None else e.value(dims) for n, e in zip(spec.shape, extents))
+                  for spec, extents in zip(build.model.outputs, build.outputs)]
+        buffers = [np.empty(shape if _is_prefix(shape, spec.shape) else spec.shape, spec.dtype)
+                   for shape, spec in zip(shapes, build.model.outputs)]
+        build.model._call_native(arrays, buffers)
+        results = [buffer if buffer.shape == shape else np.ascontiguousarray(buffer[tuple(slice(0, n) for n in shape)])
+                   for buffer, shape in zip(buffers, shapes)]
+        return results if picked is None else [results[i] for i in picked]
+
+    def _module_for(self, dims: tuple[int, ...]) -> Build:
+        """The current module, or one compiled again at twice what this call needs where it
+        is past the bound of a symbol that has none declared."""
+        with self._lock:
+            current = self._current
+            if all(d <= b for d, b in zip(dims, current.bound)):
+                return current
+            bound = tuple(b if d <= b else _power_of_two(2 * d) for d, b in zip(dims, current.bound))
+            self._current = None  # the old module goes before the new one is built: one in memory
+            self._current = self._build(bound)
+            self.compiles += 1
+            return self._current
+
+    def _check(self, feeds: dict[str, np.ndarray]) -> tuple[int, ...]:
+        """Names, dtypes, ranks, static dims and bounds as declared; one value per symbol."""
+        check_feed_names(feeds, [d.name for d in self._declared])
+        values: dict[str, tuple[int, str, int]] = {}
+        for d in self._declared:
+            value = feeds[d.name]
+            if not isinstance(value, np.ndarray):
+                raise InputError(f"input '{d.name}' must be a numpy array, got {type(value).__name__}")
+            if value.dtype != d.dtype:
+                raise InputError(f"input '{d.name}' has dtype {value.dtype}, the model expects {d.dtype.name}")
+            if value.ndim != len(d.shape):
+                raise InputError(f"input '{d.name}' has shape {value.shape}, the model expects rank {len(d.shape)}")
+            for axis, (size, want, symbol) in enumerate(zip(value.shape, d.shape, d.symbols)):
+                if want is not None:
+                    if size != want:
+                        raise InputError(f"input '{d.name}' has shape {value.shape}; dim {axis} is static and "
+                                         f"must be {want}")
+                    continue
+                first = values.setdefault(symbol, (size, d.name, axis))
+                if first[0] != size:
+                    raise InputError(f"dim '{symbol}' is {first[0]} in input '{first[1]}' (dim {first[2]}) but "
+                                     f"{size} in input '{d.name}' (dim {axis})")
+                low, high = self._ranges[self.symbols.index(symbol)]
+                if size < low or (high is not None and size > high):
+                    raise InputError(f"input '{d.name}' has shape {value.shape}; dim {axis} ('{symbol}') must be "
+                                     f"in [{low}, {high}] (the bounds it was compiled for), got {size}")
+        return tuple(values[s][0] for s in self.symbols)
+
+
+def _placed(value: np.ndarray, bound: tuple[int, ...]) -> np.ndarray:
+    """An input as the module reads it: as it is where its data is a prefix of its bound layout,
+    else copied into the corner of a bound-shaped buffer."""
+    value = np.require(value, requirements=["C_CONTIGUOUS", "ALIGNED"])
+    if _is_prefix(value.shape, bound):
+        return value
+    placed = np.zeros(bound, value.dtype)
+    placed[tuple(slice(0, n) for n in value.shape)] = value
+    return placed
+
+
+def _is_prefix(shape: tuple[int, ...], bound: tuple[int, ...]) -> bool:
+    """Whether a C-contiguous array of `shape` holds its elements where an array of `bound`
+    does (the generated code's strides): every dim it walks has the stride it has in `bound`."""
+    return all(int(np.prod(shape[k + 1:])) == int(np.prod(bound[k + 1:]))
+               for k in range(len(shape)) if shape[k] > 1)
+
+
+def _power_of_two(n: int) -> int:
+    return 1 << max(n - 1, 1).bit_length()
+
+
+def initial_bound(first: int | None) -> int:
+    """The size an unbounded symbol is first compiled for (see DEFAULT_BOUND)."""
+    return max(DEFAULT_BOUND, _power_of_two(first or 1))
