@@ -15,12 +15,14 @@ from hobbit.version import __version__
 _LOADED_ON_USE = {"compile": "hobbit.compiler", "load": "hobbit.runtime.load", "LoadedModel": "hobbit.runtime.load",
                   "CompiledModel": "hobbit.runtime.jit", "TensorSpec": "hobbit.runtime.jit",
                   "NodeArg": "hobbit.runtime.nodearg", "SpecializingModel": "hobbit.runtime.specialize",
+                  "DynamicModel": "hobbit.runtime.dynamic",
                   "ExportOnlyModel": "hobbit.runtime.export_only", "Target": "hobbit.target",
                   "parse_target": "hobbit.target", "quantize": "hobbit.quantize"}
 # Subpackages reachable as attributes after `import hobbit` (hobbit.zoo.build("resnet18")).
 _SUBPACKAGES_ON_USE = ("zoo",)
 
-__all__ = ["compile", "load", "quantize", "zoo", "CompiledModel", "LoadedModel", "SpecializingModel", "ExportOnlyModel",
+__all__ = ["compile", "load", "quantize", "zoo", "CompiledModel", "LoadedModel", "SpecializingModel", "DynamicModel",
+           "ExportOnlyModel",
            "TensorSpec", "NodeArg", "Target", "parse_target", "HobbitError", "UnsupportedModelError", "ModelFormatError",
            "InputError", "RunError", "ShapeError", "CodegenError", "ConfigError", "TargetError", "ArtifactError",
            "__version__"]

@@ -23,8 +23,9 @@ from hobbit.runtime.dynamic import initial_bound
 from hobbit.target import Target
 
 # Probe sizes: small (an import at them is quick) and odd primes, so a floor division by a
-# stride, which two even sizes could hide, breaks the affine fit.
-PROBES = (5, 7)
+# stride, which two even sizes could hide, breaks the affine fit; the first two that are not
+# the bound itself are used.
+PROBES = (5, 7, 11)
 
 
 def run_time_symbols(declared: list[DeclaredInput], dynamic_shapes: dict[str, tuple[int, int]] | bool | None
@@ -92,11 +93,11 @@ def _probe_points(bound: tuple[int, ...], symbols: list[str]) -> list[tuple[int,
     """Two points moving each symbol alone, and one moving all of them (see find_extents)."""
     points = []
     for slot, size in enumerate(bound):
-        if size <= max(PROBES):
-            raise NotDynamic(f"the bound of '{symbols[slot]}' ({size}) is too small to run it as a run-time dim")
-        points += [bound[:slot] + (p,) + bound[slot + 1:] for p in PROBES]
+        if size < 2:  # at 1, a dim broadcasts: the graph at the bound would not be the graph at other sizes
+            raise NotDynamic(f"the bound of '{symbols[slot]}' is 1: a run-time dim needs a bound of 2 or more")
+        points += [bound[:slot] + (p,) + bound[slot + 1:] for p in [p for p in PROBES if p != size][:2]]
     if len(bound) > 1:
-        points.append((PROBES[0],) * len(bound))
+        points.append(tuple(PROBES[0] if size != PROBES[0] else PROBES[1] for size in bound))
     return points
 
 

@@ -173,13 +173,15 @@ def _fit(value: Value, at: tuple[int, ...], seen: list[tuple[tuple[int, ...], Va
 
 
 def _check_prefix(ours: Value, theirs: Value, symbols: list[str]) -> None:
-    """A constant at a probe must equal the bound graph's constant cut to the probe's shape."""
+    """Of a constant at the bound and at a probe, the smaller must be the larger cut to its shape."""
     a, b = ours.const, theirs.const
     if a.shape == b.shape and a.dtype == b.dtype and np.array_equal(a, b, equal_nan=True):
         return
-    if a.ndim != b.ndim or a.dtype != b.dtype or any(m < n for m, n in zip(a.shape, b.shape)):
+    if a.ndim != b.ndim or a.dtype != b.dtype:
         raise NotDynamic(f"constant '{ours.name}' depends on the input sizes")
+    if any(m < n for m, n in zip(a.shape, b.shape)):
+        a, b = b, a
     cut = a[tuple(slice(0, n) for n in b.shape)]
-    if not np.array_equal(cut, b, equal_nan=True):
+    if cut.shape != b.shape or not np.array_equal(cut, b, equal_nan=True):
         raise NotDynamic(f"constant '{ours.name}' depends on the input sizes, and not as a prefix "
                          f"({', '.join(symbols)})")

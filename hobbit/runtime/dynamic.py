@@ -24,7 +24,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from hobbit.errors import InputError
+from hobbit.errors import InputError, ShapeError
 from hobbit.frontend.common.source import DeclaredInput
 from hobbit.graph.extents import Extent
 from hobbit.runtime.jit import CompiledModel, call_positionally, check_feed_names, reduce_with_recipe
@@ -99,6 +99,14 @@ class DynamicModel:
 
     def __reduce__(self) -> tuple:
         return reduce_with_recipe(self)
+
+    def export(self, directory: object, name: str | None = None, weights: str = "auto") -> None:
+        """Libraries are built for fixed shapes so far: the C API has no dims argument yet."""
+        example = ", ".join(f"'{d.name}': ({', '.join(str(s) if s is not None else str(self.bounds[sym]) for s, sym in zip(d.shape, d.symbols))})"
+                            for d in self._declared if None in d.shape)
+        raise ShapeError(f"cannot export a model with run-time dims ({', '.join(self.symbols)}) yet: an exported "
+                         f"library runs fixed shapes; compile it with input_shapes={{{example}}} (your sizes) "
+                         f"and export that")
 
     def run(self, output_names: dict | list[str] | None = None, feeds: dict | None = None) -> list:
         """`run(feeds)` or onnxruntime's `run(output_names, feeds)`."""

@@ -95,7 +95,7 @@ def test_inputs_and_outputs_are_described_like_onnxruntime(make) -> None:
 
 def test_symbolic_dims_show_as_their_name_or_none() -> None:
     ours = hobbit.compile(_symbolic())
-    assert isinstance(ours, hobbit.SpecializingModel)
+    assert isinstance(ours, hobbit.DynamicModel)
     assert ours.get_inputs()[0].shape == ["N", None, 3]
     assert [a.type for a in ours.get_inputs()] == ["tensor(float)", "tensor(bool)"]
 

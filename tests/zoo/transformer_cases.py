@@ -75,20 +75,23 @@ def feeds(case: Case, batch: int, seed: int) -> dict[str, np.ndarray]:
     return out
 
 
-def exported(names: list[str]) -> tuple[dict[tuple[str, bool], bytes], dict[str, str]]:
-    """{(name, symbolic): ONNX bytes} of the named cases, exported in a fresh interpreter, and
-    {name: traceback} of the ones whose export failed."""
+def exported(names: list[str], kinds: tuple = (False, True)) -> tuple[dict[tuple[str, bool | str], bytes],
+                                                                       dict[str, str]]:
+    """{(name, kind): ONNX bytes} of the named cases, exported in a fresh interpreter, for each
+    kind of `export`'s `symbolic`, and {name: traceback} of the ones whose export failed."""
+    flags = ["--sequence"] if "sequence" in kinds else []
     with tempfile.TemporaryDirectory() as folder:
-        subprocess.run([sys.executable, "-m", "tests.zoo.transformer_cases", folder, *names], check=True,
+        subprocess.run([sys.executable, "-m", "tests.zoo.transformer_cases", *flags, folder, *names], check=True,
                        capture_output=True, timeout=1200, cwd=Path(__file__).parents[2])
-        models = {(name, symbolic): (Path(folder) / _file(name, symbolic)).read_bytes()
-                  for name in names for symbolic in (False, True) if (Path(folder) / _file(name, symbolic)).exists()}
+        models = {(name, kind): (Path(folder) / _file(name, kind)).read_bytes()
+                  for name in names for kind in kinds if (Path(folder) / _file(name, kind)).exists()}
         errors = {path.stem: path.read_text() for path in Path(folder).glob("*.error")}
     return models, errors
 
 
-def _file(name: str, symbolic: bool) -> str:
-    return f"{name}_{'symbolic' if symbolic else 'static'}.onnx"
+def _file(name: str, symbolic: bool | str) -> str:
+    kind = symbolic if isinstance(symbolic, str) else "symbolic" if symbolic else "static"
+    return f"{name}_{kind}.onnx"
 
 
 # -- building and exporting (the fresh interpreter only) -----------------------------------
@@ -194,13 +197,17 @@ _BUILDERS = {"vit": _vit, "deit": _deit, "swin": _swin, "bert": _bert, "gpt2": _
              "t5_encoder": _t5_encoder, "whisper_encoder": _whisper_encoder, "mobilevit": _mobilevit}
 
 
-def export(name: str, symbolic: bool, path: Path) -> None:
+def export(name: str, symbolic: bool | str, path: Path) -> None:
+    """symbolic: False (batch 1), True (a symbolic batch) or "sequence" (symbolic batch and, for
+    the token inputs and the output, a symbolic sequence)."""
     import torch
 
     case = CASES[name]
     example = tuple(torch.from_numpy(a) for a in feeds(case, 1, 0).values())
     names = [spec.name for spec in case.inputs]
     axes = {n: {0: "batch"} for n in names + ["output"]} if symbolic else None
+    if symbolic == "sequence":
+        axes = {n: {0: "batch", 1: "sequence"} for n in names + ["output"]}
     torch.onnx.export(_module(name), example, str(path), input_names=names, output_names=["output"],
                       opset_version=OPSET, dynamo=False, dynamic_axes=axes)
 
@@ -209,11 +216,12 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("folder", type=Path)
     parser.add_argument("names", nargs="*", default=list(CASES))
+    parser.add_argument("--sequence", action="store_true", help="export the text models with a symbolic sequence")
     args = parser.parse_args()
     os.environ["HF_HUB_OFFLINE"] = "1"  # models come from configs: never reach the Hub
     for name in args.names:
         try:
-            for symbolic in (False, True):
+            for symbolic in ("sequence",) if args.sequence else (False, True):
                 export(name, symbolic, args.folder / _file(name, symbolic))
         except Exception:  # the test of that model reports it; the others still export
             (args.folder / f"{name}.error").write_text(traceback.format_exc())
