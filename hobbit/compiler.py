@@ -230,6 +230,8 @@ def compile(model: ModelSource, target: str | Target = "host", threads: int | No
                 return dynamic
             except NotDynamic as why:
                 reason = str(why)
+            except InputValuesNeeded as values:
+                needed, reason = values.inputs, "the model's shapes depend on the values of inputs"
         compiled = SpecializingModel(inputs, outputs, needed, build,
                                      importer=lambda shapes: source.import_graph({**(input_shapes or {}), **shapes}),
                                      node_args=described)

@@ -27,9 +27,9 @@ import numpy as np
 from hobbit.errors import InputError, ShapeError
 from hobbit.frontend.common.source import DeclaredInput
 from hobbit.graph.extents import Extent
-from hobbit.runtime.jit import CompiledModel, call_positionally, check_feed_names, reduce_with_recipe
+from hobbit.runtime.jit import CompiledModel, TensorSpec, call_positionally, check_feed_names, reduce_with_recipe
 from hobbit.runtime.nodearg import NodeArg
-from hobbit.runtime.runargs import pick_outputs, split_run_args
+from hobbit.runtime.runargs import check_out, pick_outputs, split_run_args
 
 # A symbol with no bound is first compiled for this size (or the first value seen, rounded up
 # to a power of two). Measured on BERT-base (2 threads): a bound of 512 costs a sequence of 16
@@ -108,21 +108,34 @@ class DynamicModel:
                          f"library runs fixed shapes; compile it with input_shapes={{{example}}} (your sizes) "
                          f"and export that")
 
-    def run(self, output_names: dict | list[str] | None = None, feeds: dict | None = None) -> list:
-        """`run(feeds)` or onnxruntime's `run(output_names, feeds)`."""
+    def run(self, output_names: dict | list[str] | None = None, feeds: dict | None = None, *,
+            out: list[np.ndarray] | None = None) -> list:
+        """`run(feeds)` or onnxruntime's `run(output_names, feeds)`; `out=` takes one array per
+        returned output, of this call's output shape, and the results are written into it."""
         names, feeds = split_run_args(output_names, feeds)
         picked = None if names is None else pick_outputs(names, self.output_names)
         dims = self._check(feeds)
         build = self._module_for(dims)
         arrays = [_placed(feeds[d.name], spec.shape) for d, spec in zip(self._declared, build.model.inputs)]
         arrays.append(np.array(dims, dtype=np.int64))
-        shapes = [tuple(n if e is None else e.value(dims) for n, e in zip(spec.shape, extents))
-                  for spec, extents in zip(build.model.outputs, build.outputs)]
-        buffers = [np.empty(shape if _is_prefix(shape, spec.shape) else spec.shape, spec.dtype)
-                   for shape, spec in zip(shapes, build.model.outputs)]
+        specs = [TensorSpec(spec.name, tuple(n if e is None else e.value(dims) for n, e in zip(spec.shape, extents)),
+                            spec.dtype) for spec, extents in zip(build.model.outputs, build.outputs)]
+        given: dict[int, np.ndarray] = {}
+        if out is not None:
+            chosen = list(range(len(specs))) if picked is None else picked
+            given = dict(zip(chosen, check_out(out, [specs[i] for i in chosen], [specs[i].name for i in chosen],
+                                               arrays)))
+        buffers = [given[i] if i in given and _is_prefix(spec.shape, bound.shape)
+                   else np.empty(spec.shape if _is_prefix(spec.shape, bound.shape) else bound.shape, spec.dtype)
+                   for i, (spec, bound) in enumerate(zip(specs, build.model.outputs))]
         build.model._call_native(arrays, buffers)
-        results = [buffer if buffer.shape == shape else np.ascontiguousarray(buffer[tuple(slice(0, n) for n in shape)])
-                   for buffer, shape in zip(buffers, shapes)]
+        results = []
+        for i, (buffer, spec) in enumerate(zip(buffers, specs)):
+            result = buffer if buffer.shape == spec.shape else buffer[tuple(slice(0, n) for n in spec.shape)]
+            if i in given and given[i] is not buffer:
+                given[i][...] = result
+                result = given[i]
+            results.append(result if result.flags.c_contiguous else np.ascontiguousarray(result))
         return results if picked is None else [results[i] for i in picked]
 
     def _module_for(self, dims: tuple[int, ...]) -> Build:

@@ -165,14 +165,14 @@ def test_wrong_input_names_say_only_what_is_wrong(feeds, message) -> None:
 
 def test_specializing_model_takes_both_orders_and_checks_names_first() -> None:
     model = _symbolic()
-    m = hobbit.compile(model)
+    m = hobbit.compile(model, dynamic_shapes=False)
     feeds = {"x": rand(4, 5, 3), "b": np.array([True, False])}
     expected = run_ort(model, feeds)
     nb, y = m.run(["nb", "y"], feeds)
     np.testing.assert_array_equal(y, expected[0])
     np.testing.assert_array_equal(nb, expected[1])
     np.testing.assert_array_equal(m.run(feeds)[0], expected[0])
-    fresh = hobbit.compile(model)
+    fresh = hobbit.compile(model, dynamic_shapes=False)
     with pytest.raises(hobbit.InputError, match="'w'"):
         fresh.run(["w"], feeds)
     assert fresh.report is None  # refused before any variant compiled
@@ -206,8 +206,9 @@ def test_out_arrays_are_written_and_returned() -> None:
     np.testing.assert_array_equal(z, expected[1])
 
 
-def test_out_on_a_specializing_model() -> None:
-    m = hobbit.compile(_inner_symbolic())
+@pytest.mark.parametrize("dynamic", [False, None], ids=["specializing", "dynamic"])
+def test_out_on_a_model_with_symbolic_dims(dynamic) -> None:
+    m = hobbit.compile(_inner_symbolic(), dynamic_shapes=dynamic)
     x = rand(2, 5)
     y = np.empty((2, 5), np.float32)
     (got,) = m.run(["y"], {"x": x}, out=[y])
@@ -277,7 +278,7 @@ def test_pickle_and_deepcopy_rebuild_the_same_model() -> None:
 
 
 def test_specializing_model_round_trips() -> None:
-    m = hobbit.compile(_symbolic())
+    m = hobbit.compile(_symbolic(), dynamic_shapes=False)
     feeds = {"x": rand(3, 2, 3), "b": np.array([False, True])}
     expected = m.run(feeds)
     for other in (pickle.loads(pickle.dumps(m)), copy.deepcopy(m)):
@@ -300,7 +301,7 @@ def test_a_model_file_is_pickled_as_its_bytes_and_hits_the_cache(tmp_path, monke
 
 
 def test_a_model_not_made_by_compile_refuses_to_pickle() -> None:
-    variant = hobbit.compile(_inner_symbolic()).variant({"x": rand(2, 4)})
+    variant = hobbit.compile(_inner_symbolic(), dynamic_shapes=False).variant({"x": rand(2, 4)})
     with pytest.raises(hobbit.HobbitError, match="not made by hobbit.compile"):
         pickle.dumps(variant)
 
