@@ -12,7 +12,7 @@ from __future__ import annotations
 import numpy as np
 
 from hobbit.backend.base import Backend
-from hobbit.errors import ConfigError
+from hobbit.errors import ConfigError, HobbitError, InputValuesNeeded
 from hobbit.frontend.common.source import DeclaredInput, Source
 from hobbit.graph.extents import DIMS_INPUT, NotDynamic, Probe, find_extents, is_dynamic
 from hobbit.graph.ir import Graph, TensorType, Value
@@ -83,7 +83,15 @@ def dynamic_graph(source: Source, backend: Backend, target: Target, precision: s
         return run_pipeline(graph, backend.pipeline(precision, target, passes), target)
 
     graph = at(bound)
-    find_extents(Probe(bound, graph), [Probe(point, at(point)) for point in _probe_points(bound, symbols)], symbols)
+    probes = []
+    for point in _probe_points(bound, symbols):
+        try:
+            probes.append(Probe(point, at(point)))
+        except InputValuesNeeded:
+            raise
+        except HobbitError as exc:  # sizes the model cannot take (two symbols tied by the model)
+            raise NotDynamic(f"the model does not import at {dict(zip(symbols, point))}: {exc}") from exc
+    find_extents(Probe(bound, graph), probes, symbols)
     _check_kernels(graph, backend)
     graph.inputs.append(Value(DIMS_INPUT, TensorType(np.dtype(np.int64), (len(symbols),))))
     return graph
