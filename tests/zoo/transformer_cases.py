@@ -89,6 +89,14 @@ def exported(names: list[str], kinds: tuple = (False, True)) -> tuple[dict[tuple
     return models, errors
 
 
+def exported_decode() -> bytes:
+    """export_decode's ONNX bytes, exported in a fresh interpreter."""
+    with tempfile.TemporaryDirectory() as folder:
+        subprocess.run([sys.executable, "-m", "tests.zoo.transformer_cases", "--decode", folder], check=True,
+                       capture_output=True, timeout=1200, cwd=Path(__file__).parents[2])
+        return (Path(folder) / "gpt2_decode.onnx").read_bytes()
+
+
 def _file(name: str, symbolic: bool | str) -> str:
     kind = symbolic if isinstance(symbolic, str) else "symbolic" if symbolic else "static"
     return f"{name}_{kind}.onnx"
@@ -212,13 +220,58 @@ def export(name: str, symbolic: bool | str, path: Path) -> None:
                       opset_version=OPSET, dynamo=False, dynamic_axes=axes)
 
 
+DECODE = {"layers": 2, "heads": 2, "head_dim": 16, "positions": 128}
+
+
+def export_decode(path: Path) -> None:
+    """GPT-2 (DECODE's small config) as one decoding step with its key/value cache as inputs and
+    outputs: input_ids [1, 1] and position_ids [1, 1], past_<layer>_k/v [1, heads, past, head_dim]
+    -> logits [1, 1, vocab] and present_<layer>_k/v [1, heads, past + 1, head_dim]. The position
+    is an input, as decoding exports have it: computed from the cache's length inside the
+    graph, it would fold into a constant of one length."""
+    import torch
+    from transformers import GPT2Config, GPT2LMHeadModel
+    from transformers.cache_utils import DynamicCache
+
+    layers, heads, dim = DECODE["layers"], DECODE["heads"], DECODE["head_dim"]
+    torch.manual_seed(0)
+    config = GPT2Config(vocab_size=VOCAB, n_embd=heads * dim, n_layer=layers, n_head=heads,
+                        n_positions=DECODE["positions"], attn_implementation="eager")
+    model = GPT2LMHeadModel(config).eval()
+
+    class Step(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.model = model
+
+        def forward(self, input_ids, position_ids, *past):
+            cache = DynamicCache()
+            for layer in range(layers):
+                cache.update(past[2 * layer], past[2 * layer + 1], layer)
+            out = self.model(input_ids=input_ids, past_key_values=cache, position_ids=position_ids, use_cache=True)
+            present = [t for layer in out.past_key_values.layers for t in (layer.keys, layer.values)]
+            return (out.logits, *present)
+
+    past = [torch.randn(1, heads, 5, dim) for _ in range(2 * layers)]
+    names = [f"past_{layer}_{kv}" for layer in range(layers) for kv in "kv"]
+    outputs = ["logits"] + [n.replace("past", "present") for n in names]
+    axes = {**{n: {2: "past"} for n in names}, **{n: {2: "total"} for n in outputs[1:]}}
+    torch.onnx.export(Step(), (torch.tensor([[1]]), torch.tensor([[5]]), *past), str(path),
+                      input_names=["input_ids", "position_ids"] + names, output_names=outputs,
+                      opset_version=OPSET, dynamo=False, dynamic_axes=axes)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("folder", type=Path)
     parser.add_argument("names", nargs="*", default=list(CASES))
     parser.add_argument("--sequence", action="store_true", help="export the text models with a symbolic sequence")
+    parser.add_argument("--decode", action="store_true", help="export GPT-2's decoding step (export_decode) only")
     args = parser.parse_args()
     os.environ["HF_HUB_OFFLINE"] = "1"  # models come from configs: never reach the Hub
+    if args.decode:
+        export_decode(args.folder / "gpt2_decode.onnx")
+        return
     for name in args.names:
         try:
             for symbolic in ("sequence",) if args.sequence else (False, True):
