@@ -178,7 +178,7 @@ def share_runtime(gemm: "Gemm", threads: Threads, bound: tuple[int, int, int]) -
     """Run a GEMM with run-time extents on `threads`, the split chosen as share_gemm chooses
     it for the bound: by N panels when N is static (a constant B then streams once, split
     among the threads, at every M: fully-connected layers), claimed as share_gemm claims
-    them; else by a static split of the run-time count of M blocks."""
+    them; else by shares of the run-time count of M blocks (claimed whole, as share_gemm's)."""
     kb, s, b = gemm.kb, gemm.s, gemm.b
     M, N, K = bound
     units_n, units_m = ceil_units(kb, gemm.N, s.nr), ceil_units(kb, gemm.M, s.mr)
@@ -188,8 +188,7 @@ def share_runtime(gemm: "Gemm", threads: Threads, bound: tuple[int, int, int]) -
         share = threads.runs if -(-K // s.kc) == 1 and M * N * K >= MIN_CLAIMED_MACS else threads.shares
         share(units_n, lambda lo, hi: gemm.chunks((lo, hi), (0, units_m)))
     else:
-        lo, hi = threads.split(units_m)
-        gemm.chunks((0, units_n), (lo, hi))
+        threads.shares(units_m, lambda lo, hi: gemm.chunks((0, units_n), (lo, hi)))
 
 
 # The Gemm class of each micro-instruction a Format names (Format.micro).
@@ -274,13 +273,18 @@ class Gemm:
         # stall on it (ResNet-50's 7x7 convs, cold: 1.24 ms against 1.0 warm). A panel read
         # by one block only (a GEMV) is a plain stream the hardware prefetcher keeps up with;
         # prefetching it too gained nothing (VGG-16's first FC layer: 15.3 ms, 14.2-15.2 without).
-        ahead_of = self.prefetch_ahead and b.panel is not None and b.panel > 0 and pack is None \
-            and isinstance(m_lo, int) and isinstance(m_hi, int) and m_hi - m_lo > 1
+        # With a run-time M the count of blocks is known at run time only (from row 0: a
+        # split over N panels, or one thread), and so is the slice each block fetches.
+        streamed = self.prefetch_ahead and b.panel is not None and b.panel > 0 and pack is None
+        ahead_of = streamed and isinstance(m_lo, int) and isinstance(m_hi, int) and m_hi - m_lo > 1
+        ahead_at_run_time = streamed and not isinstance(self.M, int) and isinstance(m_lo, int) and m_lo == 0
 
         def panel(p: Index, nv: int, tail_lanes: int) -> None:
             panel_b = self.pack_panel(p, nv, tail_lanes, k0, k1) if pack else b
             ahead = _Ahead.of_next_panel(kb, s, b, p, k0, k1, m_hi - m_lo, np.dtype(dtype).itemsize) \
                 if ahead_of else None
+            if ahead_at_run_time:
+                ahead = _Ahead.of_next_panel_at_run_time(kb, s, b, p, k0, k1, m_hi, np.dtype(dtype).itemsize)
 
             def rows(mb: Index, mr: int) -> None:
                 self.micro(accs, mb, mr, p, nv, tail_lanes, k0, k1, first, last, panel_b, ahead)
@@ -339,7 +343,7 @@ class _Ahead:
     line boundaries (22 floats for 3 blocks of 64 columns) made a Winograd layer slower."""
     ptr: ir.Value
     base: Index
-    step: int
+    step: Index
     lines: int
     line: int
     k0: Index
@@ -352,6 +356,25 @@ class _Ahead:
         per_step = -(-s.nr // max(blocks, 1))  # elements of the next panel to fetch per k step
         lines = -(-per_step // line)
         step = lines * line if per_step > line else 1 << (per_step - 1).bit_length()
+        base = kb.add(kb.add(b.offset, kb.mul(kb.add(p, 1), b.panel)), kb.mul(k0, s.nr))
+        return _Ahead(b.ptr, base, step, lines, line, k0, kb.add(k1, kb.mul(k0, -1)))
+
+    @staticmethod
+    def of_next_panel_at_run_time(kb: KernelBuilder, s: GemmSchedule, b: MatB, p: Index, k0: Index, k1: Index,
+                                  blocks: Index, itemsize: int) -> "_Ahead":
+        """of_next_panel for a count of blocks known at run time: the step it would choose,
+        computed at run time, and the lines per step two blocks need (the most any count
+        that prefetches does; a count of one fetches in place, as a GEMV gains nothing)."""
+        kb_b = kb.b
+        line = max(1, 64 // itemsize)
+        lines = -(-(-(-s.nr // 2)) // line)
+        blocks = kb.idx(blocks)
+        per_step = kb_b.udiv(kb_b.add(kb.i64(s.nr - 1), blocks), _at_least_one(kb, blocks))
+        ctlz = kb.call_intrinsic("llvm.ctlz.i64", ir.IntType(64),
+                                 [kb_b.sub(per_step, kb.i64(1)), ir.Constant(ir.IntType(1), 0)])
+        fraction = kb_b.shl(kb.i64(1), kb_b.sub(kb.i64(64), ctlz))  # per_step up to a power of two
+        step = kb_b.select(kb_b.icmp_unsigned(">", per_step, kb.i64(line)), kb.i64(lines * line), fraction)
+        step = kb_b.select(kb_b.icmp_signed(">", blocks, kb.i64(1)), step, kb.i64(0))
         base = kb.add(kb.add(b.offset, kb.mul(kb.add(p, 1), b.panel)), kb.mul(k0, s.nr))
         return _Ahead(b.ptr, base, step, lines, line, k0, kb.add(k1, kb.mul(k0, -1)))
 
@@ -466,6 +489,10 @@ def _whole(kb: KernelBuilder, extent: Index, size: int) -> tuple[Index, Index]:
         return divmod(extent, size)
     whole = kb.b.udiv(extent, kb.i64(size))
     return whole, kb.b.sub(extent, kb.b.mul(whole, kb.i64(size)))
+
+
+def _at_least_one(kb: KernelBuilder, value: ir.Value) -> ir.Value:
+    return kb.b.select(kb.b.icmp_signed(">", value, kb.i64(1)), value, kb.i64(1))
 
 
 def ceil_units(kb: KernelBuilder, extent: Index, size: int) -> Index:

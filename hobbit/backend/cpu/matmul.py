@@ -10,8 +10,8 @@ keep their bound layout and the GEMM its schedule for the bound, while M, N, K a
 batch dims take their lengths at run time (hobbit.backend.cpu.gemm.emit_gemm_runtime): a
 linear layer's rows (a constant B: threads share its panels, as at a static M), and an
 attention product's rows, columns and reduction. A product of two activations is shared
-among the threads by its (batch, M block) pairs, so the heads of a short sequence keep
-every thread busy."""
+among the threads by its (batch, M block) pairs, in claimed runs, so the heads of a short
+sequence keep every thread busy."""
 
 from __future__ import annotations
 
@@ -119,28 +119,30 @@ def _lower_runtime(k: KernelArgs) -> None:
         level(0, [])
         return
 
-    # Two activations: threads share the (batch, M block) pairs, a static split of their run-time count.
+    # Two activations: threads share the (batch, M block) pairs, in claimed runs of their run-time count.
     b = kb.b
     blocks = ceil_units(kb, m_len, sched.mr)
     count: Index = 1
     for n in batch_len:
         count = kb.mul(count, n)
-    lo, hi = k.threads.split(kb.mul(count, blocks))
-    blocks_v = _imax(kb, kb.idx(blocks), kb.i64(1))  # (no rows: no units, and no division by zero)
-    first = b.udiv(kb.idx(lo), blocks_v)
-    end = b.udiv(b.add(kb.idx(hi), b.sub(blocks_v, kb.i64(1))), blocks_v)
-    with kb.loop(first, end, name="bm") as flat:
-        start = b.mul(flat, blocks_v)
-        m_lo = _imax(kb, b.sub(kb.idx(lo), start), kb.i64(0))
-        m_hi = kb.imin(b.sub(kb.idx(hi), start), blocks_v)
-        index: list[Index] = []
-        rest: ir.Value = flat
-        for n in reversed(batch_len):
-            nv = kb.idx(n)
-            index.insert(0, b.urem(rest, nv))
-            rest = b.udiv(rest, nv)
-        gemm = runtime_gemm(kb, sched, m_len, n_len, k_len, *operands(index), K)
-        gemm.chunks((0, ceil_units(kb, n_len, sched.nr)), (m_lo, m_hi))
+    per = _imax(kb, kb.idx(blocks), kb.i64(1))  # (no rows: no units, and no division by zero)
+
+    def run(lo: Index, hi: Index) -> None:
+        first = b.udiv(kb.idx(lo), per)
+        end = b.udiv(b.add(kb.idx(hi), b.sub(per, kb.i64(1))), per)
+        with kb.loop(first, end, name="bm") as flat:
+            start = b.mul(flat, per)
+            m_lo = _imax(kb, b.sub(kb.idx(lo), start), kb.i64(0))
+            m_hi = kb.imin(b.sub(kb.idx(hi), start), per)
+            index: list[Index] = []
+            rest: ir.Value = flat
+            for n in reversed(batch_len):
+                index.insert(0, b.urem(rest, kb.idx(n)))
+                rest = b.udiv(rest, kb.idx(n))
+            gemm = runtime_gemm(kb, sched, m_len, n_len, k_len, *operands(index), K)
+            gemm.chunks((0, ceil_units(kb, n_len, sched.nr)), (m_lo, m_hi))
+
+    k.threads.runs(kb.mul(count, blocks), run)
 
 
 def _imax(kb, a: ir.Value, b: ir.Value) -> ir.Value:
