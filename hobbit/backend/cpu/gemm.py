@@ -365,16 +365,16 @@ class _Ahead:
         """of_next_panel for a count of blocks known at run time: the step it would choose,
         computed at run time, and the lines per step two blocks need (the most any count
         that prefetches does; a count of one fetches in place, as a GEMV gains nothing)."""
-        kb_b = kb.b
+        ib = kb.b
         line = max(1, 64 // itemsize)
-        lines = -(-(-(-s.nr // 2)) // line)
+        lines = -(-(-(-s.nr // 2)) // line)  # for two blocks: half a panel per k step
         blocks = kb.idx(blocks)
-        per_step = kb_b.udiv(kb_b.add(kb.i64(s.nr - 1), blocks), _at_least_one(kb, blocks))
+        per_step = ib.udiv(ib.add(kb.i64(s.nr - 1), blocks), _at_least_one(kb, blocks))
         ctlz = kb.call_intrinsic("llvm.ctlz.i64", ir.IntType(64),
-                                 [kb_b.sub(per_step, kb.i64(1)), ir.Constant(ir.IntType(1), 0)])
-        fraction = kb_b.shl(kb.i64(1), kb_b.sub(kb.i64(64), ctlz))  # per_step up to a power of two
-        step = kb_b.select(kb_b.icmp_unsigned(">", per_step, kb.i64(line)), kb.i64(lines * line), fraction)
-        step = kb_b.select(kb_b.icmp_signed(">", blocks, kb.i64(1)), step, kb.i64(0))
+                                 [ib.sub(per_step, kb.i64(1)), ir.Constant(ir.IntType(1), 0)])
+        fraction = ib.shl(kb.i64(1), ib.sub(kb.i64(64), ctlz))  # per_step up to a power of two
+        step = ib.select(ib.icmp_unsigned(">", per_step, kb.i64(line)), kb.i64(lines * line), fraction)
+        step = ib.select(ib.icmp_signed(">", blocks, kb.i64(1)), step, kb.i64(0))
         base = kb.add(kb.add(b.offset, kb.mul(kb.add(p, 1), b.panel)), kb.mul(k0, s.nr))
         return _Ahead(b.ptr, base, step, lines, line, k0, kb.add(k1, kb.mul(k0, -1)))
 

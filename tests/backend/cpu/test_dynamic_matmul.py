@@ -52,6 +52,14 @@ def linear(k: int, n: int, batch: int | str = 1, relu: bool = False) -> onnx.Mod
                    ("b", rng.standard_normal(n).astype(np.float32))])
 
 
+def gemm(k: int, n: int) -> onnx.ModelProto:
+    """ONNX Gemm (a MatMul and a fused Add once imported): x [seq, k] @ W^T + c, alpha 1, transB."""
+    rng = np.random.default_rng(k + n)
+    return _model([helper.make_node("Gemm", ["x", "w", "c"], ["y"], transB=1)], [("x", ["seq", k])],
+                  [("w", (rng.standard_normal((n, k)) / np.sqrt(k)).astype(np.float32)),
+                   ("c", rng.standard_normal(n).astype(np.float32))])
+
+
 def scores(heads: int, d: int) -> onnx.ModelProto:
     """Attention scores: (q @ k^T) * scale + mask, q [1, H, S, d], k^T [1, H, d, S], mask [1, 1, 1, S]."""
     nodes = [helper.make_node("MatMul", ["q", "kt"], ["qk"]),
@@ -99,6 +107,14 @@ LINEAR_SIZES = [1, 2, 5, 7, 13, 16, 31, 48, 64]
 def test_linear(k: int, n: int, relu: bool, threads: int) -> None:
     for seq in LINEAR_SIZES:
         _check(linear, (k, n, 1, relu), {"seq": (1, 64)}, threads, _linear_feeds(k, 1, seq))
+
+
+@pytest.mark.parametrize("threads", [1, 2])
+@given(seq=st.integers(1, 64))
+@SETTINGS
+def test_gemm(threads: int, seq: int) -> None:
+    feeds = {"x": np.random.default_rng(seq).standard_normal((seq, 72)).astype(np.float32)}
+    _check(gemm, (72, 136), {"seq": (1, 64)}, threads, feeds)
 
 
 @pytest.mark.parametrize("threads", [1, 2])
