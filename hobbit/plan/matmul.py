@@ -3,7 +3,9 @@
 A MatMul needs no scratch, but its precision is decided here, once, like every GEMM
 client's (hobbit.plan.format): float in the output's own type, or bf16 where the bf16
 pass stored its constant B as pairs of k ([panels, K/2, NR, 2]); the schedule counts K in
-the format's steps, and the emitter (hobbit.backend.cpu.matmul) reads both from this plan."""
+the format's steps, and the emitter (hobbit.backend.cpu.matmul) reads both from this plan.
+A node with run-time dims is planned at its bound shapes: its schedule (blocks, panels, K
+chunks) is the bound's, and the emitter takes the trip counts from the extents."""
 
 from __future__ import annotations
 

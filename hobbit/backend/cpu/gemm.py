@@ -4,7 +4,11 @@ Gemm, MatMul and Winograd's tile products, in every operand format.
 C[M, N] = A[M, K] @ B[K, N], with N (C's contiguous dim) in vectors. An MR x NR
 block of C lives in vector registers; each k step loads nv vectors of B,
 broadcasts MR scalars of A and issues MR*nv vector FMAs. Shapes are static, so
-every loop bound, ragged edge and mask is decided here at compile time.
+every loop bound, ragged edge and mask is decided here at compile time; for a GEMM whose
+M, N or K is a run-time extent (emit_gemm_runtime: a model's run-time dims,
+hobbit.graph.extents) the panels and blocks keep the schedule chosen for the bound and
+the trip counts, the ragged last panel and block (a variant per tail width, picked by a
+switch) and the K chunks follow the extents, never reading or writing past them.
 
 The operand Format (hobbit.plan.format) names the microkernel: a Gemm subclass registered
 for its micro-instruction (`microkernel`) overrides the packing step and the k loop and
@@ -20,8 +24,9 @@ c.offset + m*c.m + n*c.n. A B with `taps` is read in place from a padded input p
 
 from __future__ import annotations
 
+from contextlib import contextmanager
 from dataclasses import dataclass
-from typing import Callable
+from typing import Callable, Iterator
 
 import numpy as np
 from llvmlite import ir
@@ -127,13 +132,8 @@ def emit_gemm(kb: KernelBuilder, s: GemmSchedule, M: int, N: int, K: int,
 def share_gemm(gemm: "Gemm", threads: Threads) -> None:
     """Run `gemm` on `threads` as emit_gemm describes."""
     s, M, N, K, b = gemm.s, gemm.M, gemm.N, gemm.K, gemm.b
-    n_panels, n_rem = divmod(N, s.nr)
-    m_blocks, m_rem = divmod(M, s.mr)
-    units_n, units_m = n_panels + (n_rem > 0), m_blocks + (m_rem > 0)
-    n_work = [s.nv] * n_panels + ([-(-n_rem // s.vw)] if n_rem else [])
-    m_work = [s.mr] * m_blocks + ([m_rem] if m_rem else [])
-    slack = PACKED_B_SLACK if b.panel is not None and b.panel > 0 else 1.0
-    split_n = _imbalance(n_work, threads.max_threads) <= slack * _imbalance(m_work, threads.max_threads)
+    units_n, units_m = -(-N // s.nr), -(-M // s.mr)
+    split_n = _split_n(s, M, N, b, threads.max_threads)
     n_chunks = -(-K // s.kc)
     if threads.max_threads == 1 or (M * N * K < 1 << 18 and not threads.used):  # too little work to share
         gemm.chunks((0, units_n), (0, units_m))
@@ -141,6 +141,52 @@ def share_gemm(gemm: "Gemm", threads: Threads) -> None:
         threads.runs(units_n, lambda lo, hi: gemm.chunks((lo, hi), (0, units_m)))
     elif split_n:
         threads.shares(units_n, lambda lo, hi: gemm.chunks((lo, hi), (0, units_m)))
+    else:
+        threads.shares(units_m, lambda lo, hi: gemm.chunks((0, units_n), (lo, hi)))
+
+
+def _split_n(s: GemmSchedule, M: int, N: int, b: MatB, threads: int) -> bool:
+    """Whether threads share N panels rather than M blocks (see emit_gemm)."""
+    n_panels, n_rem = divmod(N, s.nr)
+    m_blocks, m_rem = divmod(M, s.mr)
+    n_work = [s.nv] * n_panels + ([-(-n_rem // s.vw)] if n_rem else [])
+    m_work = [s.mr] * m_blocks + ([m_rem] if m_rem else [])
+    slack = PACKED_B_SLACK if b.panel is not None and b.panel > 0 else 1.0
+    return _imbalance(n_work, threads) <= slack * _imbalance(m_work, threads)
+
+
+def emit_gemm_runtime(kb: KernelBuilder, s: GemmSchedule, M: Index, N: Index, K: Index, a, b: MatB, c: MatC,
+                      fmt: Format, epilogue: EpilogueFn | None, threads: Threads,
+                      bound: tuple[int, int, int]) -> None:
+    """emit_gemm where M, N or K may be run-time extents (i64 values), at most `bound` (the
+    sizes the schedule was chosen for); nothing past an extent is read or written. Threads
+    share what the bound's GEMM would share (see share_runtime)."""
+    share_runtime(runtime_gemm(kb, s, M, N, K, a, b, c, fmt, epilogue, bound[2]), threads, bound)
+
+
+def runtime_gemm(kb: KernelBuilder, s: GemmSchedule, M: Index, N: Index, K: Index, a, b: MatB, c: MatC,
+                 fmt: Format, epilogue: EpilogueFn | None, k_bound: int) -> "Gemm":
+    """The Gemm of a GEMM with run-time extents (float formats: one k a step, no packing)."""
+    if fmt.micro != "fma":
+        raise CodegenError(f"run-time GEMM extents are supported on the float microkernel only, not {fmt.name}")
+    gemm = MICROKERNELS["fma"](kb, s, M, N, K, a, b, c, fmt, epilogue, None, None)
+    gemm.k_bound = k_bound
+    return gemm
+
+
+def share_runtime(gemm: "Gemm", threads: Threads, bound: tuple[int, int, int]) -> None:
+    """Run a GEMM with run-time extents on `threads`, the split chosen as share_gemm chooses
+    it for the bound: by N panels when N is static (a constant B then streams once, split
+    among the threads, at every M: fully-connected layers), claimed as share_gemm claims
+    them; else by shares of the run-time count of M blocks (claimed whole, as share_gemm's)."""
+    kb, s, b = gemm.kb, gemm.s, gemm.b
+    M, N, K = bound
+    units_n, units_m = ceil_units(kb, gemm.N, s.nr), ceil_units(kb, gemm.M, s.mr)
+    if threads.max_threads == 1 or (M * N * K < 1 << 18 and not threads.used):
+        gemm.chunks((0, units_n), (0, units_m))
+    elif isinstance(units_n, int) and _split_n(s, M, N, b, threads.max_threads):
+        share = threads.runs if -(-K // s.kc) == 1 and M * N * K >= MIN_CLAIMED_MACS else threads.shares
+        share(units_n, lambda lo, hi: gemm.chunks((lo, hi), (0, units_m)))
     else:
         threads.shares(units_m, lambda lo, hi: gemm.chunks((0, units_n), (lo, hi)))
 
@@ -168,10 +214,13 @@ class Gemm:
     next panel fetched while this one runs (in the float layout [K, NR])."""
 
     prefetch_ahead = True
+    # For a run-time K (emit_gemm_runtime): the most it can be, in steps (one K chunk when it fits).
+    k_bound: int | None = None
 
-    def __init__(self, kb: KernelBuilder, s: GemmSchedule, M: int, N: int, K: int, a, b: MatB, c: MatC,
+    def __init__(self, kb: KernelBuilder, s: GemmSchedule, M: Index, N: Index, K: Index, a, b: MatB, c: MatC,
                  fmt: Format, epilogue: EpilogueFn | None, pack: ir.Value | None, touch: TouchFn | None):
-        self.kb, self.s, self.M, self.N, self.K, self.fmt = kb, s, M, N, fmt.steps(K), fmt
+        self.kb, self.s, self.M, self.N, self.fmt = kb, s, M, N, fmt
+        self.K = fmt.steps(K) if isinstance(K, int) else K  # (a run-time K only in formats of one k a step)
         self.a, self.b, self.c, self.dtype, self.acc_dtype = a, b, c, fmt.accumulator, fmt.accumulator
         self.epilogue, self.pack, self.touch = epilogue, pack, touch
 
@@ -181,6 +230,9 @@ class Gemm:
         kb, s, K = self.kb, self.s, self.K
         acc_type = ir.VectorType(_elem(kb, self.acc_dtype), s.vw)
         accs = [[kb.alloca(acc_type) for _ in range(s.nv)] for _ in range(s.mr)]
+        if not isinstance(K, int):
+            self._runtime_chunks(accs, n_range, m_range)
+            return
         n_chunks = -(-K // s.kc)
         if n_chunks == 1:
             self._nest(accs, n_range, m_range, 0, K, True, True)
@@ -192,38 +244,70 @@ class Gemm:
                 self._nest(accs, n_range, m_range, k0, kb.add(k0, s.kc), False, False)
         self._nest(accs, n_range, m_range, (n_chunks - 1) * s.kc, K, False, True)
 
+    def _runtime_chunks(self, accs, n_range: tuple[Index, Index], m_range: tuple[Index, Index]) -> None:
+        """chunks() for a run-time K: one chunk when K's bound fits one, else as many as K
+        needs (one chunk, or the first, the ones between and the last, as chunks() does)."""
+        kb, b, s, K = self.kb, self.kb.b, self.s, self.K
+        if self.k_bound is not None and self.k_bound <= s.kc:
+            self._nest(accs, n_range, m_range, 0, K, True, True)
+            return
+        n_chunks = b.udiv(b.add(K, kb.i64(s.kc - 1)), kb.i64(s.kc))
+        with b.if_else(b.icmp_signed("<=", n_chunks, kb.i64(1))) as (one, many):
+            with one:
+                self._nest(accs, n_range, m_range, 0, K, True, True)
+            with many:
+                self._nest(accs, n_range, m_range, 0, s.kc, True, False)
+                with kb.loop(1, b.sub(n_chunks, kb.i64(1)), name="kc") as ci:
+                    k0 = kb.mul(ci, s.kc)
+                    self._nest(accs, n_range, m_range, k0, kb.add(k0, s.kc), False, False)
+                self._nest(accs, n_range, m_range, b.mul(b.sub(n_chunks, kb.i64(1)), kb.i64(s.kc)), K, False, True)
+
     def _nest(self, accs, n_range: tuple[Index, Index], m_range: tuple[Index, Index], k0: Index, k1: Index,
               first: bool, last: bool) -> None:
         kb, s, b, pack, dtype = self.kb, self.s, self.b, self.pack, self.dtype
         (n_lo, n_hi), (m_lo, m_hi) = n_range, m_range
-        n_panels, n_rem = divmod(self.N, s.nr)
-        m_blocks, m_rem = divmod(self.M, s.mr)
+        n_panels, n_rem = _whole(kb, self.N, s.nr)
+        m_blocks, m_rem = _whole(kb, self.M, s.mr)
         # B packed at compile time (weights) comes from memory: while the MR-row blocks work
         # on one panel, fetch the next one, a slice per k step, so its first block does not
         # stall on it (ResNet-50's 7x7 convs, cold: 1.24 ms against 1.0 warm). A panel read
         # by one block only (a GEMV) is a plain stream the hardware prefetcher keeps up with;
         # prefetching it too gained nothing (VGG-16's first FC layer: 15.3 ms, 14.2-15.2 without).
-        ahead_of = self.prefetch_ahead and b.panel is not None and b.panel > 0 and pack is None \
-            and isinstance(m_lo, int) and isinstance(m_hi, int) and m_hi - m_lo > 1
+        # With a run-time M the count of blocks is known at run time only (from row 0: a
+        # split over N panels, or one thread), and so is the slice each block fetches.
+        streamed = self.prefetch_ahead and b.panel is not None and b.panel > 0 and pack is None
+        ahead_of = streamed and isinstance(m_lo, int) and isinstance(m_hi, int) and m_hi - m_lo > 1
+        ahead_at_run_time = streamed and not isinstance(self.M, int) and isinstance(m_lo, int) and m_lo == 0
 
         def panel(p: Index, nv: int, tail_lanes: int) -> None:
             panel_b = self.pack_panel(p, nv, tail_lanes, k0, k1) if pack else b
             ahead = _Ahead.of_next_panel(kb, s, b, p, k0, k1, m_hi - m_lo, np.dtype(dtype).itemsize) \
                 if ahead_of else None
+            if ahead_at_run_time:
+                ahead = _Ahead.of_next_panel_at_run_time(kb, s, b, p, k0, k1, m_hi, np.dtype(dtype).itemsize)
 
             def rows(mb: Index, mr: int) -> None:
                 self.micro(accs, mb, mr, p, nv, tail_lanes, k0, k1, first, last, panel_b, ahead)
 
             with kb.loop(m_lo, kb.imin(m_hi, m_blocks), name="mb") as mb:
                 rows(mb, s.mr)
-            if m_rem:
+            if not isinstance(m_rem, int):  # run-time M: the last rows on the variant of their count
+                if s.mr > 1:
+                    with _tail(kb, m_hi, m_blocks, m_rem):
+                        _switch(kb, m_rem, {r: lambda r=r: rows(m_blocks, r) for r in range(1, s.mr)}, "mrem")
+            elif m_rem:
                 with kb.when_greater(m_hi, m_blocks) as live:
                     if live:
                         rows(m_blocks, m_rem)
 
         with kb.loop(n_lo, kb.imin(n_hi, n_panels), name="np") as p:
             panel(p, s.nv, 0)
-        if n_rem:
+        if not isinstance(n_rem, int):  # run-time N: the last columns on the variant of their vectors
+            with _tail(kb, n_hi, n_panels, n_rem):
+                vectors = kb.b.udiv(kb.b.sub(n_rem, kb.i64(1)), kb.i64(s.vw))
+                _switch(kb, vectors, {j: lambda j=j: panel(n_panels, j + 1, kb.b.sub(n_rem, kb.i64(j * s.vw)))
+                                      for j in range(s.nv)}, "nrem")
+        elif n_rem:
             with kb.when_greater(n_hi, n_panels) as live:
                 if live:
                     panel(n_panels, -(-n_rem // s.vw), n_rem % s.vw)
@@ -245,7 +329,7 @@ def _pack_panel(kb: KernelBuilder, s: GemmSchedule, b: MatB, p: Index, nv: int, 
         src = kb.add(base, kb.mul(k, b.k))
         dst = kb.mul(kb.b.sub(k, kb.idx(k0)), s.nr)
         for j in range(nv):
-            mask = kb.prefix_mask(s.vw, tail_lanes) if tail_lanes and j == nv - 1 else None
+            mask = _tail_mask(kb, s.vw, tail_lanes) if j == nv - 1 else None
             kb.vstore(kb.vload(b.ptr, dtype, kb.add(src, j * s.vw), s.vw, mask), pack, dtype, kb.add(dst, j * s.vw))
     return MatB(pack, kb.mul(k0, -s.nr), k=s.nr, panel=0)
 
@@ -259,7 +343,7 @@ class _Ahead:
     line boundaries (22 floats for 3 blocks of 64 columns) made a Winograd layer slower."""
     ptr: ir.Value
     base: Index
-    step: int
+    step: Index
     lines: int
     line: int
     k0: Index
@@ -272,6 +356,25 @@ class _Ahead:
         per_step = -(-s.nr // max(blocks, 1))  # elements of the next panel to fetch per k step
         lines = -(-per_step // line)
         step = lines * line if per_step > line else 1 << (per_step - 1).bit_length()
+        base = kb.add(kb.add(b.offset, kb.mul(kb.add(p, 1), b.panel)), kb.mul(k0, s.nr))
+        return _Ahead(b.ptr, base, step, lines, line, k0, kb.add(k1, kb.mul(k0, -1)))
+
+    @staticmethod
+    def of_next_panel_at_run_time(kb: KernelBuilder, s: GemmSchedule, b: MatB, p: Index, k0: Index, k1: Index,
+                                  blocks: Index, itemsize: int) -> "_Ahead":
+        """of_next_panel for a count of blocks known at run time: the step it would choose,
+        computed at run time, and the lines per step two blocks need (the most any count
+        that prefetches does; a count of one fetches in place, as a GEMV gains nothing)."""
+        ib = kb.b
+        line = max(1, 64 // itemsize)
+        lines = -(-(-(-s.nr // 2)) // line)  # for two blocks: half a panel per k step
+        blocks = kb.idx(blocks)
+        per_step = ib.udiv(ib.add(kb.i64(s.nr - 1), blocks), _at_least_one(kb, blocks))
+        ctlz = kb.call_intrinsic("llvm.ctlz.i64", ir.IntType(64),
+                                 [ib.sub(per_step, kb.i64(1)), ir.Constant(ir.IntType(1), 0)])
+        fraction = ib.shl(kb.i64(1), ib.sub(kb.i64(64), ctlz))  # per_step up to a power of two
+        step = ib.select(ib.icmp_unsigned(">", per_step, kb.i64(line)), kb.i64(lines * line), fraction)
+        step = ib.select(ib.icmp_signed(">", blocks, kb.i64(1)), step, kb.i64(0))
         base = kb.add(kb.add(b.offset, kb.mul(kb.add(p, 1), b.panel)), kb.mul(k0, s.nr))
         return _Ahead(b.ptr, base, step, lines, line, k0, kb.add(k1, kb.mul(k0, -1)))
 
@@ -337,8 +440,7 @@ class Block:
         self.lanes = [s.vw] * nv if lanes is None else lanes
         self.e = Emit(kb, self.acc_dtype, s.vw)
         self.n0 = kb.mul(p, s.nr)
-        self.masks = [kb.prefix_mask(self.lanes[j], tail_lanes) if tail_lanes and j == nv - 1
-                      and tail_lanes < self.lanes[j] else None for j in range(nv)]
+        self.masks = [_tail_mask(kb, self.lanes[j], tail_lanes) if j == nv - 1 else None for j in range(nv)]
         self.m0 = kb.mul(mb, s.mr)
 
     def c_index(self, cm: MatC, i: int, n: Index) -> Index:
@@ -371,3 +473,52 @@ class Block:
 
 def _elem(kb: KernelBuilder, dtype: np.dtype) -> ir.Type:
     return kb.const(dtype, 0).type
+
+
+def _tail_mask(kb: KernelBuilder, width: int, tail_lanes: Index) -> ir.Value | None:
+    """The mask of a panel's last vector of `width` lanes, `tail_lanes` of them in C (0 or
+    width: all; a run-time count, 1 .. width, for a run-time N)."""
+    if not isinstance(tail_lanes, int):
+        return kb.runtime_prefix_mask(width, tail_lanes)
+    return kb.prefix_mask(width, tail_lanes) if tail_lanes and tail_lanes < width else None
+
+
+def _whole(kb: KernelBuilder, extent: Index, size: int) -> tuple[Index, Index]:
+    """divmod(extent, size), at run time for a run-time extent."""
+    if isinstance(extent, int):
+        return divmod(extent, size)
+    whole = kb.b.udiv(extent, kb.i64(size))
+    return whole, kb.b.sub(extent, kb.b.mul(whole, kb.i64(size)))
+
+
+def _at_least_one(kb: KernelBuilder, value: ir.Value) -> ir.Value:
+    return kb.b.select(kb.b.icmp_signed(">", value, kb.i64(1)), value, kb.i64(1))
+
+
+def ceil_units(kb: KernelBuilder, extent: Index, size: int) -> Index:
+    """Units of `size` that cover `extent` (at run time for a run-time extent)."""
+    if isinstance(extent, int):
+        return -(-extent // size)
+    return kb.b.udiv(kb.b.add(extent, kb.i64(size - 1)), kb.i64(size))
+
+
+@contextmanager
+def _tail(kb: KernelBuilder, hi: Index, whole: ir.Value, rem: ir.Value) -> Iterator[None]:
+    """Emit the block where a range of units ending at `hi` holds the ragged last unit
+    (index `whole`) and there is one (`rem` != 0), both known at run time."""
+    b = kb.b
+    with kb.if_then(b.and_(b.icmp_signed(">", kb.idx(hi), whole), b.icmp_unsigned("!=", rem, kb.i64(0)))):
+        yield
+
+
+def _switch(kb: KernelBuilder, value: ir.Value, cases: dict[int, Callable[[], None]], name: str) -> None:
+    """cases[v]() where value == v (nothing for any other value)."""
+    b = kb.b
+    blocks = kb.blocks(name, *[str(v) for v in cases], "end")
+    switch = b.switch(value, blocks[-1])
+    for (v, body), block in zip(cases.items(), blocks):
+        switch.add_case(kb.i64(v), block)
+        b.position_at_end(block)
+        body()
+        b.branch(blocks[-1])
+    b.position_at_end(blocks[-1])

@@ -165,10 +165,12 @@ class Threads:
                 first = b.add(lo, b.add(kb.i64(big * (small + 1)), b.mul(b.sub(band, kb.i64(big)), kb.i64(small))))
                 body(image, first, small)
 
-    def runs(self, units: int, body: RunBody, per_thread: int = RUNS_PER_THREAD) -> None:
+    def runs(self, units: int | ir.Value, body: RunBody, per_thread: int = RUNS_PER_THREAD) -> None:
         """body(first, end) over `units` iterations: one share per thread (as split), each
         cut into `per_thread` runs (fewer for small shares) that are claimed as in bands.
-        No wait at the end: callers sync where the next step reads the results.
+        No wait at the end: callers sync where the next step reads the results. `units` may
+        be a run-time i64 (a GEMM's blocks of a run-time dim): every share is then cut into
+        `per_thread` runs, the runs of a share smaller than that partly empty.
 
         The counters are never reset, so a call inside a loop needs no sync between
         passes: every thread counts its own passes (all run the same ones), pass p's runs of
@@ -181,7 +183,7 @@ class Threads:
             body(0, units)
             return
         self.used = True
-        count = max(1, min(per_thread, units // self.max_threads))
+        count = max(1, min(per_thread, units // self.max_threads)) if isinstance(units, int) else per_thread
         passes = kb.local(kb.i64(0))
         first = b.load(passes, typ=I64)
         end = b.add(first, kb.i64(count))
@@ -200,7 +202,7 @@ class Threads:
 
         self._each_share(units, share, loop)
 
-    def shares(self, units: int, body: RunBody) -> None:
+    def shares(self, units: int | ir.Value, body: RunBody) -> None:
         """body(lo, hi) over split's shares of `units`, each share claimed whole (own first):
         a static split that a sync may follow."""
         self.runs(units, body, per_thread=1)
@@ -217,15 +219,16 @@ class Threads:
         self._loops.append(loop)
         return loop
 
-    def _each_share(self, total: int, body: Callable[[ir.Value, ir.Value, ir.Value], None], loop: _Loop) -> None:
+    def _each_share(self, total: int | ir.Value, body: Callable[[ir.Value, ir.Value, ir.Value], None],
+                    loop: _Loop) -> None:
         """body(lo, hi, counter) for every thread's share [lo, hi) of `total` (as split) and
         its claim counter in `loop`: this thread's own share first, then the others'."""
         kb, b = self.kb, self.kb.b
         most = self.max_threads
         with kb.loop(0, most, name="share") as j:
             v = b.urem(b.add(self.tid, kb.idx(j)), kb.i64(most))
-            lo = b.udiv(b.mul(v, kb.i64(total)), kb.i64(most))
-            hi = b.udiv(b.mul(b.add(v, kb.i64(1)), kb.i64(total)), kb.i64(most))
+            lo = b.udiv(b.mul(v, kb.idx(total)), kb.i64(most))
+            hi = b.udiv(b.mul(b.add(v, kb.i64(1)), kb.idx(total)), kb.i64(most))
             body(lo, hi, b.gep(loop.shares, [b.mul(v, kb.i64(CLAIM_STRIDE))], source_etype=ir.IntType(8)))
 
     def _claim(self, counter: ir.Value, end: ir.Value, loop: _Loop, body: Callable[[ir.Value], None]) -> None:
