@@ -68,10 +68,10 @@ def _slabs_dynamic(node: Node, whole: Value, parts: list[Value], along_run_time:
         off_axis = [e for d, e in enumerate(_extents(part)) if d != axis]
         if off_axis != [e for d, e in enumerate(whole_extents) if d != axis]:
             return f"'{part.name}' has other run-time dims than '{whole.name}'"
+    if node.attrs.get("in_place") and any(_extents(v)[axis] is not None for v in [whole, *parts]):
+        return "it is done in place, its parts at offsets of their bound sizes, along a run-time axis"
     if whole_extents[axis] is None:
         return None
-    if node.attrs.get("in_place"):
-        return "it is done in place, its parts at offsets of their bound sizes, along a run-time axis"
     if not along_run_time:
         return f"it splits run-time dim {axis}"
     total = _sum_extents([_extents(p)[axis] or Extent((), int(p.shape[axis])) for p in parts])
