@@ -36,7 +36,7 @@ def _as_affine(offsets: Sequence[int]) -> tuple[int, int] | None:
     return None
 
 
-def _constant_table(kb: KernelBuilder, values: Sequence[int]) -> ir.GlobalVariable:
+def constant_table(kb: KernelBuilder, values: Sequence[int]) -> ir.GlobalVariable:
     module = kb.fn.module
     ty = ir.ArrayType(I64, len(values))
     table = ir.GlobalVariable(module, ty, name=module.get_unique_name("index_table"))
@@ -66,7 +66,7 @@ def emit_table_copy(kb: KernelBuilder, src: ir.Value, dst: ir.Value, dtype: np.d
     if any(a is None and not isinstance(n, int) for a, n in zip(affine, trips)):
         raise ValueError("a run-time dim of a table copy needs affine offsets")
     dst_strides = contiguous_strides(tuple(shape))
-    tables = [None if a is not None else _constant_table(kb, o) for a, o in zip(affine, offsets)]
+    tables = [None if a is not None else constant_table(kb, o) for a, o in zip(affine, offsets)]
     base = sum(a[0] for a in affine if a is not None)
 
     def level(d: int, src_off: int | ir.Value, dst_off: int | ir.Value) -> None:

@@ -18,7 +18,8 @@ from hobbit.graph.shapes import broadcast_strides, contiguous_strides
 from hobbit.emit.scalar_ops import SCALARS
 from hobbit.backend.cpu.copy import emit_fill, emit_strided_copy
 from hobbit.backend.cpu.elementwise import dynamic_extents, elementwise_dynamic, emit_elementwise
-from hobbit.backend.cpu.gather import _constant_table, emit_gather_extents, emit_runtime_gather, emit_table_copy
+from hobbit.backend.cpu.gather import (constant_table, emit_gather_extents, emit_runtime_gather,
+                                       emit_table_copy)
 from hobbit.backend.cpu.args import CPU, KernelArgs
 
 
@@ -265,7 +266,7 @@ def _lower_gather_extents(k: KernelArgs) -> None:
         values = indices.const.reshape(-1).astype(np.int64)
         if static_axis:  # positions now, as the converter range-checked them
             values, checked = values % dim, False
-        index_ptr, index_dtype = _constant_table(k.kb, values), np.dtype(np.int64)
+        index_ptr, index_dtype = constant_table(k.kb, values), np.dtype(np.int64)
     emit_gather_extents(k.kb, k.inputs[0], index_ptr, k.outputs[0], data.dtype, index_dtype, tuple(data.shape),
                         tuple(indices.shape), axis, data_lengths, index_lengths, checked, k.threads)
 
