@@ -113,11 +113,16 @@ def _same_structure(a: Graph, b: Graph) -> None:
             raise NotDynamic(f"node '{x.name}' ({x.op}) has a data-dependent output size")
 
 
+# The attribute in which an op records its output's shape: it may differ between the imports
+# (checked through the dims; whether the kernel follows them is its dynamic predicate's call).
+OUTPUT_SHAPE_ATTRS = {"Reshape": "shape", "Expand": "shape", "Slice": "sizes"}
+
+
 def _same_attrs(x: Node, y: Node) -> bool:
-    """Equal attributes, except the output shape a view op records (checked through the dims)."""
+    """Equal attributes, except the output shape an op records (OUTPUT_SHAPE_ATTRS)."""
     keys = set(x.attrs) | set(y.attrs)
     for key in keys:
-        if key == "shape" and x.op == "Reshape":
+        if key == OUTPUT_SHAPE_ATTRS.get(x.op):
             continue
         a, b = x.attrs.get(key), y.attrs.get(key)
         if isinstance(a, Graph) or isinstance(b, Graph):

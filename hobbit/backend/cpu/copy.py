@@ -1,7 +1,9 @@
-"""Strided copies: out[i] = in[offset + sum(i_d * stride_d)] over a static shape.
+"""Strided copies: out[i] = in[offset + sum(i_d * stride_d)] over a shape.
 
 Transpose, Slice, Concat and Split pieces are all this one loop nest with
-different strides; LLVM vectorises the innermost loop when its stride is 1."""
+different strides; LLVM vectorises the innermost loop when its stride is 1. For
+a tensor with run-time dims (hobbit.graph.extents) the strides stay the static
+ones of the bound shape and only the trip counts (`lengths`) are run-time values."""
 
 from __future__ import annotations
 
@@ -10,30 +12,37 @@ from llvmlite import ir
 
 from hobbit.graph.shapes import contiguous_strides
 from hobbit.emit.builder import KernelBuilder
+from hobbit.emit.epilogue import collapse, collapse_extents
 from hobbit.backend.cpu.parallel import Threads
 
 PARALLEL_MIN = 1 << 15  # below this a parallel region costs more than the copy
-from hobbit.emit.epilogue import collapse
 
 
 def emit_strided_copy(kb: KernelBuilder, src: ir.Value, dst: ir.Value, dtype: np.dtype,
-                      shape: tuple[int, ...], src_strides: list[int], src_offset: int,
-                      dst_strides: list[int] | None = None, dst_offset: int = 0,
-                      threads: Threads | None = None) -> None:
-    """With `threads`, copies of at least PARALLEL_MIN elements share their outermost loop."""
+                      shape: tuple[int, ...], src_strides: list[int], src_offset: int | ir.Value,
+                      dst_strides: list[int] | None = None, dst_offset: int | ir.Value = 0,
+                      threads: Threads | None = None, lengths: tuple[int | ir.Value, ...] | None = None) -> None:
+    """With `threads`, copies of at least PARALLEL_MIN elements (of `shape`) share their
+    outermost loop. `lengths`: each dim's trip count in this inference where `shape` has
+    run-time dims (strides and `shape` are the bound's); every index stays below it."""
     if dst_strides is None:
         dst_strides = contiguous_strides(tuple(shape))
     if any(s == 0 for s in shape):
         return
-    loop_shape, (s_strides, d_strides) = collapse(tuple(shape), [list(src_strides), list(dst_strides)])
+    stride_sets = [list(src_strides), list(dst_strides)]
+    if lengths is None:
+        loop_shape, (s_strides, d_strides) = collapse(tuple(shape), stride_sets)
+        trips: list[int | ir.Value] = list(loop_shape)
+    else:
+        loop_shape, (s_strides, d_strides), trips = collapse_extents(kb, tuple(shape), stride_sets, tuple(lengths))
 
     def level(d: int, index: list) -> None:
         if d == len(loop_shape):
             v = kb.load(src, dtype, kb.affine(list(zip(index, s_strides)), src_offset))
             kb.store(v, dst, dtype, kb.affine(list(zip(index, d_strides)), dst_offset))
             return
-        lo, hi = (threads.split(loop_shape[0]) if d == 0 and threads is not None
-                  and int(np.prod(shape)) >= PARALLEL_MIN else (0, loop_shape[d]))
+        lo, hi = (threads.split(trips[0]) if d == 0 and threads is not None
+                  and int(np.prod(shape)) >= PARALLEL_MIN else (0, trips[d]))
         with kb.loop(lo, hi, name=f"d{d}") as i:
             level(d + 1, index + [i])
 

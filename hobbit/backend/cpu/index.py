@@ -33,20 +33,22 @@ def load_index(kb: KernelBuilder, ptr: ir.Value, dtype: np.dtype, at: int | ir.V
     return kb.b.sext(value, I64) if np.dtype(dtype).kind == "i" else kb.b.zext(value, I64)
 
 
-def clamp(kb: KernelBuilder, v: ir.Value, lo: int, hi: int) -> ir.Value:
+def clamp(kb: KernelBuilder, v: ir.Value, lo: int | ir.Value, hi: int | ir.Value) -> ir.Value:
     """The i64 `v` limited to [lo, hi]."""
     b = kb.b
-    v = b.select(b.icmp_signed("<", v, kb.i64(lo)), kb.i64(lo), v)
-    return b.select(b.icmp_signed(">", v, kb.i64(hi)), kb.i64(hi), v)
+    v = b.select(b.icmp_signed("<", v, kb.idx(lo)), kb.idx(lo), v)
+    return b.select(b.icmp_signed(">", v, kb.idx(hi)), kb.idx(hi), v)
 
 
-def checked_index(kb: KernelBuilder, raw: ir.Value, dim: int, axis: int) -> ir.Value:
+def checked_index(kb: KernelBuilder, raw: ir.Value, dim: int | ir.Value, axis: int) -> ir.Value:
     """`raw` as a position in [0, dim): negatives count from the end; one outside [-dim, dim)
-    is reported as an invalid index along `axis` of the data, and clamped."""
-    check_range(kb, raw, -dim, dim - 1, "index", axis)
+    is reported as an invalid index along `axis` of the data, and clamped. `dim` may be a
+    run-time length (an i64 at least 1: hobbit.graph.extents)."""
     b = kb.b
-    idx = b.select(b.icmp_signed("<", raw, kb.i64(0)), b.add(raw, kb.i64(dim)), raw)
-    return clamp(kb, idx, 0, dim - 1)
+    low = -dim if isinstance(dim, int) else b.neg(dim)
+    check_range(kb, raw, low, kb.add(dim, -1), "index", axis)
+    idx = b.select(b.icmp_signed("<", raw, kb.i64(0)), b.add(raw, kb.idx(dim)), raw)
+    return clamp(kb, idx, 0, kb.add(dim, -1))
 
 
 def share(threads: Threads | None, units: int, work: int) -> tuple[int | ir.Value, int | ir.Value]:
