@@ -77,9 +77,9 @@ def load(directory: str | os.PathLike, name: str | None = None, threads: int | N
          ) -> LoadedModel | DynamicModel | GpuModel:
     """The library exported into `directory` (by CompiledModel.export), ready to run (by
     DynamicModel.export: a DynamicModel over it), or the GPU model exported there (by
-    GpuModel.export), set up on the GPU (a DeviceError where there is none). `name` picks one when the folder holds several exports; `threads` (1 to
-    the count it was built for, default all of them) is how many threads work on each
-    inference of a library."""
+    GpuModel.export), set up on the GPU (a DeviceError where there is none). `name` picks one
+    when the folder holds several exports; `threads` (1 to the count it was built for, default
+    all of them) is how many threads work on each inference of a library."""
     folder = Path(directory)
     if not folder.is_dir():
         raise ArtifactError(not_an_export(folder))
