@@ -3,8 +3,10 @@
  * Compiled once per export with the system C compiler, with -DHOBBIT_PREFIX=<name>
  * (every public function is <name>_<fn>) and a generated "hobbit_model.h" on the include
  * path: this model's facts (arena and weights sizes, the weights' crc32, its inputs' and
- * outputs' sizes, its run-time check records), which includes the public <name>.h; and linked with the model's and the thread runtime's object code, whose entry point
- * is hobbit_main (hobbit/backend/cpu/module.py). It needs only libc: open/fstat/mmap for
+ * outputs' sizes, its run-time check records, and for a model with run-time dims the
+ * symbols' names and bounds), which includes the public <name>.h; and linked with the
+ * model's and the thread runtime's object code, whose entry point is hobbit_main
+ * (hobbit/backend/cpu/module.py). It needs only libc: open/fstat/mmap for
  * the weights file, aligned_alloc for the arena, snprintf for messages.
  *
  * A context owns one arena, so one context runs one inference at a time; threads that
@@ -169,11 +171,36 @@ int HB(create)(const char *weights_path, int threads, void *arena, size_t arena_
     return code ? code : map_weights(ctx, weights_path);
 }
 
+/* A model with run-time dims takes the symbols' values as its last input. The code reads and
+ * writes only inside the extents those values give, and its buffers are sized for the bounds:
+ * a value past its bound would be past the buffers, so none runs. */
+static int check_dims(struct HB(ctx) *ctx, const void *const *inputs)
+{
+#if HOBBIT_NUM_SYMBOLS > 0
+    const int64_t *dims = inputs == NULL ? NULL : inputs[HOBBIT_NUM_INPUTS - 1];
+    if (dims == NULL)
+        return fail(ctx, HOBBIT_E_ARGUMENT, "inputs[%d], the values of the run-time dims, is NULL; nothing was run",
+                    HOBBIT_NUM_INPUTS - 1);
+    for (int i = 0; i < HOBBIT_NUM_SYMBOLS; i++)
+        if (dims[i] < hobbit_dims_min[i] || dims[i] > hobbit_dims_max[i])
+            return fail(ctx, HOBBIT_E_ARGUMENT, "run-time dim '%s' (inputs[%d][%d]) is %lld, this library runs %lld to "
+                        "%lld; nothing was run", hobbit_symbols[i], HOBBIT_NUM_INPUTS - 1, i, (long long)dims[i],
+                        (long long)hobbit_dims_min[i], (long long)hobbit_dims_max[i]);
+#else
+    (void)ctx;
+    (void)inputs;
+#endif
+    return HOBBIT_OK;
+}
+
 int HB(run)(struct HB(ctx) *ctx, const void *const *inputs, void *const *outputs)
 {
     if (ctx == NULL || ctx->arena == NULL || ctx->weights == NULL)
         return HOBBIT_E_ARGUMENT;
     ctx->message[0] = '\0';
+    int refused = check_dims(ctx, inputs);
+    if (refused)
+        return refused;
     int32_t status = hobbit_main((void **)inputs, (void **)outputs, ctx->weights, ctx->arena, ctx->threads);
     if (status <= 0 || status > HOBBIT_NUM_CHECKS)
         return status == 0 ? HOBBIT_OK : fail(ctx, HOBBIT_E_INVALID_DATA, "unknown status %d", (int)status);

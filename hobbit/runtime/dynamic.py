@@ -14,19 +14,30 @@ InputError naming the input and dim. A symbol given no bound starts at
 DEFAULT_BOUND (or the first value seen, rounded up to a power of two) and grows: a call
 past it compiles the module again at twice the size that call needs, so a service
 that sees every length up to n compiles about log2(n / DEFAULT_BOUND) times, and
-keeps one module."""
+keeps one module.
+
+`export` writes the module of the current bound as a library (hobbit.runtime.export) whose
+manifest and header describe the run-time dims (hobbit.runtime.export_c.RunTimeDims); a
+symbol with no declared bound runs up to the bound it has then. hobbit.load of that
+library is a DynamicModel again (`loaded`), over the library in place of the JIT'd module:
+the same checks, placement and results, but a load cannot compile, so its bounds are fixed
+and a value past them is an InputError."""
 
 from __future__ import annotations
 
+import os
 import threading
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
 
-from hobbit.errors import InputError, ShapeError
+from hobbit.errors import InputError
+from hobbit.frontend.common.dtypes import tensor_type
 from hobbit.frontend.common.source import DeclaredInput
 from hobbit.graph.extents import Extent
+from hobbit.runtime.export import ArtifactFiles, export_library
+from hobbit.runtime.export_c import RunTimeDims
 from hobbit.runtime.jit import CompiledModel, TensorSpec, call_positionally, check_feed_names, reduce_with_recipe
 from hobbit.runtime.nodearg import NodeArg
 from hobbit.runtime.runargs import check_out, pick_outputs, split_run_args
@@ -55,6 +66,8 @@ class DynamicModel:
     """Same interface as CompiledModel; one module for every shape inside the bounds."""
 
     recipe = None
+    # What an InputError says the bounds are (a loaded library's cannot grow: see `loaded`).
+    _bounds_are = "the bounds it was compiled for"
 
     def __init__(self, declared: list[DeclaredInput], symbols: list[str], ranges: list[tuple[int, int | None]],
                  build: Builder, first: Build, node_args: tuple[list[NodeArg], list[NodeArg]]):
@@ -100,13 +113,16 @@ class DynamicModel:
     def __reduce__(self) -> tuple:
         return reduce_with_recipe(self)
 
-    def export(self, directory: object, name: str | None = None, weights: str = "auto") -> None:
-        """Libraries are built for fixed shapes so far: the C API has no dims argument yet."""
-        example = ", ".join(f"'{d.name}': ({', '.join(str(s) if s is not None else str(self.bounds[sym]) for s, sym in zip(d.shape, d.symbols))})"
-                            for d in self._declared if None in d.shape)
-        raise ShapeError(f"cannot export a model with run-time dims ({', '.join(self.symbols)}) yet: an exported "
-                         f"library runs fixed shapes; compile it with input_shapes={{{example}}} (your sizes) "
-                         f"and export that")
+    def export(self, directory: str | os.PathLike, name: str | None = None, weights: str = "auto") -> ArtifactFiles:
+        """The module of the current bound as a library (CompiledModel.export), its last input the
+        symbols' values: the manifest and the header give each symbol's bounds (the declared ones,
+        else 1 to the bound compiled now) and each tensor's shape in the symbols; the library
+        refuses a value outside them, and hobbit.load runs it as this model runs."""
+        with self._lock:
+            build = self._current
+        ranges = tuple((low, bound if high is None else high) for (low, high), bound in zip(self._ranges, build.bound))
+        dims = RunTimeDims(tuple(self.symbols), ranges, build.bound, tuple(build.inputs), tuple(build.outputs))
+        return export_library(replace(build.model.native_model(), dynamic=dims), directory, name, weights)
 
     def run(self, output_names: dict | list[str] | None = None, feeds: dict | None = None, *,
             out: list[np.ndarray] | None = None) -> list:
@@ -176,8 +192,37 @@ class DynamicModel:
                 low, high = self._ranges[self.symbols.index(symbol)]
                 if size < low or (high is not None and size > high):
                     raise InputError(f"input '{d.name}' has shape {value.shape}; dim {axis} ('{symbol}') must be "
-                                     f"in [{low}, {high}] (the bounds it was compiled for), got {size}")
+                                     f"in [{low}, {high}] ({self._bounds_are}), got {size}")
         return tuple(values[s][0] for s in self.symbols)
+
+
+def loaded(model: CompiledModel, dims: RunTimeDims) -> DynamicModel:
+    """An exported library with run-time dims (hobbit.load of DynamicModel.export), `model` the
+    library as a CompiledModel whose last input is the dims vector: a DynamicModel over it,
+    whose bounds are the library's. Each input's run-time dim is one symbol (the manifest's
+    checker makes sure), so the inputs are declared as the compiled model declared them."""
+    declared, inputs = [], []
+    for spec, extents in zip(model.inputs, dims.inputs):
+        symbols = tuple(None if e is None else dims.symbols[e.terms[0][0]] for e in extents)
+        declared.append(DeclaredInput(spec.name, tuple(n if e is None else None for n, e in zip(spec.shape, extents)),
+                                      symbols, spec.dtype))
+        inputs.append(NodeArg(spec.name, [n if s is None else s for n, s in zip(spec.shape, symbols)],
+                              tensor_type(spec.dtype)))
+    outputs = [NodeArg(spec.name, [n if e is None else e.describe(list(dims.symbols)) for n, e in
+                                   zip(spec.shape, extents)], tensor_type(spec.dtype))
+               for spec, extents in zip(model.outputs, dims.outputs)]
+
+    def no_compiles(bound: tuple[int, ...]) -> Build:
+        raise InputError(f"a loaded library runs the sizes it was exported for "
+                         f"({', '.join(f'{s} {lo} to {hi}' for s, (lo, hi) in zip(dims.symbols, dims.ranges))}) "
+                         f"and cannot compile for others: export it again from a model compiled with "
+                         f"dynamic_shapes= that cover them")
+
+    first = Build(model, dims.bound, list(dims.inputs), list(dims.outputs))
+    dynamic = DynamicModel(declared, list(dims.symbols), list(dims.ranges), no_compiles, first, (inputs, outputs))
+    dynamic._bounds_are = "the bounds of the exported library, which cannot grow: export it again for more"
+    dynamic.compiles = 0
+    return dynamic
 
 
 def _placed(value: np.ndarray, bound: tuple[int, ...]) -> np.ndarray:

@@ -5,7 +5,8 @@
   lib<name>.a    the same as one object in an archive, for static linking (link with -lm)
   <name>.h       the tensors and the API, documented
   <name>.weights the packed constants, mapped read-only by <name>_create (or inside the library)
-  <name>.json    the manifest hobbit.load reads: target CPU and features, sizes, checksums
+  <name>.json    the manifest hobbit.load reads: target CPU and features, sizes, checksums,
+                 and for a model with run-time dims its "dynamic" section (RunTimeDims)
 
 The model's code is the very object MCJIT made for the in-process model (CompiledModel
 keeps it), so JIT and AOT run the same instructions; for a CPU this host cannot run it is
@@ -15,6 +16,12 @@ compiler for the target's architecture compiles capi.c and links: the system's (
 $CC) for the host's, the cross toolchain `<arch>-linux-gnu-gcc` (with its objcopy and ar)
 for another, e.g. Debian's gcc-aarch64-linux-gnu. The library needs only libc, libm and
 libgcc_s.
+
+A model with run-time dims (hobbit.runtime.dynamic) exports the module compiled at its
+bound: its last input is the dims vector, the library checks each value against its bounds
+before it runs (capi.c), and the manifest and header describe the symbols, their bounds and
+every tensor's shape as extents of them (hobbit.runtime.export_c.RunTimeDims), so that
+hobbit.load runs it again as a DynamicModel and a C programmer can call it.
 
 The weights never go into the IR: a constant in the IR text costs seconds and gigabytes
 to parse for a 100 MB model. Up to EMBED_LIMIT they are assembled into the library itself
@@ -55,7 +62,7 @@ import numpy as np
 
 from hobbit.backend.llvm import emit_object, optimize
 from hobbit.errors import CodegenError, ConfigError
-from hobbit.runtime.export_c import LibraryFacts, model_config, public_header
+from hobbit.runtime.export_c import LibraryFacts, RunTimeDims, model_config, public_header
 from hobbit.runtime.layout import Layout, to_json
 from hobbit.runtime.pool import runtime_module
 from hobbit.target import Target
@@ -87,6 +94,7 @@ class NativeModel:
     layout: Layout | None
     checks: list[tuple[int, str, str]]
     threads: int
+    dynamic: RunTimeDims | None = None  # run-time dims: the dims vector is the last of `inputs`
 
 
 @dataclass(frozen=True)
@@ -134,7 +142,7 @@ def export_library(model: NativeModel, directory: str | os.PathLike, name: str |
     folder.mkdir(parents=True, exist_ok=True)
     files = artifact_files(folder, name, embedded)
     facts = LibraryFacts(name, model.inputs, model.outputs, model.arena_bytes, blob.nbytes,
-                         zlib.crc32(memoryview(blob)), model.threads, model.checks, embedded)
+                         zlib.crc32(memoryview(blob)), model.threads, model.checks, embedded, model.dynamic)
     with tempfile.TemporaryDirectory(prefix="hobbit-export-") as tmp:
         build = Path(tmp)
         (build / f"{name}.h").write_text(public_header(facts))
@@ -225,4 +233,5 @@ def _manifest(model: NativeModel, facts: LibraryFacts, library: bytes) -> dict:
         "inputs": [s.to_json() for s in model.inputs],
         "outputs": [s.to_json() for s in model.outputs],
         "layout": None if model.layout is None else to_json(model.layout),
+        "dynamic": None if model.dynamic is None else model.dynamic.to_json(),
     }

@@ -4,26 +4,80 @@ The public `<name>.h` documents every input and output (name, shape, dtype, byte
 declares the API that hobbit/runtime/capi.c implements; `hobbit_model.h` (used only while
 linking) gives capi.c this model's sizes, weights checksum and run-time check records, so
 the library turns a status from the entry point into the same message a JIT'd model's
-RunError carries (hobbit.runtime.status)."""
+RunError carries (hobbit.runtime.status).
+
+A model with run-time dims (hobbit.runtime.dynamic) is exported as the module compiled at
+its bound, its last input the symbols' values (RunTimeDims): the header names each symbol
+with its bounds (<NAME>_<SYMBOL>_MIN / _MAX), writes each tensor's shape with the symbols
+and says how its elements are laid out (the strides of its bound shape), and capi.c
+refuses a dim outside its bounds before anything runs: the code reads and writes only
+inside the extents, which past the bound would be past the buffers."""
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 
 import numpy as np
 
 from hobbit.emit.status import CHECK_KINDS, STATUS_WORDS
+from hobbit.graph.extents import Extent, Extents
 
 # Status codes of every exported library (the same in all, so two models' headers can be
 # included together).
 STATUS_CODES = (
     ("HOBBIT_OK", 0, "success"),
-    ("HOBBIT_E_ARGUMENT", 1, "a bad argument: threads, the arena's size or alignment, a NULL pointer"),
+    ("HOBBIT_E_ARGUMENT", 1, "a bad argument: threads, the arena's size or alignment, a NULL pointer, "
+                             "a run-time dim outside its bounds"),
     ("HOBBIT_E_MEMORY", 2, "the context or its arena could not be allocated"),
     ("HOBBIT_E_WEIGHTS", 3, "the weights (a file, or inside the library) are missing, the wrong size or fail their crc32"),
     ("HOBBIT_E_INVALID_DATA", 4, "the run found invalid data in an input (e.g. an index out of range); "
                                  "the outputs are not valid"),
 )
+
+
+@dataclass(frozen=True)
+class RunTimeDims:
+    """A library's run-time dims: the symbols in the order of the dims input (its last input),
+    each one's (low, high) values it runs, the bound its code is compiled for (every tensor
+    has its shape at the bound), and the per-dim Extent of each input (the dims input
+    excepted) and output, None for a static dim."""
+
+    symbols: tuple[str, ...]
+    ranges: tuple[tuple[int, int], ...]
+    bound: tuple[int, ...]
+    inputs: tuple[Extents, ...]
+    outputs: tuple[Extents, ...]
+
+    def to_json(self) -> dict:
+        """The manifest's "dynamic" section (checked by hobbit.runtime.manifest)."""
+        def dims(extents: Extents) -> list:
+            return [None if e is None else {"terms": [list(t) for t in e.terms], "const": e.const} for e in extents]
+        return {"symbols": list(self.symbols), "ranges": [list(r) for r in self.ranges], "bound": list(self.bound),
+                "inputs": [dims(e) for e in self.inputs], "outputs": [dims(e) for e in self.outputs]}
+
+    @staticmethod
+    def from_json(section: dict) -> RunTimeDims:
+        def dims(items: list) -> Extents:
+            return tuple(None if d is None else Extent(tuple((int(s), int(c)) for s, c in d["terms"]), int(d["const"]))
+                         for d in items)
+        return RunTimeDims(tuple(str(s) for s in section["symbols"]),
+                           tuple((int(lo), int(hi)) for lo, hi in section["ranges"]),
+                           tuple(int(b) for b in section["bound"]),
+                           tuple(dims(e) for e in section["inputs"]), tuple(dims(e) for e in section["outputs"]))
+
+    def macros(self, name: str) -> list[str]:
+        """Each symbol's prefix in the header's #defines: <NAME>_<SYMBOL>, the symbol upper-cased,
+        each run of characters that cannot be in a C identifier made one '_' (none at either
+        end; DIM where nothing is left), and its slot added where two symbols would read the same."""
+        words = [re.sub(r"\W+", "_", s, flags=re.ASCII).strip("_").upper() or "DIM" for s in self.symbols]
+        macros: list[str] = []
+        for slot, word in enumerate(words):
+            macro = f"{name.upper()}_{word}{f'_{slot}' if words.count(word) > 1 else ''}"
+            while macro in macros:
+                macro += "_"
+            macros.append(macro)
+        return macros
 
 
 @dataclass(frozen=True)
@@ -39,17 +93,21 @@ class LibraryFacts:
     threads: int
     checks: list[tuple[int, str, str]]  # (arena offset, node, op) per run-time check record
     embedded: bool = False  # the weights are inside the library, not in <name>.weights
+    dynamic: RunTimeDims | None = None  # the run-time dims, the dims input last among `inputs`
 
 
 def public_header(facts: LibraryFacts) -> str:
     """`<name>.h`: the tensors, the status codes and the API, documented for a C programmer."""
     n = facts.name
     guard = f"HOBBIT_{n.upper()}_H"
-    lines = [f"/* {n}: a model compiled ahead of time by hobbit for {facts.threads} thread(s).", " *",
-             " * Inputs (the order of the inputs array; C order, no padding):"]
-    lines += [f" *   {i}  {_describe(s)}" for i, s in enumerate(facts.inputs)]
-    lines += [" * Outputs (the order of the outputs array):"]
-    lines += [f" *   {i}  {_describe(s)}" for i, s in enumerate(facts.outputs)]
+    lines = [f"/* {n}: a model compiled ahead of time by hobbit for {facts.threads} thread(s).", " *"]
+    if facts.dynamic is None:
+        lines += [" * Inputs (the order of the inputs array; C order, no padding):"]
+        lines += [f" *   {i}  {_describe(s)}" for i, s in enumerate(facts.inputs)]
+        lines += [" * Outputs (the order of the outputs array):"]
+        lines += [f" *   {i}  {_describe(s)}" for i, s in enumerate(facts.outputs)]
+    else:
+        lines += _describe_dynamic(facts)
     lines += [
         " *",
         *([f" * Use: {n}_create(NULL, 0, NULL, 0, &ctx) checks the weights inside this library (their crc32)",
@@ -72,7 +130,14 @@ def public_header(facts: LibraryFacts) -> str:
               f"#define {n.upper()}_NUM_INPUTS {len(facts.inputs)}",
               f"#define {n.upper()}_NUM_OUTPUTS {len(facts.outputs)}",
               f"#define {n.upper()}_WEIGHTS_EMBEDDED {int(facts.embedded)}"
-              "  /* 1: pass NULL as weights_path; 0: the path of the weights file */", "",
+              "  /* 1: pass NULL as weights_path; 0: the path of the weights file */",
+              f"#define {n.upper()}_NUM_SYMBOLS {0 if facts.dynamic is None else len(facts.dynamic.symbols)}"
+              "  /* run-time dims: the values the last input holds */"]
+    if facts.dynamic is not None:
+        dyn = facts.dynamic
+        for macro, symbol, (low, high) in zip(dyn.macros(n), dyn.symbols, dyn.ranges):
+            lines += [f"#define {macro}_MIN {low}  /* {_comment(symbol)} */", f"#define {macro}_MAX {high}"]
+    lines += ["",
               f"typedef struct {n}_ctx {n}_ctx;", "",
               f"int {n}_create(const char *weights_path, int threads, void *arena, size_t arena_bytes, {n}_ctx **ctx);",
               f"int {n}_run({n}_ctx *ctx, const void *const *inputs, void *const *outputs);",
@@ -98,14 +163,23 @@ def model_config(facts: LibraryFacts) -> str:
              f"#define HOBBIT_NUM_OUTPUTS {len(facts.outputs)}",
              f"#define HOBBIT_NUM_CHECKS {len(facts.checks)}",
              f"#define HOBBIT_NUM_KINDS {len(CHECK_KINDS)}",
-             f"#define HOBBIT_KIND_INDEX {CHECK_KINDS.index('index') + 1}"]
+             f"#define HOBBIT_KIND_INDEX {CHECK_KINDS.index('index') + 1}",
+             f"#define HOBBIT_NUM_SYMBOLS {0 if facts.dynamic is None else len(facts.dynamic.symbols)}"]
     lines += [f"#define HOBBIT_WORD_{word.upper()} {i}" for i, word in enumerate(STATUS_WORDS)]
     lines += [f"static const size_t hobbit_input_bytes[] = {{{_sizes(facts.inputs)}}};",
               f"static const size_t hobbit_output_bytes[] = {{{_sizes(facts.outputs)}}};",
               "static const char *const hobbit_check_kinds[] = {" + ", ".join(c_string(k) for k in CHECK_KINDS) + "};",
               "static const struct hobbit_check hobbit_checks[] = {"]
     lines += checks or ['    {0u, "", ""},  /* none: C has no empty arrays */']
-    lines += ["};", ""]
+    lines += ["};"]
+    if facts.dynamic is not None:
+        dyn = facts.dynamic
+        lines += ["static const char *const hobbit_symbols[] = {" + ", ".join(c_string(s) for s in dyn.symbols) + "};",
+                  "static const int64_t hobbit_dims_min[] = {" + ", ".join(f"INT64_C({lo})" for lo, _ in dyn.ranges)
+                  + "};",
+                  "static const int64_t hobbit_dims_max[] = {" + ", ".join(f"INT64_C({hi})" for _, hi in dyn.ranges)
+                  + "};"]
+    lines += [""]
     return "\n".join(lines)
 
 
@@ -117,6 +191,62 @@ def c_string(text: str) -> str:
         char = chr(byte)
         out.append(char if 32 <= byte < 127 and char not in '"\\?' else f"\\{byte:03o}")
     return '"' + "".join(out) + '"'
+
+
+def _describe_dynamic(facts: LibraryFacts) -> list[str]:
+    """The header's account of a library with run-time dims: the symbols and their bounds, the
+    tensors' shapes written with them, and where each tensor's elements are."""
+    dyn = facts.dynamic
+    names = [_comment(s) for s in dyn.symbols]
+    order = ", ".join(names)
+    lines = [" * Run-time dims: one compile runs every value of these symbols inside their bounds. They",
+             f" * are the last input, int64[{len(names)}]: the values of the symbols, in this order: {order}.",
+             *[f" *   {i}  {s}  {lo} to {hi}  ({m}_MIN, {m}_MAX)"
+               for i, (s, (lo, hi), m) in enumerate(zip(names, dyn.ranges, dyn.macros(facts.name)))],
+             f" * A value outside its bounds is refused: {facts.name}_run returns HOBBIT_E_ARGUMENT and runs nothing.",
+             " *", " * Inputs (the order of the inputs array):"]
+    lines += [f" *   {i}  {_describe_shaped(s, e, names)}" for i, (s, e) in enumerate(zip(facts.inputs, dyn.inputs))]
+    dims = facts.inputs[-1]
+    lines += [f" *   {len(facts.inputs) - 1}  \"{_comment(dims.name)}\"  int64[{len(names)}]  the values of the symbols, "
+              f"in this order: {order}"]
+    lines += [" * Outputs (the order of the outputs array):"]
+    lines += [f" *   {i}  {_describe_shaped(s, e, names)}" for i, (s, e) in enumerate(zip(facts.outputs, dyn.outputs))]
+    lines += [" *",
+              " * Layout: every tensor keeps the strides of its bound shape (each symbol at its maximum, the",
+              " * sizes in brackets above), and only the elements inside this run's dims are read or written.",
+              " * \"C order\": its run-time dims come after dims of size 1 only, so at those strides it is simply",
+              " *   its C-order array at this run's dims (e.g. [1, seq, 768] is seq x 768 values, no padding):",
+              " *   a buffer of exactly that size will do.",
+              " * \"bound strides S\": it is not; element [i0, i1, ...] is at index i0*S[0] + i1*S[1] + ... of a",
+              f" *   buffer of the bound shape ({facts.name}_input_bytes(i) / {facts.name}_output_bytes(i) bytes):",
+              " *   copy an input's rows into their places there, and read an output's rows from theirs."]
+    return lines
+
+
+def _describe_shaped(spec, extents: Extents, symbols: list[str]) -> str:
+    """One tensor of a library with run-time dims: its shape with the symbols, its size at the
+    bound and its layout (see _describe_dynamic)."""
+    dtype = np.dtype(spec.dtype)
+    shape = ", ".join(str(n) if e is None else e.describe(symbols) for n, e in zip(spec.shape, extents))
+    nbytes = int(np.prod(spec.shape, dtype=np.int64)) * dtype.itemsize
+    if all(e is None for e in extents):
+        return f'"{_comment(spec.name)}"  {dtype.name}[{shape}]  ({nbytes} bytes)'
+    strides = [int(np.prod(spec.shape[k + 1:], dtype=np.int64)) for k in range(len(spec.shape))]
+    layout = "C order" if is_c_order(spec.shape, extents) else f"bound strides S = {strides}"
+    bound = ", ".join(str(n) for n in spec.shape)
+    return f'"{_comment(spec.name)}"  {dtype.name}[{shape}]  (at most {nbytes} bytes: [{bound}])  {layout}'
+
+
+def is_c_order(shape: tuple[int, ...], extents: Extents) -> bool:
+    """Whether a tensor at the strides of its bound `shape` is its C-order array at every run-time
+    size: every dim before its last run-time dim is a static 1."""
+    last = max((k for k, e in enumerate(extents) if e is not None), default=-1)
+    return all(extents[k] is None and shape[k] == 1 for k in range(last))
+
+
+def _comment(text: str) -> str:
+    """Text that is safe inside a C comment."""
+    return text.encode("ascii", "backslashreplace").decode().replace("*/", "* /")
 
 
 def _describe(spec) -> str:

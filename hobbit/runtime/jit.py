@@ -265,10 +265,13 @@ class CompiledModel(ModelTensors):
         (a C identifier) prefixes the API's functions; by default it is the folder's name.
         `weights`: "auto" (inside the library up to 16 MiB, else in <name>.weights), "embed"
         or "file"."""
+        return export_library(self.native_model(), directory, name, weights)
+
+    def native_model(self) -> NativeModel:
+        """What export() writes: this model's machine code, weights, sizes and check records."""
         threads = getattr(self.report, "threads", None) or (self.recipe.options["threads"] if self.recipe else 1)
-        native = NativeModel(self._code, self._target, self._weights, self._arena_bytes, self.inputs,
-                             self.outputs, self.layout, self._status_table, threads)
-        return export_library(native, directory, name, weights)
+        return NativeModel(self._code, self._target, self._weights, self._arena_bytes, self.inputs,
+                           self.outputs, self.layout, self._status_table, threads)
 
     def profile(self, feeds: dict[str, np.ndarray], runs: int = 20) -> list[KernelTime]:
         """Mean time per kernel over `runs` inferences (needs compile(..., profile=True))."""

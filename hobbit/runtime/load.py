@@ -19,6 +19,11 @@ first context is made, and its sizes are compared with the manifest's.
 Each Python thread gets its own context (its own arena), as a CompiledModel gives each
 thread its own arena, so concurrent runs on one model are safe.
 
+A library with run-time dims (DynamicModel.export: the manifest's "dynamic" section) loads
+as a DynamicModel over the LoadedModel (hobbit.runtime.dynamic.loaded): run() checks the
+inputs against the symbols' bounds and passes their values as the last input, as the JIT'd
+model does; the bounds are the library's, since a load compiles nothing.
+
 A GPU model's export folder (hobbit.runtime.gpu_export) loads as a GpuModel under the same
 rules (private folder, checked manifest, sha256 of the device code, size and crc32 of the
 weights), and is set up on the GPU at once: where no GPU, driver or cuda-python can run it,
@@ -38,7 +43,9 @@ from pathlib import Path
 import numpy as np
 
 from hobbit.errors import ArtifactError, ConfigError, HobbitError, RunError
+from hobbit.runtime.dynamic import DynamicModel, loaded
 from hobbit.runtime.export import MANIFEST_FORMAT, ArtifactFiles, artifact_files
+from hobbit.runtime.export_c import RunTimeDims
 from hobbit.frontend.common.export_folder import exported_names, not_an_export
 from hobbit.runtime.gpu_export import is_device_manifest, read_device_export
 from hobbit.runtime.gpu_model import GpuModel
@@ -66,12 +73,13 @@ class LoadedReport:
         return int(self.manifest.get("threads", 1))  # a GPU model's: one host thread
 
 
-def load(directory: str | os.PathLike, name: str | None = None, threads: int | None = None) -> LoadedModel | GpuModel:
-    """The library exported into `directory` (by CompiledModel.export), ready to run, or the
-    GPU model exported there (by GpuModel.export), set up on the GPU (a DeviceError where
-    there is none). `name` picks one when the folder holds several exports; `threads` (1 to
-    the count it was built for, default all of them) is how many threads work on each
-    inference of a library."""
+def load(directory: str | os.PathLike, name: str | None = None, threads: int | None = None
+         ) -> LoadedModel | DynamicModel | GpuModel:
+    """The library exported into `directory` (by CompiledModel.export), ready to run (by
+    DynamicModel.export: a DynamicModel over it), or the GPU model exported there (by
+    GpuModel.export), set up on the GPU (a DeviceError where there is none). `name` picks one
+    when the folder holds several exports; `threads` (1 to the count it was built for, default
+    all of them) is how many threads work on each inference of a library."""
     folder = Path(directory)
     if not folder.is_dir():
         raise ArtifactError(not_an_export(folder))
@@ -89,7 +97,12 @@ def load(directory: str | os.PathLike, name: str | None = None, threads: int | N
                           f"again for more) or None for all of them; got {threads!r}")
     files = artifact_files(folder, manifest["name"], embedded=manifest["weights"]["file"] is None)
     _check_cpu(manifest["target"], files.library)
-    return LoadedModel(files, manifest, LoadedReport(str(folder), manifest), threads or 0)
+    model = LoadedModel(files, manifest, LoadedReport(str(folder), manifest), threads or 0)
+    if manifest.get("dynamic") is None:
+        return model
+    dynamic = loaded(model, RunTimeDims.from_json(manifest["dynamic"]))
+    dynamic.recipe = Reload(str(folder), manifest["name"])
+    return dynamic
 
 
 class LoadedModel(CompiledModel):
@@ -148,6 +161,9 @@ class LoadedModel(CompiledModel):
             raise (RunError if code == _E_INVALID_DATA else HobbitError)(message)
 
     def export(self, directory: str | os.PathLike, name: str | None = None):
+        raise HobbitError("a loaded library cannot be exported again: copy its folder instead")
+
+    def native_model(self):
         raise HobbitError("a loaded library cannot be exported again: copy its folder instead")
 
     def profile(self, feeds: dict[str, np.ndarray], runs: int = 20):

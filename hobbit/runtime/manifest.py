@@ -7,6 +7,13 @@ is checked for its type and range here, each problem an ArtifactError naming the
 the value; `threads: -5` loaded before. The library then confirms the sizes itself
 (hobbit.runtime.load compares its arena and tensor sizes with the manifest's).
 
+A model with run-time dims adds a "dynamic" section (hobbit.runtime.export_c.RunTimeDims;
+older manifests have none, and a static model's is null). Besides its types, what the Python
+side sizes from it is checked against the tensors: the last input is the dims vector, each
+input's run-time dim is one symbol, every symbol is some input's dim (run() reads its value
+there), and every extent is the tensor's dim at the bound and never outside [0, that dim] at
+any values inside the ranges, so no buffer sized from it is smaller than the code's view.
+
 A GPU model's manifest (hobbit.runtime.gpu_export) names its device code in place of the
 library, and its launch list: each launch's pointers are checked to lie inside the buffers
 they name, since its kernels write there."""
@@ -20,6 +27,7 @@ from typing import Any
 import numpy as np
 
 from hobbit.errors import ArtifactError
+from hobbit.graph.extents import DIMS_INPUT
 
 KEYS = ("name", "target", "threads", "arena_bytes", "library", "weights", "inputs", "outputs", "layout")
 _IDENTIFIER = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
@@ -28,6 +36,8 @@ _SHA256 = re.compile(r"[0-9a-f]{64}")
 # Element types a tensor of an exported model may have: bool, integers, floats, and 2-byte
 # raw values (bfloat16, which numpy spells as void).
 _KINDS = "biufV"
+# The largest symbol value or bound a manifest may give (the library's C checks are int64).
+_MAX_DIM = 2**62
 
 
 # A GPU model's manifest (hobbit.runtime.gpu_export): the device code in place of the library.
@@ -57,6 +67,7 @@ def check_manifest(manifest: Any, path: Path) -> dict:
         for index, spec in enumerate(manifest[key]):
             check.tensor(spec, f"{key}[{index}]")
     check.layout(manifest["layout"], len(manifest["outputs"]))
+    check.dynamic(manifest.get("dynamic"), manifest["inputs"], manifest["outputs"])
     return manifest
 
 
@@ -166,6 +177,74 @@ class _Checker:
             self.integer(dim, f"{field} shape", 0)
         self.that(isinstance(dtype, str) and _dtype_ok(dtype), f"{field} dtype", dtype,
                   "a numpy type string of a bool, integer or float type")
+
+    def dynamic(self, section: Any, inputs: list, outputs: list) -> None:
+        """None, or a library's run-time dims (RunTimeDims.to_json) that agree with its tensors
+        (see the module docstring)."""
+        if section is None:
+            return
+        keys = ("symbols", "ranges", "bound", "inputs", "outputs")
+        self.that(isinstance(section, dict) and sorted(section) == sorted(keys), "dynamic", section,
+                  f"null or an object with exactly {', '.join(keys)}")
+        symbols = section["symbols"]
+        self.that(isinstance(symbols, list) and len(symbols) > 0 and len(set(map(str, symbols))) == len(symbols)
+                  and all(isinstance(s, str) and s for s in symbols), "dynamic.symbols", symbols,
+                  "a list of distinct, non-empty names")
+        n = len(symbols)
+        bound = section["bound"]
+        self.that(isinstance(bound, list) and len(bound) == n, "dynamic.bound", bound, f"a list of {n} sizes")
+        for size in bound:
+            self.integer(size, "dynamic.bound", 1, _MAX_DIM)
+        ranges = section["ranges"]
+        self.that(isinstance(ranges, list) and len(ranges) == n, "dynamic.ranges", ranges, f"a list of {n} [low, high]")
+        for slot, pair in enumerate(ranges):
+            field = f"dynamic.ranges[{slot}]"
+            self.that(isinstance(pair, list) and len(pair) == 2, field, pair, "[low, high]")
+            self.integer(pair[0], field, 1, bound[slot])
+            self.integer(pair[1], field, pair[0], bound[slot])
+        self.that(len(inputs) > 0 and inputs[-1] == [DIMS_INPUT, [n], np.dtype(np.int64).str], "inputs", inputs,
+                  f"inputs whose last is the dims vector {[DIMS_INPUT, [n], np.dtype(np.int64).str]}")
+        seen = set()
+        for key, specs in (("inputs", inputs[:-1]), ("outputs", outputs)):
+            extents = section[key]
+            self.that(isinstance(extents, list) and len(extents) == len(specs), f"dynamic.{key}", extents,
+                      f"a list of {len(specs)} (one per {'input but the dims vector' if key == 'inputs' else 'output'})")
+            for index, (dims, spec) in enumerate(zip(extents, specs)):
+                field = f"dynamic.{key}[{index}]"
+                shape = spec[1]
+                self.that(isinstance(dims, list) and len(dims) == len(shape), field, dims,
+                          f"a list of {len(shape)} (one per dim of {spec[0]!r})")
+                for axis, (extent, size) in enumerate(zip(dims, shape)):
+                    if extent is not None:
+                        slots = self.extent(extent, f"{field}[{axis}]", size, ranges, bound)
+                        if key == "inputs":
+                            self.that(extent["const"] == 0 and len(slots) == 1 and extent["terms"][0][1] == 1,
+                                      f"{field}[{axis}]", extent, "one symbol (an input's run-time dim)")
+                            seen.update(slots)
+        self.that(len(seen) == n, "dynamic.inputs", section["inputs"], "extents that give every symbol's value")
+
+    def extent(self, extent: Any, field: str, size: int, ranges: list, bound: list) -> list[int]:
+        """{"terms": [[slot, coeff], ...], "const": c}: its value at the bound is `size`, and
+        at every value inside the ranges it lies in [0, size]; the slots it reads."""
+        self.that(isinstance(extent, dict) and sorted(extent) == ["const", "terms"], field, extent,
+                  "null or an object with exactly terms and const")
+        terms = extent["terms"]
+        self.that(isinstance(terms, list), f"{field}.terms", terms, "a list of [slot, coeff]")
+        slots = []
+        for term in terms:
+            self.that(isinstance(term, list) and len(term) == 2, f"{field}.terms", term, "[slot, coeff]")
+            self.integer(term[0], f"{field}.terms", 0, len(bound) - 1)
+            self.integer(term[1], f"{field}.terms", -_MAX_DIM, _MAX_DIM)
+            self.that(term[1] != 0 and term[0] not in slots, f"{field}.terms", terms,
+                      "terms of distinct slots with non-zero coefficients")
+            slots.append(term[0])
+        self.integer(extent["const"], f"{field}.const", -_MAX_DIM, _MAX_DIM)
+        at_bound = extent["const"] + sum(c * bound[s] for s, c in terms)
+        low = extent["const"] + sum(c * ranges[s][0 if c > 0 else 1] for s, c in terms)
+        high = extent["const"] + sum(c * ranges[s][1 if c > 0 else 0] for s, c in terms)
+        self.that(at_bound == size and 0 <= low and high <= size, field, extent,
+                  f"an extent that is {size} at the bound and inside [0, {size}] for every value of the symbols")
+        return slots
 
     def layout(self, layout: Any, outputs: int) -> None:
         """None, or [name, kind] per output run() returns (hobbit.runtime.layout.to_json) covering

@@ -2,7 +2,8 @@
 
 Outputs are compared with onnxruntime (exact for these element-wise models: the same float32
 operations); the checks, the bounds, growth, the fallback to one variant per shape where a
-kernel or a constant cannot follow run-time dims, pickling and memory."""
+kernel or a constant cannot follow run-time dims, pickling and memory (exports:
+tests/runtime/test_export_dynamic.py)."""
 
 from __future__ import annotations
 
@@ -14,7 +15,7 @@ import pytest
 from onnx import TensorProto, helper, numpy_helper
 
 import hobbit
-from hobbit.errors import ConfigError, InputError, ShapeError
+from hobbit.errors import ConfigError, InputError
 from tests.helpers import run_ort
 
 
@@ -136,13 +137,12 @@ def test_dynamic_shapes_false_compiles_per_shape():
     assert type(compiled).__name__ == "SpecializingModel"
 
 
-def test_pickles_and_refuses_export_until_libraries_take_dims(tmp_path):
+def test_pickles():
+    """(Exported libraries with run-time dims: tests/runtime/test_export_dynamic.py.)"""
     compiled = hobbit.compile(_bias_relu(), cache=False, dynamic_shapes={"seq": (1, 32)})
     again = pickle.loads(pickle.dumps(compiled))
     x = _x(1, 9, 16)
     np.testing.assert_array_equal(again.run({"x": x})[0], compiled.run({"x": x})[0])
-    with pytest.raises(ShapeError, match=r"input_shapes=\{'x': \(1, 32, 16\)\}"):
-        compiled.export(tmp_path / "lib")
 
 
 def _rss() -> int:
