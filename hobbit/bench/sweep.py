@@ -331,7 +331,7 @@ def markdown_report(points: list[SweepPoint], machine: dict[str, Any], command: 
             f"are timed alternately, {'/'.join(map(str, runs))} runs each after {warmup} warm-ups, in blocks of "
             f"{BLOCK} with a {COOLDOWN_S * 1e3:.0f} ms pause. Ratios are the one compile's median over the "
             "other's; below 1 means the one compile is faster. Inputs: seeded token ids below 100, masks of "
-            f"ones, N(0, 1) floats ({'; '.join(sorted({p.inputs for p in points}))}).\n\n"
+            f"ones, N(0, 1) floats ({'; '.join(dict.fromkeys(p.inputs for p in points))}).\n\n"
             + compiles_line(points) + "\n" + sweep_table(points))
 
 
