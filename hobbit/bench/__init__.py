@@ -10,6 +10,8 @@
 - report: the markdown tables, BENCHMARKS.md's page, JSON and the chart of ratios;
 - quant (and quant_report): int8 and bf16 inference, accuracy and speed, beside onnxruntime
   and OpenVINO;
+- sweep: one compile of a model with symbolic dims at several sizes of one dim, beside a
+  static compile of each size and onnxruntime (`hobbit bench --sweep`);
 - tf: a TensorFlow model beside TensorFlow and beside hobbit on its ONNX export;
 - gpu (`python -m hobbit.bench.gpu`): the CUDA backend beside PyTorch eager, whose
   interpreter of ONNX graphs is torch.

@@ -62,12 +62,13 @@ def _memory_gib() -> float | None:
     return round(kib / 2**20, 1)
 
 
-def _ms(value: float) -> str:
+def format_ms(value: float) -> str:
     return f"{value:.3f}" if value < 1 else f"{value:.2f}" if value < 100 else f"{value:.1f}"
 
 
-def _span(t: Timing) -> str:
-    return f"{_ms(t.median)} ({_ms(t.p10)}–{_ms(t.p90)})"
+def format_span(t: Timing) -> str:
+    """'median (p10–p90)' in ms, as every table of the benchmark writes a latency."""
+    return f"{format_ms(t.median)} ({format_ms(t.p10)}–{format_ms(t.p90)})"
 
 
 def markdown_table(results: list[BenchResult]) -> str:
@@ -87,8 +88,8 @@ def markdown_table(results: list[BenchResult]) -> str:
             cells = ["—", "—", "outputs disagree"] + ["—", "—"] * aot + ["—", "—", "—"]
         else:
             percent = "—" if r.peak_percent is None else f"{r.peak_percent:.0f}%"
-            cells = [_span(r.hobbit), _span(r.onnxruntime), f"{r.ratio:.2f}"] + _aot_cells(r, _span) * aot \
-                + [f"{r.executed_gflops:.1f}", percent, f"{r.gflops:.1f}"]
+            cells = [format_span(r.hobbit), format_span(r.onnxruntime), f"{r.ratio:.2f}"] \
+                + _aot_cells(r, format_span) * aot + [f"{r.executed_gflops:.1f}", percent, f"{r.gflops:.1f}"]
         lines.append(f"| {r.model} | {r.threads} | " + " | ".join(cells) + f" | {r.compile_seconds:.1f} |")
     return "\n".join(lines) + "\n"
 
@@ -141,7 +142,7 @@ def memory_table(results: list[BenchResult]) -> str:
 
 
 def _median_p90(t: Timing) -> str:
-    return f"{_ms(t.median)} ({_ms(t.p90)})"
+    return f"{format_ms(t.median)} ({format_ms(t.p90)})"
 
 
 def _rate(per_second: float | None) -> str:
@@ -207,7 +208,6 @@ def markdown_report(results: list[BenchResult], machine: dict[str, Any], command
     peaks = ", ".join(f"{fma_peak(n).best:.0f} GFLOP/s at {n} thread{'s' * (n > 1)} (median trial "
                       f"{fma_peak(n).median:.0f})" for n in threads)
     trials = fma_peak(threads[0]).trials
-    memory = f", {machine['memory_gib']:.0f} GiB" if machine.get("memory_gib") else ""
     runs = sorted({r.runs for r in results})
     inputs = sorted({r.inputs for r in results if r.inputs})
     return (
@@ -217,10 +217,8 @@ def markdown_report(results: list[BenchResult], machine: dict[str, Any], command
         f"{'/'.join(map(str, runs))} timed runs each after {warmup} warm-ups, the engines alternating in "
         f"blocks of {BLOCK} with a {COOLDOWN_S * 1e3:.0f} ms pause. Outputs are compared first "
         f"(rtol {RTOL}, atol {ATOL}); a model whose outputs disagree gets no timings.\n\n"
-        f"Machine: {machine['cpu']} (LLVM CPU {machine['llvm_cpu']}, {machine['vector_bits']}-bit vectors), "
-        f"{machine['cores']} cores{memory}, 1-minute load average {machine['load_average']} at the start. "
-        f"Measured float32 FMA peak, the best of {trials} short trials spread over under two seconds, each "
-        f"thread pinned to its own CPU (other work only slows a trial; the median trial shows how busy the "
+        f"{describe_machine(machine)} Measured float32 FMA peak, the best of {trials} short trials spread over "
+        f"under two seconds, each thread pinned to its own CPU (other work only slows a trial; the median trial shows how busy the "
         f"machine was): {peaks}.\n\n"
         + (f"Target: {built['description']}; the FMA peak and the % of it are this host's.\n\n"
            if (built := machine.get("built_for")) else "")
@@ -244,6 +242,13 @@ def markdown_report(results: list[BenchResult], machine: dict[str, Any], command
            "compile; onnxruntime: a session with the same options) and runs it once; MB = 10^6 bytes.\n\n"
            if (memory := memory_table(results)) else "")
         + "\n".join(part for part in (markdown_table(results), scaling_table(results), memory, loaded) if part))
+
+
+def describe_machine(machine: dict[str, Any]) -> str:
+    """'Machine: CPU (LLVM CPU, vector width), cores, memory, load average at the start.' (machine_info)"""
+    memory = f", {machine['memory_gib']:.0f} GiB" if machine.get("memory_gib") else ""
+    return (f"Machine: {machine['cpu']} (LLVM CPU {machine['llvm_cpu']}, {machine['vector_bits']}-bit vectors), "
+            f"{machine['cores']} cores{memory}, 1-minute load average {machine['load_average']} at the start.")
 
 
 def aot_note(results: list[BenchResult]) -> str | None:

@@ -4,8 +4,10 @@ An ONNX model (or several, or the whole zoo) runs against onnxruntime per thread
 load condition (hobbit.bench.suite), the tables and files coming from hobbit.bench.report; a
 TensorFlow model file runs beside TensorFlow and beside hobbit on its ONNX export
 (hobbit.bench.tf); --precision int8|bf16 measures low-bit inference, accuracy and speed,
-beside onnxruntime and OpenVINO (hobbit.bench.quant). Models and flags are checked before
-the minutes of benchmarking start, and the exit status is 1 when any outputs disagree."""
+beside onnxruntime and OpenVINO (hobbit.bench.quant); --sweep times one compile of a model with
+symbolic dims at several sizes of one dim, beside a static compile of each size and onnxruntime
+(hobbit.bench.sweep). Models and flags are checked before the minutes of benchmarking start, and
+the exit status is 1 when any outputs disagree."""
 
 from __future__ import annotations
 
@@ -17,7 +19,7 @@ from collections.abc import Callable
 import onnx
 
 from hobbit import zoo
-from hobbit.bench import quant, quant_report, report, suite, tf
+from hobbit.bench import quant, quant_report, report, suite, sweep, tf
 from hobbit.bench.load import LOADS, BuildOptions
 from hobbit.bench.result import BenchResult
 from hobbit.cli.args import (add_command, input_shape_flag, non_negative_int, parse_threads, positive_int,
@@ -37,7 +39,10 @@ same thread count and print median and p10-p90 latency, the ratio hobbit/onnxrun
 GFLOP/s and its share of this machine's FMA peak (measured first), and the compile time; a summary
 table follows. --load times both engines again under other load on this machine, --batch runs a
 larger batch, --streams measures throughput with several inferences at once; each adds a table whose
-ratios are all below 1 when hobbit is faster. Exits with status 1 when any outputs disagree."""
+ratios are all below 1 when hobbit is faster. --sweep SYMBOL=V1,V2,... instead compiles a model with
+symbolic dims once and times it at each value of that dim beside a static compile of that shape and
+onnxruntime: first and second run, medians, ratios, compile seconds and the process's memory per
+value. Exits with status 1 when any outputs disagree."""
 
 EXAMPLES = """examples:
   hobbit bench                                 zoo resnet18 at 1 thread
@@ -47,7 +52,10 @@ EXAMPLES = """examples:
   hobbit bench --model squeezenet1_1,resnet18 --threads 1,2 --aot
                                                the exported library beside the JIT and onnxruntime
   hobbit bench --target x86-64-v3              AVX2 code, timed on this machine
-  hobbit bench --precision int8 --threads 1,2 --markdown int8.md   five zoo CNNs in int8, beside the peers"""
+  hobbit bench --precision int8 --threads 1,2 --markdown int8.md   five zoo CNNs in int8, beside the peers
+  hobbit bench --model bert.onnx --sweep sequence=16,64,128,256,512 --dynamic sequence=1:512 --threads 1,2
+                                               one compile at five lengths, beside static compiles and onnxruntime
+                                               (python scripts/export_dynamic_models.py DIR writes such models)"""
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -76,9 +84,27 @@ def register(sub: argparse._SubParsersAction) -> None:
                         "--warmup, --markdown")
     p.add_argument("--passes", metavar="A,B,C", help="graph passes to run, in order (default: the standard pipeline)")
     p.add_argument("--disable", metavar="NAME", action="append", default=[], help="drop this pass (repeatable)")
+    _sweep_flags(p)
     input_shape_flag(p)
     target_flag(p)
     _report_flags(p)
+
+
+def _sweep_flags(p: argparse.ArgumentParser) -> None:
+    """--sweep and --dynamic: one compile of a model with symbolic dims at several sizes (hobbit.bench.sweep)."""
+    p.add_argument("--sweep", type=parse_sweep, default=None, metavar="SYMBOL=V1,V2,...",
+                   help="time one compile of the --model (an ONNX model with symbolic dims) at each value of its "
+                        "dim SYMBOL, e.g. sequence=16,64,128,256,512 or frames=1000,3000, beside a static compile "
+                        "of each shape and onnxruntime, at each --threads: the one compile's first and second run "
+                        "at each value, the medians (p10-p90) of the three engines timed alternately, the ratios "
+                        "one/static and one/onnxruntime, the static compile's seconds and the process's resident "
+                        "memory after each value. Other symbolic dims (a batch) are 1 unless --input-shape gives "
+                        "an input's shape (its size for SYMBOL is not used); takes --model, --threads, --runs, "
+                        "--warmup, --dynamic, --input-shape, --passes, --disable, --target, --markdown, --json")
+    p.add_argument("--dynamic", type=parse_dynamic, action="append", default=[], metavar="SYMBOL=LOW:HIGH",
+                   help="with --sweep: the bounds the one compile gets for SYMBOL (hobbit.compile's "
+                        "dynamic_shapes={SYMBOL: (LOW, HIGH)}, where this hobbit takes that argument); without it "
+                        "the one compile is hobbit.compile's default for a symbolic dim")
 
 
 def _load_flags(p: argparse.ArgumentParser) -> None:
@@ -117,6 +143,26 @@ def parse_loads(text: str) -> list[str]:
         raise argparse.ArgumentTypeError(f"expected load conditions from {', '.join(LOADS)} separated by "
                                          f"commas, got {text!r}")
     return loads
+
+
+def parse_sweep(text: str) -> tuple[str, list[int]]:
+    """--sweep sequence=16,64,128 -> ("sequence", [16, 64, 128]) (sizes >= 1, duplicates dropped, order kept)."""
+    symbol, sep, values = text.partition("=")
+    parts = [part.strip() for part in values.split(",") if part.strip()]
+    if not sep or not symbol.strip() or not parts or not all(part.isdigit() and int(part) >= 1 for part in parts):
+        raise argparse.ArgumentTypeError(f"expected SYMBOL=V1,V2,... with whole sizes >= 1, e.g. "
+                                         f"sequence=16,64,128; got {text!r}")
+    return symbol.strip(), list(dict.fromkeys(int(part) for part in parts))
+
+
+def parse_dynamic(text: str) -> tuple[str, tuple[int, int]]:
+    """--dynamic sequence=1:512 -> ("sequence", (1, 512))."""
+    symbol, _, bounds = text.partition("=")
+    low, sep, high = bounds.partition(":")
+    if not sep or not symbol.strip() or not low.isdigit() or not high.isdigit() or not 1 <= int(low) <= int(high):
+        raise argparse.ArgumentTypeError(f"expected SYMBOL=LOW:HIGH with 1 <= LOW <= HIGH, e.g. sequence=1:512; "
+                                         f"got {text!r}")
+    return symbol.strip(), (int(low), int(high))
 
 
 def bench_models(spec: str, flags: list[ShapeFlag] | None = None, batch: int = 1
@@ -161,6 +207,10 @@ def _bench_model(name: str, flags: list[ShapeFlag], batch: int) -> onnx.ModelPro
 
 def cmd_bench(args: argparse.Namespace) -> int:
     runnable_here(args.target, "bench")
+    if args.sweep:
+        return _bench_sweep(args)
+    if args.dynamic:
+        raise ConfigError("--dynamic gives the bounds of the dim that --sweep sweeps: use it with --sweep")
     if args.precision:
         return _bench_low_bit(args)
     args.model = args.model or "resnet18"
@@ -248,6 +298,62 @@ def _bench_tf(args: argparse.Namespace) -> int:
                   f"{machine['cpu']} (LLVM: {machine['llvm_cpu']}): medians (p10-p90) in ms\n\n")
         write_text(header + table, args.markdown)
     return 0 if result.mismatch is None else 1
+
+
+def _bench_sweep(args: argparse.Namespace) -> int:
+    """`hobbit bench --sweep SYMBOL=V1,V2,...` (hobbit.bench.sweep): one ONNX model, its symbolic
+    dims checked before anything compiles."""
+    others = [flag for flag, used in (("--load", args.load != ["none"]), ("--streams", args.streams),
+                                      ("--aot", args.aot), ("--batch", args.batch > 1), ("--plot", args.plot),
+                                      ("--profile", args.profile), ("--precision", args.precision),
+                                      ("--signature", args.signature)) if used]
+    if others:
+        raise ConfigError(f"`hobbit bench --sweep` takes --model, --threads, --runs, --warmup, --dynamic, "
+                          f"--input-shape, --passes, --disable, --target, --markdown and --json; not {', '.join(others)}")
+    name = args.model or "resnet18"
+    model = load_model(name)
+    source = open_source(model)
+    if not isinstance(source, OnnxSource):
+        raise ConfigError(f"{name} is a {source.format} model: --sweep times an ONNX model (one --model)")
+    symbol, values = args.sweep
+    sizes = _symbol_sizes(source, args.input_shape, symbol)
+    bounds = dict(args.dynamic)
+    sweep.check_sweep(source.declared_inputs(), name, symbol, values, sizes, bounds)
+    del source  # its copy of the weights would count in the memory column
+    build = BuildOptions.of(pipeline(args), args.target)
+    machine = report.machine_info(build)
+    print(f"sweeping {symbol} over {','.join(map(str, values))} for {name} at {','.join(map(str, args.threads))} "
+          f"thread(s): one compile, its first runs, then per value a static compile, a check against "
+          f"onnxruntime, and the three engines timed ...", flush=True)
+    points = sweep.run_sweep(model, name, symbol, values, args.threads, args.runs, args.warmup, build,
+                             sizes, bounds, report=lambda p: print(p.format(), flush=True))
+    print("\n" + sweep.compiles_line(points) + sweep.sweep_table(points), end="")
+    if args.markdown:
+        command = (f"hobbit bench --model {name} --sweep {symbol}={','.join(map(str, values))}"
+                   + "".join(f" --dynamic {s}={lo}:{hi}" for s, (lo, hi) in bounds.items())
+                   + "".join(f" {flag}" for flag in args.input_shape)
+                   + f" --threads {','.join(map(str, args.threads))} --runs {args.runs}"
+                   + (f" --target {build.target}" if build.target != "host" else ""))
+        write_text(sweep.markdown_report(points, machine, command, args.warmup), args.markdown)
+    if args.json:
+        with writing(args.json):
+            sweep.write_json(points, machine, args.json)
+        print(f"wrote {args.json}", file=sys.stderr)
+    return 0 if all(p.mismatch is None for p in points) else 1
+
+
+def _symbol_sizes(source: OnnxSource, flags: list[ShapeFlag], swept: str) -> dict[str, int]:
+    """The sizes --input-shape gives the model's named symbolic dims, but the swept one."""
+    shapes = input_shapes(declared(source, flags), flags)
+    sizes: dict[str, tuple[int, str]] = {}
+    for d in source.declared_inputs():
+        for size, want, symbol in zip(shapes.get(d.name, ()), d.shape, d.symbols):
+            if want is None and symbol is not None and symbol != swept:
+                first = sizes.setdefault(symbol, (size, d.name))
+                if first[0] != size:
+                    raise InputError(f"--input-shape gives dim '{symbol}' two sizes: {first[0]} (input "
+                                     f"'{first[1]}') and {size} (input '{d.name}')")
+    return {symbol: size for symbol, (size, _) in sizes.items()}
 
 
 def low_bit_models(spec: str | None) -> list[tuple[str, Callable[[], onnx.ModelProto]]]:

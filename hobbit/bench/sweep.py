@@ -1,0 +1,344 @@
+"""`hobbit bench --sweep SYMBOL=V1,V2,...`: one compile of a model with symbolic dims, timed at
+each value of one dim beside a static compile of that shape and onnxruntime, in one run.
+
+Why: a model served with inputs of any length (text, audio) is compiled once and then meets
+shapes it has not seen; issue 28 asks that a new shape cost no compile (its first run close
+to its second), that the one compile run each shape about as fast as a compile for exactly
+that shape and no slower than onnxruntime, and that memory not grow with the shapes seen.
+Each of those is a column here. It measures whatever hobbit.compile returns for the model:
+a SpecializingModel (one variant compiled per shape, so its first run at a shape includes
+that compile) or a model whose dims are run-time values of one module.
+
+For each thread count: the one compile is built once (cache off, `dynamic_shapes=` bounds
+when given and hobbit.compile takes them). First it alone runs each value twice, the first
+and second run timed and the process's resident memory read after each value, so the
+memory column shows the one compile and nothing else. Then, per value, onnxruntime's outputs
+check the one compile's and a static compile's (hobbit.compile with input_shapes= that shape),
+and the three engines are timed in alternating rounds as the rest of the benchmark times
+them (hobbit.bench.load). Other symbolic dims (a batch) are fixed, 1 unless given, by
+writing their sizes into the model's declarations, so the one compile has one run-time dim."""
+
+from __future__ import annotations
+
+import inspect
+import json
+import os
+import tempfile
+import time
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+import onnx
+
+import hobbit
+from hobbit.bench.load import BLOCK, COOLDOWN_S, BuildOptions, run_in_process
+from hobbit.bench.ort import ModelSource, ort_session
+from hobbit.bench.report import describe_machine, format_ms, format_span
+from hobbit.bench.result import ATOL, RTOL, Timing, megabytes
+from hobbit.bench.suite import compare_outputs, require_runnable
+from hobbit.errors import ConfigError, HobbitError, InputError
+from hobbit.frontend.common.source import DeclaredInput
+from hobbit.frontend.onnx.importer import load_model
+from hobbit.frontend.onnx.source import OnnxSource
+from hobbit.runtime.memory import release_garbage, rss_bytes
+
+ENGINES = ("one compile", "static", "onnxruntime")
+ID_HIGH = 100  # token ids are drawn below this, and below the rows of the table they index
+
+
+@dataclass
+class SweepPoint:
+    """One value of the swept dim at one thread count: every engine's numbers."""
+
+    model: str
+    symbol: str
+    value: int
+    threads: int
+    runs: int
+    inputs: str  # e.g. "input_ids: int64[1x16], attention_mask: int64[1x16]"
+    one_compile: str  # the class hobbit.compile returned, and why it is not one module if it says
+    one_compile_seconds: float
+    first_ms: float  # the one compile's first run at this value, then its second
+    second_ms: float
+    rss_base: int | None  # the process's VmRSS right after the one compile, bytes
+    rss: int | None  # and after the one compile's runs up to this value (values in sweep order)
+    max_abs_error: float
+    mismatch: str | None  # why an engine's outputs disagree with onnxruntime's, or None
+    static_compile_seconds: float | None = None
+    one: Timing | None = None
+    static: Timing | None = None
+    onnxruntime: Timing | None = None
+
+    @property
+    def first_extra_ms(self) -> float:
+        """What the first run at this value costs beyond the second (a compile, if any)."""
+        return self.first_ms - self.second_ms
+
+    @property
+    def static_ratio(self) -> float | None:
+        """One compile's median over the static compile's (issue 28 asks at most 1.15)."""
+        return None if self.one is None or self.static is None else self.one.median / self.static.median
+
+    @property
+    def ort_ratio(self) -> float | None:
+        """One compile's median over onnxruntime's (below 1: hobbit is faster)."""
+        return None if self.one is None or self.onnxruntime is None else self.one.median / self.onnxruntime.median
+
+    def format(self) -> str:
+        """The point in two lines, as the sweep goes."""
+        head = (f"{self.model}  threads {self.threads}  {self.symbol}={self.value}: first run {self.first_ms:.1f} ms, "
+                f"second {self.second_ms:.1f} ms, RSS {_mb(self.rss)} MB")
+        if self.mismatch is not None:
+            return f"{head}\n  OUTPUTS DISAGREE (rtol {RTOL}, atol {ATOL}): {self.mismatch}"
+        return (f"{head}\n  median ms: one compile {format_ms(self.one.median)}, static {format_ms(self.static.median)} "
+                f"(compiled in {self.static_compile_seconds:.1f} s), onnxruntime {format_ms(self.onnxruntime.median)}; "
+                f"one/static {self.static_ratio:.2f}, one/onnxruntime {self.ort_ratio:.2f}")
+
+    def to_dict(self) -> dict[str, Any]:
+        timings = {f"{key}_ms": None if t is None else {"median": t.median, "p10": t.p10, "p90": t.p90}
+                   for key, t in (("one_compile", self.one), ("static", self.static), ("onnxruntime", self.onnxruntime))}
+        return {"model": self.model, "symbol": self.symbol, "value": self.value, "threads": self.threads,
+                "runs": self.runs, "inputs": self.inputs, "one_compile": self.one_compile,
+                "one_compile_seconds": self.one_compile_seconds, "first_run_ms": self.first_ms,
+                "second_run_ms": self.second_ms, "first_minus_second_ms": self.first_extra_ms,
+                "rss_after_compile_bytes": self.rss_base, "rss_bytes": self.rss,
+                "outputs_agree": self.mismatch is None, "mismatch": self.mismatch,
+                "max_abs_error": self.max_abs_error if np.isfinite(self.max_abs_error) else None,
+                "static_compile_seconds": self.static_compile_seconds, **timings,
+                "one_compile_over_static": self.static_ratio, "one_compile_over_onnxruntime": self.ort_ratio}
+
+
+def symbols_of(declared: list[DeclaredInput]) -> dict[str, list[str]]:
+    """{symbol: ["input_ids dim 1", ...]} of the model's symbolic input dims, in order; an
+    unnamed symbolic dim cannot be swept or fixed by name, so it is an InputError."""
+    found: dict[str, list[str]] = {}
+    for d in declared:
+        for axis, (size, symbol) in enumerate(zip(d.shape, d.symbols)):
+            if size is None and symbol is None:
+                raise InputError(f"input '{d.name}' has a symbolic dim with no name (dim {axis}): a sweep sets dims "
+                                 f"by their names")
+            if size is None:
+                found.setdefault(symbol, []).append(f"{d.name} dim {axis}")
+    return found
+
+
+def check_sweep(declared: list[DeclaredInput], name: str, symbol: str, values: list[int],
+                sizes: dict[str, int], bounds: dict[str, tuple[int, int]]) -> dict[str, int]:
+    """The sizes every symbol but the swept one is fixed at (1 unless `sizes` gives one), after
+    checking that the names and bounds fit the model: before anything compiles."""
+    found = symbols_of(declared)
+    where = "; ".join(f"'{s}' ({', '.join(places)})" for s, places in found.items()) or "none"
+    if symbol not in found:
+        raise InputError(f"{name} has no symbolic input dim named '{symbol}' to sweep; its symbolic dims: {where}")
+    unknown = [s for s in sizes if s not in found]
+    if unknown:
+        raise InputError(f"{name} has no symbolic input dim named {unknown}; its symbolic dims: {where}")
+    if not values or min(values) < 1:
+        raise ConfigError(f"the values to sweep '{symbol}' over must be whole numbers >= 1, got {values}")
+    others = [s for s in bounds if s != symbol]
+    if others:
+        raise ConfigError(f"bounds are for the swept dim '{symbol}' only (the others are fixed at one size); "
+                          f"got bounds for {others}")
+    if symbol in bounds:
+        low, high = bounds[symbol]
+        outside = [v for v in values if not low <= v <= high]
+        if outside:
+            raise ConfigError(f"the sweep's values {outside} are outside the bounds {low}..{high} of '{symbol}'")
+    return {s: sizes.get(s, 1) for s in found if s != symbol}
+
+
+def pin(proto: onnx.ModelProto, sizes: dict[str, int]) -> None:
+    """Write `sizes` over the named symbolic dims of the model's declarations (in place), so
+    that both engines see those dims as static."""
+    for value in (*proto.graph.input, *proto.graph.output, *proto.graph.value_info):
+        if value.type.HasField("tensor_type"):
+            for dim in value.type.tensor_type.shape.dim:
+                if dim.HasField("dim_param") and dim.dim_param in sizes:
+                    dim.dim_value = sizes[dim.dim_param]
+
+
+def index_bounds(proto: onnx.ModelProto) -> dict[str, int]:
+    """{input: rows} of the inputs that index a constant table directly (token ids into an
+    embedding): their values must stay below its row count."""
+    tables = {t.name: t.dims[0] for t in proto.graph.initializer if t.dims}
+    bounds = {}
+    for node in proto.graph.node:
+        if node.op_type == "Gather" and len(node.input) == 2 and node.input[0] in tables:
+            if all(a.name != "axis" or a.i == 0 for a in node.attribute):
+                bounds.setdefault(node.input[1], tables[node.input[0]])
+    return bounds
+
+
+def feeds_at(declared: list[DeclaredInput], sizes: dict[str, int], highs: dict[str, int],
+             seed: int = 0) -> dict[str, np.ndarray]:
+    """Seeded inputs at these symbol sizes: N(0, 1) floats, masks of ones (an input whose name
+    says mask), integer ids below ID_HIGH and below the table they index."""
+    rng = np.random.default_rng(seed)
+    feeds = {}
+    for d in declared:
+        shape = tuple(sizes[s] if n is None else n for n, s in zip(d.shape, d.symbols))
+        if "mask" in d.name.lower():
+            feeds[d.name] = np.ones(shape, d.dtype)
+        elif d.dtype.kind == "f":
+            feeds[d.name] = rng.standard_normal(shape).astype(d.dtype)
+        elif d.dtype.kind == "b":
+            feeds[d.name] = rng.random(shape) < 0.5
+        else:
+            feeds[d.name] = rng.integers(0, min(ID_HIGH, highs.get(d.name, ID_HIGH)), shape).astype(d.dtype)
+    return feeds
+
+
+def _describe(feeds: dict[str, np.ndarray]) -> str:
+    return ", ".join(f"{n}: {a.dtype.name}[{'x'.join(map(str, a.shape))}]" for n, a in feeds.items())
+
+
+def _dynamic_kwargs(bounds: dict[str, tuple[int, int]]) -> dict[str, object]:
+    """dynamic_shapes= for hobbit.compile when bounds are given and it takes them (older builds
+    compile one variant per shape and have no such argument)."""
+    if bounds and "dynamic_shapes" in inspect.signature(hobbit.compile).parameters:
+        return {"dynamic_shapes": dict(bounds)}
+    return {}
+
+
+def run_sweep(model: ModelSource, name: str, symbol: str, values: list[int], threads: list[int], runs: int = 30,
+              warmup: int = 3, build: BuildOptions = BuildOptions(), sizes: dict[str, int] | None = None,
+              bounds: dict[str, tuple[int, int]] | None = None,
+              report: Callable[[SweepPoint], None] | None = None) -> list[SweepPoint]:
+    """Sweep `symbol` over `values` at each thread count (see the module docstring); the other
+    symbolic dims at `sizes` (default 1), the one compile bounded by `bounds` ({symbol: (low,
+    high)}) where given. Rows come back by thread count, then value."""
+    if runs < 1 or warmup < 0 or not threads or min(threads) < 1:
+        raise HobbitError(f"runs and threads must be at least 1 and warmup at least 0 (got runs={runs}, "
+                          f"threads={threads}, warmup={warmup})")
+    require_runnable(build)
+    bounds = bounds or {}
+    proto = load_model(model)
+    declared = OnnxSource(proto).declared_inputs()
+    fixed = check_sweep(declared, name, symbol, values, sizes or {}, bounds)
+    highs = index_bounds(proto)
+    pin(proto, fixed)
+    declared = OnnxSource(proto).declared_inputs()
+    feeds = [feeds_at(declared, {**fixed, symbol: v}, highs, seed=v) for v in values]
+    points: list[SweepPoint] = []
+    with tempfile.TemporaryDirectory(prefix="hobbit-sweep-") as folder:
+        path = os.path.join(folder, "model.onnx")
+        try:
+            onnx.save(proto, path)
+        except ValueError as exc:  # protobuf's 2 GB limit
+            raise HobbitError(f"cannot write {name} with its fixed dims to a file: {exc}") from exc
+        del proto
+        for n in threads:
+            for point in _sweep_threads(path, name, symbol, values, feeds, n, runs, warmup, build, bounds):
+                if report is not None:
+                    report(point)
+                points.append(point)
+    return points
+
+
+def _sweep_threads(path: str, name: str, symbol: str, values: list[int], feeds: list[dict[str, np.ndarray]],
+                   threads: int, runs: int, warmup: int, build: BuildOptions,
+                   bounds: dict[str, tuple[int, int]]) -> Iterator[SweepPoint]:
+    """One thread count: the one compile alone at every value (first and second run, memory),
+    then per value the outputs checked and the three engines timed (each point yielded as
+    soon as it is, so a long sweep shows its progress)."""
+    t0 = time.perf_counter()
+    one = hobbit.compile(path, threads=threads, cache=False, **build.kwargs(), **_dynamic_kwargs(bounds))
+    compile_seconds = time.perf_counter() - t0
+    reason = getattr(one, "reason", None)
+    kind = type(one).__name__ + (f" ({reason})" if reason else "")
+    release_garbage()
+    base = rss_bytes()
+    points = []
+    for value, feed in zip(values, feeds):
+        t0 = time.perf_counter()
+        one.run(feed)
+        t1 = time.perf_counter()
+        one.run(feed)
+        t2 = time.perf_counter()
+        release_garbage()
+        points.append(SweepPoint(name, symbol, value, threads, runs, _describe(feed), kind, compile_seconds,
+                                 (t1 - t0) * 1e3, (t2 - t1) * 1e3, base, rss_bytes(), 0.0, None))
+    session = ort_session(path, threads)
+    names = list(one.output_names)
+    for point, feed in zip(points, feeds):
+        expected = session.run(names, feed)
+        point.max_abs_error, point.mismatch = compare_outputs(one.run(feed), expected, names)
+        shapes = {k: tuple(a.shape) for k, a in feed.items()}
+        t0 = time.perf_counter()
+        static = hobbit.compile(path, threads=threads, cache=False, input_shapes=shapes, **build.kwargs())
+        point.static_compile_seconds = time.perf_counter() - t0
+        worst, mismatch = compare_outputs(static.run(feed), expected, names)
+        if point.mismatch is None and mismatch is not None:
+            point.max_abs_error, point.mismatch = worst, f"the static compile: {mismatch}"
+        if point.mismatch is None:
+            engines = {"one compile": lambda: one.run(feed), "static": lambda: static.run(feed),
+                       "onnxruntime": lambda: session.run(names, feed)}
+            measured = run_in_process("none", engines, runs, warmup)
+            point.one, point.static, point.onnxruntime = (Timing.of(measured[e].seconds) for e in ENGINES)
+        del static
+        yield point
+
+
+# -- reports ---------------------------------------------------------------------------------
+
+def _mb(nbytes: int | None) -> str:
+    return "—" if nbytes is None else megabytes(nbytes)
+
+
+def sweep_table(points: list[SweepPoint]) -> str:
+    """One row per thread count and value: the one compile's first and second run, the three
+    medians (p10–p90), the ratios, the static compile's seconds and the process's memory."""
+    symbol = points[0].symbol if points else "value"
+    heads = ["model", "threads", symbol, "first run ms", "second run ms", "first − second ms",
+             "one compile median (p10–p90) ms", "static median (p10–p90) ms", "onnxruntime median (p10–p90) ms",
+             "one / static", "one / onnxruntime", "static compile s", "RSS MB (after one compile)"]
+    lines = ["| " + " | ".join(heads) + " |", "|" + " --- |" * len(heads)]
+    for p in points:
+        cells = [p.model, str(p.threads), str(p.value), f"{p.first_ms:.1f}", f"{p.second_ms:.1f}",
+                 f"{p.first_extra_ms:.1f}"]
+        if p.mismatch is not None:
+            cells += ["outputs disagree", "—", "—", "—", "—"]
+        else:
+            cells += [format_span(p.one), format_span(p.static), format_span(p.onnxruntime),
+                      f"{p.static_ratio:.2f}", f"{p.ort_ratio:.2f}"]
+        cells += ["—" if p.static_compile_seconds is None else f"{p.static_compile_seconds:.1f}",
+                  f"{_mb(p.rss)} ({_mb(p.rss_base)})"]
+        lines.append("| " + " | ".join(cells) + " |")
+    return "\n".join(lines) + "\n"
+
+
+def compiles_line(points: list[SweepPoint]) -> str:
+    """What hobbit.compile returned at each thread count and how long it took."""
+    seen = {p.threads: p for p in points}
+    return "\n".join(f"one compile at {n} thread{'s' * (n > 1)}: {p.one_compile}, {p.one_compile_seconds:.1f} s"
+                     for n, p in seen.items()) + "\n"
+
+
+def markdown_report(points: list[SweepPoint], machine: dict[str, Any], command: str, warmup: int) -> str:
+    """The table under how it was made and on what machine."""
+    runs = sorted({p.runs for p in points})
+    return (f"# Sweep of `{points[0].symbol}`\n\n"
+            f"Generated by `{command}` on {machine['date']}: hobbit {machine['hobbit']} against onnxruntime "
+            f"{machine['onnxruntime']} (ORT_ENABLE_ALL, sequential, intra_op_num_threads = N).\n\n"
+            f"{describe_machine(machine)}\n\n"
+            "For each thread count the model is compiled once (the one compile), then run twice at each value "
+            "in turn (first and second run; RSS is the process's VmRSS after that value's runs, and after the "
+            "one compile in brackets). Then at each value a static compile of that shape is built "
+            "(`input_shapes=`), the outputs of both are checked against onnxruntime's "
+            f"(rtol {RTOL}, atol {ATOL}; a value whose outputs disagree gets no timings), and the three engines "
+            f"are timed alternately, {'/'.join(map(str, runs))} runs each after {warmup} warm-ups, in blocks of "
+            f"{BLOCK} with a {COOLDOWN_S * 1e3:.0f} ms pause. Ratios are the one compile's median over the "
+            "other's; below 1 means the one compile is faster. Inputs: seeded token ids below 100, masks of "
+            f"ones, N(0, 1) floats ({'; '.join(dict.fromkeys(p.inputs for p in points))}).\n\n"
+            + compiles_line(points) + "\n" + sweep_table(points))
+
+
+def write_json(points: list[SweepPoint], machine: dict[str, Any], path: str | os.PathLike) -> None:
+    """Every number of every row, with the machine and settings they were measured under."""
+    doc = {"machine": machine, "settings": {"rtol": RTOL, "atol": ATOL, "block": BLOCK, "cooldown_s": COOLDOWN_S},
+           "results": [p.to_dict() for p in points]}
+    with open(path, "w") as f:
+        json.dump(doc, f, indent=2)
+        f.write("\n")
