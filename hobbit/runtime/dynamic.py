@@ -231,7 +231,7 @@ def _placed(value: np.ndarray, bound: tuple[int, ...]) -> np.ndarray:
     value = np.require(value, requirements=["C_CONTIGUOUS", "ALIGNED"])
     if _is_prefix(value.shape, bound):
         return value
-    placed = np.zeros(bound, value.dtype)
+    placed = np.empty(bound, value.dtype)  # what lies past the extents is never read
     placed[tuple(slice(0, n) for n in value.shape)] = value
     return placed
 
