@@ -202,3 +202,15 @@ def assert_ort_exact(nodes: list[onnx.NodeProto], inputs: dict[str, np.ndarray],
     """assert_matches_ort on the model of `nodes`, bit-exact unless a tolerance is given."""
     return assert_matches_ort(make_model(nodes, inputs, outputs, initializers, opset=opset), inputs,
                               **(tol or {"rtol": 0, "atol": 0}))
+
+
+def bound_inputs(build, feeds: dict[str, np.ndarray], dims: list[int]) -> list[np.ndarray]:
+    """A DynamicModel module's inputs (hobbit.runtime.dynamic.Build) with NaN past the extents of
+    each bound-shaped buffer, and the dims vector: a kernel that reads past an extent shows."""
+    arrays = []
+    for spec in build.model.inputs[:-1]:
+        padded = np.full(spec.shape, np.nan, np.float32)
+        value = feeds[spec.name]
+        padded[tuple(slice(0, n) for n in value.shape)] = value
+        arrays.append(padded)
+    return arrays + [np.array(dims, np.int64)]

@@ -38,7 +38,7 @@ from hobbit.frontend.common.source import DeclaredInput
 from hobbit.graph.extents import Extent
 from hobbit.runtime.export import ArtifactFiles, export_library
 from hobbit.runtime.export_c import RunTimeDims
-from hobbit.runtime.jit import CompiledModel, TensorSpec, call_positionally, check_feed_names, reduce_with_recipe
+from hobbit.runtime.jit import CompiledModel, DeclaredModel, TensorSpec, check_feed_names
 from hobbit.runtime.nodearg import NodeArg
 from hobbit.runtime.runargs import check_out, pick_outputs, split_run_args
 
@@ -62,7 +62,7 @@ class Build:
 Builder = Callable[[tuple[int, ...]], Build]
 
 
-class DynamicModel:
+class DynamicModel(DeclaredModel):
     """Same interface as CompiledModel; one module for every shape inside the bounds."""
 
     recipe = None
@@ -100,18 +100,6 @@ class DynamicModel:
     def bounds(self) -> dict[str, int]:
         """The size each symbol's module is compiled for now."""
         return dict(zip(self.symbols, self._current.bound))
-
-    def get_inputs(self) -> list[NodeArg]:
-        return list(self._node_args[0])
-
-    def get_outputs(self) -> list[NodeArg]:
-        return list(self._node_args[1])
-
-    def __call__(self, *arrays: np.ndarray) -> np.ndarray | list[np.ndarray]:
-        return call_positionally(self, arrays)
-
-    def __reduce__(self) -> tuple:
-        return reduce_with_recipe(self)
 
     def export(self, directory: str | os.PathLike, name: str | None = None, weights: str = "auto") -> ArtifactFiles:
         """The module of the current bound as a library (CompiledModel.export), its last input the

@@ -179,6 +179,28 @@ class ModelTensors:
         return compiled_args(self.outputs, self.layout)
 
 
+class DeclaredModel:
+    """A model with symbolic dims, described as the model declares its inputs and outputs
+    (`_node_args`: symbolic dims named, as onnxruntime shows them), called positionally, and
+    pickled as the recipe that builds it again."""
+
+    _node_args: tuple[list[NodeArg], list[NodeArg]]
+
+    def get_inputs(self) -> list[NodeArg]:
+        """The inputs as declared, as onnxruntime's InferenceSession.get_inputs() describes them."""
+        return list(self._node_args[0])
+
+    def get_outputs(self) -> list[NodeArg]:
+        """The outputs as declared (or inferred), as onnxruntime's get_outputs() describes them."""
+        return list(self._node_args[1])
+
+    def __call__(self, *arrays: np.ndarray) -> np.ndarray | list[np.ndarray]:
+        return call_positionally(self, arrays)
+
+    def __reduce__(self) -> tuple:
+        return reduce_with_recipe(self)
+
+
 class CompiledModel(ModelTensors):
     # Set by hobbit.compile: how to build this model again, which is what a pickle carries.
     recipe = None

@@ -30,7 +30,7 @@ from hobbit.frontend.common.source import DeclaredInput
 from hobbit.graph.ir import Graph
 from hobbit.ops.separable import Separation, separation
 from hobbit.runtime.batching import ChunkedModel
-from hobbit.runtime.jit import CompiledModel, call_positionally, check_feed_names, reduce_with_recipe
+from hobbit.runtime.jit import CompiledModel, DeclaredModel, check_feed_names
 from hobbit.runtime.nodearg import NodeArg
 from hobbit.runtime.runargs import pick_outputs, split_run_args
 
@@ -63,7 +63,7 @@ Builder = Callable[[dict[str, tuple[int, ...]], dict[str, np.ndarray]], Compiled
 Importer = Callable[[dict[str, tuple[int, ...]]], Graph]
 
 
-class SpecializingModel:
+class SpecializingModel(DeclaredModel):
     """Same interface as CompiledModel; compiles one variant per input signature."""
 
     # Set by hobbit.compile: how to build this model again, which is what a pickle carries.
@@ -99,20 +99,6 @@ class SpecializingModel:
     def report(self) -> object:
         """The report of the most recently compiled variant (None before the first run)."""
         return next(reversed(self._variants.values())).report if self._variants else None
-
-    def get_inputs(self) -> list[NodeArg]:
-        """The inputs as declared, as onnxruntime's InferenceSession.get_inputs() describes them."""
-        return list(self._node_args[0])
-
-    def get_outputs(self) -> list[NodeArg]:
-        """The outputs as declared (or inferred), as onnxruntime's get_outputs() describes them."""
-        return list(self._node_args[1])
-
-    def __call__(self, *arrays: np.ndarray) -> np.ndarray | list[np.ndarray]:
-        return call_positionally(self, arrays)
-
-    def __reduce__(self) -> tuple:
-        return reduce_with_recipe(self)
 
     def export(self, directory: object, name: str | None = None, weights: str = "auto") -> None:
         """A library runs one fixed-shape build (hobbit.runtime.export), so this model cannot be

@@ -25,7 +25,7 @@ from hypothesis import strategies as st
 from onnx import TensorProto, helper, numpy_helper
 
 import hobbit
-from tests.helpers import run_ort
+from tests.helpers import bound_inputs, run_ort
 
 RTOL, ATOL = 1e-5, 1e-5
 SETTINGS = settings(max_examples=6, deadline=None, derandomize=True, database=None)
@@ -303,13 +303,7 @@ def test_reads_and_writes_stay_inside_extents(builder, args: tuple, threads: int
     build = compiled._current
     for seq in (1, 17, BOUND):
         feeds = _feeds(model, seq)
-        arrays = []
-        for spec in build.model.inputs[:-1]:
-            padded = np.full(spec.shape, np.nan, np.float32)
-            value = feeds[spec.name]
-            padded[tuple(slice(0, n) for n in value.shape)] = value
-            arrays.append(padded)
-        arrays.append(np.array([seq], np.int64))
+        arrays = bound_inputs(build, feeds, [seq])
         outs = [np.full(spec.shape, -7, spec.dtype) for spec in build.model.outputs]
         build.model._call_native(arrays, outs)
         for out, want in zip(outs, run_ort(model, feeds)):
