@@ -13,6 +13,9 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 import numpy as np
+import onnx
+
+from hobbit.errors import ConfigError
 
 Step = Callable[[dict[str, np.ndarray]], list[np.ndarray]]
 
@@ -52,3 +55,64 @@ def generate(step: Step, past: dict[str, np.ndarray], token: int, steps: int) ->
         past = dict(zip(names, out[1:]))
         position += 1
     return Generation(tokens, logits, seconds)
+
+
+@dataclass(frozen=True)
+class DecodeRow:
+    """One thread count's greedy generation by both engines from the same cache."""
+
+    threads: int
+    steps: int
+    hobbit: Generation
+    onnxruntime: Generation
+    compiles: int  # hobbit's compiles over the whole generation
+    max_diff: float  # the largest logit difference over all steps
+    same_tokens: bool
+
+
+def decode_inputs(model: onnx.ModelProto) -> tuple[list[str], str, int, int]:
+    """The cache inputs of a decoding-step model (see the module docstring), the symbol of their
+    length, and their heads and head_dim; a ConfigError where the model is not one."""
+    names = [i.name for i in model.graph.input]
+    past = [i for i in model.graph.input if i.name.startswith("past")]
+    if not {"input_ids", "position_ids"} <= set(names) or not past:
+        raise ConfigError(f"--decode times a decoding step: inputs input_ids, position_ids and past_* (a "
+                          f"key/value cache); this model takes {names}")
+    dims = past[0].type.tensor_type.shape.dim
+    if len(dims) != 4 or not dims[2].dim_param or not dims[1].dim_value or not dims[3].dim_value:
+        raise ConfigError(f"--decode needs the cache as [1, heads, past, head_dim] with a named past dim; "
+                          f"'{past[0].name}' is {[d.dim_param or d.dim_value for d in dims]}")
+    return [i.name for i in past], dims[2].dim_param, dims[1].dim_value, dims[3].dim_value
+
+
+def run_decode(model: onnx.ModelProto, steps: int, threads: list[int], start: int = 4) -> list[DecodeRow]:
+    """For each thread count: hobbit compiled once (the cache's length a run-time dim bounded
+    by start + steps) and onnxruntime (hobbit.bench.ort's session), each generating `steps`
+    greedy tokens from the same `start`-position cache."""
+    import hobbit
+    from hobbit.bench.ort import ort_session
+
+    past_names, symbol, heads, head_dim = decode_inputs(model)
+    cache = start_cache(past_names, heads, head_dim, start)
+    rows = []
+    for n in threads:
+        ours = hobbit.compile(model, threads=n, cache=False, dynamic_shapes={symbol: (1, start + steps)})
+        session = ort_session(model, n)
+        theirs = generate(lambda feeds: session.run(None, feeds), cache, 1, steps)
+        mine = generate(ours.run, cache, 1, steps)
+        diff = max(float(np.abs(a - b).max()) for a, b in zip(mine.logits, theirs.logits))
+        rows.append(DecodeRow(n, steps, mine, theirs, getattr(ours, "compiles", -1), diff,
+                              mine.tokens == theirs.tokens))
+    return rows
+
+
+def decode_table(rows: list[DecodeRow]) -> str:
+    """A markdown table: tokens/s of both engines, the ratio, and the checks."""
+    lines = ["| threads | tokens | hobbit tokens/s | onnxruntime tokens/s | hobbit / onnxruntime time | "
+             "hobbit compiles | max logit diff | same tokens |", "|---|---|---|---|---|---|---|---|"]
+    for r in rows:
+        ratio = r.onnxruntime.tokens_per_second / r.hobbit.tokens_per_second
+        lines.append(f"| {r.threads} | {r.steps} | {r.hobbit.tokens_per_second:.1f} | "
+                     f"{r.onnxruntime.tokens_per_second:.1f} | {ratio:.2f} | {r.compiles} | {r.max_diff:.1e} | "
+                     f"{'yes' if r.same_tokens else 'NO'} |")
+    return "\n".join(lines) + "\n"

@@ -19,7 +19,7 @@ from collections.abc import Callable
 import onnx
 
 from hobbit import zoo
-from hobbit.bench import quant, quant_report, report, suite, sweep, tf
+from hobbit.bench import decode, quant, quant_report, report, suite, sweep, tf
 from hobbit.bench.load import LOADS, BuildOptions
 from hobbit.bench.result import BenchResult
 from hobbit.cli.args import (add_command, input_shape_flag, non_negative_int, parse_threads, positive_int,
@@ -101,6 +101,13 @@ def _sweep_flags(p: argparse.ArgumentParser) -> None:
                         "memory after each value. Other symbolic dims (a batch) are 1 unless --input-shape gives "
                         "an input's shape (its size for SYMBOL is not used); takes --model, --threads, --runs, "
                         "--warmup, --dynamic, --input-shape, --passes, --disable, --target, --markdown, --json")
+    p.add_argument("--decode", type=positive_int, default=None, metavar="STEPS",
+                   help="time greedy decoding of STEPS tokens with a key/value cache (hobbit.bench.decode): the "
+                        "--model is one decoding step (inputs input_ids, position_ids, past_*; outputs logits and "
+                        "the presents), compiled once by hobbit with the cache length a run-time dim, beside "
+                        "onnxruntime, from the same 4-position cache: tokens/s, the ratio, hobbit's compiles and "
+                        "the logits' largest difference; exits 1 if a token differs; takes --model, --threads, "
+                        "--markdown")
     p.add_argument("--dynamic", type=parse_dynamic, action="append", default=[], metavar="SYMBOL=LOW:HIGH",
                    help="with --sweep: the bounds the one compile gets for SYMBOL (hobbit.compile's "
                         "dynamic_shapes={SYMBOL: (LOW, HIGH)}, where this hobbit takes that argument); without it "
@@ -209,6 +216,8 @@ def cmd_bench(args: argparse.Namespace) -> int:
     runnable_here(args.target, "bench")
     if args.sweep:
         return _bench_sweep(args)
+    if args.decode:
+        return _bench_decode(args)
     if args.dynamic:
         raise ConfigError("--dynamic gives the bounds of the dim that --sweep sweeps: use it with --sweep")
     if args.precision:
@@ -298,6 +307,24 @@ def _bench_tf(args: argparse.Namespace) -> int:
                   f"{machine['cpu']} (LLVM: {machine['llvm_cpu']}): medians (p10-p90) in ms\n\n")
         write_text(header + table, args.markdown)
     return 0 if result.mismatch is None else 1
+
+
+def _bench_decode(args: argparse.Namespace) -> int:
+    """`hobbit bench --decode STEPS` (hobbit.bench.decode): one decoding-step ONNX model."""
+    if not args.model:
+        raise ConfigError("--decode needs --model, a decoding step with a key/value cache")
+    model = onnx.load(args.model)
+    decode.decode_inputs(model)
+    print(f"generating {args.decode} tokens with {args.model} at {','.join(map(str, args.threads))} thread(s), "
+          f"hobbit (one compile) and onnxruntime ...", flush=True)
+    rows = decode.run_decode(model, args.decode, args.threads)
+    table = decode.decode_table(rows)
+    print(table, end="")
+    if args.markdown:
+        write_text(f"{report.describe_machine(report.machine_info(BuildOptions.of(pipeline(args), args.target)))}\n\n"
+                   f"`hobbit bench --model {args.model} --decode {args.decode} --threads "
+                   f"{','.join(map(str, args.threads))}`\n\n{table}", args.markdown)
+    return 0 if all(r.same_tokens for r in rows) else 1
 
 
 def _bench_sweep(args: argparse.Namespace) -> int:

@@ -220,11 +220,13 @@ def export(name: str, symbolic: bool | str, path: Path) -> None:
                       opset_version=OPSET, dynamo=False, dynamic_axes=axes)
 
 
-DECODE = {"layers": 2, "heads": 2, "head_dim": 16, "positions": 128}
+DECODE = {"layers": 2, "heads": 2, "head_dim": 16, "positions": 128, "vocab": VOCAB}
+# GPT-2 small's own sizes, for `hobbit bench --decode` (random weights, nothing downloaded).
+GPT2_SMALL = {"layers": 12, "heads": 12, "head_dim": 64, "positions": 1024, "vocab": 50257}
 
 
-def export_decode(path: Path) -> None:
-    """GPT-2 (DECODE's small config) as one decoding step with its key/value cache as inputs and
+def export_decode(path: Path, sizes: dict[str, int] = DECODE) -> None:
+    """GPT-2 (DECODE's small config, or `sizes`) as one decoding step with its key/value cache as inputs and
     outputs: input_ids [1, 1] and position_ids [1, 1], past_<layer>_k/v [1, heads, past, head_dim]
     -> logits [1, 1, vocab] and present_<layer>_k/v [1, heads, past + 1, head_dim]. The position
     is an input, as decoding exports have it: computed from the cache's length inside the
@@ -233,10 +235,10 @@ def export_decode(path: Path) -> None:
     from transformers import GPT2Config, GPT2LMHeadModel
     from transformers.cache_utils import DynamicCache
 
-    layers, heads, dim = DECODE["layers"], DECODE["heads"], DECODE["head_dim"]
+    layers, heads, dim = sizes["layers"], sizes["heads"], sizes["head_dim"]
     torch.manual_seed(0)
-    config = GPT2Config(vocab_size=VOCAB, n_embd=heads * dim, n_layer=layers, n_head=heads,
-                        n_positions=DECODE["positions"], attn_implementation="eager")
+    config = GPT2Config(vocab_size=sizes["vocab"], n_embd=heads * dim, n_layer=layers, n_head=heads,
+                        n_positions=sizes["positions"], attn_implementation="eager")
     model = GPT2LMHeadModel(config).eval()
 
     class Step(torch.nn.Module):
@@ -267,10 +269,11 @@ def main() -> None:
     parser.add_argument("names", nargs="*", default=list(CASES))
     parser.add_argument("--sequence", action="store_true", help="export the text models with a symbolic sequence")
     parser.add_argument("--decode", action="store_true", help="export GPT-2's decoding step (export_decode) only")
+    parser.add_argument("--gpt2-small", action="store_true", help="with --decode: GPT-2 small's sizes")
     args = parser.parse_args()
     os.environ["HF_HUB_OFFLINE"] = "1"  # models come from configs: never reach the Hub
     if args.decode:
-        export_decode(args.folder / "gpt2_decode.onnx")
+        export_decode(args.folder / "gpt2_decode.onnx", GPT2_SMALL if args.gpt2_small else DECODE)
         return
     for name in args.names:
         try:
