@@ -40,7 +40,7 @@ from hobbit.runtime.recipe import Recipe
 from hobbit.runtime.specialize import SpecializingModel, SymbolicSpec
 from hobbit.runtime.dynamic import Build, DynamicModel
 from hobbit.graph.extents import NotDynamic
-from hobbit.dynamic_compile import dynamic_graph, first_bound, run_time_symbols
+from hobbit.dynamic_compile import dynamic_graph, first_bound, per_sample, run_time_symbols
 from hobbit.target import Target, host_target, parse_target
 
 ModelSource = ModelInput | Source
@@ -263,7 +263,26 @@ def compile_dynamic(source: Source, backend: Backend, target: Target, threads: i
     if not backend.in_process(target):
         raise NotDynamic(f"run-time dims run on this CPU's JIT only, not on {target}")
     symbols, ranges = run_time_symbols(declared, dynamic_shapes)
+    try:
+        return _dynamic_model(source, backend, target, threads, precision, opt_level, passes, input_shapes,
+                              declared, symbols, ranges, profile, show, described, None)
+    except NotDynamic as together:
+        try:
+            batch, fixed = per_sample(source, input_shapes, declared, symbols)
+        except NotDynamic:
+            raise together from None
+        slot = symbols.index(batch)
+        return _dynamic_model(source, backend, target, threads, precision, opt_level, passes, input_shapes,
+                              fixed, symbols[:slot] + symbols[slot + 1:], ranges[:slot] + ranges[slot + 1:],
+                              profile, show, described, (batch, ranges[slot], declared))
 
+
+def _dynamic_model(source: Source, backend: Backend, target: Target, threads: int, precision: str,
+                   opt_level: int, passes: list[str] | None, input_shapes: dict[str, tuple[int, ...]] | None,
+                   declared: list, symbols: list[str], ranges: list, profile: bool, show: Progress,
+                   described: tuple, batch: tuple | None) -> DynamicModel:
+    """The DynamicModel of `symbols` (see compile_dynamic); `batch`: (symbol, range, the
+    declarations with it) for a model that runs each sample on its own."""
     def build(bound: tuple[int, ...]) -> Build:
         graph = dynamic_graph(source, backend, target, precision, passes, input_shapes, declared, symbols, bound)
         report, module = _lower(source, backend, target, threads, precision, opt_level, passes, input_shapes,
@@ -276,7 +295,7 @@ def compile_dynamic(source: Source, backend: Backend, target: Target, threads: i
         outputs = [v.extents or s for v, s in zip(graph.outputs, static[len(inputs):])]
         return Build(model, bound, inputs, outputs)
 
-    return DynamicModel(declared, symbols, ranges, build, build(first_bound(ranges)), described)
+    return DynamicModel(declared, symbols, ranges, build, build(first_bound(ranges)), described, batch)
 
 
 def _build(source: Source, backend: Backend, target: Target, threads: int, precision: str, opt_level: int,

@@ -17,6 +17,7 @@ from hobbit.frontend.common.source import DeclaredInput, Source
 from hobbit.graph.extents import DIMS_INPUT, NotDynamic, Probe, find_extents, is_dynamic
 from hobbit.graph.ir import Graph, TensorType, Value
 from hobbit.ops.registry import get_op
+from hobbit.ops.separable import separation
 from hobbit.passes import run_pipeline
 from hobbit.passes.memory import is_view
 from hobbit.runtime.dynamic import initial_bound
@@ -64,6 +65,30 @@ def _range(name: str, given: object) -> tuple[int, int | None]:
             or not 1 <= given[0] <= given[1]):
         raise ConfigError(f"dynamic_shapes['{name}'] must be (low, high) with 1 <= low <= high, got {given!r}")
     return int(given[0]), int(given[1])
+
+
+def per_sample(source: Source, input_shapes: dict[str, tuple[int, ...]] | None, declared: list[DeclaredInput],
+               symbols: list[str]) -> tuple[str, list[DeclaredInput]]:
+    """The batch symbol of a model whose samples are independent (hobbit.ops.separable), and
+    the declarations with that dim fixed at 1: such a model runs each sample on a module
+    compiled for one where its batch and another symbol cannot be run-time dims together
+    (BERT's attention mask flattened to batch * sequence is no affine function of either);
+    NotDynamic otherwise."""
+    batch = declared[0].symbols[0] if declared and declared[0].shape and declared[0].shape[0] is None else None
+    if batch is None or len(symbols) < 2 or any(not d.shape or d.symbols[0] != batch or batch in d.symbols[1:]
+                                                 for d in declared):
+        raise NotDynamic("there is no batch dim 0 shared by every input to run per sample")
+    others = {name: PROBES[0] for name in symbols if name != batch}
+
+    def at(size: int) -> Graph:
+        return source.import_graph({**(input_shapes or {}), **{
+            d.name: tuple(size if sym == batch else others[sym] if n is None else n for n, sym in zip(d.shape, d.symbols))
+            for d in declared}})
+    found = separation(at(1), 1, at(2), 2)
+    if not found.separable or any(rows != 1 for rows in found.rows):
+        raise NotDynamic(f"its samples are not independent along '{batch}': {found.reason or 'its outputs'}")
+    fixed = [DeclaredInput(d.name, (1,) + d.shape[1:], (None,) + d.symbols[1:], d.dtype, d.sequence) for d in declared]
+    return batch, fixed
 
 
 def first_bound(ranges: list[tuple[int, int | None]]) -> tuple[int, ...]:

@@ -82,6 +82,8 @@ class _Walk:
         where = f"{s.op} node '{s.name}'"
         if s.op != g.op or len(s.inputs) != len(g.inputs) or len(s.outputs) != len(g.outputs):
             raise _Refused(f"{where} differs between batch sizes")
+        if self._gather_by_sample(s, g, where):
+            return
         batched = []
         for s_in, g_in in zip(s.inputs, g.inputs):
             if (s_in is None) != (g_in is None):
@@ -102,6 +104,32 @@ class _Walk:
         for s_out, g_out in zip(s.outputs, g.outputs):
             self._pair(s_out, g_out)
             self.rows[id(s_out)] = self._scale(s_out, g_out)
+
+    def _gather_by_sample(self, s: Node, g: Node, where: str) -> bool:
+        """A Gather along dim 0 of batched rows whose constant indices pick, for sample b, the
+        rows of sample b: index[b] = index[0] + b * rows per sample, index[0] inside sample 0's
+        rows. An exporter's attention mask flattened to batch * sequence and gathered back
+        ([[b * S + s]]) is one; the output then carries the batch on dim 0, one row a sample."""
+        if s.op != "Gather" or s.attrs.get("axis", 0) != 0 or len(s.inputs) != 2 or id(s.inputs[0]) not in self.rows:
+            return False
+        small, large = s.inputs[1].const, g.inputs[1].const
+        if small is None or large is None or _same(small, large):
+            return False
+        self._same_value(s.inputs[0], g.inputs[0], where)
+        rows = self.rows[id(s.inputs[0])]
+        base = small[:1]
+        for index, count in ((small, self.sizes[0]), (large, self.sizes[1])):
+            if index.ndim == 0 or index.shape[0] != count or index.shape[1:] != base.shape[1:]:
+                return False
+            steps = np.arange(count).reshape((count,) + (1,) * (index.ndim - 1)) * rows
+            if not np.array_equal(index, base + steps):
+                return False
+        if base.min(initial=0) < 0 or base.max(initial=0) >= rows:
+            return False
+        self._attrs(s, g, True, where)
+        self._pair(s.outputs[0], g.outputs[0])
+        self.rows[id(s.outputs[0])] = self._scale(s.outputs[0], g.outputs[0])
+        return True
 
     def _input(self, s: Value, g: Value, where: str) -> bool:
         """Whether this input is batched; a constant seen first here is paired by content."""

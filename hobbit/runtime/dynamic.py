@@ -70,8 +70,13 @@ class DynamicModel(DeclaredModel):
     _bounds_are = "the bounds it was compiled for"
 
     def __init__(self, declared: list[DeclaredInput], symbols: list[str], ranges: list[tuple[int, int | None]],
-                 build: Builder, first: Build, node_args: tuple[list[NodeArg], list[NodeArg]]):
+                 build: Builder, first: Build, node_args: tuple[list[NodeArg], list[NodeArg]],
+                 batch: tuple[str, tuple[int, int | None], list[DeclaredInput]] | None = None):
+        """`batch`: (symbol, its range, the declarations with it) for a model that runs each
+        sample on a module compiled for one (hobbit.dynamic_compile.per_sample); `declared`
+        then has that dim fixed at 1."""
         self._declared = declared
+        self._batch = batch
         self.symbols = symbols
         self._ranges = ranges
         self._build = build
@@ -118,6 +123,36 @@ class DynamicModel(DeclaredModel):
         returned output, of this call's output shape, and the results are written into it."""
         names, feeds = split_run_args(output_names, feeds)
         picked = None if names is None else pick_outputs(names, self.output_names)
+        if self._batch is not None:
+            return self._per_sample(picked, feeds, out)
+        return self._run(picked, feeds, out)
+
+    def _per_sample(self, picked: list[int] | None, feeds: dict, out: list[np.ndarray] | None) -> list:
+        """Each sample through the one-sample module, the results joined along the batch dim."""
+        symbol, (low, high), declared = self._batch
+        check_feed_names(feeds, [d.name for d in declared])
+        sizes = {d.name: feeds[d.name].shape[0] for d in declared
+                 if isinstance(feeds[d.name], np.ndarray) and feeds[d.name].ndim}
+        count = next(iter(sizes.values()), 1)
+        for name, size in sizes.items():
+            if size != count or size < low or (high is not None and size > high):
+                raise InputError(f"input '{name}' has {size} in dim 0 ('{symbol}'); every input must have one "
+                                 f"size there, in [{low}, {high}]")
+        samples = [self._run(None, {k: v[i:i + 1] for k, v in feeds.items()}, None) for i in range(count)]
+        results = [np.concatenate(parts) for parts in zip(*samples)]
+        chosen = results if picked is None else [results[i] for i in picked]
+        if out is None:
+            return chosen
+        if len(out) != len(chosen) or any(not isinstance(o, np.ndarray) or o.shape != r.shape or o.dtype != r.dtype
+                                          for o, r in zip(out, chosen)):
+            raise InputError(f"out= takes one array per returned output, of shapes {[r.shape for r in chosen]} "
+                             f"and dtypes {[r.dtype.name for r in chosen]}")
+        for o, r in zip(out, chosen):
+            o[...] = r
+        return list(out)
+
+    def _run(self, picked: list[int] | None, feeds: dict, out: list[np.ndarray] | None) -> list:
+        """One inference on the module: checks, placing, the native call, the results."""
         dims = self._check(feeds)
         build = self._module_for(dims)
         arrays = [_placed(feeds[d.name], spec.shape) for d, spec in zip(self._declared, build.model.inputs)]

@@ -162,3 +162,35 @@ def test_the_two_batch_sizes_may_include_1(small, large):
 def test_equal_batch_sizes_decide_nothing():
     nodes = [helper.make_node("Relu", ["x"], ["y"])]
     assert not _separation(_model(nodes, {"x": ("N", 4)}, ["y"]), 2, 2).separable
+
+
+
+def _mask_gather(reverse: bool) -> onnx.ModelProto:
+    """An exporter's attention mask: x [N, 3] flattened and gathered back with indices computed
+    from its shape, [[b * 3 + s]] (a constant at each batch size), or reversed over the whole
+    batch (each sample then reads another's rows)."""
+    ends = ["last", "minus1", "minus1"] if reverse else ["zero", "size", "one"]
+    nodes = [helper.make_node("Size", ["x"], ["size"]),
+             helper.make_node("Sub", ["size", "one"], ["last"]),
+             helper.make_node("Range", ends, ["r"]),
+             helper.make_node("Shape", ["x"], ["shape"]),
+             helper.make_node("Reshape", ["r", "shape"], ["idx"]),
+             helper.make_node("Reshape", ["x", "flat"], ["f"]),
+             helper.make_node("Gather", ["f", "idx"], ["y"], axis=0)]
+    graph = helper.make_graph(nodes, "test", [helper.make_tensor_value_info("x", onnx.TensorProto.FLOAT, ["N", 3])],
+                              [helper.make_empty_tensor_value_info("y")],
+                              [numpy_helper.from_array(np.array(v, np.int64), n) for n, v in
+                               (("zero", 0), ("one", 1), ("minus1", -1), ("flat", [-1]))])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+    model.ir_version = 8
+    return model
+
+
+def test_a_gather_of_each_samples_own_flattened_rows_is_separable():
+    result = _separation(_mask_gather(reverse=False))
+    assert result.separable, result.reason
+    assert result.rows == (1,)
+
+
+def test_a_gather_across_samples_is_refused():
+    assert not _separation(_mask_gather(reverse=True)).separable

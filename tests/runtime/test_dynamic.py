@@ -159,3 +159,41 @@ def test_memory_does_not_grow_with_the_number_of_shapes():
         compiled.run({"x": _x(1, size, 256, seed=size)})
     assert compiled.compiles == 1
     assert _rss() - before < 8 << 20
+
+
+def _flattened(mix_samples: bool) -> onnx.ModelProto:
+    """[batch, seq, 4] flattened to [batch * seq, 4] and back: no affine function of the two
+    symbols; with mix_samples, a sum over the flattened rows mixes the samples too."""
+    nodes = [helper.make_node("Shape", ["x"], ["s"]),
+             helper.make_node("Reshape", ["x", "rows"], ["f"]),
+             helper.make_node("Relu", ["f"], ["r"])]
+    if mix_samples:
+        nodes += [helper.make_node("ReduceSum", ["r", "axis0"], ["t"], keepdims=1),
+                  helper.make_node("Add", ["r", "t"], ["u"])]
+    nodes.append(helper.make_node("Reshape", ["u" if mix_samples else "r", "s"], ["y"]))
+    return _model(nodes, [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["batch", "seq", 4])],
+                  [helper.make_tensor_value_info("y", TensorProto.FLOAT, ["batch", "seq", 4])],
+                  [numpy_helper.from_array(np.array([-1, 4], np.int64), "rows"),
+                   numpy_helper.from_array(np.array([0], np.int64), "axis0")])
+
+
+def test_independent_samples_run_one_at_a_time_when_batch_and_sequence_cannot_be_run_time_together():
+    model = _flattened(mix_samples=False)
+    compiled = hobbit.compile(model, cache=False, dynamic_shapes={"batch": (1, 4), "seq": (1, 30)})
+    assert type(compiled).__name__ == "DynamicModel" and compiled.symbols == ["seq"]
+    for shape in ((1, 1, 4), (3, 7, 4), (4, 30, 4)):
+        x = _x(*shape)
+        np.testing.assert_array_equal(compiled.run({"x": x})[0], run_ort(model, {"x": x})[0])
+    out = [np.empty((2, 9, 4), np.float32)]
+    x = _x(2, 9, 4)
+    assert compiled.run(["y"], {"x": x}, out=out)[0] is out[0]
+    np.testing.assert_array_equal(out[0], np.maximum(x, 0))
+    with pytest.raises(InputError, match=r"dim 0 \('batch'\).*in \[1, 4\]"):
+        compiled.run({"x": _x(5, 3, 4)})
+    assert compiled.compiles == 1
+
+
+def test_samples_that_mix_are_not_run_one_at_a_time():
+    compiled = hobbit.compile(_flattened(mix_samples=True), cache=False)
+    assert type(compiled).__name__ == "SpecializingModel"
+    assert "not an affine function" in compiled.reason

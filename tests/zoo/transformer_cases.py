@@ -206,8 +206,8 @@ _BUILDERS = {"vit": _vit, "deit": _deit, "swin": _swin, "bert": _bert, "gpt2": _
 
 
 def export(name: str, symbolic: bool | str, path: Path) -> None:
-    """symbolic: False (batch 1), True (a symbolic batch) or "sequence" (batch 1 and a symbolic
-    sequence on the token inputs and the output)."""
+    """symbolic: False (batch 1), True (a symbolic batch) or "sequence" (symbolic batch and, for
+    the token inputs and the output, a symbolic sequence)."""
     import torch
 
     case = CASES[name]
@@ -215,7 +215,7 @@ def export(name: str, symbolic: bool | str, path: Path) -> None:
     names = [spec.name for spec in case.inputs]
     axes = {n: {0: "batch"} for n in names + ["output"]} if symbolic else None
     if symbolic == "sequence":
-        axes = {n: {1: "sequence"} for n in names + ["output"]}
+        axes = {n: {0: "batch", 1: "sequence"} for n in names + ["output"]}
     torch.onnx.export(_module(name), example, str(path), input_names=names, output_names=["output"],
                       opset_version=OPSET, dynamo=False, dynamic_axes=axes)
 
