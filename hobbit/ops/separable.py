@@ -137,10 +137,21 @@ class _Walk:
             if s.const is None or g.const is None:
                 raise _Refused(f"{where} reads a value the graph never defined")
             if not _same(s.const, g.const):
-                raise _Refused(f"{where} reads a constant that depends on the batch size")
+                self._repeated_constant(s, g, where)
             self._pair(s, g)
         self._same_value(s, g, where)
         return id(s) in self.rows
+
+    def _repeated_constant(self, s: Value, g: Value, where: str) -> None:
+        """A constant that differs between the sizes only by repeating one sample's block along
+        dim 0 (a buffer expanded to the batch: BERT's token types when they are no input) is
+        a batched value, the same block for every sample."""
+        small, large = s.const, g.const
+        rows = self._scale(s, g) if small.ndim and small.shape[0] else 0
+        block = small[:rows]
+        if not rows or any(not _same(c, np.concatenate([block] * (len(c) // rows))) for c in (small, large)):
+            raise _Refused(f"{where} reads a constant that depends on the batch size")
+        self.rows[id(s)] = rows
 
     def _same_value(self, s: Value, g: Value, where: str) -> None:
         if self.pairs.get(id(s)) is not g:

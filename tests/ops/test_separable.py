@@ -82,14 +82,6 @@ def test_lstm_whose_batch_is_axis_1_is_refused():
     assert "Recurrence has no per-sample fact" in reason
 
 
-def test_a_constant_sized_by_the_batch_is_refused():
-    """Expand to Shape(x): a constant whose dims follow the batch size is not one table for all samples."""
-    nodes = [helper.make_node("Shape", ["x"], ["s"]),
-             helper.make_node("Expand", ["c", "s"], ["e"]),
-             helper.make_node("Mul", ["x", "e"], ["y"])]
-    _not_separable(nodes, {"x": ("N", 4)}, {"c": rand(1, 4)})
-
-
 def test_cnn_is_separable():
     inits = {"w": rand(8, 3, 3, 3, seed=1), "scale": rand(8, seed=2), "bias": rand(8, seed=3),
              "mean": rand(8, seed=4), "var": np.abs(rand(8, seed=5)) + 1, "fc": rand(10, 8, seed=6),
@@ -194,3 +186,30 @@ def test_a_gather_of_each_samples_own_flattened_rows_is_separable():
 
 def test_a_gather_across_samples_is_refused():
     assert not _separation(_mask_gather(reverse=True)).separable
+
+
+def _expanded(values: list[float]) -> onnx.ModelProto:
+    """x + a constant row expanded to x's batch (folded into a constant of the batch's size)."""
+    nodes = [helper.make_node("Shape", ["x"], ["shape"]),
+             helper.make_node("Expand", ["row", "shape"], ["c"]),
+             helper.make_node("Add", ["x", "c"], ["y"])]
+    return _model(nodes, {"x": ("N", 3)}, ["y"], {"row": np.array([values], np.float32)})
+
+
+def test_a_constant_repeating_one_block_per_sample_is_separable():
+    """Expand to Shape(x): the folded constant grows with the batch, one row a sample, each the same."""
+    result = _separation(_expanded([1.0, 2.0, 3.0]))
+    assert result.separable, result.reason
+
+
+def test_a_constant_that_grows_with_the_batch_otherwise_is_refused():
+    """A Range over the batch: each sample gets another value."""
+    nodes = [helper.make_node("Shape", ["x"], ["shape"]),
+             helper.make_node("Gather", ["shape", "zero"], ["n"], axis=0),
+             helper.make_node("Range", ["start", "n", "step"], ["r"]),
+             helper.make_node("Cast", ["r"], ["f"], to=onnx.TensorProto.FLOAT),
+             helper.make_node("Unsqueeze", ["f", "one"], ["col"]),
+             helper.make_node("Add", ["x", "col"], ["y"])]
+    reason = _not_separable(nodes, {"x": ("N", 3)}, {"zero": np.array(0, np.int64), "one": np.array([1], np.int64),
+                                                      "start": np.array(0, np.int64), "step": np.array(1, np.int64)})
+    assert "depends on the batch size" in reason
