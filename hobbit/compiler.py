@@ -39,7 +39,7 @@ from hobbit.runtime.progress import Progress
 from hobbit.runtime.recipe import Recipe
 from hobbit.runtime.specialize import SpecializingModel, SymbolicSpec
 from hobbit.runtime.dynamic import Build, DynamicModel
-from hobbit.graph.extents import NotDynamic
+from hobbit.graph.extents import NotDynamic, extents_from_json, extents_to_json
 from hobbit.dynamic_compile import dynamic_graph, first_bound, per_sample, run_time_symbols
 from hobbit.target import Target, host_target, parse_target
 
@@ -223,7 +223,8 @@ def compile(model: ModelSource, target: str | Target = "host", threads: int | No
             try:
                 with Progress.for_compile(progress) as show:
                     dynamic = compile_dynamic(source, backend, machine, threads, precision, opt_level, passes,
-                                              input_shapes, inputs, dynamic_shapes, profile, show, described)
+                                              input_shapes, inputs, dynamic_shapes, profile, cache, show,
+                                              described)
                 dynamic.recipe = _recipe(model, source, target, threads, precision, opt_level, passes,
                                          input_shapes, profile, cache, progress, signature, external_data_dir,
                                          dynamic_shapes)
@@ -256,7 +257,7 @@ def _recipe(model: object, source: Source, target: object, threads: int, precisi
 
 def compile_dynamic(source: Source, backend: Backend, target: Target, threads: int, precision: str,
                     opt_level: int, passes: list[str] | None, input_shapes: dict[str, tuple[int, ...]] | None,
-                    declared: list, dynamic_shapes: object, profile: bool, show: Progress,
+                    declared: list, dynamic_shapes: object, profile: bool, cache: bool | None, show: Progress,
                     described: tuple) -> DynamicModel:
     """One module for every size of the model's symbolic dims (hobbit.runtime.dynamic), or
     NotDynamic. The CPU JIT only: code for another machine and GPU code are compiled per shape."""
@@ -265,7 +266,7 @@ def compile_dynamic(source: Source, backend: Backend, target: Target, threads: i
     symbols, ranges = run_time_symbols(declared, dynamic_shapes)
     try:
         return _dynamic_model(source, backend, target, threads, precision, opt_level, passes, input_shapes,
-                              declared, symbols, ranges, profile, show, described, None)
+                              declared, symbols, ranges, profile, cache, show, described, None)
     except NotDynamic as together:
         try:
             batch, fixed = per_sample(source, input_shapes, declared, symbols)
@@ -274,28 +275,62 @@ def compile_dynamic(source: Source, backend: Backend, target: Target, threads: i
         slot = symbols.index(batch)
         return _dynamic_model(source, backend, target, threads, precision, opt_level, passes, input_shapes,
                               fixed, symbols[:slot] + symbols[slot + 1:], ranges[:slot] + ranges[slot + 1:],
-                              profile, show, described, (batch, ranges[slot], declared))
+                              profile, cache, show, described, (batch, ranges[slot], declared))
 
 
 def _dynamic_model(source: Source, backend: Backend, target: Target, threads: int, precision: str,
                    opt_level: int, passes: list[str] | None, input_shapes: dict[str, tuple[int, ...]] | None,
-                   declared: list, symbols: list[str], ranges: list, profile: bool, show: Progress,
-                   described: tuple, batch: tuple | None) -> DynamicModel:
+                   declared: list, symbols: list[str], ranges: list, profile: bool, cache: bool | None,
+                   show: Progress, described: tuple, batch: tuple | None) -> DynamicModel:
     """The DynamicModel of `symbols` (see compile_dynamic); `batch`: (symbol, range, the
     declarations with it) for a model that runs each sample on its own."""
     def build(bound: tuple[int, ...]) -> Build:
+        key = None
+        if compile_cache.enabled(cache) and not profile:
+            shapes = [[d.name, list(d.shape), list(d.symbols)] for d in declared]
+            key = _cache_key(source, backend, target, threads, precision, opt_level, passes, input_shapes, {},
+                             {"symbols": symbols, "bound": list(bound), "declared": shapes})
+            hit = _cache_hit(key, target, threads, show)
+            extents = hit.report.extra.get("extents") if hit is not None and hit.report.extra else None
+            if extents is not None:
+                return Build(hit, bound, [extents_from_json(e) for e in extents["inputs"]],
+                             [extents_from_json(e) for e in extents["outputs"]])
         graph = dynamic_graph(source, backend, target, precision, passes, input_shapes, declared, symbols, bound)
         report, module = _lower(source, backend, target, threads, precision, opt_level, passes, input_shapes,
                                 None, profile, False, show, graph)
-        t0 = time.perf_counter()
-        native = backend.finish(report.optimized, module, report.graph, report.plan, target)
-        model = finished_model(native, report, t0, show, None, 0.0)
         static = [(None,) * len(v.shape) for v in graph.inputs[:-1] + graph.outputs]
         inputs = [v.extents or s for v, s in zip(graph.inputs[:-1], static)]
         outputs = [v.extents or s for v, s in zip(graph.outputs, static[len(inputs):])]
-        return Build(model, bound, inputs, outputs)
+        extra = {"extents": {"inputs": [extents_to_json(e) for e in inputs],
+                             "outputs": [extents_to_json(e) for e in outputs]}}
+        t0 = time.perf_counter()
+        native = backend.finish(report.optimized, module, report.graph, report.plan, target)
+        return Build(finished_model(native, report, t0, show, key, 0.0, extra), bound, inputs, outputs)
 
     return DynamicModel(declared, symbols, ranges, build, build(first_bound(ranges)), described, batch)
+
+
+def _cache_key(source: Source, backend: Backend, target: Target, threads: int, precision: str, opt_level: int,
+               passes: list[str] | None, input_shapes: dict[str, tuple[int, ...]] | None,
+               input_values: dict[str, np.ndarray], dynamic: dict | None = None) -> str | None:
+    """The compile-cache entry of these options (None: the model cannot say what it is);
+    `dynamic`, for a module with run-time dims, what decides its code beyond them."""
+    options = {"threads": threads, "precision": precision, "opt_level": opt_level,
+               "passes": backend.pipeline(precision, target, None if passes is None else list(passes)),
+               "input_shapes": {k: list(v) for k, v in (input_shapes or {}).items()},
+               "input_values": {k: [v.dtype.str, list(v.shape), hashlib.sha256(v.tobytes()).hexdigest()]
+                                for k, v in input_values.items()}}
+    if dynamic is not None:
+        options["dynamic"] = dynamic
+    return compile_cache.compile_key(source, target, options)
+
+
+def _cache_hit(key: str | None, target: Target, threads: int, show: Progress) -> CompiledModel | None:
+    show.stage("cache lookup")
+    hit = compile_cache.load(key, target, threads) if key else None
+    if hit is not None:
+        show.finish("loaded from the compile cache")
+    return hit
 
 
 def _build(source: Source, backend: Backend, target: Target, threads: int, precision: str, opt_level: int,
@@ -310,16 +345,9 @@ def _build(source: Source, backend: Backend, target: Target, threads: int, preci
     key = None
     t0 = time.perf_counter()
     if backend.in_process(target) and compile_cache.enabled(cache) and not profile:
-        show.stage("cache lookup")
-        options = {"threads": threads, "precision": precision, "opt_level": opt_level,
-                   "passes": backend.pipeline(precision, target, None if passes is None else list(passes)),
-                   "input_shapes": {k: list(v) for k, v in (input_shapes or {}).items()},
-                   "input_values": {k: [v.dtype.str, list(v.shape), hashlib.sha256(v.tobytes()).hexdigest()]
-                                    for k, v in input_values.items()}}
-        key = compile_cache.compile_key(source, target, options)
-        hit = compile_cache.load(key, target, threads) if key else None
+        key = _cache_key(source, backend, target, threads, precision, opt_level, passes, input_shapes, input_values)
+        hit = _cache_hit(key, target, threads, show)
         if hit is not None:
-            show.finish("loaded from the compile cache")
             return hit
     lookup_seconds = time.perf_counter() - t0
     report, module = _lower(source, backend, target, threads, precision, opt_level, passes, input_shapes,

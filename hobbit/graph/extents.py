@@ -58,6 +58,18 @@ class Extent:
 Extents = tuple[Extent | None, ...]
 
 
+def extents_to_json(extents: Extents) -> list:
+    """Per dim null or {"terms": [[slot, coeff], ...], "const": c}: an export's manifest and a
+    compile-cache entry record a module's input and output extents so."""
+    return [None if e is None else {"terms": [list(t) for t in e.terms], "const": e.const} for e in extents]
+
+
+def extents_from_json(items: list) -> Extents:
+    """extents_to_json's list back (checked by whoever read it)."""
+    return tuple(None if d is None else Extent(tuple((int(s), int(c)) for s, c in d["terms"]), int(d["const"]))
+                 for d in items)
+
+
 def is_dynamic(node: Node) -> bool:
     """Whether a node reads or writes a value with a run-time dim."""
     return any(v.extents is not None for v in node.operands() + list(node.outputs))

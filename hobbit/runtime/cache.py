@@ -81,6 +81,7 @@ class CachedReport:
     seconds: dict[str, float] = field(default_factory=dict)
     cached: bool = True
     llvm_ir: None = None
+    extra: dict | None = None  # what the compiler stored beside the code (store's `extra`)
 
     def __getattr__(self, name: str) -> Any:
         if name in ("graph", "plan", "optimized"):
@@ -157,6 +158,9 @@ def load(key: str, target: Target, threads: int) -> CompiledModel | None:
         outputs = [TensorSpec.from_json(s) for s in manifest["outputs"]]
         layout = from_json(manifest["layout"])
         arena_bytes = int(manifest["arena_bytes"])
+        extra = manifest.get("extra")
+        if extra is not None and not isinstance(extra, dict):
+            raise ValueError("its extra record is not an object")
     except _Untrusted as exc:
         _warn_untrusted(str(exc))
         return None
@@ -165,7 +169,7 @@ def load(key: str, target: Target, threads: int) -> CompiledModel | None:
                       stacklevel=3)
         shutil.rmtree(entry, ignore_errors=True)
         return None
-    report = CachedReport(str(entry), target, threads, weights, {"cache": time.perf_counter() - t0})
+    report = CachedReport(str(entry), target, threads, weights, {"cache": time.perf_counter() - t0}, extra=extra)
     t0 = time.perf_counter()
     model = CompiledModel(code, target, weights, arena_bytes, inputs, outputs, report, layout=layout)
     report.seconds["jit"] = time.perf_counter() - t0
@@ -267,14 +271,16 @@ def _touch(path: Path) -> None:
 
 
 def store(key: str, code: bytes, weights: np.ndarray, arena_bytes: int,
-          inputs: list[TensorSpec], outputs: list[TensorSpec], layout: Layout) -> None:
+          inputs: list[TensorSpec], outputs: list[TensorSpec], layout: Layout, extra: dict | None = None) -> None:
     """Write an entry atomically; a cache that cannot be written only costs a warning, and one
     that is not private to this user (hobbit.runtime.trust) is not written to at all.
 
     The folder is created 0700 and every file 0600 whatever the umask, so a umask that lets
     the group write (0002) does not make the next load refuse hobbit's own entries. The
     weights go to weights/<sha256>.bin, written only if no entry stored those bytes before,
-    so variants of one model (one per input signature) share one file."""
+    so variants of one model (one per input signature) share one file. `extra`: JSON the
+    compiler needs back with the code (a module with run-time dims: its extents), in
+    CachedReport.extra after a load."""
     root = cache_dir()
     try:
         root.mkdir(mode=_PRIVATE_DIR, parents=True, exist_ok=True)
@@ -296,6 +302,8 @@ def store(key: str, code: bytes, weights: np.ndarray, arena_bytes: int,
                 "layout": to_json(layout),
                 "files": {CODE_FILE: {"size": len(code), "sha256": _sha256(code)},
                           WEIGHTS_FILE: {"size": int(blob.size)}}}
+        if extra is not None:
+            body["extra"] = extra
         manifest = {"body": body, "sha256": _sha256(_canonical(body))}
         _write_private(tmp / MANIFEST_FILE, json.dumps(manifest).encode())
         try:

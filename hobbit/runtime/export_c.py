@@ -21,7 +21,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from hobbit.emit.status import CHECK_KINDS, STATUS_WORDS
-from hobbit.graph.extents import Extent, Extents
+from hobbit.graph.extents import Extents, extents_from_json, extents_to_json
 
 # Status codes of every exported library (the same in all, so two models' headers can be
 # included together).
@@ -51,20 +51,17 @@ class RunTimeDims:
 
     def to_json(self) -> dict:
         """The manifest's "dynamic" section (checked by hobbit.runtime.manifest)."""
-        def dims(extents: Extents) -> list:
-            return [None if e is None else {"terms": [list(t) for t in e.terms], "const": e.const} for e in extents]
         return {"symbols": list(self.symbols), "ranges": [list(r) for r in self.ranges], "bound": list(self.bound),
-                "inputs": [dims(e) for e in self.inputs], "outputs": [dims(e) for e in self.outputs]}
+                "inputs": [extents_to_json(e) for e in self.inputs],
+                "outputs": [extents_to_json(e) for e in self.outputs]}
 
     @staticmethod
     def from_json(section: dict) -> RunTimeDims:
-        def dims(items: list) -> Extents:
-            return tuple(None if d is None else Extent(tuple((int(s), int(c)) for s, c in d["terms"]), int(d["const"]))
-                         for d in items)
         return RunTimeDims(tuple(str(s) for s in section["symbols"]),
                            tuple((int(lo), int(hi)) for lo, hi in section["ranges"]),
                            tuple(int(b) for b in section["bound"]),
-                           tuple(dims(e) for e in section["inputs"]), tuple(dims(e) for e in section["outputs"]))
+                           tuple(extents_from_json(e) for e in section["inputs"]),
+                           tuple(extents_from_json(e) for e in section["outputs"]))
 
     def macros(self, name: str) -> list[str]:
         """Each symbol's prefix in the header's #defines: <NAME>_<SYMBOL>, the symbol upper-cased,

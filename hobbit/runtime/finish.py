@@ -33,17 +33,18 @@ def tensor_specs(graph) -> tuple[list[TensorSpec], list[TensorSpec]]:
 
 
 def finished_model(native: Native, report, started: float, show: Progress, key: str | None = None,
-                   lookup_seconds: float = 0.0) -> ModelTensors:
-    """The model of `native`; `started` is when the finish began (for report.seconds)."""
+                   lookup_seconds: float = 0.0, extra: dict | None = None) -> ModelTensors:
+    """The model of `native`; `started` is when the finish began (for report.seconds); `key`
+    and `extra`: the compile-cache entry it is stored as, and what is stored beside it."""
     if isinstance(native, InProcess):
-        return _in_process(native, report, started, show, key, lookup_seconds)
+        return _in_process(native, report, started, show, key, lookup_seconds, extra)
     if isinstance(native, ObjectCode):
         return _export_only(native, report, started, show)
     return _on_device(native, report, started, show)
 
 
 def _in_process(native: InProcess, report, started: float, show: Progress, key: str | None,
-                lookup_seconds: float) -> CompiledModel:
+                lookup_seconds: float, extra: dict | None) -> CompiledModel:
     weights = report.weights = shared_weights.share(report.weights)
     view_constants(report.graph, report.plan, weights)  # the shared blob may be another variant's
     graph = report.graph
@@ -55,7 +56,8 @@ def _in_process(native: InProcess, report, started: float, show: Progress, key: 
     if key and len(objects) == 1:
         show.stage("writing the compile cache")
         t0 = time.perf_counter()
-        compile_cache.store(key, objects[0], weights, report.plan.arena_bytes, inputs, outputs, graph.output_layout)
+        compile_cache.store(key, objects[0], weights, report.plan.arena_bytes, inputs, outputs, graph.output_layout,
+                            extra)
         report.seconds["cache"] = lookup_seconds + time.perf_counter() - t0
     release_garbage()
     show.finish("compiled")

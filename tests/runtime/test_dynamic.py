@@ -197,3 +197,18 @@ def test_samples_that_mix_are_not_run_one_at_a_time():
     compiled = hobbit.compile(_flattened(mix_samples=True), cache=False)
     assert type(compiled).__name__ == "SpecializingModel"
     assert "not an affine function" in compiled.reason
+
+
+def test_the_compile_cache_keeps_the_module_and_its_extents(tmp_path, monkeypatch):
+    monkeypatch.setenv("HOBBIT_CACHE_DIR", str(tmp_path / "cache"))
+    model = _bias_relu()
+    first = hobbit.compile(model, cache=True, dynamic_shapes={"seq": (1, 40)})
+    again = hobbit.compile(model, cache=True, dynamic_shapes={"seq": (1, 40)})
+    other = hobbit.compile(model, cache=True, dynamic_shapes={"seq": (1, 41)})
+    assert not getattr(first.report, "cached", False)
+    assert again.report.cached and not getattr(other.report, "cached", False)
+    for size in (1, 23, 40):
+        x = _x(1, size, 16, seed=size)
+        np.testing.assert_array_equal(again.run({"x": x})[0], first.run({"x": x})[0])
+    with pytest.raises(InputError, match="must be in"):
+        again.run({"x": _x(1, 41, 16)})
