@@ -298,9 +298,8 @@ def _dynamic_model(source: Source, backend: Backend, target: Target, threads: in
         graph = dynamic_graph(source, backend, target, precision, passes, input_shapes, declared, symbols, bound)
         report, module = _lower(source, backend, target, threads, precision, opt_level, passes, input_shapes,
                                 None, profile, False, show, graph)
-        static = [(None,) * len(v.shape) for v in graph.inputs[:-1] + graph.outputs]
-        inputs = [v.extents or s for v, s in zip(graph.inputs[:-1], static)]
-        outputs = [v.extents or s for v, s in zip(graph.outputs, static[len(inputs):])]
+        inputs = [v.extents or (None,) * len(v.shape) for v in graph.inputs[:-1]]
+        outputs = [v.extents or (None,) * len(v.shape) for v in graph.outputs]
         extra = {"extents": {"inputs": [extents_to_json(e) for e in inputs],
                              "outputs": [extents_to_json(e) for e in outputs]}}
         t0 = time.perf_counter()

@@ -20,7 +20,7 @@ from hobbit.ops.registry import get_op
 from hobbit.ops.separable import separation
 from hobbit.passes import run_pipeline
 from hobbit.passes.memory import is_view
-from hobbit.runtime.dynamic import initial_bound
+from hobbit.runtime.dynamic import DEFAULT_BOUND
 from hobbit.target import Target
 
 # Probe sizes: small (an import at them is quick) and odd primes, so a floor division by a
@@ -78,12 +78,9 @@ def per_sample(source: Source, input_shapes: dict[str, tuple[int, ...]] | None, 
     if batch is None or len(symbols) < 2 or any(not d.shape or d.symbols[0] != batch or batch in d.symbols[1:]
                                                  for d in declared):
         raise NotDynamic("there is no batch dim 0 shared by every input to run per sample")
-    others = {name: PROBES[0] for name in symbols if name != batch}
-
     def at(size: int) -> Graph:
-        return source.import_graph({**(input_shapes or {}), **{
-            d.name: tuple(size if sym == batch else others[sym] if n is None else n for n, sym in zip(d.shape, d.symbols))
-            for d in declared}})
+        sizes = {name: size if name == batch else PROBES[0] for name in symbols}
+        return source.import_graph({**(input_shapes or {}), **_shapes(declared, sizes)})
     found = separation(at(1), 1, at(2), 2)
     if not found.separable or any(rows != 1 for rows in found.rows):
         raise NotDynamic(f"its samples are not independent along '{batch}': {found.reason or 'its outputs'}")
@@ -91,9 +88,14 @@ def per_sample(source: Source, input_shapes: dict[str, tuple[int, ...]] | None, 
     return batch, fixed
 
 
+def _shapes(declared: list[DeclaredInput], sizes: dict[str, int]) -> dict[str, tuple[int, ...]]:
+    """Each input's shape with its symbolic dims at `sizes` (symbol -> size)."""
+    return {d.name: tuple(sizes[sym] if n is None else n for n, sym in zip(d.shape, d.symbols)) for d in declared}
+
+
 def first_bound(ranges: list[tuple[int, int | None]]) -> tuple[int, ...]:
-    """The sizes the first module is compiled for: each symbol's high bound, or the default."""
-    return tuple(high if high is not None else initial_bound(None) for _, high in ranges)
+    """The sizes the first module is compiled for: each symbol's high bound, or DEFAULT_BOUND."""
+    return tuple(high if high is not None else DEFAULT_BOUND for _, high in ranges)
 
 
 def dynamic_graph(source: Source, backend: Backend, target: Target, precision: str, passes: list[str] | None,
@@ -102,9 +104,7 @@ def dynamic_graph(source: Source, backend: Backend, target: Target, precision: s
     """The graph after the backend's passes at `bound`, every run-time extent set and the
     dims input last (DIMS_INPUT); NotDynamic where any of it cannot be."""
     def at(point: tuple[int, ...]) -> Graph:
-        shapes = {d.name: tuple(point[symbols.index(sym)] if size is None else size
-                                for size, sym in zip(d.shape, d.symbols)) for d in declared}
-        graph = source.import_graph({**(input_shapes or {}), **shapes})
+        graph = source.import_graph({**(input_shapes or {}), **_shapes(declared, dict(zip(symbols, point)))})
         return run_pipeline(graph, backend.pipeline(precision, target, passes), target)
 
     def imported(point: tuple[int, ...]) -> Probe:

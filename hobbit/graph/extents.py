@@ -27,6 +27,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from hobbit.errors import HobbitError
+from hobbit.graph.compare import same_value
 from hobbit.graph.ir import Graph, Node, Value
 
 
@@ -121,7 +122,7 @@ def _same_structure(a: Graph, b: Graph) -> None:
             raise NotDynamic(f"node '{x.name}' ({x.op}) has other constant operands at other input sizes")
         if not _same_attrs(x, y):
             raise NotDynamic(f"node '{x.name}' ({x.op}) has attributes that depend on the input sizes")
-        if getattr(x.outputs[0], "bounded", None) is not None:
+        if x.outputs[0].bounded is not None:
             raise NotDynamic(f"node '{x.name}' ({x.op}) has a data-dependent output size")
 
 
@@ -137,19 +138,9 @@ def _same_attrs(x: Node, y: Node) -> bool:
         if key == OUTPUT_SHAPE_ATTRS.get(x.op):
             continue
         a, b = x.attrs.get(key), y.attrs.get(key)
-        if isinstance(a, Graph) or isinstance(b, Graph):
+        if isinstance(a, Graph) or isinstance(b, Graph) or not same_value(a, b):
             return False
-        if isinstance(a, np.ndarray) or isinstance(b, np.ndarray):
-            if not (isinstance(a, np.ndarray) and isinstance(b, np.ndarray) and a.shape == b.shape
-                    and np.array_equal(a, b)):
-                return False
-        elif a != b:
-            return False
-    for a, b in zip(x.epilogue, y.epilogue):
-        if a.attrs != b.attrs or a.swap != b.swap:
-            return False
-    return True
-
+    return all(same_value(a.attrs, b.attrs) and a.swap == b.swap for a, b in zip(x.epilogue, y.epilogue))
 
 def _fit(value: Value, at: tuple[int, ...], seen: list[tuple[tuple[int, ...], Value]],
          symbols: list[str]) -> Extents | None:

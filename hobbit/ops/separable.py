@@ -22,6 +22,7 @@ from typing import Any
 
 import numpy as np
 
+from hobbit.graph.compare import same_value
 from hobbit.graph.ir import Graph, Node, Value
 from hobbit.ops.registry import get_op
 
@@ -113,7 +114,7 @@ class _Walk:
         if s.op != "Gather" or s.attrs.get("axis", 0) != 0 or len(s.inputs) != 2 or id(s.inputs[0]) not in self.rows:
             return False
         small, large = s.inputs[1].const, g.inputs[1].const
-        if small is None or large is None or _same(small, large):
+        if small is None or large is None or same_value(small, large):
             return False
         self._same_value(s.inputs[0], g.inputs[0], where)
         rows = self.rows[id(s.inputs[0])]
@@ -136,7 +137,7 @@ class _Walk:
         if id(s) not in self.pairs:
             if s.const is None or g.const is None:
                 raise _Refused(f"{where} reads a value the graph never defined")
-            if not _same(s.const, g.const):
+            if not same_value(s.const, g.const):
                 self._repeated_constant(s, g, where)
             self._pair(s, g)
         self._same_value(s, g, where)
@@ -149,7 +150,7 @@ class _Walk:
         small, large = s.const, g.const
         rows = self._scale(s, g) if small.ndim and small.shape[0] else 0
         block = small[:rows]
-        if not rows or any(not _same(c, np.concatenate([block] * (len(c) // rows))) for c in (small, large)):
+        if not rows or any(not same_value(c, np.concatenate([block] * (len(c) // rows))) for c in (small, large)):
             raise _Refused(f"{where} reads a constant that depends on the batch size")
         self.rows[id(s)] = rows
 
@@ -175,7 +176,7 @@ class _Walk:
         if s.attrs.keys() != g.attrs.keys():
             raise _Refused(f"{where} has different attributes at the two batch sizes")
         for key, value in s.attrs.items():
-            if _same(value, g.attrs[key]):
+            if same_value(value, g.attrs[key]):
                 continue
             output_shape = (batched and len(s.outputs) == 1 and _dims(value) == s.outputs[0].shape
                             and _dims(g.attrs[key]) == g.outputs[0].shape)
@@ -188,11 +189,3 @@ def _dims(value: Any) -> tuple | None:
         return tuple(int(v) for v in value)
     return None
 
-
-def _same(a: Any, b: Any) -> bool:
-    if isinstance(a, np.ndarray) or isinstance(b, np.ndarray):
-        a, b = np.asarray(a), np.asarray(b)
-        return a.dtype == b.dtype and a.shape == b.shape and bool(np.array_equal(a, b, equal_nan=a.dtype.kind == "f"))
-    if isinstance(a, (tuple, list)) and isinstance(b, (tuple, list)):
-        return len(a) == len(b) and all(_same(x, y) for x, y in zip(a, b))
-    return type(a) is type(b) and a == b
