@@ -19,6 +19,7 @@ from hobbit.graph.ir import Graph, TensorType, Value
 from hobbit.ops.registry import get_op
 from hobbit.ops.separable import separation
 from hobbit.passes import run_pipeline
+from hobbit.passes.choices import recording, replaying
 from hobbit.passes.memory import is_view
 from hobbit.runtime.dynamic import DEFAULT_BOUND
 from hobbit.target import Target
@@ -103,9 +104,12 @@ def dynamic_graph(source: Source, backend: Backend, target: Target, precision: s
                   symbols: list[str], bound: tuple[int, ...]) -> Graph:
     """The graph after the backend's passes at `bound`, every run-time extent set and the
     dims input last (DIMS_INPUT); NotDynamic where any of it cannot be."""
+    choices: dict = {}  # the passes' choices for speed, made at the bound (hobbit.passes.choices)
+
     def at(point: tuple[int, ...]) -> Graph:
         graph = source.import_graph({**(input_shapes or {}), **_shapes(declared, dict(zip(symbols, point)))})
-        return run_pipeline(graph, backend.pipeline(precision, target, passes), target)
+        with (recording if point == bound else replaying)(choices):
+            return run_pipeline(graph, backend.pipeline(precision, target, passes), target)
 
     def imported(point: tuple[int, ...]) -> Probe:
         try:
