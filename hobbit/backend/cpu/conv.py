@@ -17,11 +17,14 @@ from hobbit.backend.cpu.depthwise import lower_depthwise
 from hobbit.backend.cpu.direct_conv import lower_direct_conv
 from hobbit.backend.cpu.dpbf16 import WORD, rows_to_pairs
 from hobbit.emit.epilogue import Epilogue
-from hobbit.backend.cpu.gemm import MatA, MatB, MatC, emit_gemm, row_major_a
+from hobbit.backend.cpu.gemm import MatA, MatB, MatC, emit_gemm, row_major_a, runtime_gemm, share_gemm
 from hobbit.backend.cpu.im2col import im2col
 from hobbit.backend.cpu.args import CPU, KernelArgs
+from hobbit.backend.cpu.conv_dims import Lengths, conv_lengths, positions, rows_in
 from hobbit.emit.scalar import Emit
-from hobbit.plan.conv import ConvPlan
+from hobbit.graph.ir import Node
+from hobbit.plan.conv import ConvPlan, conv_shape, reads_input
+from hobbit.plan.format import FLOAT32, node_format
 from hobbit.plan.gemm import gemm_schedule
 
 
@@ -29,17 +32,20 @@ def lower_conv(k: KernelArgs) -> None:
     plan: ConvPlan = k.plan
     emit = {"depthwise": lower_depthwise, "gemm": _gemm_conv, "direct": lower_direct_conv,
             "im2col": _blocked_im2col_conv}[plan.variant]
-    emit(k, plan)
+    emit(k, plan, conv_lengths(k))
 
 
-def _gemm_conv(k: KernelArgs, plan: ConvPlan) -> None:
+def _gemm_conv(k: KernelArgs, plan: ConvPlan, lengths: Lengths | None) -> None:
     """Per image and group: (im2col,) then one GEMM with bias and epilogue at the store.
 
     Normally rows are output channels and vectors run along the H*W positions. With
     weights in "KO" layout ([C*KH*KW, OC], chosen by the layout pass when H*W is a poor
     fit for the vector width, e.g. 7x7) the GEMM is transposed: rows are positions,
     vectors run along output channels and are stored with a stride of H*W; in a converting
-    format (bf16) its A, the columns, is first converted into the shared `words`."""
+    format (bf16) its A, the columns, is first converted into the shared `words`.
+
+    With run-time `lengths` the positions are the first (OH - 1)*OW + OW' of the bound's
+    (hobbit.backend.cpu.conv_dims.positions; float32 only: conv_dynamic)."""
     kb, node, s, sched, fmt = k.kb, k.node, plan.shape, plan.gemm, plan.format
     dtype = node.inputs[0].dtype
     x, w, bias = k.inputs[0], k.inputs[1], k.inputs[2] if len(k.inputs) > 2 else None
@@ -47,6 +53,7 @@ def _gemm_conv(k: KernelArgs, plan: ConvPlan) -> None:
     steps = fmt.steps(K)
     by_channel = plan.by_channel
     rows, cols = (P, s.ocg) if by_channel else (s.ocg, P)
+    used = P if lengths is None else positions(kb, s, lengths.oh, lengths.ow)  # the positions computed
     epilogue = Epilogue(kb, node, k.epilogue, (s.n, s.oc, P))
     with kb.loop(0, s.n, name="n") as n, kb.loop(0, s.group, name="g") as g:
         x_off = kb.mul(kb.add(kb.mul(n, s.c), kb.mul(g, s.cg)), s.h * s.w)
@@ -58,7 +65,10 @@ def _gemm_conv(k: KernelArgs, plan: ConvPlan) -> None:
         if s.pointwise:
             src, src_off = x, x_off
         else:
-            im2col(kb, s, x, x_off, k.scratch, dtype, k.threads)
+            if lengths is None:
+                im2col(kb, s, x, x_off, k.scratch, dtype, k.threads)
+            else:
+                im2col(kb, s, x, x_off, k.scratch, dtype, k.threads, rows=lengths.oh, width=P, lengths=lengths)
             k.threads.sync()
             src, src_off = k.scratch, 0
         if not plan.words:
@@ -94,16 +104,25 @@ def _gemm_conv(k: KernelArgs, plan: ConvPlan) -> None:
             epilogue.prefetch([n, kb.add(oc0, m), col])
 
         pack = k.thread_scratch(0, plan.pack, dtype) if plan.pack else None
-        emit_gemm(kb, sched, rows, cols, K, a, b, c, fmt, epi, k.threads, pack,
-                  None if by_channel else touch)
+        if lengths is None:
+            emit_gemm(kb, sched, rows, cols, K, a, b, c, fmt, epi, k.threads, pack,
+                      None if by_channel else touch)
+        else:
+            m_len, n_len = (used, s.ocg) if by_channel else (s.ocg, used)
+            share_gemm(runtime_gemm(kb, sched, m_len, n_len, K, a, b, c, fmt, epi, steps, pack,
+                                    None if by_channel else touch), k.threads, (rows, cols, steps))
         if (not s.pointwise or plan.words) and s.n * s.group > 1:
             k.threads.sync()  # the next im2col (or conversion) overwrites the scratch others may still read
 
 
-def _blocked_im2col_conv(k: KernelArgs, plan: ConvPlan) -> None:
+def _blocked_im2col_conv(k: KernelArgs, plan: ConvPlan, lengths: Lengths | None) -> None:
     """im2col + GEMM over blocks of output rows. Each thread takes whole blocks and
     lowers them into its own L2-sized slice of scratch, so the columns are consumed
-    while still in cache and threads never wait for each other."""
+    while still in cache and threads never wait for each other.
+
+    With run-time `lengths` the blocks are the bound's, each cut at the output's height
+    (a block past it does nothing) and its GEMM computing the block's positions up to the
+    last row's width (hobbit.backend.cpu.conv_dims)."""
     kb, node, s, fmt = k.kb, k.node, plan.shape, plan.format
     dtype = node.inputs[0].dtype
     x, w, bias = k.inputs[0], k.inputs[1], k.inputs[2] if len(k.inputs) > 2 else None
@@ -116,11 +135,24 @@ def _blocked_im2col_conv(k: KernelArgs, plan: ConvPlan) -> None:
 
     def block(image, oh0, count: int) -> None:
         """Rows oh0 .. oh0 + count of image `image` = (batch item, group)."""
+        if lengths is None:
+            rows(image, oh0, count, count)
+            return
+        live = rows_in(kb, lengths.oh, oh0, count)
+        with kb.when_greater(live, 0) as any_row:
+            if any_row:
+                rows(image, oh0, count, live)
+
+    def rows(image, oh0, count: int, live) -> None:
+        """Block `count` rows high from row oh0, of which `live` hold data (see block)."""
         n, g = kb.b.udiv(image, kb.i64(s.group)), kb.b.urem(image, kb.i64(s.group))
         x_off = kb.mul(kb.add(kb.mul(n, s.c), kb.mul(g, s.cg)), s.h * s.w)
         oc0 = kb.mul(g, s.ocg)
         y_off = kb.mul(kb.add(kb.mul(n, s.oc), oc0), P)
-        im2col(kb, s, x, x_off, col, dtype, alone, oh0, count)
+        if lengths is None:
+            im2col(kb, s, x, x_off, col, dtype, alone, oh0, count)
+        else:
+            im2col(kb, s, x, x_off, col, dtype, alone, oh0, live, width=count * s.ow, lengths=lengths)
         sched = gemm_schedule(s.ocg, count * s.ow, steps, k.target, np.dtype(dtype).itemsize)
         a = row_major_a(w, kb.mul(oc0, steps), steps, sched.mr)
         b = MatB(col, 0, k=count * s.ow)
@@ -135,9 +167,49 @@ def _blocked_im2col_conv(k: KernelArgs, plan: ConvPlan) -> None:
         def touch(m, col_index):
             epilogue.prefetch([n, kb.add(oc0, m), kb.add(kb.mul(oh0, s.ow), col_index)])
 
-        emit_gemm(kb, sched, s.ocg, count * s.ow, K, a, b, c, fmt, epi, alone, pack, touch)
+        if lengths is None:
+            emit_gemm(kb, sched, s.ocg, count * s.ow, K, a, b, c, fmt, epi, alone, pack, touch)
+        else:
+            used = positions(kb, s, live, lengths.ow)
+            share_gemm(runtime_gemm(kb, sched, s.ocg, used, K, a, b, c, fmt, epi, steps, pack, touch), alone,
+                       (s.ocg, count * s.ow, steps))
 
     k.threads.bands(s.oh, plan.rows, block, images=s.n * s.group)
 
 
-CPU.register("Conv", lower=lower_conv)
+def conv_dynamic(node: Node) -> str | None:
+    """None where the kernel follows this node's run-time dims: a float32 conv whose input
+    height and width (either or both) are run-time, with static batch and channels, the
+    output's run-time dims being the input's, every variant but a depthwise conv of a
+    stride above 2 along W (its padded plane), fused epilogue operands whose run-time dims
+    are the output's. bf16 GEMMs: not yet."""
+    x, y = node.inputs[0], node.outputs[0]
+    fmt = node_format(node)
+    if fmt.micro != "fma" or np.dtype(y.dtype) != FLOAT32 or np.dtype(x.dtype) != FLOAT32:
+        return f"its {fmt.name} GEMM runs at static shapes only (run-time dims: float32)"
+    if node.attrs.get("pool", 1) != 1:
+        return "a fused pool runs at static shapes only"
+    if any(v is not None and v.extents is not None and any(v.extents) for v in node.inputs[1:]):
+        return "its weights or bias have run-time dims"
+    x_ext, y_ext = x.extents or (None,) * 4, y.extents or (None,) * 4
+    for axis, what in ((0, "batch"), (1, "channel")):
+        if x_ext[axis] is not None or y_ext[axis] is not None:
+            return f"a run-time {what} dim (run-time dims: height and width)"
+    for axis, what in ((2, "height"), (3, "width")):
+        if (x_ext[axis] is None) != (y_ext[axis] is None):
+            return f"its input's and output's {what} are not both run-time"
+    s = conv_shape(node)
+    if s.depthwise and not reads_input(s):
+        return f"a depthwise conv of stride {s.stride[1]} along W reads a padded plane (static shapes only)"
+    for step in node.epilogue:
+        v = step.operand
+        if v is None:
+            continue
+        offset = 4 - len(v.shape)
+        for axis, extent in enumerate(v.extents or ()):
+            if extent is not None and y_ext[offset + axis] != extent:
+                return f"epilogue operand '{v.name}' has a run-time dim {axis} the output does not share"
+    return None
+
+
+CPU.register("Conv", lower=lower_conv, dynamic=conv_dynamic)

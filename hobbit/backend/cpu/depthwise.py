@@ -19,7 +19,9 @@ from dataclasses import dataclass
 import numpy as np
 from llvmlite import ir
 
-from hobbit.emit.builder import I1, I32, KernelBuilder
+from hobbit.emit.builder import I1, I32, I64, KernelBuilder
+from hobbit.errors import CodegenError
+from hobbit.backend.cpu.conv_dims import Lengths, floor_div, imax
 from hobbit.plan.conv import ConvPlan, ConvShape
 from hobbit.backend.cpu.copy import emit_deinterleaved_row_copy, emit_fill, emit_row_copy
 from hobbit.emit.epilogue import Epilogue
@@ -34,7 +36,9 @@ def row_width(s: ConvShape, lanes: int) -> int:
     return width
 
 
-def lower_depthwise(k: KernelArgs, plan: ConvPlan) -> None:
+def lower_depthwise(k: KernelArgs, plan: ConvPlan, lengths: Lengths | None = None) -> None:
+    """With run-time `lengths` (hobbit.backend.cpu.conv_dims): the taps read the input
+    (strides 1 and 2 along W; conv_dynamic refuses the padded planes of the others)."""
     kb, node, s = k.kb, k.node, plan.shape
     dtype = node.inputs[0].dtype
     x, w, bias = k.inputs[0], k.inputs[1], k.inputs[2] if len(k.inputs) > 2 else None
@@ -47,9 +51,15 @@ def lower_depthwise(k: KernelArgs, plan: ConvPlan) -> None:
             plane_base = kb.mul(kb.add(kb.mul(n, s.c), c), s.h * s.w)
             with kb.loop(0, mult, name="mult") as j:
                 oc = kb.add(kb.mul(c, mult), j)
-                emit_rows_direct(kb, s, DepthwiseRows(w, bias, k.outputs[0], epilogue, dtype, width), x,
-                                 lambda ih, base=plane_base: kb.add(base, kb.mul(ih, s.w)), n, oc)
+                d = DepthwiseRows(w, bias, k.outputs[0], epilogue, dtype, width)
+                row_at = lambda ih, base=plane_base: kb.add(base, kb.mul(ih, s.w))  # noqa: E731
+                if lengths is None:
+                    emit_rows_direct(kb, s, d, x, row_at, n, oc)
+                else:
+                    emit_rows_runtime(kb, s, d, x, row_at, n, oc, lengths)
         return
+    if lengths is not None:
+        raise CodegenError(f"depthwise conv {node.name!r}: run-time dims with a padded plane (conv_dynamic refuses it)")
     pad = k.thread_scratch(0, plan.plane, dtype)
     emit_fill(kb, pad, dtype, 0, plan.plane, kb.const(dtype, 0))  # channels only overwrite the inside
     c_lo, c_hi = k.threads.split(s.c)
@@ -178,6 +188,107 @@ def emit_rows_direct(kb: KernelBuilder, s: ConvShape, d: DepthwiseRows, src: ir.
                 rows(kb.add(oh0, r), 1, ok)
 
 
+def emit_rows_runtime(kb: KernelBuilder, s: ConvShape, d: DepthwiseRows, src: ir.Value, row_at, n, oc,
+                      lengths: Lengths) -> None:
+    """emit_rows_direct for run-time lengths: output rows [0, lengths.oh) and columns
+    [0, lengths.ow) of channel `oc`, input rows and columns at or past lengths.h and
+    lengths.w read as padding. Interior rows (every kernel row inside) run ROWS_PER_STEP at a
+    time, border rows one by one with their kernel rows checked at run time; along a row
+    the vectors whose taps all lie inside run unmasked, the others with masks computed at
+    run time (the left border's, and those past the interior up to the row's width)."""
+    width, dtype = d.width, d.dtype
+    b = kb.b
+    e = Emit(kb, dtype, width)
+    taps = [kb.splat(kb.load(d.w, dtype, kb.add(kb.mul(oc, s.kh * s.kw), t)), width) for t in range(s.kh * s.kw)]
+    b0 = kb.splat(kb.load(d.bias, dtype, oc), width) if d.bias is not None else e.c(0.0)
+    out_base = kb.mul(kb.add(kb.mul(n, s.oc), oc), d.out_plane or s.oh * s.ow)
+    (sh, dh), (sw, dw) = (s.stride[0], s.dilation[0]), (s.stride[1], s.dilation[1])
+    offsets = [kw * dw - s.pad[1] for kw in range(s.kw)]
+    evens = ir.Constant(ir.VectorType(I32, width), [2 * i for i in range(width)])
+    h_len, w_len, oh_len, ow_len = (kb.idx(v) for v in (lengths.h, lengths.w, lengths.oh, lengths.ow))
+    lane = ir.Constant(ir.VectorType(I64, width), list(range(width)))
+
+    def runtime_masks(ow0: ir.Value) -> tuple[list, ir.Value]:
+        """Per kw and per loaded vector (as column_masks in emit_rows_direct): the lanes that
+        feed an output below the row's width and read a column inside it; and the store's."""
+        masks = []
+        outs_left = kb.splat(b.sub(ow_len, ow0), width)
+        for off in offsets:
+            for half in range(sw):
+                feeds = ir.Constant(ir.VectorType(I64, width), [(half * width + i) // sw for i in range(width)])
+                col = b.add(kb.splat(kb.idx(kb.add(kb.mul(ow0, sw), half * width + off)), width), lane)
+                inside = b.and_(b.icmp_signed(">=", col, ir.Constant(col.type, [0] * width)),
+                                b.icmp_signed("<", col, kb.splat(w_len, width)))
+                masks.append(b.and_(inside, b.icmp_signed("<", feeds, outs_left)))
+        return masks, b.icmp_signed("<", lane, outs_left)
+
+    def tap(at, ow0, kw: int, masks: list, row_ok):
+        at = kb.add(at, kb.add(kb.mul(ow0, sw), offsets[kw]))
+        halves = []
+        for half in range(sw):
+            mask = masks[kw * sw + half]
+            if row_ok is not True:  # a run-time row check: the whole vector on or off
+                ok = kb.splat(row_ok, width)
+                mask = ok if mask is None else b.and_(mask, ok)
+            halves.append(kb.vload(src, dtype, kb.add(at, half * width), width, mask, inbounds=False))
+        return halves[0] if sw == 1 else b.shuffle_vector(halves[0], halves[1], evens)
+
+    def vector(oh, step: int, row_ok, ow0, masks, out_mask):
+        """Output vector at column ow0 of rows oh .. oh + step; row_ok(i, kh) as in emit_rows_direct."""
+        accs = [b0] * step
+        for kh in range(s.kh):
+            live = [(i, ok) for i, ok in ((i, row_ok(i, kh)) for i in range(step)) if ok is not False]
+            starts = {i: row_at(kb.add(kb.mul(kb.add(oh, i), sh), kh * dh - s.pad[0])) for i, _ in live}
+            for kw in range(s.kw):
+                for i, ok in live:
+                    accs[i] = e.fma(taps[kh * s.kw + kw], tap(starts[i], ow0, kw, masks, ok), accs[i])
+        for i in range(step):
+            p = kb.add(kb.mul(kb.add(oh, i), s.ow), ow0)
+            kb.vstore(d.epilogue.apply(e, accs[i], [n, oc, p], out_mask), d.out, dtype, kb.add(out_base, p), out_mask)
+
+    # Vectors [0, first) have lanes left of the row; [first, plain_end) none outside it.
+    first = -(-max(0, -min(offsets)) // (sw * width)) if offsets else 0
+    vectors = b.udiv(b.add(ow_len, kb.i64(width - 1)), kb.i64(width))
+    reach = sw * width - 1 + max(offsets)  # a vector's last column read, from sw*ow0
+    whole_out = b.udiv(ow_len, kb.i64(width))  # vectors with every output lane below the width
+    whole_in = kb.add(floor_div(kb, b.sub(w_len, kb.i64(reach + 1)), sw * width), 1)  # ...every column inside
+    plain_end = imax(kb, kb.i64(first), kb.imin(whole_out, whole_in))
+
+    def rows(oh, step: int, row_ok) -> None:
+        def masked(v) -> None:
+            ow0 = kb.mul(v, width)
+            masks, out_mask = runtime_masks(ow0)
+            vector(oh, step, row_ok, ow0, masks, out_mask)
+
+        with kb.loop(0, kb.imin(vectors, first), name="owl") as v:
+            masked(v)
+        with kb.loop(kb.mul(first, width), kb.mul(plain_end, width), width, name="ow") as ow0:
+            vector(oh, step, row_ok, ow0, [None] * (s.kw * sw), None)
+        with kb.loop(plain_end, vectors, name="owr") as v:
+            masked(v)
+
+    def checked(oh: ir.Value) -> None:
+        """Row oh, each kernel row checked against the input's height."""
+        def ok(i: int, kh: int):
+            ih = kb.idx(kb.add(kb.mul(oh, sh), kh * dh - s.pad[0]))
+            return b.and_(b.icmp_signed(">=", ih, kb.i64(0)), b.icmp_signed("<", ih, h_len))
+        rows(oh, 1, ok)
+
+    top = kb.imin(kb.i64(-(-s.pad[0] // sh)), oh_len)  # rows from here on have every kernel row inside...
+    bottom = kb.add(floor_div(kb, b.sub(h_len, kb.i64((s.kh - 1) * dh - s.pad[0] + 1)), sh), 1)  # ...below this
+    bottom = imax(kb, top, kb.imin(bottom, oh_len))
+    with kb.loop(0, top, name="rt") as oh:
+        checked(oh)
+    step = ROWS_PER_STEP
+    groups = b.udiv(b.sub(bottom, top), kb.i64(step))
+    with kb.loop(0, groups, name="r") as g:
+        rows(b.add(top, b.mul(g, kb.i64(step))), step, lambda i, kh: True)
+    with kb.loop(b.add(top, b.mul(groups, kb.i64(step))), bottom, name="ri") as oh:
+        rows(oh, 1, lambda i, kh: True)
+    with kb.loop(bottom, oh_len, name="rb") as oh:
+        checked(oh)
+
+
 @dataclass
 class DepthwiseRows:
     """What computing rows of one output channel needs besides the plane."""
@@ -226,16 +337,18 @@ def emit_depthwise_rows(kb: KernelBuilder, s: ConvShape, d: DepthwiseRows, plane
 
 
 def copy_row(kb: KernelBuilder, s: ConvShape, src: ir.Value, src_base, plane: ir.Value, plane_row,
-             dtype: np.dtype, lanes: int) -> None:
-    """Input row -> padded plane row `plane_row` (after the left padding). For stride 2 the
-    row is stored deinterleaved (even padded columns, then odd ones), so every tap of a
-    stride-2 output vector is one contiguous load."""
+             dtype: np.dtype, lanes: int, count: int | ir.Value | None = None) -> None:
+    """Input row (its first `count` elements: all W by default) -> padded plane row
+    `plane_row` (after the left padding). For stride 2 the row is stored deinterleaved
+    (even padded columns, then odd ones), so every tap of a stride-2 output vector is one
+    contiguous load."""
     _, wp = s.padded_hw
     row = kb.mul(plane_row, wp)
+    count = s.w if count is None else count
     if s.stride[1] != 2:
-        emit_row_copy(kb, src, src_base, plane, kb.add(row, s.pad[1]), s.w, dtype, lanes)
+        emit_row_copy(kb, src, src_base, plane, kb.add(row, s.pad[1]), count, dtype, lanes)
         return
-    emit_deinterleaved_row_copy(kb, src, src_base, s.w, plane, row, s.pad[1], 2, _half(s), dtype, lanes)
+    emit_deinterleaved_row_copy(kb, src, src_base, count, plane, row, s.pad[1], 2, _half(s), dtype, lanes)
 
 
 def _half(s: ConvShape) -> int:

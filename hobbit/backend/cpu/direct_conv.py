@@ -8,19 +8,27 @@ channel (stored by phase for stride 2: backend/cpu/depthwise.copy_row), and the 
 microkernel reads its B operand straight from the plane: row k = (c, kh, kw) of B
 for output row r is channel c's plane at row r*stride + kh*dilation, shifted by
 tap kw (MatB.taps). Rows outside the image are zero rows of the plane, so the
-inner loops have no bounds checks."""
+inner loops have no bounds checks.
+
+With run-time lengths (hobbit.backend.cpu.conv_dims) the bands are the bound's, each cut
+at the output's height; rows and columns past the input's lengths are padding (a plane
+row is zeroed before its columns are copied), and each output row's GEMM computes its
+run-time width."""
 
 from __future__ import annotations
 
+from llvmlite import ir
+
 from hobbit.plan.conv import ConvPlan, input_rows
+from hobbit.backend.cpu.conv_dims import Lengths, rows_in
 from hobbit.backend.cpu.copy import emit_fill
 from hobbit.backend.cpu.depthwise import copy_row, tap_column
 from hobbit.emit.epilogue import Epilogue
-from hobbit.backend.cpu.gemm import MatB, MatC, emit_gemm, row_major_a
+from hobbit.backend.cpu.gemm import MatB, MatC, emit_gemm, row_major_a, runtime_gemm, share_gemm
 from hobbit.backend.cpu.args import KernelArgs
 from hobbit.emit.scalar import Emit
 
-def lower_direct_conv(k: KernelArgs, plan: ConvPlan) -> None:
+def lower_direct_conv(k: KernelArgs, plan: ConvPlan, lengths: Lengths | None = None) -> None:
     kb, node, s, sched = k.kb, k.node, plan.shape, plan.gemm
     dtype = node.inputs[0].dtype
     x, w, bias = k.inputs[0], k.inputs[1], k.inputs[2] if len(k.inputs) > 2 else None
@@ -38,22 +46,37 @@ def lower_direct_conv(k: KernelArgs, plan: ConvPlan) -> None:
     epilogue = Epilogue(kb, node, k.epilogue, (s.n, s.oc, P))
     alone = k.threads.alone()
     b = kb.b
+    h_len, w_len, ow_len = (s.h, s.w, s.ow) if lengths is None else (lengths.h, lengths.w, lengths.ow)
 
-    def load_rows(n, oh0, count: int) -> None:
+    def load_rows(n, oh0, count: int | ir.Value) -> None:
         """Plane rows j = input rows oh0*stride - pad_top + j of every channel (zero outside)."""
+        held = input_rows(s, count) if isinstance(count, int) else \
+            kb.add(kb.mul(count, s.stride[0]), (s.kh - 1) * s.dilation[0] + 1 - s.stride[0])
         for c in range(s.c):
             src = kb.mul(kb.add(kb.mul(n, s.c), c), s.h * s.w)
-            with kb.loop(0, input_rows(s, count), name="j") as j:
+            with kb.loop(0, held, name="j") as j:
                 ih = b.sub(kb.idx(kb.add(kb.mul(oh0, s.stride[0]), j)), kb.i64(s.pad[0]))
                 plane_row = kb.add(c * rows_held, j)
-                inside = b.and_(b.icmp_signed(">=", ih, kb.i64(0)), b.icmp_signed("<", ih, kb.i64(s.h)))
+                inside = b.and_(b.icmp_signed(">=", ih, kb.i64(0)), b.icmp_signed("<", ih, kb.idx(h_len)))
                 with b.if_else(inside) as (copy, pad):
                     with copy:
-                        copy_row(kb, s, x, kb.add(src, kb.mul(ih, s.w)), plane, plane_row, dtype, lanes)
+                        if not isinstance(w_len, int):  # the columns past the row's length are padding
+                            emit_fill(kb, plane, dtype, 0, wp, zero, base=kb.mul(plane_row, wp))
+                        copy_row(kb, s, x, kb.add(src, kb.mul(ih, s.w)), plane, plane_row, dtype, lanes, w_len)
                     with pad:
                         emit_fill(kb, plane, dtype, 0, wp, zero, base=kb.mul(plane_row, wp))
 
     def process(n, oh0, count: int) -> None:
+        if lengths is None:
+            run(n, oh0, count)
+            return
+        live = rows_in(kb, lengths.oh, oh0, count)
+        with kb.when_greater(live, 0) as any_row:
+            if any_row:
+                run(n, oh0, live)
+
+    def run(n, oh0, count: int | ir.Value) -> None:
+        """Output rows oh0 .. oh0 + count."""
         load_rows(n, oh0, count)
         with kb.loop(0, count, name="r") as r:
             oh = kb.add(oh0, r)
@@ -70,6 +93,10 @@ def lower_direct_conv(k: KernelArgs, plan: ConvPlan) -> None:
             a = row_major_a(w, 0, K, sched.mr)
             rows = MatB(plane, kb.mul(r, s.stride[0] * wp), k=rows_held * wp, taps=taps)
             out = MatC(k.outputs[0], kb.add(kb.mul(n, s.oc * P), first), m=P)
-            emit_gemm(kb, sched, s.oc, s.ow, K, a, rows, out, plan.format, epi, alone, None, touch)
+            if isinstance(ow_len, int):
+                emit_gemm(kb, sched, s.oc, s.ow, K, a, rows, out, plan.format, epi, alone, None, touch)
+            else:
+                share_gemm(runtime_gemm(kb, sched, s.oc, ow_len, K, a, rows, out, plan.format, epi, K, None, touch),
+                           alone, (s.oc, s.ow, K))
 
     k.threads.bands(s.oh, band, process, images=s.n)

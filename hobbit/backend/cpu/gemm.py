@@ -129,10 +129,13 @@ def emit_gemm(kb: KernelBuilder, s: GemmSchedule, M: int, N: int, K: int,
     share_gemm(kernel(kb, s, M, N, K, a, b, c, fmt, epilogue, pack, touch), threads)
 
 
-def share_gemm(gemm: "Gemm", threads: Threads) -> None:
-    """Run `gemm` on `threads` as emit_gemm describes."""
-    s, M, N, K, b = gemm.s, gemm.M, gemm.N, gemm.K, gemm.b
-    units_n, units_m = -(-N // s.nr), -(-M // s.mr)
+def share_gemm(gemm: "Gemm", threads: Threads, bound: tuple[int, int, int] | None = None) -> None:
+    """Run `gemm` on `threads` as emit_gemm describes. For a GEMM with run-time extents,
+    `bound` gives the sizes (K in steps) the choice is made for; the units shared are then
+    counted at run time (a conv's positions: hobbit.backend.cpu.conv)."""
+    s, b = gemm.s, gemm.b
+    M, N, K = (gemm.M, gemm.N, gemm.K) if bound is None else bound
+    units_n, units_m = ceil_units(gemm.kb, gemm.N, s.nr), ceil_units(gemm.kb, gemm.M, s.mr)
     split_n = _split_n(s, M, N, b, threads.max_threads)
     n_chunks = -(-K // s.kc)
     if threads.max_threads == 1 or (M * N * K < 1 << 18 and not threads.used):  # too little work to share
@@ -165,11 +168,13 @@ def emit_gemm_runtime(kb: KernelBuilder, s: GemmSchedule, M: Index, N: Index, K:
 
 
 def runtime_gemm(kb: KernelBuilder, s: GemmSchedule, M: Index, N: Index, K: Index, a, b: MatB, c: MatC,
-                 fmt: Format, epilogue: EpilogueFn | None, k_bound: int) -> "Gemm":
-    """The Gemm of a GEMM with run-time extents (float formats: one k a step, no packing)."""
+                 fmt: Format, epilogue: EpilogueFn | None, k_bound: int, pack: ir.Value | None = None,
+                 touch: TouchFn | None = None) -> "Gemm":
+    """The Gemm of a GEMM with run-time extents (float formats: one k a step), B packed
+    panel by panel into `pack` when given, as emit_gemm's."""
     if fmt.micro != "fma":
         raise CodegenError(f"run-time GEMM extents are supported on the float microkernel only, not {fmt.name}")
-    gemm = MICROKERNELS["fma"](kb, s, M, N, K, a, b, c, fmt, epilogue, None, None)
+    gemm = MICROKERNELS["fma"](kb, s, M, N, K, a, b, c, fmt, epilogue, pack, touch)
     gemm.k_bound = k_bound
     return gemm
 

@@ -5,16 +5,22 @@ from __future__ import annotations
 from llvmlite import ir
 
 from hobbit.emit.builder import KernelBuilder
+from hobbit.backend.cpu.conv_dims import Lengths, valid_range_at
 from hobbit.backend.cpu.copy import emit_fill
 from hobbit.backend.cpu.parallel import Threads
 from hobbit.plan.conv import ConvShape
 
 
 def im2col(kb: KernelBuilder, s: ConvShape, x, x_off, col, dtype, threads: Threads,
-           oh0: int | ir.Value = 0, rows: int | None = None, fill: int | ir.Value = 0) -> None:
+           oh0: int | ir.Value = 0, rows: int | ir.Value | None = None, fill: int | ir.Value = 0,
+           width: int | None = None, lengths: Lengths | None = None) -> None:
     """col[(c*KH + kh)*KW + kw, r*OW + ow] = x[c, (oh0 + r)*sh + kh*dh - pt, ow*sw + kw*dw - pl],
     or `fill` in the padding (a quantized zero for int8, a run-time value for ConvInteger's), for output rows oh0 .. oh0 + rows
-    (all rows by default).
+    (all rows by default). A row of col holds `width` elements (rows*OW by default).
+
+    With run-time `lengths` (hobbit.backend.cpu.conv_dims; `rows` may then be a run-time
+    count) input rows and columns past the input's lengths are padding, and only the
+    columns ow < lengths.ow of each output row are written.
 
     Kernel columns are unrolled (each gets static bounds for its valid output columns,
     so the copy loop vectorises cleanly); kernel rows are a runtime loop, which keeps a
@@ -22,7 +28,9 @@ def im2col(kb: KernelBuilder, s: ConvShape, x, x_off, col, dtype, threads: Threa
     b = kb.b
     zero = fill if isinstance(fill, ir.Value) else kb.const(dtype, fill)
     rows = s.oh if rows is None else rows
-    width = rows * s.ow
+    width = rows * s.ow if width is None else width
+    h_len, w_len, ow_len = (s.h, s.w, s.ow) if lengths is None else (lengths.h, lengths.w, lengths.ow)
+
     def channels(c_lo, c_hi) -> None:
         with kb.loop(c_lo, c_hi, name="c") as c, kb.loop(0, s.kh, name="kh") as kh:
             x_c = kb.add(x_off, kb.mul(c, s.h * s.w))
@@ -30,11 +38,11 @@ def im2col(kb: KernelBuilder, s: ConvShape, x, x_off, col, dtype, threads: Threa
             for kw in range(s.kw):
                 row = kb.mul(kb.add(kb.mul(kb.add(kb.mul(c, s.kh), kh), s.kw), kw), width)
                 dx = kw * s.dilation[1] - s.pad[1]
-                ow_lo, ow_hi = valid_range(s.ow, s.w, s.stride[1], dx)
+                ow_lo, ow_hi = valid_range_at(kb, ow_len, w_len, s.stride[1], dx)
                 with kb.loop(0, rows, name="r") as r:
                     dst = kb.add(row, kb.mul(r, s.ow))
                     ih = b.add(b.mul(kb.idx(kb.add(oh0, r)), kb.i64(s.stride[0])), dy)
-                    inside = b.and_(b.icmp_signed(">=", ih, kb.i64(0)), b.icmp_signed("<", ih, kb.i64(s.h)))
+                    inside = b.and_(b.icmp_signed(">=", ih, kb.i64(0)), b.icmp_signed("<", ih, kb.idx(h_len)))
                     with b.if_else(inside) as (copy, pad):
                         with copy:
                             src = kb.add(x_c, kb.add(kb.mul(ih, s.w), dx))
@@ -42,15 +50,9 @@ def im2col(kb: KernelBuilder, s: ConvShape, x, x_off, col, dtype, threads: Threa
                             with kb.loop(ow_lo, ow_hi, name="ow") as ow:
                                 v = kb.load(x, dtype, kb.add(src, kb.mul(ow, s.stride[1])))
                                 kb.store(v, col, dtype, kb.add(dst, ow))
-                            emit_fill(kb, col, dtype, ow_hi, s.ow, zero, base=dst)
+                            emit_fill(kb, col, dtype, ow_hi, ow_len, zero, base=dst)
                         with pad:
-                            emit_fill(kb, col, dtype, 0, s.ow, zero, base=dst)
+                            emit_fill(kb, col, dtype, 0, ow_len, zero, base=dst)
 
     threads.shares(s.cg, channels)
 
-
-def valid_range(out_len: int, in_len: int, stride: int, offset: int) -> tuple[int, int]:
-    """Output positions o in [lo, hi) whose input o*stride + offset lies in [0, in_len)."""
-    lo = -(offset // stride) if offset < 0 else 0
-    hi = min(out_len, (in_len - 1 - offset) // stride + 1) if in_len - 1 - offset >= 0 else 0
-    return min(lo, out_len), max(min(lo, out_len), hi)
