@@ -11,8 +11,8 @@ Variants, by shape:
 
 * depthwise (groups == channels): vectorised rows (backend/cpu/depthwise.py);
 * gemm: a 1x1, stride-1, unpadded conv is one GEMM straight on the input ([C, H*W]
-  is B); so is any conv whose weights the layout pass stored "KO" (after an
-  im2col of the whole image);
+  is B; not where the width is a run-time dim: run_time_width); so is any conv whose
+  weights the layout pass stored "KO" (after an im2col of the whole image);
 * direct: at most four input channels (RGB stems), the GEMM reading B straight
   from padded input rows (backend/cpu/direct_conv.py);
 * im2col: everything else, L2-sized blocks of rows lowered into each thread's
@@ -39,6 +39,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from hobbit.graph.extents import is_dynamic
 from hobbit.graph.ir import Node
 from hobbit.plan.bands import band_heights
 from hobbit.plan.format import Format, node_format
@@ -133,6 +134,14 @@ def block_rows(s: ConvShape, target: Target) -> int:
     return max(1, min(s.oh, (target.l2_bytes // 2) // (k * s.ow * 4)))
 
 
+def block_positions(s: ConvShape, target: Target) -> int:
+    """Most output positions per im2col block of a conv with run-time dims, whose rows are
+    cut into blocks at run time: as many as fill half of L2 (block_rows' budget), at least
+    one row of the bound's width, at most the bound's image."""
+    k = s.cg * s.kh * s.kw
+    return min(s.oh * s.ow, max(s.ow, (target.l2_bytes // 2) // (k * 4)))
+
+
 def direct_band_rows(s: ConvShape, target: Target, threads: int) -> int:
     """Output rows per band of a direct conv: the band's planes take at most a quarter of
     L2, and every thread gets at least one band."""
@@ -154,7 +163,9 @@ class ConvPlan:
     format: Format  # the GEMM's operands (K counted in its steps)
     by_channel: bool = False  # gemm on "KO" weights: rows are positions, vectors run along channels
     rows: int = 0  # output rows per band (direct) or per im2col block (im2col)
-    col: int = 0  # im2col columns: of the whole image, shared (gemm), or of one block (im2col)
+    # im2col columns: of the whole image, shared (gemm), or of one block (im2col; with run-time
+    # dims, of block_positions, the rows of a block counted at run time)
+    col: int = 0
     words: int = 0  # gemm by channel, in a converting format: the shared [K steps, OH*OW] A
     partial: int = 0  # gemm by channel: the shared [OH*OW, OC/group] buffer of partial sums
     pack: int = 0  # the GEMM's B packing buffer (0: B is read in place)
@@ -182,10 +193,11 @@ def conv_plan(node: Node, target: Target, threads: int) -> ConvPlan:
         return dataclasses.replace(plan, plane=0 if reads_input(s) else depthwise_plane_elems(s))
     k, positions = s.cg * s.kh * s.kw, s.oh * s.ow
     steps = fmt.steps(k)
-    if s.pointwise or node.attrs.get("weight_layout") == "KO":
+    packed = run_time_width(node)
+    if (s.pointwise and not packed) or node.attrs.get("weight_layout") == "KO":
         by_channel = node.attrs.get("weight_layout") == "KO"
         rows, cols = (positions, s.ocg) if by_channel else (s.ocg, positions)
-        col = 0 if s.pointwise else k * positions
+        col = 0 if s.pointwise and not packed else k * positions
         gemm = gemm_schedule(rows, cols, steps, target, itemsize)
         if by_channel:
             return dataclasses.replace(plan, variant="gemm", by_channel=True, col=col,
@@ -199,8 +211,21 @@ def conv_plan(node: Node, target: Target, threads: int) -> ConvPlan:
         return dataclasses.replace(plan, variant="direct", rows=rows, gemm=gemm,
                                    plane=s.c * input_rows(s, rows) * s.padded_hw[1] + SLACK)
     rows = block_rows(s, target)
+    if is_dynamic(node):  # blocks of a run-time height (hobbit.backend.cpu.conv): sized in positions
+        positions = block_positions(s, target)
+        return dataclasses.replace(plan, variant="im2col", rows=rows, col=k * positions,
+                                   pack=_b_pack(fmt, s.ocg, positions, steps, target))
     pack = max(_b_pack(fmt, s.ocg, r * s.ow, steps, target) for r in band_heights(s.oh, rows, threads))
     return dataclasses.replace(plan, variant="im2col", rows=rows, col=k * rows * s.ow, pack=pack)
+
+
+def run_time_width(node: Node) -> bool:
+    """Whether a conv's input width is a run-time dim (hobbit.graph.extents). Its GEMMs then
+    run on positions packed row by row (hobbit.backend.cpu.conv_dims), so a 1x1 conv is lowered
+    through im2col (which packs them) like any other: in blocks of rows, or with "KO" weights
+    over the whole image."""
+    x = node.inputs[0]
+    return x.extents is not None and len(x.extents) == 4 and x.extents[3] is not None
 
 
 def depthwise_plane_elems(s: ConvShape) -> int:

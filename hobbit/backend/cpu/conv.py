@@ -20,7 +20,7 @@ from hobbit.emit.epilogue import Epilogue
 from hobbit.backend.cpu.gemm import MatA, MatB, MatC, emit_gemm, row_major_a, runtime_gemm, share_gemm
 from hobbit.backend.cpu.im2col import im2col
 from hobbit.backend.cpu.args import CPU, KernelArgs
-from hobbit.backend.cpu.conv_dims import Lengths, conv_lengths, positions, rows_in
+from hobbit.backend.cpu.conv_dims import Lengths, conv_lengths, rows_in, unpack_rows
 from hobbit.emit.scalar import Emit
 from hobbit.graph.ir import Node
 from hobbit.plan.conv import ConvPlan, conv_shape, reads_input
@@ -44,8 +44,10 @@ def _gemm_conv(k: KernelArgs, plan: ConvPlan, lengths: Lengths | None) -> None:
     vectors run along output channels and are stored with a stride of H*W; in a converting
     format (bf16) its A, the columns, is first converted into the shared `words`.
 
-    With run-time `lengths` the positions are the first (OH - 1)*OW + OW' of the bound's
-    (hobbit.backend.cpu.conv_dims.positions; float32 only: conv_dynamic)."""
+    With run-time `lengths` (float32 only: conv_dynamic) the GEMM runs on the positions in
+    the output's rows and columns; with a run-time width, packed row by row and moved to
+    their places with the bias and epilogue after it (hobbit.backend.cpu.conv_dims; a 1x1
+    conv then runs here only with "KO" weights, after an im2col that packs them)."""
     kb, node, s, sched, fmt = k.kb, k.node, plan.shape, plan.gemm, plan.format
     dtype = node.inputs[0].dtype
     x, w, bias = k.inputs[0], k.inputs[1], k.inputs[2] if len(k.inputs) > 2 else None
@@ -53,7 +55,8 @@ def _gemm_conv(k: KernelArgs, plan: ConvPlan, lengths: Lengths | None) -> None:
     steps = fmt.steps(K)
     by_channel = plan.by_channel
     rows, cols = (P, s.ocg) if by_channel else (s.ocg, P)
-    used = P if lengths is None else positions(kb, s, lengths.oh, lengths.ow)  # the positions computed
+    used = P if lengths is None else kb.mul(lengths.oh, lengths.ow)  # the positions computed
+    packed = lengths is not None and not isinstance(lengths.ow, int)
     epilogue = Epilogue(kb, node, k.epilogue, (s.n, s.oc, P))
     with kb.loop(0, s.n, name="n") as n, kb.loop(0, s.group, name="g") as g:
         x_off = kb.mul(kb.add(kb.mul(n, s.c), kb.mul(g, s.cg)), s.h * s.w)
@@ -62,13 +65,14 @@ def _gemm_conv(k: KernelArgs, plan: ConvPlan, lengths: Lengths | None) -> None:
         if plan.words:
             oc0 = kb.mul(g, s.ocg)
             y_off = kb.mul(kb.add(kb.mul(n, s.oc), oc0), P)
-        if s.pointwise:
+        if s.pointwise and not packed:
             src, src_off = x, x_off
         else:
             if lengths is None:
                 im2col(kb, s, x, x_off, k.scratch, dtype, k.threads)
             else:
-                im2col(kb, s, x, x_off, k.scratch, dtype, k.threads, rows=lengths.oh, width=P, lengths=lengths)
+                im2col(kb, s, x, x_off, k.scratch, dtype, k.threads, rows=lengths.oh, width=P, lengths=lengths,
+                       row_stride=lengths.ow)
             k.threads.sync()
             src, src_off = k.scratch, 0
         if not plan.words:
@@ -109,8 +113,12 @@ def _gemm_conv(k: KernelArgs, plan: ConvPlan, lengths: Lengths | None) -> None:
                       None if by_channel else touch)
         else:
             m_len, n_len = (used, s.ocg) if by_channel else (s.ocg, used)
-            share_gemm(runtime_gemm(kb, sched, m_len, n_len, K, a, b, c, fmt, epi, steps, pack,
-                                    None if by_channel else touch), k.threads, (rows, cols, steps))
+            share_gemm(runtime_gemm(kb, sched, m_len, n_len, K, a, b, c, fmt, None if packed else epi, steps, pack,
+                                    None if by_channel or packed else touch), k.threads, (rows, cols, steps))
+            if packed:  # every thread's rows of the GEMM are in before any is moved
+                k.threads.sync()
+                k.threads.shares(s.ocg, lambda lo, hi, n=n, oc0=oc0, y_off=y_off: _unpack(
+                    k, plan, epilogue, lengths, n, oc0, lo, hi, y_off, 0, lengths.oh))
         if (not s.pointwise or plan.words) and s.n * s.group > 1:
             k.threads.sync()  # the next im2col (or conversion) overwrites the scratch others may still read
 
@@ -120,9 +128,11 @@ def _blocked_im2col_conv(k: KernelArgs, plan: ConvPlan, lengths: Lengths | None)
     lowers them into its own L2-sized slice of scratch, so the columns are consumed
     while still in cache and threads never wait for each other.
 
-    With run-time `lengths` the blocks are the bound's, each cut at the output's height
-    (a block past it does nothing) and its GEMM computing the block's positions up to the
-    last row's width (hobbit.backend.cpu.conv_dims)."""
+    With run-time `lengths` a block holds as many rows of the run-time width as fit the
+    plan's positions (hobbit.plan.conv.block_positions), and the blocks, counted at run time,
+    are shared in claimed runs; with a run-time width the GEMM runs on the block's positions
+    packed row by row, then moved to their places with the bias and epilogue
+    (hobbit.backend.cpu.conv_dims)."""
     kb, node, s, fmt = k.kb, k.node, plan.shape, plan.format
     dtype = node.inputs[0].dtype
     x, w, bias = k.inputs[0], k.inputs[1], k.inputs[2] if len(k.inputs) > 2 else None
@@ -133,18 +143,10 @@ def _blocked_im2col_conv(k: KernelArgs, plan: ConvPlan, lengths: Lengths | None)
     epilogue = Epilogue(kb, node, k.epilogue, (s.n, s.oc, P))
     alone = k.threads.alone()
 
-    def block(image, oh0, count: int) -> None:
-        """Rows oh0 .. oh0 + count of image `image` = (batch item, group)."""
-        if lengths is None:
-            rows(image, oh0, count, count)
-            return
-        live = rows_in(kb, lengths.oh, oh0, count)
-        with kb.when_greater(live, 0) as any_row:
-            if any_row:
-                rows(image, oh0, count, live)
-
-    def rows(image, oh0, count: int, live) -> None:
-        """Block `count` rows high from row oh0, of which `live` hold data (see block)."""
+    def block(image, oh0, count: int, live=None, span: int | None = None) -> None:
+        """Rows oh0 .. oh0 + count of image `image` = (batch item, group); with run-time
+        lengths, `live` rows (a run-time count) in a block of `span` positions."""
+        span = count * s.ow if span is None else span
         n, g = kb.b.udiv(image, kb.i64(s.group)), kb.b.urem(image, kb.i64(s.group))
         x_off = kb.mul(kb.add(kb.mul(n, s.c), kb.mul(g, s.cg)), s.h * s.w)
         oc0 = kb.mul(g, s.ocg)
@@ -152,10 +154,11 @@ def _blocked_im2col_conv(k: KernelArgs, plan: ConvPlan, lengths: Lengths | None)
         if lengths is None:
             im2col(kb, s, x, x_off, col, dtype, alone, oh0, count)
         else:
-            im2col(kb, s, x, x_off, col, dtype, alone, oh0, live, width=count * s.ow, lengths=lengths)
-        sched = gemm_schedule(s.ocg, count * s.ow, steps, k.target, np.dtype(dtype).itemsize)
+            im2col(kb, s, x, x_off, col, dtype, alone, oh0, live, width=span, lengths=lengths,
+                   row_stride=lengths.ow)
+        sched = gemm_schedule(s.ocg, span, steps, k.target, np.dtype(dtype).itemsize)
         a = row_major_a(w, kb.mul(oc0, steps), steps, sched.mr)
-        b = MatB(col, 0, k=count * s.ow)
+        b = MatB(col, 0, k=span)
         c = MatC(k.outputs[0], kb.add(y_off, kb.mul(oh0, s.ow)), m=P)
 
         def epi(e: Emit, v, m, col_index, mask):
@@ -169,12 +172,52 @@ def _blocked_im2col_conv(k: KernelArgs, plan: ConvPlan, lengths: Lengths | None)
 
         if lengths is None:
             emit_gemm(kb, sched, s.ocg, count * s.ow, K, a, b, c, fmt, epi, alone, pack, touch)
-        else:
-            used = positions(kb, s, live, lengths.ow)
-            share_gemm(runtime_gemm(kb, sched, s.ocg, used, K, a, b, c, fmt, epi, steps, pack, touch), alone,
-                       (s.ocg, count * s.ow, steps))
+            return
+        packed = not isinstance(lengths.ow, int)
+        share_gemm(runtime_gemm(kb, sched, s.ocg, kb.mul(live, lengths.ow), K, a, b, c, fmt,
+                                None if packed else epi, steps, pack, None if packed else touch), alone,
+                   (s.ocg, span, steps))
+        if packed:
+            _unpack(k, plan, epilogue, lengths, n, oc0, 0, s.ocg, kb.add(y_off, kb.mul(oh0, s.ow)), oh0, live)
 
-    k.threads.bands(s.oh, plan.rows, block, images=s.n * s.group)
+    if lengths is None:
+        k.threads.bands(s.oh, plan.rows, block, images=s.n * s.group)
+        return
+    # Blocks of `rows` rows (the last one shorter), each within the plan's positions.
+    b = kb.b
+    positions = plan.col // K
+    oh_len = kb.idx(lengths.oh)
+    rows = b.udiv(kb.i64(positions), kb.idx(lengths.ow))
+    rows = b.select(b.icmp_signed(">", rows, oh_len), oh_len, rows)
+    bands = b.udiv(b.add(oh_len, b.sub(rows, kb.i64(1))), rows)
+
+    def run(lo, hi) -> None:
+        with kb.loop(lo, hi, name="block") as unit:
+            image, band = b.udiv(unit, bands), b.urem(unit, bands)
+            oh0 = b.mul(band, rows)
+            block(image, oh0, 0, kb.imin(rows, b.sub(oh_len, oh0)), positions)
+
+    k.threads.runs(b.mul(kb.i64(s.n * s.group), bands), run)
+
+
+def _unpack(k: KernelArgs, plan: ConvPlan, epilogue: Epilogue, lengths: Lengths, n, oc0, lo, hi, base, oh0, rows
+            ) -> None:
+    """Output channels oc0 + [lo, hi): `rows` rows of the run-time width stored packed from
+    `base` (output row oh0's place) moved to their places, with the bias and epilogue
+    (hobbit.backend.cpu.conv_dims.unpack_rows)."""
+    kb, s = k.kb, plan.shape
+    dtype = k.node.inputs[0].dtype
+    bias = k.inputs[2] if len(k.inputs) > 2 else None
+    P = s.oh * s.ow
+    with kb.loop(lo, hi, name="oc") as m:
+        oc = kb.add(oc0, m)
+
+        def epi(e: Emit, v, r, j, mask):
+            if bias is not None:
+                v = e.add(v, kb.splat(kb.load(bias, dtype, oc), e.width))
+            return epilogue.apply(e, v, [n, oc, kb.add(kb.mul(kb.add(oh0, r), s.ow), j)], mask)
+
+        unpack_rows(kb, k.outputs[0], dtype, kb.add(base, kb.mul(m, P)), rows, lengths.ow, s.ow, k.width(dtype), epi)
 
 
 def conv_dynamic(node: Node) -> str | None:

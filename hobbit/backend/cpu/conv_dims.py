@@ -5,19 +5,26 @@ arithmetic on them that every conv variant shares.
 Tensors keep their bound layout: a plane is H x W (OH x OW) at the bound, and only its
 first `h` rows and `w` columns hold data. Every conv variant reads an input position at
 or past those lengths as padding (zero), as it reads one past the static H or W, and
-computes the output rows [0, oh). Along a row, a GEMM over flattened positions computes
-(oh - 1)*OW + ow of them (`positions`): the columns [ow, OW) of the rows before the last
-are garbage the next kernels never read as data, and nothing past the last valid element
-of a plane is read or written."""
+computes the output rows [0, oh), each up to column ow; nothing past the last valid
+element of a plane is read or written.
+
+Where only the height is run-time, a GEMM over flattened positions computes oh*OW of them.
+Where the width is run-time, a GEMM over the bound's positions would also
+compute the columns [ow, OW) of every row (at a 320 bound, 43% more work at 224): instead
+the columns are laid out packed (im2col with a row stride of ow), the GEMM writes its rows
+packed into the start of their place in the output, and `unpack_rows` moves each row to
+its place at the bound's row stride, applying the bias and fused epilogue as it goes."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 
 from llvmlite import ir
 
 from hobbit.backend.cpu.args import KernelArgs
 from hobbit.emit.builder import KernelBuilder
+from hobbit.emit.scalar import Emit
 from hobbit.graph.extents import is_dynamic
 from hobbit.plan.conv import ConvShape
 
@@ -40,14 +47,6 @@ def conv_lengths(k: KernelArgs) -> Lengths | None:
         return None
     x, y = k.node.inputs[0], k.node.outputs[0]
     return Lengths(k.extent(x, 2), k.extent(x, 3), k.extent(y, 2), k.extent(y, 3))
-
-
-def positions(kb: KernelBuilder, s: ConvShape, rows: Index, ow: Index) -> Index:
-    """Flattened output positions of `rows` output rows (at the bound's row stride OW) up to
-    column `ow` of the last one: rows*OW when the width is static."""
-    if isinstance(ow, int) and ow == s.ow:
-        return kb.mul(rows, s.ow)
-    return kb.add(kb.mul(kb.add(rows, -1), s.ow), ow)
 
 
 def imax(kb: KernelBuilder, a: Index, b: Index) -> Index:
@@ -87,3 +86,31 @@ def valid_range_at(kb: KernelBuilder, out_len: Index, in_len: Index, stride: int
     last = kb.add(in_len, -1 - offset)  # the input's last column, relative to the offset
     hi_raw = kb.add(floor_div(kb, last, stride), 1)  # at most 0 where no input column is reached
     return lo, imax(kb, lo, kb.imin(out_len, hi_raw))
+
+
+# unpack_rows' epilogue: (e, vector, row, column, mask) -> the vector to store at that row and column.
+RowEpilogue = Callable[[Emit, ir.Value, ir.Value, Index, ir.Value | None], ir.Value]
+
+
+def unpack_rows(kb: KernelBuilder, ptr: ir.Value, dtype, base: Index, rows: Index, width: Index,
+                row_stride: int, lanes: int, epilogue: RowEpilogue) -> None:
+    """Rows packed at ptr[base + r*width] (r < rows) moved to ptr[base + r*row_stride]
+    (width <= row_stride), each vector through `epilogue`. In place: the last row first and
+    each row's last vector first, so no vector is overwritten before it is read."""
+    b = kb.b
+    e = Emit(kb, dtype, lanes)
+    width = kb.idx(width)
+    whole = b.udiv(width, kb.i64(lanes))
+    tail = b.sub(width, b.mul(whole, kb.i64(lanes)))
+    with kb.loop(0, rows, name="unpack") as i:
+        r = b.sub(b.sub(kb.idx(rows), kb.i64(1)), i)
+        src, dst = kb.add(base, b.mul(r, width)), kb.add(base, kb.mul(r, row_stride))
+
+        def move(j: Index, mask: ir.Value | None) -> None:
+            v = kb.vload(ptr, dtype, kb.add(src, j), lanes, mask)
+            kb.vstore(epilogue(e, v, r, j, mask), ptr, dtype, kb.add(dst, j), mask)
+
+        with kb.if_then(b.icmp_unsigned("!=", tail, kb.i64(0))):
+            move(b.mul(whole, kb.i64(lanes)), kb.runtime_prefix_mask(lanes, tail))
+        with kb.loop(0, whole, name="unpack.v") as t:
+            move(b.mul(b.sub(b.sub(whole, kb.i64(1)), t), kb.i64(lanes)), None)

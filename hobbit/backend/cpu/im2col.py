@@ -13,14 +13,17 @@ from hobbit.plan.conv import ConvShape
 
 def im2col(kb: KernelBuilder, s: ConvShape, x, x_off, col, dtype, threads: Threads,
            oh0: int | ir.Value = 0, rows: int | ir.Value | None = None, fill: int | ir.Value = 0,
-           width: int | None = None, lengths: Lengths | None = None) -> None:
+           width: int | None = None, lengths: Lengths | None = None, row_stride: int | ir.Value | None = None
+           ) -> None:
     """col[(c*KH + kh)*KW + kw, r*OW + ow] = x[c, (oh0 + r)*sh + kh*dh - pt, ow*sw + kw*dw - pl],
     or `fill` in the padding (a quantized zero for int8, a run-time value for ConvInteger's), for output rows oh0 .. oh0 + rows
-    (all rows by default). A row of col holds `width` elements (rows*OW by default).
+    (all rows by default). A row of col holds `width` elements (rows*OW by default), output
+    row r starting at r*row_stride (OW by default).
 
     With run-time `lengths` (hobbit.backend.cpu.conv_dims; `rows` may then be a run-time
     count) input rows and columns past the input's lengths are padding, and only the
-    columns ow < lengths.ow of each output row are written.
+    columns ow < lengths.ow of each output row are written (packed, with a row_stride of
+    lengths.ow: hobbit.backend.cpu.conv_dims.unpack_rows).
 
     Kernel columns are unrolled (each gets static bounds for its valid output columns,
     so the copy loop vectorises cleanly); kernel rows are a runtime loop, which keeps a
@@ -30,6 +33,7 @@ def im2col(kb: KernelBuilder, s: ConvShape, x, x_off, col, dtype, threads: Threa
     rows = s.oh if rows is None else rows
     width = rows * s.ow if width is None else width
     h_len, w_len, ow_len = (s.h, s.w, s.ow) if lengths is None else (lengths.h, lengths.w, lengths.ow)
+    row_stride = s.ow if row_stride is None else row_stride
 
     def channels(c_lo, c_hi) -> None:
         with kb.loop(c_lo, c_hi, name="c") as c, kb.loop(0, s.kh, name="kh") as kh:
@@ -40,7 +44,7 @@ def im2col(kb: KernelBuilder, s: ConvShape, x, x_off, col, dtype, threads: Threa
                 dx = kw * s.dilation[1] - s.pad[1]
                 ow_lo, ow_hi = valid_range_at(kb, ow_len, w_len, s.stride[1], dx)
                 with kb.loop(0, rows, name="r") as r:
-                    dst = kb.add(row, kb.mul(r, s.ow))
+                    dst = kb.add(row, kb.mul(r, row_stride))
                     ih = b.add(b.mul(kb.idx(kb.add(oh0, r)), kb.i64(s.stride[0])), dy)
                     inside = b.and_(b.icmp_signed(">=", ih, kb.i64(0)), b.icmp_signed("<", ih, kb.idx(h_len)))
                     with b.if_else(inside) as (copy, pad):

@@ -1,0 +1,223 @@
+"""Conv with run-time height and width (issue 28): single-op ONNX models whose input has
+symbolic spatial dims, compiled once at the bound (dynamic_shapes) and run at many sizes
+inside it against onnxruntime.
+
+Each case names the variant it must run as (hobbit.plan.conv: pointwise and "KO" GEMMs,
+blocked im2col, the direct stem conv, depthwise rows) and is checked to run so; the sizes
+cover the smallest, odd ones and ones that are no multiple of the vector width, rows only,
+columns only, and the bound. Each model must come back as a DynamicModel (a silent
+per-shape fallback fails), at one and two threads. Data past the extents is NaN and must
+not leak; nothing past the last valid element of an output plane is written; a large input
+run before a small one must leave nothing behind."""
+
+from __future__ import annotations
+
+import functools
+
+import numpy as np
+import onnx
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from onnx import TensorProto, helper, numpy_helper
+
+import hobbit
+from hobbit.backend.cpu.conv import conv_dynamic
+from hobbit.graph.extents import Extent
+from hobbit.graph.ir import Node, TensorType, Value
+from hobbit.plan.conv import conv_plan
+from hobbit.target import host_target
+from tests.helpers import bound_inputs, run_ort
+
+RTOL = ATOL = 1e-4
+SETTINGS = settings(max_examples=5, deadline=None, derandomize=True, database=None)
+H = Extent(((0, 1),), 0)
+W = Extent(((1, 1),), 0)
+
+
+def conv_model(c: int, oc: int, kernel: int, pad: int, stride: int = 1, group: int = 1, dilation: int = 1,
+               spatial: tuple = ("h", "w"), epilogue: str | None = None) -> onnx.ModelProto:
+    """y = Conv(x) (then Relu, or + r then Relu: a residual r of the output's shape), x
+    [1, c, *spatial]: 1-D when one spatial dim is given."""
+    rng = np.random.default_rng(c * 1000 + oc * 10 + kernel)
+    rank = len(spatial)
+    k = (kernel,) * rank
+    w = (rng.standard_normal((oc, c // group) + k) / np.sqrt(c // group * kernel ** rank)).astype(np.float32)
+    b = rng.standard_normal(oc).astype(np.float32)
+    conv_out = "y" if epilogue is None else "t"
+    nodes = [helper.make_node("Conv", ["x", "w", "b"], [conv_out], pads=[pad] * 2 * rank, strides=[stride] * rank,
+                              group=group, dilations=[dilation] * rank)]
+    inputs = [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, c, *spatial])]
+    if epilogue == "relu":
+        nodes.append(helper.make_node("Relu", ["t"], ["y"]))
+    elif epilogue == "add":
+        nodes += [helper.make_node("Add", ["t", "r"], ["s"]), helper.make_node("Relu", ["s"], ["y"])]
+        inputs.append(helper.make_tensor_value_info("r", TensorProto.FLOAT, [1, oc, *spatial]))
+    graph = helper.make_graph(nodes, "dynamic_conv", inputs, [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)],
+                              [numpy_helper.from_array(w, "w"), numpy_helper.from_array(b, "b")])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+    model.ir_version = 8
+    return model
+
+
+# name -> (conv_model's arguments, bounds, the plan variant (and "KO") it runs as)
+CASES = {
+    "pointwise": (dict(c=16, oc=24, kernel=1, pad=0), {"h": (1, 40), "w": (1, 40)}, "im2col"),
+    "pointwise-rows": (dict(c=16, oc=24, kernel=1, pad=0, spatial=("h", 12)), {"h": (1, 40)}, "gemm"),
+    "pointwise-ko": (dict(c=16, oc=32, kernel=1, pad=0), {"h": (2, 9), "w": (2, 9)}, "gemm KO"),
+    "3x3": (dict(c=8, oc=24, kernel=3, pad=1), {"h": (5, 40), "w": (5, 40)}, "im2col"),
+    "3x3-blocks": (dict(c=48, oc=8, kernel=3, pad=1), {"h": (5, 40), "w": (5, 40)}, "im2col"),
+    "3x3-ko": (dict(c=8, oc=32, kernel=3, pad=1), {"h": (2, 9), "w": (2, 9)}, "gemm KO"),
+    "3x3-cols": (dict(c=8, oc=24, kernel=3, pad=1, spatial=(12, "w")), {"w": (5, 40)}, "im2col"),
+    "stride2": (dict(c=8, oc=24, kernel=3, pad=1, stride=2), {"h": (5, 40), "w": (5, 40)}, "im2col"),
+    "1x1-stride2": (dict(c=16, oc=32, kernel=1, pad=0, stride=2), {"h": (5, 40), "w": (5, 40)}, "im2col"),
+    "grouped": (dict(c=16, oc=16, kernel=3, pad=1, group=4), {"h": (5, 40), "w": (5, 40)}, "im2col"),
+    "dilated": (dict(c=8, oc=8, kernel=3, pad=2, dilation=2), {"h": (5, 40), "w": (5, 40)}, "im2col"),
+    "stem": (dict(c=3, oc=16, kernel=7, pad=3, stride=2), {"h": (5, 40), "w": (5, 40)}, "direct"),
+    "stem-stride1": (dict(c=3, oc=8, kernel=3, pad=1), {"h": (5, 40), "w": (5, 40)}, "direct"),
+    "depthwise": (dict(c=24, oc=24, kernel=3, pad=1, group=24), {"h": (5, 40), "w": (5, 40)}, "depthwise"),
+    "depthwise-stride2": (dict(c=24, oc=24, kernel=5, pad=2, stride=2, group=24), {"h": (5, 40), "w": (5, 40)},
+                          "depthwise"),
+    "relu": (dict(c=8, oc=24, kernel=3, pad=1, epilogue="relu"), {"h": (5, 40), "w": (5, 40)}, "im2col"),
+    "residual": (dict(c=24, oc=24, kernel=3, pad=1, group=24, epilogue="add"), {"h": (5, 40), "w": (5, 40)},
+                 "depthwise"),
+    "residual-im2col": (dict(c=8, oc=8, kernel=3, pad=1, epilogue="add"), {"h": (5, 40), "w": (5, 40)}, "im2col"),
+    "residual-ko": (dict(c=8, oc=32, kernel=3, pad=1, epilogue="add"), {"h": (2, 9), "w": (2, 9)}, "gemm KO"),
+    "conv1d": (dict(c=16, oc=24, kernel=3, pad=1, spatial=("t",)), {"t": (5, 64)}, "im2col"),
+    "conv1d-stride2": (dict(c=24, oc=24, kernel=3, pad=1, stride=2, spatial=("t",), epilogue="relu"),
+                       {"t": (5, 64)}, "im2col"),
+}
+
+
+@functools.cache
+def _compiled(case: str, threads: int):
+    args, bounds, _ = CASES[case]
+    model = conv_model(**args)
+    compiled = hobbit.compile(model, threads=threads, dynamic_shapes=bounds, cache=False)
+    assert type(compiled).__name__ == "DynamicModel", getattr(compiled, "reason", None)
+    return model, compiled
+
+
+def _sizes(case: str, point: tuple[int, ...]) -> dict[str, int]:
+    return dict(zip(CASES[case][1], point))
+
+
+def _feeds(case: str, sizes: dict[str, int], seed: int = 0) -> dict[str, np.ndarray]:
+    args = CASES[case][0]
+    spatial = tuple(sizes.get(d, d) for d in args.get("spatial", ("h", "w")))
+    rng = np.random.default_rng(seed + sum(spatial))
+    feeds = {"x": rng.standard_normal((1, args["c"]) + spatial).astype(np.float32)}
+    if args.get("epilogue") == "add":
+        feeds["r"] = rng.standard_normal((1, args["oc"]) + spatial).astype(np.float32)
+    return feeds
+
+
+def _check(case: str, threads: int, sizes: dict[str, int]) -> None:
+    model, compiled = _compiled(case, threads)
+    feeds = _feeds(case, sizes)
+    got = compiled.run(feeds)[0]
+    want = run_ort(model, feeds)[0]
+    assert got.shape == want.shape
+    np.testing.assert_allclose(got, want, rtol=RTOL, atol=ATOL)
+
+
+def _corners(case: str) -> list[tuple[int, ...]]:
+    """The smallest size the model takes, odd sizes, sizes off the vector width, rows and
+    columns alone at the bound, and the bound."""
+    model, compiled = _compiled(case, 1)
+    ranges = [compiled._ranges[compiled.symbols.index(s)] for s in CASES[case][1]]
+    low, high = [r[0] for r in ranges], [r[1] for r in ranges]
+    picks = [tuple(low), tuple(high), tuple(min(max(v, lo), hi) for v, lo, hi in zip((17, 23), low, high))]
+    if len(ranges) == 2:
+        picks += [(high[0], low[1]), (low[0], high[1]), (min(high[0], 6), min(high[1], 33))]
+    return picks
+
+
+@pytest.mark.parametrize("threads", [1, 2])
+@pytest.mark.parametrize("case", list(CASES))
+def test_corner_sizes(case: str, threads: int) -> None:
+    for point in _corners(case):
+        _check(case, threads, _sizes(case, point))
+
+
+@pytest.mark.parametrize("case", list(CASES))
+def test_variant(case: str) -> None:
+    """Each case runs as the variant it names (so every variant's run-time path is tested)."""
+    _, compiled = _compiled(case, 1)
+    graph = compiled._current.model.report.graph
+    (node,) = [n for n in graph.nodes if n.op == "Conv"]
+    plan = conv_plan(node, host_target(), 1)
+    assert f"{plan.variant}{' KO' if plan.by_channel else ''}" == CASES[case][2]
+
+
+@pytest.mark.parametrize("threads", [1, 2])
+@pytest.mark.parametrize("case", ["3x3", "stride2", "stem", "depthwise-stride2", "residual-ko", "pointwise"])
+@given(data=st.data())
+@SETTINGS
+def test_drawn_sizes(case: str, threads: int, data) -> None:
+    model, compiled = _compiled(case, 1)
+    ranges = [compiled._ranges[compiled.symbols.index(s)] for s in CASES[case][1]]
+    point = tuple(data.draw(st.integers(lo, hi)) for lo, hi in ranges)
+    _check(case, threads, _sizes(case, point))
+
+
+@pytest.mark.parametrize("threads", [1, 2])
+@pytest.mark.parametrize("case", ["pointwise", "3x3-blocks", "3x3-ko", "stem", "depthwise", "residual-im2col",
+                                  "conv1d-stride2"])
+def test_reads_and_writes_stay_inside_extents(case: str, threads: int) -> None:
+    """NaN past the extents of the input must not leak into the result; nothing at or past
+    the last valid element of an output plane, nor in its rows past the output's height, is
+    written (the columns past the width of the rows before the last may hold garbage)."""
+    model, compiled = _compiled(case, threads)
+    build = compiled._current
+    for point in _corners(case):
+        sizes = _sizes(case, point)
+        feeds = _feeds(case, sizes, seed=3)
+        arrays = bound_inputs(build, feeds, [sizes[s] for s in compiled.symbols])
+        out = np.full(build.model.outputs[0].shape, -7.0, np.float32)
+        build.model._call_native(arrays, [out])
+        want = run_ort(model, feeds)[0]
+        inside = tuple(slice(0, n) for n in want.shape)
+        np.testing.assert_allclose(out[inside], want, rtol=RTOL, atol=ATOL)
+        planes = out.reshape(out.shape[0] * out.shape[1], -1)
+        row = int(np.prod(out.shape[3:]))  # the bound's row (1 for a 1-D conv)
+        last = (want.shape[2] - 1) * row + (int(np.prod(want.shape[3:])) if out.ndim == 4 else 1)
+        assert (planes[:, last:] == -7.0).all()
+
+
+@pytest.mark.parametrize("case", ["3x3-blocks", "pointwise", "3x3-ko", "stem", "depthwise-stride2", "residual"])
+def test_large_then_small(case: str) -> None:
+    """Buffers keep what a larger input left in them: a smaller one must not read it."""
+    for point in [_corners(case)[1], _corners(case)[0], _corners(case)[2], _corners(case)[1]]:
+        _check(case, 2, _sizes(case, point))
+
+
+def _node(x_ext, y_ext, group: int = 1, stride: int = 1, precision: str | None = None) -> Node:
+    x = Value("x", TensorType(np.dtype(np.float32), (1, 16, 20, 20)))
+    w = Value("w", const=np.zeros((16, 16 // group, 3, 3), np.float32))
+    size = (20 + 2 - 3) // stride + 1
+    y = Value("y", TensorType(np.dtype(np.float32), (1, 16, size, size)))
+    x.extents, y.extents = x_ext, y_ext
+    attrs = {"group": group, "strides": (stride, stride), "dilations": (1, 1), "pads": (1, 1, 1, 1)}
+    if precision:
+        attrs["precision"] = precision
+    return Node("Conv", "conv", [x, w], [y], attrs)
+
+
+def test_predicate() -> None:
+    spatial = (None, None, H, W)
+    assert conv_dynamic(_node(spatial, spatial)) is None
+    assert conv_dynamic(_node((None, None, H, None), (None, None, H, None))) is None
+    assert conv_dynamic(_node(spatial, spatial, group=16, stride=2)) is None
+    assert "bf16" in conv_dynamic(_node(spatial, spatial, precision="bf16"))
+    assert "channel" in conv_dynamic(_node((None, H, None, None), (None, None, None, None)))
+    assert "batch" in conv_dynamic(_node((H, None, None, None), (H, None, None, None)))
+    assert "padded plane" in conv_dynamic(_node(spatial, spatial, group=16, stride=3))
+
+
+def test_refused_variant_falls_back() -> None:
+    """A depthwise conv of stride 3 (a padded plane) is compiled per shape, and says why."""
+    model = conv_model(c=8, oc=8, kernel=3, pad=1, stride=3, group=8)
+    compiled = hobbit.compile(model, dynamic_shapes={"h": (5, 40), "w": (5, 40)}, cache=False)
+    assert type(compiled).__name__ == "SpecializingModel"
+    assert "padded plane" in compiled.reason
