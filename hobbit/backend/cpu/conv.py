@@ -72,7 +72,7 @@ def _gemm_conv(k: KernelArgs, plan: ConvPlan, lengths: Lengths | None) -> None:
                 im2col(kb, s, x, x_off, k.scratch, dtype, k.threads)
             else:
                 im2col(kb, s, x, x_off, k.scratch, dtype, k.threads, rows=lengths.oh, width=P, lengths=lengths,
-                       row_stride=lengths.ow)
+                       row_stride=lengths.ow, lanes=k.width(dtype))
             k.threads.sync()
             src, src_off = k.scratch, 0
         if not plan.words:
@@ -155,7 +155,7 @@ def _blocked_im2col_conv(k: KernelArgs, plan: ConvPlan, lengths: Lengths | None)
             im2col(kb, s, x, x_off, col, dtype, alone, oh0, count)
         else:
             im2col(kb, s, x, x_off, col, dtype, alone, oh0, live, width=span, lengths=lengths,
-                   row_stride=lengths.ow)
+                   row_stride=lengths.ow, lanes=k.width(dtype))
         sched = gemm_schedule(s.ocg, span, steps, k.target, np.dtype(dtype).itemsize)
         a = row_major_a(w, kb.mul(oc0, steps), steps, sched.mr)
         b = MatB(col, 0, k=span)
