@@ -11,7 +11,7 @@ Variants, by shape:
 
 * depthwise (groups == channels): vectorised rows (backend/cpu/depthwise.py);
 * gemm: a 1x1, stride-1, unpadded conv is one GEMM straight on the input ([C, H*W]
-  is B; not where the width is a run-time dim: run_time_width); so is any conv whose
+  is B; not where it packs its rows: packs_rows); so is any conv whose
   weights the layout pass stored "KO" (after an im2col of the whole image);
 * direct: at most four input channels (RGB stems), the GEMM reading B straight
   from padded input rows (backend/cpu/direct_conv.py);
@@ -193,7 +193,7 @@ def conv_plan(node: Node, target: Target, threads: int) -> ConvPlan:
         return dataclasses.replace(plan, plane=0 if reads_input(s) else depthwise_plane_elems(s))
     k, positions = s.cg * s.kh * s.kw, s.oh * s.ow
     steps = fmt.steps(k)
-    packed = run_time_width(node)
+    packed = packs_rows(node)
     if (s.pointwise and not packed) or node.attrs.get("weight_layout") == "KO":
         by_channel = node.attrs.get("weight_layout") == "KO"
         rows, cols = (positions, s.ocg) if by_channel else (s.ocg, positions)
@@ -219,13 +219,14 @@ def conv_plan(node: Node, target: Target, threads: int) -> ConvPlan:
     return dataclasses.replace(plan, variant="im2col", rows=rows, col=k * rows * s.ow, pack=pack)
 
 
-def run_time_width(node: Node) -> bool:
-    """Whether a conv's input width is a run-time dim (hobbit.graph.extents). Its GEMMs then
-    run on positions packed row by row (hobbit.backend.cpu.conv_dims), so a 1x1 conv is lowered
+def packs_rows(node: Node) -> bool:
+    """Whether a conv's input width is a run-time dim (hobbit.graph.extents) and its output has
+    more than one row. Its GEMMs then run on positions packed row by row, the columns past
+    the run-time width left out (hobbit.backend.cpu.conv_dims), so a 1x1 conv is lowered
     through im2col (which packs them) like any other: in blocks of rows, or with "KO" weights
-    over the whole image."""
-    x = node.inputs[0]
-    return x.extents is not None and len(x.extents) == 4 and x.extents[3] is not None
+    over the whole image. A single row (a 1-D conv) is its own packing."""
+    x, y = node.inputs[0], node.outputs[0]
+    return x.extents is not None and len(x.extents) == 4 and x.extents[3] is not None and y.shape[2] > 1
 
 
 def depthwise_plane_elems(s: ConvShape) -> int:

@@ -23,7 +23,7 @@ from hobbit.backend.cpu.args import CPU, KernelArgs
 from hobbit.backend.cpu.conv_dims import Lengths, conv_lengths, rows_in, unpack_rows
 from hobbit.emit.scalar import Emit
 from hobbit.graph.ir import Node
-from hobbit.plan.conv import ConvPlan, conv_shape, reads_input
+from hobbit.plan.conv import ConvPlan, conv_shape, packs_rows, reads_input
 from hobbit.plan.format import FLOAT32, node_format
 from hobbit.plan.gemm import gemm_schedule
 
@@ -45,9 +45,10 @@ def _gemm_conv(k: KernelArgs, plan: ConvPlan, lengths: Lengths | None) -> None:
     format (bf16) its A, the columns, is first converted into the shared `words`.
 
     With run-time `lengths` (float32 only: conv_dynamic) the GEMM runs on the positions in
-    the output's rows and columns; with a run-time width, packed row by row and moved to
-    their places with the bias and epilogue after it (hobbit.backend.cpu.conv_dims; a 1x1
-    conv then runs here only with "KO" weights, after an im2col that packs them)."""
+    the output's rows and columns; with a run-time width and several rows (packs_rows),
+    packed row by row and moved to their places with the bias and epilogue after it
+    (hobbit.backend.cpu.conv_dims; a 1x1 conv then runs here only with "KO" weights, after
+    an im2col that packs them)."""
     kb, node, s, sched, fmt = k.kb, k.node, plan.shape, plan.gemm, plan.format
     dtype = node.inputs[0].dtype
     x, w, bias = k.inputs[0], k.inputs[1], k.inputs[2] if len(k.inputs) > 2 else None
@@ -56,7 +57,7 @@ def _gemm_conv(k: KernelArgs, plan: ConvPlan, lengths: Lengths | None) -> None:
     by_channel = plan.by_channel
     rows, cols = (P, s.ocg) if by_channel else (s.ocg, P)
     used = P if lengths is None else kb.mul(lengths.oh, lengths.ow)  # the positions computed
-    packed = lengths is not None and not isinstance(lengths.ow, int)
+    packed = lengths is not None and packs_rows(node)
     epilogue = Epilogue(kb, node, k.epilogue, (s.n, s.oc, P))
     with kb.loop(0, s.n, name="n") as n, kb.loop(0, s.group, name="g") as g:
         x_off = kb.mul(kb.add(kb.mul(n, s.c), kb.mul(g, s.cg)), s.h * s.w)
@@ -130,9 +131,9 @@ def _blocked_im2col_conv(k: KernelArgs, plan: ConvPlan, lengths: Lengths | None)
 
     With run-time `lengths` a block holds as many rows of the run-time width as fit the
     plan's positions (hobbit.plan.conv.block_positions), and the blocks, counted at run time,
-    are shared in claimed runs; with a run-time width the GEMM runs on the block's positions
-    packed row by row, then moved to their places with the bias and epilogue
-    (hobbit.backend.cpu.conv_dims)."""
+    are shared in claimed runs; with a run-time width and several rows (packs_rows) the GEMM
+    runs on the block's positions packed row by row, then moved to their places with the
+    bias and epilogue (hobbit.backend.cpu.conv_dims)."""
     kb, node, s, fmt = k.kb, k.node, plan.shape, plan.format
     dtype = node.inputs[0].dtype
     x, w, bias = k.inputs[0], k.inputs[1], k.inputs[2] if len(k.inputs) > 2 else None
@@ -173,7 +174,7 @@ def _blocked_im2col_conv(k: KernelArgs, plan: ConvPlan, lengths: Lengths | None)
         if lengths is None:
             emit_gemm(kb, sched, s.ocg, count * s.ow, K, a, b, c, fmt, epi, alone, pack, touch)
             return
-        packed = not isinstance(lengths.ow, int)
+        packed = packs_rows(node)
         share_gemm(runtime_gemm(kb, sched, s.ocg, kb.mul(live, lengths.ow), K, a, b, c, fmt,
                                 None if packed else epi, steps, pack, None if packed else touch), alone,
                    (s.ocg, span, steps))

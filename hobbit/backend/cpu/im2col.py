@@ -85,7 +85,8 @@ def strided_copy(kb: KernelBuilder, src: ir.Value, src_base, dst: ir.Value, dst_
         v = kb.vload(src, dtype, kb.add(src_base, kb.mul(o, stride)), wide, load_mask)
         if stride > 1:
             v = b.shuffle_vector(v, v, keep)
-        kb.vstore(v, dst, dtype, kb.add(dst_base, o), None if outputs is None else kb.runtime_prefix_mask(lanes, outputs))
+        store_mask = None if outputs is None else kb.runtime_prefix_mask(lanes, outputs)
+        kb.vstore(v, dst, dtype, kb.add(dst_base, o), store_mask)
 
     with kb.if_then(b.icmp_signed(">", count, kb.i64(0))):
         whole = b.udiv(b.sub(count, kb.i64(1)), kb.i64(lanes))  # the vectors before the last

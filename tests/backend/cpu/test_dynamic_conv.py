@@ -53,7 +53,8 @@ def conv_model(c: int, oc: int, kernel: int, pad: int, stride: int = 1, group: i
     elif epilogue == "add":
         nodes += [helper.make_node("Add", ["t", "r"], ["s"]), helper.make_node("Relu", ["s"], ["y"])]
         inputs.append(helper.make_tensor_value_info("r", TensorProto.FLOAT, [1, oc, *spatial]))
-    graph = helper.make_graph(nodes, "dynamic_conv", inputs, [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)],
+    graph = helper.make_graph(nodes, "dynamic_conv", inputs,
+                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)],
                               [numpy_helper.from_array(w, "w"), numpy_helper.from_array(b, "b")])
     model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
     model.ir_version = 8
