@@ -40,7 +40,7 @@ from hobbit.runtime.recipe import Recipe
 from hobbit.runtime.specialize import SpecializingModel, SymbolicSpec
 from hobbit.runtime.dynamic import Build, DynamicModel
 from hobbit.graph.extents import NotDynamic, extents_from_json, extents_to_json
-from hobbit.dynamic_compile import dynamic_graph, first_bound, per_sample, run_time_symbols
+from hobbit.dynamic_compile import dynamic_graph, first_bound, per_sample, run_time_symbols, smallest_sizes
 from hobbit.target import Target, host_target, parse_target
 
 ModelSource = ModelInput | Source
@@ -294,19 +294,24 @@ def _dynamic_model(source: Source, backend: Backend, target: Target, threads: in
             extents = hit.report.extra.get("extents") if hit is not None and hit.report.extra else None
             if extents is not None:
                 return Build(hit, bound, [extents_from_json(e) for e in extents["inputs"]],
-                             [extents_from_json(e) for e in extents["outputs"]])
-        graph = dynamic_graph(source, backend, target, precision, passes, input_shapes, declared, symbols, bound)
+                             [extents_from_json(e) for e in extents["outputs"]],
+                             tuple(extents.get("smallest", [lo for lo, _ in ranges])))
+        graph = dynamic_graph(source, backend, target, precision, passes, input_shapes, declared, symbols, ranges,
+                              bound)
         report, module = _lower(source, backend, target, threads, precision, opt_level, passes, input_shapes,
                                 None, profile, False, show, graph)
         inputs = [v.extents or (None,) * len(v.shape) for v in graph.inputs[:-1]]
         outputs = [v.extents or (None,) * len(v.shape) for v in graph.outputs]
+        smallest = smallest_sizes(graph, ranges, bound, symbols)
         extra = {"extents": {"inputs": [extents_to_json(e) for e in inputs],
-                             "outputs": [extents_to_json(e) for e in outputs]}}
+                             "outputs": [extents_to_json(e) for e in outputs], "smallest": list(smallest)}}
         t0 = time.perf_counter()
         native = backend.finish(report.optimized, module, report.graph, report.plan, target)
-        return Build(finished_model(native, report, t0, show, key, 0.0, extra), bound, inputs, outputs)
+        return Build(finished_model(native, report, t0, show, key, 0.0, extra), bound, inputs, outputs, smallest)
 
-    return DynamicModel(declared, symbols, ranges, build, build(first_bound(ranges)), described, batch)
+    first = build(first_bound(ranges))
+    ranges = [(max(low, least), high) for (low, high), least in zip(ranges, first.smallest)]
+    return DynamicModel(declared, symbols, ranges, build, first, described, batch)
 
 
 def _cache_key(source: Source, backend: Backend, target: Target, threads: int, precision: str, opt_level: int,

@@ -15,7 +15,8 @@ from hobbit.backend.base import Backend
 from hobbit.errors import ConfigError, HobbitError, InputValuesNeeded
 from hobbit.frontend.common.source import DeclaredInput, Source
 from hobbit.graph.extents import DIMS_INPUT, NotDynamic, Probe, find_extents, is_dynamic
-from hobbit.graph.ir import Graph, TensorType, Value
+from hobbit.graph.ir import Graph, Node, TensorType, Value
+from hobbit.graph.shapes import Window
 from hobbit.ops.registry import get_op
 from hobbit.ops.separable import separation
 from hobbit.passes import run_pipeline
@@ -24,8 +25,8 @@ from hobbit.runtime.dynamic import DEFAULT_BOUND
 from hobbit.target import Target
 
 # Probe sizes: small (an import at them is quick) and odd primes, so a floor division by a
-# stride, which two even sizes could hide, breaks the affine fit; the first two that are not
-# the bound itself are used.
+# stride, which two even sizes could hide, breaks the affine fit; the first two inside a
+# symbol's range and not its bound are used.
 PROBES = (5, 7, 11)
 
 
@@ -100,7 +101,7 @@ def first_bound(ranges: list[tuple[int, int | None]]) -> tuple[int, ...]:
 
 def dynamic_graph(source: Source, backend: Backend, target: Target, precision: str, passes: list[str] | None,
                   input_shapes: dict[str, tuple[int, ...]] | None, declared: list[DeclaredInput],
-                  symbols: list[str], bound: tuple[int, ...]) -> Graph:
+                  symbols: list[str], ranges: list[tuple[int, int | None]], bound: tuple[int, ...]) -> Graph:
     """The graph after the backend's passes at `bound`, every run-time extent set and the
     dims input last (DIMS_INPUT); NotDynamic where any of it cannot be."""
     def at(point: tuple[int, ...]) -> Graph:
@@ -116,23 +117,63 @@ def dynamic_graph(source: Source, backend: Backend, target: Target, precision: s
             raise NotDynamic(f"the model does not import at {dict(zip(symbols, point))}: {exc}") from exc
 
     at_bound = imported(bound)
-    find_extents(at_bound, [imported(point) for point in _probe_points(bound, symbols)], symbols)
+    find_extents(at_bound, [imported(point) for point in _probe_points(bound, ranges, symbols)], symbols, _windows)
     graph = at_bound.graph
     _check_kernels(graph, backend)
     graph.inputs.append(Value(DIMS_INPUT, TensorType(np.dtype(np.int64), (len(symbols),))))
     return graph
 
 
-def _probe_points(bound: tuple[int, ...], symbols: list[str]) -> list[tuple[int, ...]]:
+def smallest_sizes(graph: Graph, ranges: list[tuple[int, int | None]], bound: tuple[int, ...],
+                   symbols: list[str]) -> tuple[int, ...]:
+    """Each symbol's smallest size from its low bound up at which every run-time dim of the
+    graph that depends on it alone is at least 1 (the other symbols at their bounds): a
+    strided window shrinks a small image to nothing (a 3x3 stride-2 pool of 2 rows), where
+    onnxruntime refuses the input; the model's low bounds are raised to these, so that such
+    an input is an InputError naming the range. NotDynamic where no size in range is valid."""
+    extents = {e for node in graph.nodes for v in node.operands() + list(node.outputs)
+               for e in v.extents or () if e is not None}
+    out = []
+    for slot, ((low, _), size) in enumerate(zip(ranges, bound)):
+        alone = [e for e in extents if [s for s, _ in e.terms] == [slot]]
+        least = next((n for n in range(low, size + 1)
+                      if all(e.value(bound[:slot] + (n,) + bound[slot + 1:]) >= 1 for e in alone)), None)
+        if least is None:
+            raise NotDynamic(f"no size of '{symbols[slot]}' up to {size} leaves every dim of the model at least 1")
+        out.append(least)
+    return tuple(out)
+
+
+def _probe_points(bound: tuple[int, ...], ranges: list[tuple[int, int | None]],
+                  symbols: list[str]) -> list[tuple[int, ...]]:
     """Two points moving each symbol alone, and one moving all of them (see find_extents)."""
-    points = []
-    for slot, size in enumerate(bound):
+    points, firsts = [], []
+    for slot, (size, (low, _)) in enumerate(zip(bound, ranges)):
         if size < 2:  # at 1, a dim broadcasts: the graph at the bound would not be the graph at other sizes
             raise NotDynamic(f"the bound of '{symbols[slot]}' is 1: a run-time dim needs a bound of 2 or more")
-        points += [bound[:slot] + (p,) + bound[slot + 1:] for p in [p for p in PROBES if p != size][:2]]
+        sizes = _probe_sizes(low, size)
+        if len(sizes) < 2:
+            raise NotDynamic(f"the range of '{symbols[slot]}' ({low} to {size}) leaves too few sizes to probe: "
+                             f"a run-time dim needs at least three sizes")
+        points += [bound[:slot] + (p,) + bound[slot + 1:] for p in sizes]
+        firsts.append(sizes[0])
     if len(bound) > 1:
-        points.append(tuple(PROBES[0] if size != PROBES[0] else PROBES[1] for size in bound))
+        points.append(tuple(firsts))
     return points
+
+
+def _probe_sizes(low: int, bound: int) -> list[int]:
+    """Two sizes inside [low, bound) to import the model at: PROBES where they lie inside (small
+    imports are quick), else the lowest sizes, two in a row (their difference of one breaks
+    an affine fit of a strided length, which two sizes of one parity could satisfy)."""
+    inside = [p for p in PROBES if low <= p < bound]
+    return (inside + [p for p in range(low, bound) if p not in inside])[:2]
+
+
+def _windows(node: Node) -> dict[int, Window]:
+    """find_extents' view of the op registry (OpDef.windows)."""
+    windows = get_op(node.op).windows
+    return {} if windows is None else windows(node)
 
 
 def _check_kernels(graph: Graph, backend: Backend) -> None:

@@ -9,11 +9,14 @@ unspecified, so a kernel must compute and read only inside the extents (the kern
 table says which kernels do: hobbit.emit.table.Kernel.dynamic).
 
 The extents are found by comparing imports of the model at several sizes
-(`find_extents`): the graph at the bounds and the graphs at small probe sizes, after
-the same passes, must have the same nodes and attributes; a dim that differs is a
-run-time dim, and its values at the probes fit one affine function of the symbols (a
+(`find_extents`): the graph at the bounds and the graphs at probe sizes inside the bounds,
+after the same passes, must have the same nodes and attributes; a dim that differs is a
+run-time dim, and its values at the probes must fit one affine function of the symbols (a
 second probe per symbol and one probe moving all symbols at once check the fit, which
-catches the floor divisions of strided windows and the products of two symbols). A
+catches the products of two symbols). Where no affine function fits, the dim may be a
+strided window's output (a conv's, a pool's: OpDef.windows), whose length is its input's
+extent through the window's floor division, or a length an operand of its node already has
+(plus a constant): those candidates are exact by construction, and the probes check them. A
 constant that differs must be, at each probe, the prefix of the bound graph's constant
 along its run-time dims (a causal mask, positions 0..n-1): computing inside the extents
 then reads exactly what the probe's graph would. So must an op's index tables (TABLE_ATTRS:
@@ -24,13 +27,16 @@ per shape instead."""
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
+from typing import Callable
 
 import numpy as np
 
 from hobbit.errors import HobbitError
 from hobbit.graph.compare import same_value
 from hobbit.graph.ir import Graph, Node, Value
+from hobbit.graph.shapes import Window
 
 
 # The input a model with run-time dims gets last: the symbols' values of this inference, int64[n].
@@ -43,33 +49,64 @@ class NotDynamic(HobbitError):
 
 @dataclass(frozen=True)
 class Extent:
-    """const + sum(coeff * dims[slot]): a run-time dim's length, from the symbols' values."""
+    """(const + sum(coeff * dims[slot])) // div: a run-time dim's length, from the symbols'
+    values. div is 1 for an affine length; a strided window makes it its stride (floor
+    division, the numerator never negative inside the bounds: a length is at least 1)."""
 
     terms: tuple[tuple[int, int], ...]  # (slot in the dims vector, coefficient), coefficients non-zero
     const: int
+    div: int = 1
 
     def value(self, dims: list[int] | tuple[int, ...]) -> int:
-        return self.const + sum(coeff * dims[slot] for slot, coeff in self.terms)
+        return (self.const + sum(coeff * dims[slot] for slot, coeff in self.terms)) // self.div
+
+    def plus(self, n: int) -> Extent:
+        """This length plus n."""
+        return Extent(self.terms, self.const + n * self.div, self.div)
+
+    def window(self, w: Window) -> Extent | None:
+        """The output length of window `w` sliding along this length (pool_out_size), or None
+        where ceil_mode's rule that the last window starts inside the input could drop a
+        window at some sizes and not others (not a floor division then).
+
+        floor((floor(x / d) + q) / s) = floor((x + q*d) / (d*s)) for integers, so a window
+        after a window stays one Extent."""
+        span = w.pad_begin + w.pad_end - w.dilation * (w.k - 1) - 1
+        if w.ceil_mode:
+            if w.pad_end + w.stride >= w.dilation * (w.k - 1) + 2:
+                return None
+            span += w.stride - 1
+        div = self.div * w.stride
+        return _reduced(Extent(self.terms, self.const + (span + w.stride) * self.div, div))
 
     def describe(self, symbols: list[str]) -> str:
         parts = [f"{'' if c == 1 else f'{c}*'}{symbols[s]}" for s, c in self.terms]
         if self.const or not parts:
             parts.append(str(self.const))
-        return " + ".join(parts).replace("+ -", "- ")
+        sum_ = " + ".join(parts).replace("+ -", "- ")
+        return sum_ if self.div == 1 else f"({sum_}) // {self.div}"
+
+
+def _reduced(e: Extent) -> Extent:
+    """The same length with the division cancelled where every coefficient allows."""
+    g = math.gcd(e.div, e.const, *(c for _, c in e.terms))
+    return e if g == 1 else Extent(tuple((s, c // g) for s, c in e.terms), e.const // g, e.div // g)
 
 
 Extents = tuple[Extent | None, ...]
 
 
 def extents_to_json(extents: Extents) -> list:
-    """Per dim null or {"terms": [[slot, coeff], ...], "const": c}: an export's manifest and a
-    compile-cache entry record a module's input and output extents so."""
-    return [None if e is None else {"terms": [list(t) for t in e.terms], "const": e.const} for e in extents]
+    """Per dim null or {"terms": [[slot, coeff], ...], "const": c[, "div": d]}: an export's
+    manifest and a compile-cache entry record a module's input and output extents so."""
+    return [None if e is None else {"terms": [list(t) for t in e.terms], "const": e.const,
+                                    **({"div": e.div} if e.div != 1 else {})} for e in extents]
 
 
 def extents_from_json(items: list) -> Extents:
     """extents_to_json's list back (checked by whoever read it)."""
-    return tuple(None if d is None else Extent(tuple((int(s), int(c)) for s, c in d["terms"]), int(d["const"]))
+    return tuple(None if d is None else Extent(tuple((int(s), int(c)) for s, c in d["terms"]), int(d["const"]),
+                                               int(d.get("div", 1)))
                  for d in items)
 
 
@@ -86,27 +123,32 @@ class Probe:
     graph: Graph
 
 
-def find_extents(bound: Probe, probes: list[Probe], symbols: list[str]) -> None:
+Windows = Callable[[Node], dict[int, Window]]
+
+
+def find_extents(bound: Probe, probes: list[Probe], symbols: list[str], windows: Windows) -> None:
     """Set `extents` on every value of `bound.graph` that has a run-time dim (see the module
     docstring), or raise NotDynamic. `probes` must include, for each symbol, two that move only
-    that symbol, and one that moves them all when there are several."""
+    that symbol, and one that moves them all when there are several; `windows(node)` is the
+    node's op's windows (OpDef.windows: the op layer sits above this one)."""
     for probe in probes:
         _same_structure(bound.graph, probe.graph)
     others = [_values(probe.graph) for probe in probes]
-    for index, value in enumerate(_values(bound.graph)):
-        seen = [(probe.dims, values[index]) for probe, values in zip(probes, others)]
-        value.extents = _fit(value, bound.dims, seen, symbols)
+    for index, (value, node) in enumerate(_values(bound.graph)):
+        seen = [(probe.dims, values[index][0]) for probe, values in zip(probes, others)]
+        value.extents = _fit(value, node, bound.dims, seen, symbols, windows)
         if value.const is not None:
             for _, other in seen:
                 _check_prefix(value, other, symbols)
 
 
-def _values(graph: Graph) -> list[Value]:
-    """Every value the nodes read or write, in one order that equal structures share."""
-    out = list(graph.inputs)
+def _values(graph: Graph) -> list[tuple[Value, Node | None]]:
+    """Every value the nodes read or write, with the node that writes it (None for inputs and
+    constants), in one order that equal structures share."""
+    out: list[tuple[Value, Node | None]] = [(v, None) for v in graph.inputs]
     for node in graph.nodes:
-        out.extend(v for v in node.operands() if v.const is not None)
-        out.extend(node.outputs)
+        out.extend((v, None) for v in node.operands() if v.const is not None)
+        out.extend((v, node) for v in node.outputs)
     return out
 
 
@@ -186,42 +228,73 @@ def _same_attrs(x: Node, y: Node) -> bool:
             return False
     return all(same_value(a.attrs, b.attrs) and a.swap == b.swap for a, b in zip(x.epilogue, y.epilogue))
 
-def _fit(value: Value, at: tuple[int, ...], seen: list[tuple[tuple[int, ...], Value]],
-         symbols: list[str]) -> Extents | None:
-    """Each dim as const + sum(coeff * symbol), fitted from the probes that move one symbol and
-    checked on all of them; None for a value whose dims never move."""
+def _fit(value: Value, node: Node | None, at: tuple[int, ...], seen: list[tuple[tuple[int, ...], Value]],
+         symbols: list[str], windows: Windows) -> Extents | None:
+    """Each dim that moves as the first candidate (`_candidates`) that gives its size at the
+    bound and at every probe; None for a value whose dims never move."""
     shape = value.shape
     for _, other in seen:
         if len(other.shape) != len(shape):
             raise NotDynamic(f"'{value.name}' changes rank with the input sizes")
     dims: list[Extent | None] = []
     for axis, size in enumerate(shape):
-        if all(other.shape[axis] == size for _, other in seen):
+        sizes = [(point, other.shape[axis]) for point, other in seen]
+        if all(there == size for _, there in sizes):
             dims.append(None)
             continue
-        terms = []
-        for slot in range(len(at)):
-            alone = [(point[slot], other.shape[axis]) for point, other in seen
-                     if all(p == a for k, (p, a) in enumerate(zip(point, at)) if k != slot) and point[slot] != at[slot]]
-            if not alone:
-                continue
-            point, size_there = alone[0]
-            step, rest = divmod(size - size_there, at[slot] - point)
-            if rest:
-                raise NotDynamic(f"dim {axis} of '{value.name}' is not a whole multiple of {symbols[slot]} "
-                                 f"({size} at {at[slot]}, {size_there} at {point})")
-            if step:
-                terms.append((slot, step))
-        extent = Extent(tuple(terms), size - sum(c * at[s] for s, c in terms))
-        for point, other in seen:
-            if extent.value(point) != other.shape[axis]:
-                raise NotDynamic(f"dim {axis} of '{value.name}' is not an affine function of the symbols "
-                                 f"({extent.describe(symbols)} predicts {extent.value(point)} at "
-                                 f"{dict(zip(symbols, point))}, the model has {other.shape[axis]})")
-        if extent.const == size and not terms:
-            raise NotDynamic(f"dim {axis} of '{value.name}' moves with the input sizes in no fitting way")
-        dims.append(extent)
+        affine, reason = _affine(value.name, axis, size, at, sizes, symbols)
+        fits = [e for e in [affine, *_candidates(node, axis, size, at, windows)] if e is not None and e.value(at) == size
+                and all(e.value(point) == there for point, there in sizes)]
+        if not fits:
+            raise NotDynamic(reason or f"dim {axis} of '{value.name}' moves with the input sizes in no fitting way")
+        dims.append(fits[0])
     return tuple(dims) if any(d is not None for d in dims) else None
+
+
+def _affine(name: str, axis: int, size: int, at: tuple[int, ...], sizes: list[tuple[tuple[int, ...], int]],
+            symbols: list[str]) -> tuple[Extent | None, str | None]:
+    """const + sum(coeff * symbol) from the probes that move one symbol, or why there is none
+    (the probes the fit does not use check it)."""
+    terms = []
+    for slot in range(len(at)):
+        alone = [(point[slot], there) for point, there in sizes
+                 if all(p == a for k, (p, a) in enumerate(zip(point, at)) if k != slot) and point[slot] != at[slot]]
+        if not alone:
+            continue
+        point, size_there = alone[0]
+        step, rest = divmod(size - size_there, at[slot] - point)
+        if rest:
+            return None, (f"dim {axis} of '{name}' is not a whole multiple of {symbols[slot]} "
+                          f"({size} at {at[slot]}, {size_there} at {point})")
+        if step:
+            terms.append((slot, step))
+    if not terms:
+        return None, None
+    extent = Extent(tuple(terms), size - sum(c * at[s] for s, c in terms))
+    for point, there in sizes:
+        if extent.value(point) != there:
+            return None, (f"dim {axis} of '{name}' is not an affine function of the symbols "
+                          f"({extent.describe(symbols)} predicts {extent.value(point)} at "
+                          f"{dict(zip(symbols, point))}, the model has {there})")
+    return extent, None
+
+
+def _candidates(node: Node | None, axis: int, size: int, at: tuple[int, ...], windows: Windows) -> list[Extent]:
+    """Lengths a node's output dim may have where no affine function fits: its window's output
+    over its input's extent (OpDef.windows), and any operand's length plus a constant (a
+    strided length carried through element-wise ops, pads and channel concats)."""
+    if node is None:
+        return []
+    out = []
+    window = windows(node).get(axis)
+    source = node.inputs[0].extents if node.inputs and node.inputs[0] is not None else None
+    if window is not None and source is not None and source[axis] is not None:
+        out.append(source[axis].window(window))
+    for operand in node.operands():
+        for e in operand.extents or ():
+            if e is not None:
+                out.append(e.plus(size - e.value(at)))
+    return [e for e in out if e is not None]
 
 
 def _check_prefix(ours: Value, theirs: Value, symbols: list[str]) -> None:

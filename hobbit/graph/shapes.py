@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 import numpy as np
 
 from hobbit.errors import ShapeError
@@ -28,6 +30,23 @@ def contiguous_strides(shape: tuple[int, ...]) -> list[int]:
 def conv_out_size(size: int, k: int, stride: int, dilation: int, pad_total: int) -> int:
     """Output length of a convolution window sliding over `size` padded by `pad_total`."""
     return (size + pad_total - dilation * (k - 1) - 1) // stride + 1
+
+
+@dataclass(frozen=True)
+class Window:
+    """A window sliding along one axis (a conv's or a pool's): its output length is
+    pool_out_size of the input's. Run-time dims use it to carry a window's floor division
+    through to the output's extent (hobbit.graph.extents.Extent.window)."""
+
+    k: int
+    stride: int
+    dilation: int
+    pad_begin: int
+    pad_end: int
+    ceil_mode: bool = False
+
+    def out_size(self, size: int) -> int:
+        return pool_out_size(size, self.k, self.stride, self.dilation, self.pad_begin, self.pad_end, self.ceil_mode)
 
 
 def pool_out_size(size: int, k: int, stride: int, dilation: int, pad_begin: int, pad_end: int,

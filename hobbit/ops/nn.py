@@ -8,7 +8,7 @@ from hobbit.errors import ShapeError
 from hobbit.graph.ir import Node, TensorType
 from hobbit.ops.registry import OpDef, register_op
 from hobbit.ops import per_sample
-from hobbit.graph.shapes import broadcast, conv_out_size
+from hobbit.graph.shapes import Window, broadcast, conv_out_size
 from hobbit.plan.gemm import unpack_panels
 from hobbit.plan.winograd import VARIANTS, unpack_weights
 
@@ -33,6 +33,15 @@ def conv_infer(node: Node) -> list[TensorType]:
     if oh <= 0 or ow <= 0:
         raise ShapeError(f"Conv output would be empty ({oh}x{ow}) for input {x.type}")
     return [TensorType(x.dtype, (n, oc, oh, ow))]
+
+
+def conv_windows(node: Node) -> dict[int, Window]:
+    """H and W slide the filter; none where a fused pool (attrs "pool") shrinks the output again."""
+    if node.attrs.get("pool", 1) != 1:
+        return {}
+    a, (_, _, kh, kw) = node.attrs, weight_shape(node)
+    (sh, sw), (dh, dw), (pt, pl, pb, pr) = a["strides"], a["dilations"], a["pads"]
+    return {2: Window(kh, sh, dh, pt, pb), 3: Window(kw, sw, dw, pl, pr)}
 
 
 def conv_reference(ins: list[np.ndarray], a: dict) -> list[np.ndarray]:
@@ -77,7 +86,7 @@ def matmul_flops(node: Node) -> int:
 
 register_op(OpDef(
     "Conv", infer=conv_infer, reference=conv_reference, flops=conv_flops,
-    epilogue_view=_conv_view, per_sample=per_sample.first_input,
+    epilogue_view=_conv_view, per_sample=per_sample.first_input, windows=conv_windows,
     attrs={"strides": (1, 1), "dilations": (1, 1), "pads": (0, 0, 0, 0), "group": 1,
            "weight_layout": "OIHW", "weight_shape": ()},
     doc="2-D convolution, NCHW, explicit pads (top, left, bottom, right); inputs X, W[, B]. "

@@ -14,7 +14,7 @@ from hobbit.errors import ShapeError
 from hobbit.graph.ir import Node, TensorType
 from hobbit.ops.registry import OpDef, register_op
 from hobbit.ops import per_sample
-from hobbit.graph.shapes import pool_out_size
+from hobbit.graph.shapes import Window, pool_out_size
 
 
 def _out_hw(shape: tuple[int, ...], a: dict) -> tuple[int, int]:
@@ -32,6 +32,13 @@ def _infer(node: Node) -> list[TensorType]:
     if oh <= 0 or ow <= 0:
         raise ShapeError(f"{node.op} output would be empty ({oh}x{ow}) for input {x.type}")
     return [TensorType(x.dtype, (x.shape[0], x.shape[1], oh, ow))]
+
+
+def _windows(node: Node) -> dict[int, Window]:
+    a = node.attrs
+    (kh, kw), (sh, sw), (dh, dw), (pt, pl, pb, pr) = a["kernel_shape"], a["strides"], a["dilations"], a["pads"]
+    ceil = bool(a["ceil_mode"])
+    return {2: Window(kh, sh, dh, pt, pb, ceil), 3: Window(kw, sw, dw, pl, pr, ceil)}
 
 
 def _taps(out: int, size: int, k: int, stride: int, dilation: int, pad_begin: int) -> np.ndarray:
@@ -66,10 +73,10 @@ _COMMON = {"kernel_shape": (1, 1), "strides": (1, 1), "dilations": (1, 1), "pads
 
 register_op(OpDef(
     "MaxPool", infer=_infer, reference=_reference("MaxPool"), attrs=dict(_COMMON),
-    per_sample=per_sample.first_input,
+    per_sample=per_sample.first_input, windows=_windows,
     doc="2-D max pooling, NCHW, explicit pads (top, left, bottom, right); padding never wins"))
 
 register_op(OpDef(
     "AveragePool", infer=_infer, reference=_reference("AveragePool"),
-    attrs={**_COMMON, "count_include_pad": 0}, per_sample=per_sample.first_input,
+    attrs={**_COMMON, "count_include_pad": 0}, per_sample=per_sample.first_input, windows=_windows,
     doc="2-D average pooling, NCHW; count_include_pad counts explicit pads, not the ceil_mode overhang"))

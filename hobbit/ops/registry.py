@@ -17,6 +17,7 @@ from typing import Any, Callable
 import numpy as np
 
 from hobbit.graph.ir import Node, TensorType
+from hobbit.graph.shapes import Window
 
 Infer = Callable[[Node], list[TensorType]]
 Reference = Callable[[list[np.ndarray], dict[str, Any]], list[np.ndarray]]
@@ -53,6 +54,10 @@ class OpDef:
     # given which inputs carry the batch; None: unknown, so a model where it touches a
     # batched value is compiled per batch size (hobbit/ops/separable.py).
     per_sample: Callable[[Node, list[bool]], bool] | None = None
+    # windows(node) -> {axis: Window}: the output axes whose length is a window sliding along
+    # the same axis of the first input (a conv's, a pool's); run-time dims carry the window's
+    # floor division through it (hobbit.graph.extents). None, or an axis left out: no window.
+    windows: Callable[[Node], dict[int, Window]] | None = None
     # False: the frontend keeps the node even on constant inputs, for a pass that reads
     # them before folding (a DequantizeLinear of int8 weights, for the int8 pass); the
     # fold pass still folds it.

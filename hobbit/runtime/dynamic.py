@@ -51,13 +51,16 @@ DEFAULT_BOUND = 64
 
 @dataclass(frozen=True)
 class Build:
-    """One module compiled at `bound` (the symbols' values it is sized for), and the run-time
-    extents of its inputs' and outputs' dims (None for a static dim)."""
+    """One module compiled at `bound` (the symbols' values it is sized for), the run-time
+    extents of its inputs' and outputs' dims (None for a static dim), and each symbol's
+    smallest size at which every run-time dim of the module is at least 1 (a strided window
+    can shrink a small image to nothing: hobbit.dynamic_compile.smallest_sizes)."""
 
     model: CompiledModel
     bound: tuple[int, ...]
     inputs: list[tuple[Extent | None, ...]]
     outputs: list[tuple[Extent | None, ...]]
+    smallest: tuple[int, ...]
 
 
 Builder = Callable[[tuple[int, ...]], Build]
@@ -244,7 +247,7 @@ def loaded(model: CompiledModel, dims: RunTimeDims) -> DynamicModel:
                          f"and cannot compile for others: export it again from a model compiled with "
                          f"dynamic_shapes= that cover them")
 
-    first = Build(model, dims.bound, list(dims.inputs), list(dims.outputs))
+    first = Build(model, dims.bound, list(dims.inputs), list(dims.outputs), tuple(lo for lo, _ in dims.ranges))
     dynamic = DynamicModel(declared, list(dims.symbols), list(dims.ranges), no_compiles, first, (inputs, outputs))
     dynamic._bounds_are = "the bounds of the exported library, which cannot grow: export it again for more"
     dynamic.compiles = 0

@@ -36,7 +36,8 @@ class KernelArgs(EmitArgs):
 
     def extent(self, value: Value, axis: int) -> int | ir.Value:
         """The length of `value`'s dim `axis` in this inference: its static size, or for a
-        run-time dim its Extent over the dims vector (an i64 the kernel computes at entry)."""
+        run-time dim its Extent over the dims vector (an i64 the kernel computes at entry; the
+        numerator of a strided length is never negative inside the bounds, so sdiv floors)."""
         extent = None if value.extents is None else value.extents[axis]
         if extent is None:
             return int(value.shape[axis])
@@ -45,7 +46,7 @@ class KernelArgs(EmitArgs):
         for slot, coeff in extent.terms:
             total = kb.add(total, kb.mul(kb.b.load(kb.b.gep(self.dims, [kb.i64(slot)], source_etype=I64), typ=I64),
                                          coeff))
-        return total
+        return total if extent.div == 1 else kb.b.sdiv(total, kb.i64(extent.div))
 
     def extents(self, value: Value) -> tuple[int | ir.Value, ...]:
         """Every dim's length in this inference (see extent)."""

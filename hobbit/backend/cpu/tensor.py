@@ -75,13 +75,16 @@ def _slabs_dynamic(node: Node, whole: Value, parts: list[Value], along_run_time:
         return None
     if not along_run_time:
         return f"it splits run-time dim {axis}"
-    total = _sum_extents([_extents(p)[axis] or Extent((), int(p.shape[axis])) for p in parts])
-    if total != whole_extents[axis]:
+    lengths = [_extents(p)[axis] or Extent((), int(p.shape[axis])) for p in parts]
+    if any(e.div != 1 for e in lengths):
+        return f"the run-time lengths of its parts along axis {axis} are strided (floor divisions)"
+    if _sum_extents(lengths) != whole_extents[axis]:
         return f"the run-time lengths of its parts along axis {axis} do not add up to the output's"
     return None
 
 
 def _sum_extents(extents: list[Extent]) -> Extent:
+    """The sum of affine lengths."""
     coeffs: dict[int, int] = {}
     for e in extents:
         for slot, c in e.terms:
@@ -169,7 +172,7 @@ def _pad_dynamic(node: Node) -> str | None:
     for d, (e_in, e_out) in enumerate(zip(_extents(x), _extents(out))):
         if e_in is None and e_out is None:
             continue
-        if e_in is None or e_out != Extent(e_in.terms, e_in.const + pads[d] + pads[d + rank]):
+        if e_in is None or e_out != e_in.plus(pads[d] + pads[d + rank]):
             return f"its output's run-time dim {d} is not its input's plus the pads"
         if node.attrs["mode"] != "constant" and (pads[d] or pads[d + rank]):
             return f"it pads run-time dim {d} in {node.attrs['mode']} mode"
