@@ -12,12 +12,15 @@ vectorises it when the stride is 1. Average pooling then scales each segment by
 
 With run-time dims (hobbit.graph.extents: a run-time batch, height or width), the planes
 and the output rows are walked up to their lengths in this inference, the valid kernel rows
-clipped at the run-time height. A run-time width moves the right border, so the columns
-are cut at run time instead (`_DynamicColumns`): the left border (windows that start in
-the left padding), one interior range of whole windows (its taps unrolled constants, as
-above) and the right border (windows that reach past the run-time width: the taps at or
-after it are skipped, or counted as padding up to width + pad_end for count_include_pad,
-exactly as at a static size); each border column finds its valid taps at run time."""
+clipped at the run-time height. A run-time width moves the right border, so the columns are
+cut at run time instead (`_RunTimeColumns`): the left border (windows that start in the left
+padding), one interior range of whole windows, and the right border (windows that reach past
+the run-time width: the taps at or after it are skipped, or counted as padding up to width +
+pad_end for count_include_pad, exactly as at a static size). There each output element is
+combined in registers over its whole window and stored once: the interior in vectors with
+constant taps and a masked last vector (a strided tap is every s-th lane of one masked
+load), each border column finding its valid taps at run time. The elements are combined
+in the static kernel's order, so the results are the same bits."""
 
 from __future__ import annotations
 
@@ -107,12 +110,13 @@ def lower_pool(k: KernelArgs) -> None:
     average = node.op == "AveragePool"
     how = "add" if average else "max"
     include_pad = bool(a["count_include_pad"]) if average else False
-    if isinstance(w, int) and isinstance(ow, int):
-        columns = _StaticColumns(column_segments(ow_n, w, kw, sw, dw, pl, pr), sw, dw, pl)
-    else:
-        columns = _DynamicColumns(kb, w, ow, kw, sw, dw, pl, pr)
-    e = Emit(kb, dtype, 1)
     row_vec = row_width(k.width(dtype), ow_n)
+    run_time = None
+    if isinstance(w, int) and isinstance(ow, int):
+        segments = column_segments(ow_n, w, kw, sw, dw, pl, pr)
+    else:
+        run_time = _RunTimeColumns(kb, dtype, how, w, ow, kw, sw, dw, pl, pr, include_pad, row_vec)
+    e = Emit(kb, dtype, 1)
 
     lo, hi = k.threads.split(kb.mul(n, c))
     with kb.loop(lo, hi, name="plane") as p:
@@ -125,45 +129,47 @@ def lower_pool(k: KernelArgs) -> None:
             hi = _taps_below(kb, kb.add(neg_start, h), kh, dh)  # taps before row h
             y_row = kb.add(y_plane, kb.mul(oh_i, ow_n))
 
-            def init(index, width, mask):
-                kb.vstore(kb.const(dtype, identity(dtype, how), width), y, dtype, kb.add(y_row, index[0]), mask)
-
-            emit_loop_nest(kb, (ow_n,), row_vec, init, lengths=[ow])
-            with kb.loop(lo, hi, name="kh") as i:
-                x_row = kb.add(x_plane, kb.mul(kb.add(start, kb.mul(i, dh)), w_n))
-                columns.accumulate(kb, e, how, x, y, x_row, y_row)
-            if average:
+            def rows() -> ir.Value:
+                """The window's row count: its valid rows, or those before h + pad_end."""
                 if include_pad:
-                    rows = _taps_below(kb, kb.add(neg_start, kb.add(h, pb)), kh, dh)
-                else:
-                    rows = _smax(kb, kb.b.sub(hi, lo), 0)
-                columns.scale(kb, e, y, y_row, rows, include_pad)
+                    return _taps_below(kb, kb.add(neg_start, kb.add(h, pb)), kh, dh)
+                return _smax(kb, kb.b.sub(hi, lo), 0)
+
+            if run_time is not None:
+                def x_row(i: ir.Value) -> ir.Value:
+                    return kb.add(x_plane, kb.mul(kb.add(start, kb.mul(i, dh)), w_n))
+                run_time.row(x, y, x_row, lo, hi, y_row, rows() if average else None)
+            else:
+                _static_row(kb, e, how, x, y, x_plane, w_n, y_row, start, lo, hi, dh, ow_n, row_vec, segments,
+                            sw, dw, pl, rows if average else None, include_pad)
 
 
-class _StaticColumns:
-    """The output columns of a static width: segments whose windows have one shape."""
+def _static_row(kb: KernelBuilder, e: Emit, how: str, x: ir.Value, y: ir.Value, x_plane, w_n: int, y_row, start,
+                lo: ir.Value, hi: ir.Value, dh: int, ow_n: int, row_vec: int, segments: list[Segment], sw: int,
+                dw: int, pl: int, rows, include_pad: bool) -> None:
+    """One output row of a static width: set to the identity, each input row of the window
+    combined into it by segments (taps constants), then scaled for an average (`rows`: a
+    function that emits the row count; None for a max)."""
+    dtype = e.dtype
 
-    def __init__(self, segments: list[Segment], sw: int, dw: int, pl: int):
-        self.segments, self.sw, self.dw, self.pl = segments, sw, dw, pl
+    def init(index, width, mask):
+        kb.vstore(kb.const(dtype, identity(dtype, how), width), y, dtype, kb.add(y_row, index[0]), mask)
 
-    def accumulate(self, kb: KernelBuilder, e: Emit, how: str, x: ir.Value, y: ir.Value, x_row: ir.Value,
-                   y_row: ir.Value) -> None:
-        """Combine one input row (x_row: the offset of its column 0) into the output row."""
-        sw, dw, pl = self.sw, self.dw, self.pl
-        for seg in self.segments:
+    emit_loop_nest(kb, (ow_n,), row_vec, init)
+    with kb.loop(lo, hi, name="kh") as i:
+        x_row = kb.add(x_plane, kb.mul(kb.add(start, kb.mul(i, dh)), w_n))
+        for seg in segments:
             if seg.lo >= seg.hi:
                 continue
             with kb.loop(seg.start, seg.stop, name="ow") as o:
                 at = kb.add(y_row, o)
                 base = kb.add(x_row, kb.add(kb.mul(o, sw), -pl))
-                v = kb.load(y, e.dtype, at)
+                v = kb.load(y, dtype, at)
                 for t in range(seg.lo, seg.hi):
-                    v = combine(e, how, v, kb.load(x, e.dtype, kb.add(base, t * dw)))
-                kb.store(v, y, e.dtype, at)
-
-    def scale(self, kb: KernelBuilder, e: Emit, y: ir.Value, y_row: ir.Value, rows: ir.Value,
-              include_pad: bool) -> None:
-        _scale_row(kb, e, y, y_row, rows, self.segments, include_pad)
+                    v = combine(e, how, v, kb.load(x, dtype, kb.add(base, t * dw)))
+                kb.store(v, y, dtype, at)
+    if rows is not None:
+        _scale_row(kb, e, y, y_row, rows(), segments, include_pad)
 
 
 def _scale_row(kb: KernelBuilder, e: Emit, y: ir.Value, y_row: ir.Value, rows: ir.Value,
@@ -178,83 +184,106 @@ def _scale_row(kb: KernelBuilder, e: Emit, y: ir.Value, y_row: ir.Value, rows: i
             kb.store(e.mul(kb.load(y, e.dtype, at), scale), y, e.dtype, at)
 
 
-class _DynamicColumns:
-    """The output columns of a run-time width w (or output width ow), cut at run time:
-    [0, left) windows that start in the left padding, [left, right) whole windows inside
-    the input, [right, ow) windows that reach past w. The borders are a few columns each,
-    which find their valid taps at run time; the interior's taps are constants."""
+class _RunTimeColumns:
+    """One output row of a run-time width w (or output width ow). Its columns are cut at run
+    time: [0, left) windows that start in the left padding, [left, right) whole windows
+    inside the input, [right, ow) windows that reach past w. Each output element is combined
+    in registers over its window's rows and columns and stored once (scaled, for an average):
+    the interior in vectors of `width` columns (their taps constants, the last vector
+    masked; at a stride s a tap's columns are every s-th lane of one masked load), the border
+    columns one by one, finding their valid taps at run time. The window's elements are
+    combined in the order of the static kernel (rows, then taps), so the results are its."""
 
-    def __init__(self, kb: KernelBuilder, w: int | ir.Value, ow: int | ir.Value, kw: int, sw: int, dw: int,
-                 pl: int, pr: int):
+    def __init__(self, kb: KernelBuilder, dtype: np.dtype, how: str, w: int | ir.Value, ow: int | ir.Value,
+                 kw: int, sw: int, dw: int, pl: int, pr: int, include_pad: bool, width: int):
         b = kb.b
+        self.kb, self.dtype, self.how, self.include_pad, self.width = kb, dtype, how, include_pad, width
         self.w, self.ow, self.kw, self.sw, self.dw, self.pl, self.pr = w, ow, kw, sw, dw, pl, pr
         # The first column whose window starts at or after input column 0.
-        self.left = kb.imin(-(-pl // sw), ow) if pl else 0
+        self.left = kb.idx(kb.imin(-(-pl // sw), ow) if pl else 0)
         # Columns o whose last tap o*sw - pl + (kw-1)*dw is < w: o <= (w - 1 + pl - (kw-1)*dw) / sw.
-        last = kb.add(w, pl - 1 - (kw - 1) * dw)
-        last_v = kb.idx(last)
-        whole = b.select(b.icmp_signed("<", last_v, kb.i64(0)), kb.i64(0), kb.add(kb.udiv(last_v, sw), 1))
-        self.right = _imax(kb, self.left, kb.imin(whole, ow))
+        last = kb.idx(kb.add(w, pl - 1 - (kw - 1) * dw))
+        whole = b.select(b.icmp_signed("<", last, kb.i64(0)), kb.i64(0), kb.add(kb.udiv(last, sw), 1))
+        self.right = kb.idx(_imax(kb, self.left, kb.imin(whole, ow)))
+        count = b.sub(self.right, self.left)
+        self.vectors_end = b.add(self.left, b.mul(b.udiv(count, kb.i64(width)), kb.i64(width)))
 
-    def _taps(self, kb: KernelBuilder, o: ir.Value) -> tuple[ir.Value, ir.Value, ir.Value]:
-        """(start, lo, hi) of column o's window: taps [lo, hi) lie in [0, w)."""
-        start = kb.idx(kb.add(kb.mul(o, self.sw), -self.pl))
-        neg_start = kb.b.sub(kb.i64(0), start)
-        lo = _taps_below(kb, neg_start, self.kw, self.dw)
-        hi = _taps_below(kb, kb.add(neg_start, self.w), self.kw, self.dw)
-        return start, lo, hi
+    def row(self, x: ir.Value, y: ir.Value, x_row, lo: ir.Value, hi: ir.Value, y_row: ir.Value,
+            rows: ir.Value | None) -> None:
+        """Output row y_row from the input rows x_row(i), i in [lo, hi); `rows` is the average's
+        row count (None for a max)."""
+        kb, b, width = self.kb, self.kb.b, self.width
+        e = Emit(kb, self.dtype, 1)
+        rows_f = None if rows is None else b.sitofp(rows, llvm_type(self.dtype))
+        self._border(x, y, x_row, lo, hi, y_row, rows_f, kb.i64(0), self.left)
+        if width == 1:  # an output one column wide at the bound: no vectors
+            self._border(x, y, x_row, lo, hi, y_row, rows_f, self.left, self.right)
+        else:
+            scale = None if rows_f is None else kb.splat(e.div(e.c(1.0), e.mul(rows_f, e.c(float(self.kw)))), width)
+            with kb.loop(self.left, self.vectors_end, width, name="ow") as o:
+                self._vector(x, y, x_row, lo, hi, y_row, scale, o, None)
+            rest = b.sub(self.right, self.vectors_end)
+            with kb.if_then(b.icmp_signed(">", rest, kb.i64(0))):
+                self._vector(x, y, x_row, lo, hi, y_row, scale, self.vectors_end, rest)
+        self._border(x, y, x_row, lo, hi, y_row, rows_f, self.right, self.ow)
 
-    def accumulate(self, kb: KernelBuilder, e: Emit, how: str, x: ir.Value, y: ir.Value, x_row: ir.Value,
-                   y_row: ir.Value) -> None:
-        """Combine one input row (x_row: the offset of its column 0) into the output row."""
-        def border(first: int | ir.Value, stop: int | ir.Value) -> None:
-            if isinstance(stop, int) and stop == first:
-                return
-            with kb.loop(first, stop, name="ow_edge") as o:
-                start, lo, hi = self._taps(kb, o)
-                at = kb.add(y_row, o)
-                with kb.loop(lo, hi, name="kw") as t:
-                    v = combine(e, how, kb.load(y, e.dtype, at),
-                                kb.load(x, e.dtype, kb.add(x_row, kb.add(start, kb.mul(t, self.dw)))))
-                    kb.store(v, y, e.dtype, at)
+    def _columns(self, x: ir.Value, index: ir.Value, lanes: ir.Value | None) -> ir.Value:
+        """x[index + j*sw] for j < width (lanes: only the first `lanes`, the rest zero)."""
+        kb, sw, width = self.kb, self.sw, self.width
+        mask = None if lanes is None else kb.runtime_prefix_mask(width, lanes)
+        if sw == 1:
+            return kb.vload(x, self.dtype, index, width, mask)
+        # One load of the span the lanes cover, every sw-th element of it: (lanes-1)*sw + 1
+        # elements, never one past the last column read.
+        span = kb.b.add(kb.b.mul(kb.i64(sw), lanes), kb.i64(1 - sw)) if lanes is not None else None
+        wide_mask = (kb.prefix_mask(width * sw, (width - 1) * sw + 1) if span is None
+                     else kb.runtime_prefix_mask(width * sw, span))
+        wide = kb.vload(x, self.dtype, index, width * sw, wide_mask)
+        picks = ir.Constant(ir.VectorType(ir.IntType(32), width), [j * sw for j in range(width)])
+        return kb.b.shuffle_vector(wide, ir.Constant(wide.type, None), picks)
 
-        border(0, self.left)
-        with kb.loop(self.left, self.right, name="ow") as o:
-            at = kb.add(y_row, o)
-            base = kb.add(x_row, kb.add(kb.mul(o, self.sw), -self.pl))
-            v = kb.load(y, e.dtype, at)
+    def _vector(self, x, y, x_row, lo, hi, y_row, scale: ir.Value | None, o: ir.Value,
+                lanes: ir.Value | None) -> None:
+        """Output columns [o, o + width) (the first `lanes` of them), all whole windows;
+        `scale`: the average's 1 / count, splat."""
+        kb, b, width = self.kb, self.kb.b, self.width
+        e = Emit(kb, self.dtype, width)
+        acc = kb.alloca(ir.VectorType(llvm_type(self.dtype), width))
+        b.store(kb.const(self.dtype, identity(self.dtype, self.how), width), acc)
+        with kb.loop(lo, hi, name="kh") as i:
+            base = kb.add(x_row(i), kb.add(kb.mul(o, self.sw), -self.pl))
+            v = b.load(acc)
             for t in range(self.kw):
-                v = combine(e, how, v, kb.load(x, e.dtype, kb.add(base, t * self.dw)))
-            kb.store(v, y, e.dtype, at)
-        border(self.right, self.ow)
+                v = combine(e, self.how, v, self._columns(x, kb.add(base, t * self.dw), lanes))
+            b.store(v, acc)
+        v = b.load(acc)
+        if scale is not None:
+            v = e.mul(v, scale)
+        kb.vstore(v, y, self.dtype, kb.add(y_row, o), None if lanes is None else kb.runtime_prefix_mask(width, lanes))
 
-    def scale(self, kb: KernelBuilder, e: Emit, y: ir.Value, y_row: ir.Value, rows: ir.Value,
-              include_pad: bool) -> None:
-        """Divide each column of an output row by its window count (rows x columns), the
-        columns counted as at a static size (column_segments)."""
-        rows_f = kb.b.sitofp(rows, llvm_type(e.dtype))
-
-        def apply(o: ir.Value, scale: ir.Value) -> None:
-            at = kb.add(y_row, o)
-            kb.store(e.mul(kb.load(y, e.dtype, at), scale), y, e.dtype, at)
-
-        def border(first: int | ir.Value, stop: int | ir.Value) -> None:
-            if isinstance(stop, int) and stop == first:
-                return
-            with kb.loop(first, stop, name="ow_edge") as o:
-                start, lo, hi = self._taps(kb, o)
-                if include_pad:  # taps before w + pad_end (never the ceil_mode overhang)
-                    cols = _taps_below(kb, kb.b.sub(kb.idx(kb.add(self.w, self.pr)), start), self.kw, self.dw)
+    def _border(self, x, y, x_row, lo, hi, y_row, rows_f, first: ir.Value, stop: int | ir.Value) -> None:
+        """Output columns [first, stop) one by one, each window's valid taps found at run time."""
+        kb, b = self.kb, self.kb.b
+        e = Emit(kb, self.dtype, 1)
+        with kb.loop(first, stop, name="ow_edge") as o:
+            start = kb.add(kb.mul(o, self.sw), -self.pl)
+            neg_start = b.sub(kb.i64(0), start)
+            t_lo = _taps_below(kb, neg_start, self.kw, self.dw)
+            t_hi = _taps_below(kb, kb.add(neg_start, self.w), self.kw, self.dw)
+            acc = kb.alloca(llvm_type(self.dtype))
+            b.store(kb.const(self.dtype, identity(self.dtype, self.how)), acc)
+            with kb.loop(lo, hi, name="kh") as i:
+                with kb.loop(t_lo, t_hi, name="kw") as t:
+                    value = kb.load(x, self.dtype, kb.add(x_row(i), kb.add(start, kb.mul(t, self.dw))))
+                    b.store(combine(e, self.how, b.load(acc), value), acc)
+            v = b.load(acc)
+            if rows_f is not None:
+                if self.include_pad:  # taps before w + pad_end (never the ceil_mode overhang)
+                    cols = _taps_below(kb, kb.add(neg_start, kb.add(self.w, self.pr)), self.kw, self.dw)
                 else:
-                    cols = _smax(kb, kb.b.sub(hi, lo), 0)
-                cols_f = kb.b.sitofp(cols, llvm_type(e.dtype))
-                apply(o, e.div(e.c(1.0), e.mul(rows_f, cols_f)))
-
-        border(0, self.left)
-        whole = e.div(e.c(1.0), e.mul(rows_f, e.c(float(self.kw))))
-        with kb.loop(self.left, self.right, name="ow") as o:
-            apply(o, whole)
-        border(self.right, self.ow)
+                    cols = _smax(kb, b.sub(t_hi, t_lo), 0)
+                v = e.mul(v, e.div(e.c(1.0), e.mul(rows_f, b.sitofp(cols, llvm_type(self.dtype)))))
+            kb.store(v, y, self.dtype, kb.add(y_row, o))
 
 
 def _imax(kb: KernelBuilder, a: int | ir.Value, b: int | ir.Value) -> int | ir.Value:

@@ -105,6 +105,26 @@ def test_run_time_height_only(op: str, attrs: tuple) -> None:
         _check(op, attrs, 2, h, 21, dims=(1, C, "h", 21), bounds=(("h", (LOW, HIGH)),))
 
 
+@pytest.mark.parametrize("op", ["MaxPool", "AveragePool"])
+def test_static_output_width(op: str) -> None:
+    """A run-time width whose output width stays 1 (a window 4 wide at stride 8 over 5 to 11
+    columns): no vectors, every column a border column."""
+    attrs = (("kernel_shape", (2, 4)), ("strides", (1, 8)), ("pads", (0, 1, 0, 0)))
+    for h, w in [(9, 11), (LOW, LOW), (12, 8)]:
+        _check(op, attrs, 1, h, w, bounds=(("h", (LOW, 12)), ("w", (LOW, 11))))
+
+
+@pytest.mark.parametrize("op, attrs", [POOLS[2], POOLS[8], POOLS[9], POOLS[10]])
+def test_same_bits_as_a_static_compile(op: str, attrs: tuple) -> None:
+    """The window's elements are combined in the static kernel's order: the same bits."""
+    model, compiled = _compiled(op, attrs, (1, C, "h", "w"), 1)
+    for h, w in [(HIGH, HIGH), (17, 29)]:
+        x = _input((1, C, h, w), h + w)
+        static = hobbit.compile(_model(op, (1, C, h, w), **{k: list(v) if isinstance(v, tuple) else v
+                                                            for k, v in attrs}), threads=1, cache=False)
+        np.testing.assert_array_equal(compiled.run({"x": x})[0], static.run({"x": x})[0])
+
+
 @pytest.mark.parametrize("op, attrs", [POOLS[2], POOLS[8]])
 def test_run_time_batch(op: str, attrs: tuple) -> None:
     """A run-time batch beside run-time height and width: the planes are batch x channels."""
