@@ -17,6 +17,7 @@ import onnx
 import pytest
 
 import hobbit
+from hobbit.passes import DEFAULT_PIPELINE
 from hobbit.zoo import squeezenet1_1
 from tests.helpers import run_ort
 
@@ -38,9 +39,13 @@ def symbolic_hw(model: onnx.ModelProto) -> onnx.ModelProto:
     return model
 
 
-def test_squeezenet_one_module_at_three_sizes() -> None:
+@pytest.mark.parametrize("passes", [None, [p for p in DEFAULT_PIPELINE if p != "winograd"]],
+                         ids=["default", "no-winograd"])
+def test_squeezenet_one_module_at_three_sizes(passes: list[str] | None) -> None:
+    """With the default passes (3x3 convs as Winograd convs where they pay) and without
+    Winograd (every conv through the GEMM, im2col and direct kernels)."""
     model = symbolic_hw(squeezenet1_1())
-    compiled = hobbit.compile(model, dynamic_shapes=BOUNDS, cache=False)
+    compiled = hobbit.compile(model, dynamic_shapes=BOUNDS, cache=False, passes=passes)
     assert type(compiled).__name__ == "DynamicModel", getattr(compiled, "reason", None)
     name = model.graph.input[0].name
     for h, w in SIZES:
