@@ -127,3 +127,40 @@ def test_refused_and_still_right(scales: tuple, attrs: tuple, reason: str) -> No
     assert reason in compiled.reason
     x = _input((1, C, 9, 14), 3)
     np.testing.assert_allclose(compiled.run({"x": x})[0], run_ort(model, {"x": x})[0], rtol=1e-5, atol=1e-5)
+
+
+def _path() -> onnx.ModelProto:
+    """Upsample, pool back, add the input, and both global pools: x2 nearest and bilinear
+    branches concatenated on the channels, a 2x2 max pool to the input's size, a residual
+    add and the global pools over the run-time height and width."""
+    nodes = [helper.make_node("Resize", ["x", "", "two"], ["near"], mode="nearest"),
+             helper.make_node("Resize", ["x", "", "two"], ["lin"], mode="linear"),
+             helper.make_node("Concat", ["near", "lin"], ["both"], axis=1),
+             helper.make_node("MaxPool", ["both"], ["pooled"], kernel_shape=[2, 2], strides=[2, 2]),
+             helper.make_node("Concat", ["x", "x"], ["xx"], axis=1),
+             helper.make_node("Add", ["pooled", "xx"], ["sum"]),
+             helper.make_node("GlobalAveragePool", ["sum"], ["mean"]),
+             helper.make_node("GlobalMaxPool", ["sum"], ["max"]),
+             helper.make_node("Flatten", ["mean"], ["flat"])]
+    graph = helper.make_graph(nodes, "upsample_path",
+                              [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, C, "h", "w"])],
+                              [helper.make_empty_tensor_value_info(n) for n in ("sum", "flat", "max")],
+                              [numpy_helper.from_array(np.array([1, 1, 2, 2], np.float32), "two")])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 19)])
+    model.ir_version = 9
+    return model
+
+
+@pytest.mark.parametrize("threads", [1, 2])
+def test_upsample_pool_add_path(threads: int) -> None:
+    """Resizes, Concat on the channels, a strided pool, an add and the global pools in one
+    module with run-time height and width."""
+    model = _path()
+    compiled = hobbit.compile(model, threads=threads, dynamic_shapes={"h": (LOW, HIGH), "w": (LOW, HIGH)},
+                              cache=False)
+    assert type(compiled).__name__ == "DynamicModel", getattr(compiled, "reason", None)
+    for h, w in SIZES:
+        x = _input((1, C, h, w), h * w)
+        for got, want in zip(compiled.run({"x": x}), run_ort(model, {"x": x})):
+            assert got.shape == want.shape
+            np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-5)
