@@ -18,8 +18,8 @@ padding), one interior range of whole windows, and the right border (windows tha
 the run-time width: the taps at or after it are skipped, or counted as padding up to width +
 pad_end for count_include_pad, exactly as at a static size). There each output element is
 combined in registers over its whole window and stored once: the interior in vectors with
-constant taps and a masked last vector (a strided tap is every s-th lane of one masked
-load), each border column finding its valid taps at run time. The elements are combined
+constant taps and a masked last vector (a strided tap is every s-th lane of a masked
+load that serves the taps within s of each other), each border column finding its valid taps at run time. The elements are combined
 in the static kernel's order, so the results are the same bits."""
 
 from __future__ import annotations
@@ -227,20 +227,30 @@ class _RunTimeColumns:
                 self._vector(x, y, x_row, lo, hi, y_row, scale, self.vectors_end, rest)
         self._border(x, y, x_row, lo, hi, y_row, rows_f, self.right, self.ow)
 
-    def _columns(self, x: ir.Value, index: ir.Value, lanes: ir.Value | None) -> ir.Value:
-        """x[index + j*sw] for j < width (lanes: only the first `lanes`, the rest zero)."""
-        kb, sw, width = self.kb, self.sw, self.width
-        mask = None if lanes is None else kb.runtime_prefix_mask(width, lanes)
+    def _tap_columns(self, x: ir.Value, base: ir.Value, lanes: ir.Value | None) -> list[ir.Value]:
+        """Each tap t's columns x[base + t*dw + j*sw], j < width (lanes: only the first `lanes`,
+        the rest zero). At a stride sw > 1 one masked load serves every tap whose offset lies
+        within sw of its first (each is every sw-th lane from its offset: 3x3 at stride 2 takes
+        two loads), the load covering exactly the elements those lanes read."""
+        kb, sw, width, dtype = self.kb, self.sw, self.width, self.dtype
+        offsets = [t * self.dw for t in range(self.kw)]
         if sw == 1:
-            return kb.vload(x, self.dtype, index, width, mask)
-        # One load of the span the lanes cover, every sw-th element of it: (lanes-1)*sw + 1
-        # elements, never one past the last column read.
-        span = kb.b.add(kb.b.mul(kb.i64(sw), lanes), kb.i64(1 - sw)) if lanes is not None else None
-        wide_mask = (kb.prefix_mask(width * sw, (width - 1) * sw + 1) if span is None
-                     else kb.runtime_prefix_mask(width * sw, span))
-        wide = kb.vload(x, self.dtype, index, width * sw, wide_mask)
-        picks = ir.Constant(ir.VectorType(ir.IntType(32), width), [j * sw for j in range(width)])
-        return kb.b.shuffle_vector(wide, ir.Constant(wide.type, None), picks)
+            mask = None if lanes is None else kb.runtime_prefix_mask(width, lanes)
+            return [kb.vload(x, dtype, kb.add(base, offset), width, mask) for offset in offsets]
+        out: list[ir.Value] = []
+        while len(out) < len(offsets):
+            first = offsets[len(out)]
+            group = [offset - first for offset in offsets[len(out):] if offset < first + sw]
+            if lanes is None:
+                mask = kb.prefix_mask(width * sw, group[-1] + (width - 1) * sw + 1)
+            else:
+                span = kb.b.add(kb.b.mul(kb.i64(sw), lanes), kb.i64(group[-1] + 1 - sw))
+                mask = kb.runtime_prefix_mask(width * sw, span)
+            wide = kb.vload(x, dtype, kb.add(base, first), width * sw, mask)
+            for shift in group:
+                picks = ir.Constant(ir.VectorType(ir.IntType(32), width), [shift + j * sw for j in range(width)])
+                out.append(kb.b.shuffle_vector(wide, ir.Constant(wide.type, None), picks))
+        return out
 
     def _vector(self, x, y, x_row, lo, hi, y_row, scale: ir.Value | None, o: ir.Value,
                 lanes: ir.Value | None) -> None:
@@ -253,8 +263,8 @@ class _RunTimeColumns:
         with kb.loop(lo, hi, name="kh") as i:
             base = kb.add(x_row(i), kb.add(kb.mul(o, self.sw), -self.pl))
             v = b.load(acc)
-            for t in range(self.kw):
-                v = combine(e, self.how, v, self._columns(x, kb.add(base, t * self.dw), lanes))
+            for columns in self._tap_columns(x, base, lanes):
+                v = combine(e, self.how, v, columns)
             b.store(v, acc)
         v = b.load(acc)
         if scale is not None:
