@@ -116,10 +116,13 @@ def test_static_output_width(op: str) -> None:
 
 @pytest.mark.parametrize("op, attrs", [POOLS[2], POOLS[8], POOLS[9], POOLS[10]])
 def test_same_bits_as_a_static_compile(op: str, attrs: tuple) -> None:
-    """The window's elements are combined in the static kernel's order: the same bits."""
+    """The window's elements are combined in the static kernel's order: the same bits, NaN
+    and infinities included (a max takes the later element unless the running one strictly
+    wins, as x86's maxps and onnxruntime do)."""
     model, compiled = _compiled(op, attrs, (1, C, "h", "w"), 1)
     for h, w in [(HIGH, HIGH), (17, 29)]:
         x = _input((1, C, h, w), h + w)
+        x.reshape(-1)[::7], x.reshape(-1)[3::11], x.reshape(-1)[5::13] = np.nan, np.inf, -np.inf
         static = hobbit.compile(_model(op, (1, C, h, w), **{k: list(v) if isinstance(v, tuple) else v
                                                             for k, v in attrs}), threads=1, cache=False)
         np.testing.assert_array_equal(compiled.run({"x": x})[0], static.run({"x": x})[0])
