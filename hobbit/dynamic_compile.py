@@ -20,6 +20,7 @@ from hobbit.graph.shapes import Window
 from hobbit.ops.registry import get_op
 from hobbit.ops.separable import separation
 from hobbit.passes import run_pipeline
+from hobbit.passes.choices import recording, replaying
 from hobbit.passes.memory import is_view
 from hobbit.runtime.dynamic import DEFAULT_BOUND
 from hobbit.target import Target
@@ -103,7 +104,8 @@ def dynamic_graph(source: Source, backend: Backend, target: Target, precision: s
                   input_shapes: dict[str, tuple[int, ...]] | None, declared: list[DeclaredInput],
                   symbols: list[str], ranges: list[tuple[int, int | None]], bound: tuple[int, ...]) -> Graph:
     """The graph after the backend's passes at `bound`, every run-time extent set and the
-    dims input last (DIMS_INPUT); NotDynamic where any of it cannot be."""
+    dims input last (DIMS_INPUT); NotDynamic where any of it cannot be. The passes' speed
+    choices made from sizes (hobbit.passes.choices) are the bound's at the probes too."""
     def at(point: tuple[int, ...]) -> Graph:
         graph = source.import_graph({**(input_shapes or {}), **_shapes(declared, dict(zip(symbols, point)))})
         return run_pipeline(graph, backend.pipeline(precision, target, passes), target)
@@ -116,8 +118,11 @@ def dynamic_graph(source: Source, backend: Backend, target: Target, precision: s
         except HobbitError as exc:  # sizes the model cannot take (two symbols tied by the model)
             raise NotDynamic(f"the model does not import at {dict(zip(symbols, point))}: {exc}") from exc
 
-    at_bound = imported(bound)
-    find_extents(at_bound, [imported(point) for point in _probe_points(bound, ranges, symbols)], symbols, _windows)
+    with recording() as choices:
+        at_bound = imported(bound)
+    with replaying(choices):
+        probes = [imported(point) for point in _probe_points(bound, ranges, symbols)]
+    find_extents(at_bound, probes, symbols, _windows)
     graph = at_bound.graph
     _check_kernels(graph, backend)
     graph.inputs.append(Value(DIMS_INPUT, TensorType(np.dtype(np.int64), (len(symbols),))))
