@@ -279,7 +279,7 @@ def compile_dynamic(source: Source, backend: Backend, target: Target, threads: i
     NotDynamic. The CPU JIT only: code for another machine and GPU code are compiled per shape
     (see static_only)."""
     if not backend.in_process(target):
-        static_only(declared, backend, target, dynamic_shapes)
+        static_only(declared, target, dynamic_shapes)
     symbols, ranges = run_time_symbols(declared, dynamic_shapes)
     try:
         return _dynamic_model(source, backend, target, threads, precision, opt_level, passes, input_shapes,
@@ -295,7 +295,7 @@ def compile_dynamic(source: Source, backend: Backend, target: Target, threads: i
                               profile, cache, show, described, (batch, ranges[slot], declared))
 
 
-def static_only(declared: list, backend: Backend, target: Target, dynamic_shapes: object) -> None:
+def static_only(declared: list, target: Target, dynamic_shapes: object) -> None:
     """A target whose code this process does not JIT (a GPU, another CPU) is compiled for fixed
     shapes: the dims it needs fixed, by input, dim and symbol, and how to fix them. A ConfigError
     where run-time dims were asked for (dynamic_shapes= bounds, input_shapes= ranges), else
@@ -303,18 +303,18 @@ def static_only(declared: list, backend: Backend, target: Target, dynamic_shapes
     dims = [(d.name, axis, symbol) for d in declared if not d.sequence
             for axis, (size, symbol) in enumerate(zip(d.shape, d.symbols)) if size is None]
     where = (f"{target.vendor} GPU code ({target.arch})" if hasattr(target, "vendor")
-             else f"code for {target.triple} ({target.cpu}), which this process does not run")
+             else f"code for {target.triple} ({target.cpu})")
     listed = ", ".join(f"input '{name}' dim {axis}" + (f" ('{symbol}')" if symbol else "")
                        for name, axis, symbol in dims)
     example = ", ".join(f"'{d.name}': ({', '.join('N' if n is None else str(n) for n in d.shape)}"
                         f"{',' if len(d.shape) == 1 else ''})" for d in declared if None in d.shape and not d.sequence)
-    message = (f"{where} is compiled for fixed shapes ({backend.name} backend): it needs {listed} fixed; give "
-               f"them with input_shapes={{{example}}}")
+    message = (f"{where} is compiled for fixed shapes: it needs {listed} fixed; give them with "
+               f"input_shapes={{{example}}}")
     if dynamic_shapes is False:
         raise NotDynamic("run-time dims are off (dynamic_shapes=False)")
     if isinstance(dynamic_shapes, dict) and dynamic_shapes:
-        raise ConfigError(f"run-time dims (dynamic_shapes= or input_shapes= ranges) run on this CPU's JIT only: "
-                          f"{message}")
+        raise ConfigError(f"run-time dims (dynamic_shapes= bounds, input_shapes= ranges) run on this process's "
+                          f"CPU JIT only; {message}")
     raise NotDynamic(f"{message} (one compile for those sizes); as it is, each new shape compiles a variant "
                      f"on its first run")
 
