@@ -245,8 +245,13 @@ def dynamic_graph(source: Source, backend: Backend, target: Target, precision: s
             raise NotDynamic(f"the model does not import at {dict(zip(symbols, point))}: {exc}") from exc
 
     at_bound = imported(bound)
-    find_extents(at_bound, [imported(point) for point in _probe_points(bound, symbols)], symbols)
     graph = at_bound.graph
+    _check_outputs(graph)
+    probes = []
+    for point in _probe_points(bound, symbols):
+        probes.append(imported(point))
+        _check_moved(graph, probes[-1].graph, backend)
+    find_extents(at_bound, probes, symbols)
     _check_kernels(graph, backend)
     graph.inputs.append(Value(DIMS_INPUT, TensorType(np.dtype(np.int64), (len(symbols),))))
     return graph
@@ -264,22 +269,50 @@ def _probe_points(bound: tuple[int, ...], symbols: list[str]) -> list[tuple[int,
     return points
 
 
+def _check_outputs(graph: Graph) -> None:
+    if any(kind is not None for _, kind in graph.output_layout):
+        raise NotDynamic("the model has sequence or data-dependent outputs")
+
+
+def _check_moved(bound: Graph, probe: Graph, backend: Backend) -> None:
+    """Fail fast, before the other probes are imported (each costs an import and the passes, about
+    a second for BERT-base): a node whose operands or outputs differ in shape between the graph
+    at the bound and one probe's touches a run-time dim, so a kernel compiled for static shapes
+    only refuses the model already. Only that refusal is checked here: a kernel's predicate reads
+    the extents, which take every probe (_check_kernels, after find_extents, checks them all).
+    Graphs of other structures are left to find_extents to name."""
+    if len(bound.nodes) != len(probe.nodes):
+        return
+    for x, y in zip(bound.nodes, probe.nodes):
+        if (x.op, x.name) != (y.op, y.name) or len(x.operands()) != len(y.operands()):
+            return
+        if is_view(x) or [v.shape for v in x.operands() + x.outputs] == [v.shape for v in y.operands() + y.outputs]:
+            continue
+        reason = _static_kernel(x, backend)
+        if reason:
+            raise NotDynamic(f"node '{x.name}' ({x.op}): {reason}")
+
+
+def _static_kernel(node, backend: Backend) -> str | None:
+    """Why `node`'s kernel cannot follow run-time dims at all (it declares no predicate), else None."""
+    name = get_op(node.op).kernel
+    if backend.table.lookup(name).dynamic is None:
+        return f"its kernel ({name}) is compiled for static shapes only"
+    return None
+
+
 def _check_kernels(graph: Graph, backend: Backend) -> None:
     """Every node that touches a run-time dim has a kernel that computes inside the extents
     (or is a view that keeps them where they were). A part of an in-place Concat writes into
     its block of the output: the Concat's own predicate refuses that along a run-time axis,
     where the blocks' offsets would move."""
-    if any(kind is not None for _, kind in graph.output_layout):
-        raise NotDynamic("the model has sequence or data-dependent outputs")
     for node in graph.nodes:
         if not is_dynamic(node):
             continue
         if is_view(node):
             reason = _view_reason(node)
         else:
-            kernel = backend.table.lookup(get_op(node.op).kernel)
-            reason = (f"its kernel ({get_op(node.op).kernel}) is compiled for static shapes only"
-                      if kernel.dynamic is None else kernel.dynamic(node))
+            reason = _static_kernel(node, backend) or backend.table.lookup(get_op(node.op).kernel).dynamic(node)
         if reason:
             raise NotDynamic(f"node '{node.name}' ({node.op}): {reason}")
 
