@@ -148,7 +148,7 @@ def resolve_opt_level(opt_level: int) -> int:
 def compile(model: ModelSource, target: str | Target = "host", threads: int | None = None,
             precision: str = "fp32", opt_level: int = 3,
             passes: list[str] | None = None,
-            input_shapes: dict[str, tuple[int, ...]] | None = None, profile: bool = False,
+            input_shapes: dict[str, tuple[int | tuple[int, int], ...]] | None = None, profile: bool = False,
             cache: bool | None = None,
             progress: bool | None = None, signature: str | None = None,
             external_data_dir: str | os.PathLike | None = None,
@@ -175,8 +175,10 @@ def compile(model: ModelSource, target: str | Target = "host", threads: int | No
     calls need); False turns the run-time dims off. A model whose only symbolic dim is a
     batch dim, a model whose run-time dims some kernel cannot follow (`reason` on the model
     says which), or one whose shapes depend on the values of small inputs, comes back as a
-    SpecializingModel: it checks each call against the declarations and compiles one
-    variant per input signature (see hobbit.runtime.specialize).
+    SpecializingModel: it checks each call against the declarations and bounds and compiles
+    one variant per input signature (see hobbit.runtime.specialize). Code for a GPU or another
+    CPU is compiled for fixed shapes: its `reason` names the dims to fix, and bounds asked for
+    there are a ConfigError (static_only).
 
     `threads` is the thread count per inference (default: HOBBIT_NUM_THREADS, else the CPUs
     this process may use, see hobbit.runtime.cpus; a fresh compile records it as report.threads);
@@ -187,7 +189,8 @@ def compile(model: ModelSource, target: str | Target = "host", threads: int | No
     (hobbit.passes.tensor_cores, hobbit.plan.gpu.mma), "fp32" (the default) everything in
     float32;
     `passes` replaces the default graph pass pipeline of that precision (see hobbit.passes);
-    `input_shapes` fixes symbolic input dims;
+    `input_shapes` fixes symbolic input dims, {name: shape}; a dim given as (low, high) in a
+    shape is a run-time dim with those bounds instead (dynamic_compile.input_ranges);
     `profile` builds in per-kernel timers, read with CompiledModel.profile();
     `cache` reuses native code from the compile cache on disk (hobbit.runtime.cache; on by
     default, HOBBIT_CACHE=0 turns it off; profiled builds bypass it); a model loaded from it
@@ -312,6 +315,8 @@ def static_only(declared: list, target: Target, dynamic_shapes: object) -> None:
                f"input_shapes={{{example}}}")
     if dynamic_shapes is False:
         raise NotDynamic("run-time dims are off (dynamic_shapes=False)")
+    if not dims:  # only sequences' lengths are open
+        raise NotDynamic(f"{where} is compiled for fixed shapes")
     if isinstance(dynamic_shapes, dict) and dynamic_shapes:
         raise ConfigError(f"run-time dims (dynamic_shapes= bounds, input_shapes= ranges) run on this process's "
                           f"CPU JIT only; {message}")
