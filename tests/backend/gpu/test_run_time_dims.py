@@ -69,3 +69,16 @@ def test_each_shape_is_a_gpu_model_and_fixed_shapes_compile_once():
     fixed = hobbit.compile(model, target="cuda:sm_90", cache=False, input_shapes={"x": (1, 7, 16)})
     assert isinstance(fixed, GpuModel)
     np.testing.assert_array_equal(fixed.emulate({"x": x})[0], run_ort(model, {"x": x})[0])
+
+
+def test_run_compiles_a_gpu_variant_per_shape_on_the_fake_driver(monkeypatch):
+    """run() on the per-shape model, through a driver whose launches run the host-built kernels."""
+    from tests.runtime import fake_cuda
+    driver = fake_cuda.install(monkeypatch)
+    model = _bias_relu()
+    compiled = hobbit.compile(model, target="cuda:sm_90", cache=False)
+    for size in (3, 11):
+        x = np.random.default_rng(size).standard_normal((1, size, 16)).astype(np.float32)
+        got, = compiled.run({"x": x})
+        np.testing.assert_array_equal(got, run_ort(model, {"x": x})[0])
+    assert driver.names().count("cuModuleLoadData") == 2  # one GPU variant per shape
