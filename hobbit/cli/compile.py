@@ -30,8 +30,7 @@ EXAMPLES = """examples:
                                                libsqueezenet.so + squeezenet.h + weights
   hobbit compile squeezenet1_1 --emit lib --target aarch64-linux-gnu:neoverse-v1 -o build/arm
                                                the same for an AArch64 (SVE) machine
-  hobbit compile bert.onnx --emit lib -o build/bert \
-      --input-shape input_ids=1x1..512 --input-shape attention_mask=1x1..512
+  hobbit compile encoder.onnx --emit lib --input-shape tokens=1x1..512x32 -o build/encoder
                                                one library for every sequence length from 1 to 512
   hobbit compile model.onnx --emit asm --target x86-64-v3
                                                AVX2 code for machines without AVX-512"""
