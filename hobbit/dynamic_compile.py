@@ -147,11 +147,12 @@ def input_ranges(source: Source, input_shapes: dict | None, dynamic_shapes: obje
         if symbol in merged:
             raise ConfigError(f"dynamic_shapes gives dim '{symbol}' a range, but input_shapes fixes it at {size} "
                               f"in input '{name}' (dim {axis})")
+    fixed.update((d.name, d) for d in source.declared_inputs({**whole, **stand_ins}) if d.name in whole)
     declared, shapes = [], dict(whole)
     for d in model:
         if d.name in fixed:
             d = fixed[d.name]
-        elif d.name not in whole and any(s in sizes for s in d.symbols):
+        elif any(s in sizes for s in d.symbols):
             d = DeclaredInput(d.name, tuple(sizes[s][0] if s in sizes else n for n, s in zip(d.shape, d.symbols)),
                               tuple(None if s in sizes else s for s in d.symbols), d.dtype, d.sequence)
             if None not in d.shape:

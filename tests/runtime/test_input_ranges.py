@@ -93,6 +93,23 @@ def test_an_int_beside_a_range_fixes_its_symbol_in_every_input():
         hobbit.compile(model, cache=False, input_shapes={"a": (2, (1, 16), 8)}, dynamic_shapes={"batch": (1, 4)})
 
 
+def test_a_whole_shape_beside_a_range_stays_fixed():
+    """b's own symbol 'n' is sized by its whole shape: only a's range is a run-time dim."""
+    model = _model([helper.make_node("ReduceSum", ["b"], ["s"], keepdims=0),
+                    helper.make_node("Add", ["a", "s"], ["y"])],
+                   [helper.make_tensor_value_info("a", TensorProto.FLOAT, [1, "seq", 8]),
+                    helper.make_tensor_value_info("b", TensorProto.FLOAT, ["n", 8])],
+                   [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)])
+    compiled = hobbit.compile(model, cache=False, input_shapes={"a": (1, (1, 16), 8), "b": (3, 8)})
+    assert type(compiled).__name__ == "DynamicModel" and compiled.symbols == ["seq"], getattr(compiled, "reason", 0)
+    assert [arg.shape for arg in compiled.get_inputs()] == [[1, "seq", 8], [3, 8]]
+    a, b = _x(1, 5, 8, seed=1), _x(3, 8, seed=2)
+    np.testing.assert_allclose(compiled.run({"a": a, "b": b})[0], run_ort(model, {"a": a, "b": b})[0], rtol=1e-5,
+                               atol=1e-5)
+    with pytest.raises(InputError, match=r"input 'b'.*dim 0 is static and must be 3"):
+        compiled.run({"a": a, "b": _x(4, 8)})
+
+
 def test_inputs_sharing_a_symbol_must_give_it_one_range():
     same = hobbit.compile(_add(), cache=False, input_shapes={"a": (1, (1, 16), 8), "b": (1, (1, 16), 8)})
     assert type(same).__name__ == "DynamicModel" and same.bounds == {"seq": 16}
