@@ -58,7 +58,7 @@ EXAMPLES = """examples:
   hobbit bench --model bert.onnx --sweep sequence=16,64,128,256,512 --dynamic sequence=1:512 --threads 1,2
                                                one compile at five lengths, beside static compiles and onnxruntime
                                                (python scripts/export_dynamic_models.py DIR writes such models)
-  hobbit bench --model resnet18_hw.onnx --sweep height,width=224x224,160x240,320x320
+  hobbit bench --model DIR/resnet18.onnx --sweep height,width=224x224,160x240,320x320
          --dynamic height=64:320 --dynamic width=64:320
                                                one compile at three image sizes, height and width moved together
                                                (python scripts/export_dynamic_cnns.py DIR writes such models)"""
