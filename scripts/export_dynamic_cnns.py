@@ -19,7 +19,18 @@ changes: the declared shapes of intermediate values (graph.value_info) are dropp
 224x224 ones, and each output's declared shape is the one ONNX shape inference derives from
 the symbolic input (static [1, 1000] for both). Before a file is written it passes
 onnx.checker (full check), and onnxruntime runs it at 224x224 and 160x240, each time equal to
-a copy of the model declared static at that size (rtol 1e-5, atol 1e-6)."""
+a copy of the model declared static at that size (rtol 1e-5, atol 1e-6).
+
+No detector is written here yet. hobbit.zoo.detection's torchvision exports take symbolic
+image sides (torch.onnx.export's dynamic_axes) and onnxruntime runs them at 320x320, 256x384
+and 416x352, but: SSDlite resizes every image to a fixed 320x320 inside the graph, so its
+convs, pools and anchors never see another size (its outputs equal torch's at all three);
+RetinaNet (min_size = max_size = 320) runs its backbone, head and anchors at the resized size
+(anchors follow it: at 256x384 its detections equal torch's as a set), but its traced resize
+is an ONNX Resize with `scales`, which onnxruntime samples at that scale where torch samples
+at output/input size, so the resized image differs by up to 1e-3 at every size but 320x320,
+and at 416x352 one detection of fifteen differs from torch's. A detector row wants the
+model exported after its transform (a normalised image whose sides are multiples of 32)."""
 
 from __future__ import annotations
 
