@@ -1,61 +1,56 @@
-"""The passes' choices that follow the shapes for speed only, made once for a model with
-run-time dims.
+"""Choices a pass makes from tensor sizes alone, for speed (a Winograd tile, a weight layout),
+made once at the bound for a model with run-time dims.
 
-Some passes pick a node's form by the sizes they see: a conv's weight layout (by how well
-its positions fill the vectors), a Winograd conv's tile. Each form is correct at every
-size, only faster at some. A model with run-time dims is put through the passes at its
-bound and at small probe sizes (hobbit.dynamic_compile), and the graphs must match node
-for node: a choice that flips between them would make the model fall back to per-shape
-compiles although every kernel could follow the dims. So such a choice goes through
-`choose`: outside a dynamic compile it simply decides; while the bound's graph is put
-through the passes (`recording`) each choice is kept by node, and while a probe's is
-(`replaying`) the bound's choice is taken, so every size runs the form chosen for the
-bound. A choice that decides whether a form is valid at all (a fusion that needs even
-sizes) must not go through here."""
+hobbit.dynamic_compile imports a model at its bounds and at small probe sizes and requires
+the graphs after the passes to agree (hobbit.graph.extents): a tile or layout picked from a
+probe's small image would differ from the bound's and send the model back to one compile
+per shape, though the bound's choice computes the same values at every size (only its speed
+was tuned for the bound's). So the bound's import runs under `recording()` and the probes'
+under `replaying()` of what it recorded. A choice that decides what is *valid* (a fusion that
+needs even sizes) must not go through here: at a probe where it does not hold, the graphs
+must differ."""
 
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from contextvars import ContextVar
-from typing import Any, TypeVar
-
-from hobbit.graph.ir import Node
+from typing import Hashable, TypeVar
 
 T = TypeVar("T")
 
-# (kind, node name) -> the choice, and whether this import records them (else replays).
-_BOOK: ContextVar[tuple[dict[tuple[str, str], Any], bool] | None] = ContextVar("hobbit_pass_choices", default=None)
+_RECORDING: ContextVar[dict | None] = ContextVar("hobbit_choices_recording", default=None)
+_REPLAYING: ContextVar[dict | None] = ContextVar("hobbit_choices_replaying", default=None)
 
 
-def choose(kind: str, node: Node, decide: Callable[[], T]) -> T:
-    """decide(), or in a probe's import the choice the bound's import made for this node."""
-    book = _BOOK.get()
-    if book is None:
-        return decide()
-    choices, record = book
-    key = (kind, node.name)
-    if record:
-        choices[key] = decide()
-        return choices[key]
-    return choices[key] if key in choices else decide()
-
-
-@contextmanager
-def recording(choices: dict[tuple[str, str], Any]) -> Iterator[None]:
-    """Keep every choice made inside the with-block in `choices`."""
-    token = _BOOK.set((choices, True))
-    try:
-        yield
-    finally:
-        _BOOK.reset(token)
+def sized_choice(key: Hashable, decide: Callable[[], T]) -> T:
+    """`decide()`, or while replaying, what it gave for `key` (a pass's name and the node's)
+    when recorded."""
+    replay = _REPLAYING.get()
+    if replay is not None and key in replay:
+        return replay[key]
+    value = decide()
+    record = _RECORDING.get()
+    if record is not None:
+        record[key] = value
+    return value
 
 
 @contextmanager
-def replaying(choices: dict[tuple[str, str], Any]) -> Iterator[None]:
-    """Take the choices in `choices` inside the with-block (others are made as usual)."""
-    token = _BOOK.set((choices, False))
+def recording() -> Iterator[dict]:
+    """Every sized_choice made inside, by key."""
+    choices: dict = {}
+    token = _RECORDING.set(choices)
+    try:
+        yield choices
+    finally:
+        _RECORDING.reset(token)
+
+
+@contextmanager
+def replaying(choices: dict) -> Iterator[None]:
+    token = _REPLAYING.set(choices)
     try:
         yield
     finally:
-        _BOOK.reset(token)
+        _REPLAYING.reset(token)

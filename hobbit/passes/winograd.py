@@ -13,7 +13,7 @@ from typing import Callable
 
 from hobbit.target import Target
 from hobbit.graph.ir import Graph, Node, Value
-from hobbit.passes.choices import choose
+from hobbit.passes.choices import sized_choice
 from hobbit.plan.conv import conv_shape
 from hobbit.plan.winograd import pack_weights, transform_weights, weight_panel
 
@@ -31,9 +31,8 @@ def use_winograd(graph: Graph, target: Target, tile: Callable[[Node], int] | Non
     pipeline's choice is hobbit.passes.bf16.bf16_tile)."""
     for i, node in enumerate(graph.nodes):
         if _eligible(node):
-            # (choices for speed: a model with run-time dims keeps the bound's, hobbit.passes.choices)
-            m, panel = choose("winograd", node, lambda node=node: _tile_and_panel(node, target, tile))
-            graph.nodes[i] = _rewrite(node, m, panel)
+            m = sized_choice(("winograd tile", node.name), lambda node=node: tile(node) if tile else output_tile(node))
+            graph.nodes[i] = _rewrite(node, target, m)
     graph.relink()
     return graph
 
@@ -60,14 +59,9 @@ def tile_size(out_h: int, out_w: int) -> int:
     return 4 if tiles4 >= MIN_TILES_4 and useful >= MIN_USEFUL_4 else 2
 
 
-def _tile_and_panel(node: Node, target: Target, tile: Callable[[Node], int] | None) -> tuple[int, int]:
-    """The conv's tile size and the output channels per packed panel of its weights."""
-    m = tile(node) if tile else output_tile(node)
-    return m, weight_panel(conv_shape(node), m, target)
-
-
-def _rewrite(node: Node, m: int, panel: int) -> Node:
+def _rewrite(node: Node, target: Target, m: int) -> Node:
     w = node.inputs[1]
+    panel = sized_choice(("winograd panel", node.name), lambda: weight_panel(conv_shape(node), m, target))
     u = Value(f"{w.name}/winograd{m}", const=pack_weights(transform_weights(w.const, m), panel))
     attrs = {**node.attrs, "weight_shape": tuple(w.shape), "tile": m}
     return Node("ConvWinograd", node.name, [node.inputs[0], u] + node.inputs[2:], node.outputs, attrs)
