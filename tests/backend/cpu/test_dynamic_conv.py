@@ -124,13 +124,14 @@ def _check(case: str, threads: int, sizes: dict[str, int]) -> None:
 
 def _corners(case: str) -> list[tuple[int, ...]]:
     """The smallest size the model takes, odd sizes, sizes off the vector width, rows and
-    columns alone at the bound, and the bound."""
+    columns alone at the bound, rows a little narrower than the bound's, and the bound."""
     model, compiled = _compiled(case, 1)
     ranges = [compiled._ranges[compiled.symbols.index(s)] for s in CASES[case][1]]
     low, high = [r[0] for r in ranges], [r[1] for r in ranges]
     picks = [tuple(low), tuple(high), tuple(min(max(v, lo), hi) for v, lo, hi in zip((17, 23), low, high))]
     if len(ranges) == 2:
-        picks += [(high[0], low[1]), (low[0], high[1]), (min(high[0], 6), min(high[1], 33))]
+        picks += [(high[0], low[1]), (low[0], high[1]), (min(high[0], 6), min(high[1], 33)),
+                  (max(low[0], high[0] - 1), max(low[1], high[1] - 3))]  # (rows nearly the bound's width)
     return picks
 
 
