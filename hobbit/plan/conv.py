@@ -213,7 +213,7 @@ def conv_plan(node: Node, target: Target, threads: int) -> ConvPlan:
     rows = block_rows(s, target)
     if is_dynamic(node):  # blocks of a run-time height (hobbit.backend.cpu.conv): sized in positions
         positions = block_positions(s, target)
-        return dataclasses.replace(plan, variant="im2col", rows=rows, col=k * positions,
+        return dataclasses.replace(plan, variant="im2col", rows=rows, col=0 if s.pointwise else k * positions,
                                    pack=_b_pack(fmt, s.ocg, positions, steps, target))
     pack = max(_b_pack(fmt, s.ocg, r * s.ow, steps, target) for r in band_heights(s.oh, rows, threads))
     return dataclasses.replace(plan, variant="im2col", rows=rows, col=k * rows * s.ow, pack=pack)
@@ -222,9 +222,10 @@ def conv_plan(node: Node, target: Target, threads: int) -> ConvPlan:
 def packs_rows(node: Node) -> bool:
     """Whether a conv's input width is a run-time dim (hobbit.graph.extents) and its output has
     more than one row. Its GEMMs then run on positions packed row by row, the columns past
-    the run-time width left out (hobbit.backend.cpu.conv_dims), so a 1x1 conv is lowered
-    through im2col (which packs them) like any other: in blocks of rows, or with "KO" weights
-    over the whole image. A single row (a 1-D conv) is its own packing."""
+    the run-time width left out (hobbit.backend.cpu.conv_dims), and a 1x1 conv runs as the
+    im2col variant's blocks of rows (with no im2col: one GEMM on the input per block, or per
+    row where the rows are much narrower than the bound's), or with "KO" weights over the
+    whole image packed by an im2col. A single row (a 1-D conv) is its own packing."""
     x, y = node.inputs[0], node.outputs[0]
     return x.extents is not None and len(x.extents) == 4 and x.extents[3] is not None and y.shape[2] > 1
 

@@ -23,7 +23,7 @@ from hobbit.backend.cpu.args import CPU, KernelArgs
 from hobbit.backend.cpu.conv_dims import Lengths, conv_lengths, rows_in, unpack_rows
 from hobbit.emit.scalar import Emit
 from hobbit.graph.ir import Node
-from hobbit.plan.conv import ConvPlan, conv_shape, packs_rows, reads_input
+from hobbit.plan.conv import ConvPlan, block_positions, conv_shape, packs_rows, reads_input
 from hobbit.plan.format import FLOAT32, node_format
 from hobbit.plan.gemm import gemm_schedule
 
@@ -139,7 +139,7 @@ def _blocked_im2col_conv(k: KernelArgs, plan: ConvPlan, lengths: Lengths | None)
     x, w, bias = k.inputs[0], k.inputs[1], k.inputs[2] if len(k.inputs) > 2 else None
     K, P = s.cg * s.kh * s.kw, s.oh * s.ow
     steps = fmt.steps(K)
-    col = k.thread_scratch(0, plan.col, dtype)
+    col = k.thread_scratch(0, plan.col, dtype) if plan.col else None  # (none for a 1x1 conv: packs_rows)
     pack = k.thread_scratch(plan.col * plan.threads, plan.pack, dtype) if plan.pack else None
     epilogue = Epilogue(kb, node, k.epilogue, (s.n, s.oc, P))
     alone = k.threads.alone()
@@ -186,24 +186,33 @@ def _blocked_im2col_conv(k: KernelArgs, plan: ConvPlan, lengths: Lengths | None)
         if not (s.pointwise and packs_rows(node)):
             packed_rows()
             return
-        # A 1x1 conv on rows nearly as wide as the bound's: the GEMM on the input in place, over
-        # the block's positions up to the last row's width, costs less than packing them
-        # (copies and moves ran the packed 1x1 at 1.16x the static time; the columns past the
-        # width cost at most 1/7 more here)
+        # A 1x1 conv reads its input in place (packing copies and moves ran it at 1.2-1.3x the
+        # static time where K is small): one GEMM over the block's positions up to the last
+        # row's width where the rows are at least 7/8 of the bound's (the columns past the
+        # width cost at most 1/7 more; at the bound it is the static conv), else a GEMM a row.
         wide = kb.b.icmp_signed(">=", kb.b.mul(kb.idx(lengths.ow), kb.i64(8)), kb.i64(7 * s.ow))
-        with kb.b.if_else(wide) as (in_place, packed):
-            with in_place:
+        with kb.b.if_else(wide) as (flat, by_row):
+            with flat:
                 gemm(MatB(x, kb.add(x_off, kb.mul(oh0, s.w)), k=s.h * s.w),
                      kb.add(kb.mul(kb.add(live, -1), s.ow), lengths.ow), False)
-            with packed:
-                packed_rows()
+            with by_row:
+                with kb.loop(0, live, name="row") as r:
+                    row = kb.add(oh0, r)
+
+                    def row_epi(e: Emit, v, m, col_index, mask, r=r):
+                        return epi(e, v, m, kb.add(kb.mul(r, s.ow), col_index), mask)
+
+                    share_gemm(runtime_gemm(kb, sched, s.ocg, lengths.ow, K, a,
+                                            MatB(x, kb.add(x_off, kb.mul(row, s.w)), k=s.h * s.w),
+                                            MatC(k.outputs[0], kb.add(y_off, kb.mul(row, s.ow)), m=P), fmt,
+                                            row_epi, steps, pack, None), alone, (s.ocg, span, steps))
 
     if lengths is None:
         k.threads.bands(s.oh, plan.rows, block, images=s.n * s.group)
         return
     # Blocks of `rows` rows (the last one shorter), each within the plan's positions.
     b = kb.b
-    positions = plan.col // K
+    positions = block_positions(s, k.target)
     oh_len = kb.idx(lengths.oh)
     rows = b.udiv(kb.i64(positions), kb.idx(lengths.ow))
     rows = b.select(b.icmp_signed(">", rows, oh_len), oh_len, rows)
