@@ -12,8 +12,8 @@ inner loops have no bounds checks.
 
 With run-time lengths (hobbit.backend.cpu.conv_dims) the bands are the bound's, each cut
 at the output's height; rows and columns past the input's lengths are padding (a plane
-row is zeroed before its columns are copied), and each output row's GEMM computes its
-run-time width."""
+row's columns past the run-time width are never written in a call, and stay zero), and
+each output row's GEMM computes its run-time width."""
 
 from __future__ import annotations
 
@@ -60,8 +60,8 @@ def lower_direct_conv(k: KernelArgs, plan: ConvPlan, lengths: Lengths | None = N
                 inside = b.and_(b.icmp_signed(">=", ih, kb.i64(0)), b.icmp_signed("<", ih, kb.idx(h_len)))
                 with b.if_else(inside) as (copy, pad):
                     with copy:
-                        if not isinstance(w_len, int):  # the columns past the row's length are padding
-                            emit_fill(kb, plane, dtype, 0, wp, zero, base=kb.mul(plane_row, wp))
+                        # (a row's columns past its run-time length are padding: the planes are
+                        # zeroed at every call and no row of this call writes them)
                         copy_row(kb, s, x, kb.add(src, kb.mul(ih, s.w)), plane, plane_row, dtype, lanes, w_len)
                     with pad:
                         emit_fill(kb, plane, dtype, 0, wp, zero, base=kb.mul(plane_row, wp))
