@@ -23,7 +23,7 @@ from hobbit.backend.cpu.args import CPU, KernelArgs
 from hobbit.backend.cpu.conv_dims import Lengths, conv_lengths, rows_in, unpack_rows
 from hobbit.emit.scalar import Emit
 from hobbit.graph.ir import Node
-from hobbit.plan.conv import ConvPlan, block_positions, conv_shape, packs_rows, reads_input
+from hobbit.plan.conv import ConvPlan, block_positions, conv_shape, packs_pointwise, packs_rows, reads_input
 from hobbit.plan.format import FLOAT32, node_format
 from hobbit.plan.gemm import gemm_schedule
 
@@ -186,26 +186,34 @@ def _blocked_im2col_conv(k: KernelArgs, plan: ConvPlan, lengths: Lengths | None)
         if not (s.pointwise and packs_rows(node)):
             packed_rows()
             return
-        # A 1x1 conv reads its input in place (packing copies and moves ran it at 1.2-1.3x the
-        # static time where K is small): one GEMM over the block's positions up to the last
-        # row's width where the rows are at least 7/8 of the bound's (the columns past the
-        # width cost at most 1/7 more; at the bound it is the static conv), else a GEMM a row.
+
+        def by_row() -> None:
+            with kb.loop(0, live, name="row") as r:
+                row = kb.add(oh0, r)
+
+                def row_epi(e: Emit, v, m, col_index, mask):
+                    return epi(e, v, m, kb.add(kb.mul(r, s.ow), col_index), mask)
+
+                share_gemm(runtime_gemm(kb, sched, s.ocg, lengths.ow, K, a,
+                                        MatB(x, kb.add(x_off, kb.mul(row, s.w)), k=s.h * s.w),
+                                        MatC(k.outputs[0], kb.add(y_off, kb.mul(row, s.ow)), m=P), fmt,
+                                        row_epi, steps, pack, None), alone, (s.ocg, span, steps))
+
+        # A 1x1 conv reads its input in place: one GEMM over the block's positions up to the
+        # last row's width where the rows are at least 7/8 of the bound's (the columns past the
+        # width cost at most 1/7 more; at the bound it is the static conv); narrower rows are
+        # packed where the channels make packing cheap (hobbit.plan.conv.packs_pointwise),
+        # else each row is a GEMM.
         wide = kb.b.icmp_signed(">=", kb.b.mul(kb.idx(lengths.ow), kb.i64(8)), kb.i64(7 * s.ow))
-        with kb.b.if_else(wide) as (flat, by_row):
+        with kb.b.if_else(wide) as (flat, narrow):
             with flat:
                 gemm(MatB(x, kb.add(x_off, kb.mul(oh0, s.w)), k=s.h * s.w),
                      kb.add(kb.mul(kb.add(live, -1), s.ow), lengths.ow), False)
-            with by_row:
-                with kb.loop(0, live, name="row") as r:
-                    row = kb.add(oh0, r)
-
-                    def row_epi(e: Emit, v, m, col_index, mask, r=r):
-                        return epi(e, v, m, kb.add(kb.mul(r, s.ow), col_index), mask)
-
-                    share_gemm(runtime_gemm(kb, sched, s.ocg, lengths.ow, K, a,
-                                            MatB(x, kb.add(x_off, kb.mul(row, s.w)), k=s.h * s.w),
-                                            MatC(k.outputs[0], kb.add(y_off, kb.mul(row, s.ow)), m=P), fmt,
-                                            row_epi, steps, pack, None), alone, (s.ocg, span, steps))
+            with narrow:
+                if packs_pointwise(s):
+                    packed_rows()
+                else:
+                    by_row()
 
     if lengths is None:
         k.threads.bands(s.oh, plan.rows, block, images=s.n * s.group)

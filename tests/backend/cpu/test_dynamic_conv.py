@@ -64,6 +64,7 @@ def conv_model(c: int, oc: int, kernel: int, pad: int, stride: int = 1, group: i
 # name -> (conv_model's arguments, bounds, the plan variant (and "KO") it runs as)
 CASES = {
     "pointwise": (dict(c=16, oc=24, kernel=1, pad=0), {"h": (1, 40), "w": (1, 40)}, "im2col"),
+    "pointwise-packed": (dict(c=128, oc=128, kernel=1, pad=0), {"h": (1, 24), "w": (1, 24)}, "im2col"),
     "pointwise-rows": (dict(c=16, oc=24, kernel=1, pad=0, spatial=("h", 12)), {"h": (1, 40)}, "gemm"),
     "pointwise-ko": (dict(c=16, oc=32, kernel=1, pad=0), {"h": (2, 9), "w": (2, 9)}, "gemm KO"),
     "3x3": (dict(c=8, oc=24, kernel=3, pad=1), {"h": (5, 40), "w": (5, 40)}, "im2col"),
@@ -164,8 +165,8 @@ def test_drawn_sizes(case: str, threads: int, data) -> None:
 
 
 @pytest.mark.parametrize("threads", [1, 2])
-@pytest.mark.parametrize("case", ["pointwise", "3x3-blocks", "3x3-ko", "stem", "depthwise", "residual-im2col",
-                                  "conv1d-stride2"])
+@pytest.mark.parametrize("case", ["pointwise", "pointwise-packed", "3x3-blocks", "3x3-ko", "stem", "depthwise",
+                                  "residual-im2col", "conv1d-stride2"])
 def test_reads_and_writes_stay_inside_extents(case: str, threads: int) -> None:
     """NaN past the extents of the input must not leak into the result; nothing at or past
     the last valid element of an output plane, nor in its rows past the output's height, is
