@@ -265,8 +265,6 @@ def conv_dynamic(node: Node) -> str | None:
     fmt = node_format(node)
     if fmt.micro != "fma" or np.dtype(y.dtype) != FLOAT32 or np.dtype(x.dtype) != FLOAT32:
         return f"its {fmt.name} GEMM runs at static shapes only (run-time dims: float32)"
-    if node.attrs.get("pool", 1) != 1:
-        return "a fused pool runs at static shapes only"
     if any(v is not None and v.extents is not None and any(v.extents) for v in node.inputs[1:]):
         return "its weights or bias have run-time dims"
     x_ext, y_ext = x.extents or (None,) * 4, y.extents or (None,) * 4

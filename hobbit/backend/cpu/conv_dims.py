@@ -8,12 +8,15 @@ or past those lengths as padding (zero), as it reads one past the static H or W,
 computes the output rows [0, oh), each up to column ow; nothing past the last valid
 element of a plane is read or written.
 
-Where only the height is run-time, a GEMM over flattened positions computes oh*OW of them.
-Where the width is run-time, a GEMM over the bound's positions would also
-compute the columns [ow, OW) of every row (at a 320 bound, 43% more work at 224): instead
-the columns are laid out packed (im2col with a row stride of ow), the GEMM writes its rows
-packed into the start of their place in the output, and `unpack_rows` moves each row to
-its place at the bound's row stride, applying the bias and fused epilogue as it goes."""
+Where only the height is run-time (or the output has one row: a 1-D conv), a GEMM over
+flattened positions computes oh*OW of them, all data. Where the width is run-time, a GEMM
+over the bound's positions would also compute the columns [ow, OW) of every row (at a 320
+bound, 43% more work at 224). So (hobbit.backend.cpu.conv): an im2col conv lays its columns
+out packed (a row stride of ow), its GEMM writes its rows packed into the start of their
+place in the output, and `unpack_rows` moves each row to its place at the bound's row
+stride, applying the bias and fused epilogue as it goes; a 1x1 conv reads its input in
+place, one GEMM over the rows where they are nearly the bound's width, else a GEMM per row
+(or packed, with many channels); the direct and depthwise convs compute row by row."""
 
 from __future__ import annotations
 

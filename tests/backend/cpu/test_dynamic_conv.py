@@ -80,6 +80,8 @@ CASES = {
     "depthwise": (dict(c=24, oc=24, kernel=3, pad=1, group=24), {"h": (5, 40), "w": (5, 40)}, "depthwise"),
     "depthwise-stride2": (dict(c=24, oc=24, kernel=5, pad=2, stride=2, group=24), {"h": (5, 40), "w": (5, 40)},
                           "depthwise"),
+    "depthwise-multiplier": (dict(c=8, oc=16, kernel=3, pad=1, group=8), {"h": (5, 40), "w": (5, 40)},
+                             "depthwise"),
     "relu": (dict(c=8, oc=24, kernel=3, pad=1, epilogue="relu"), {"h": (5, 40), "w": (5, 40)}, "im2col"),
     "residual": (dict(c=24, oc=24, kernel=3, pad=1, group=24, epilogue="add"), {"h": (5, 40), "w": (5, 40)},
                  "depthwise"),
