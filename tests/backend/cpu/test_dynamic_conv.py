@@ -5,7 +5,8 @@ inside it against onnxruntime.
 Each case names the variant it must run as (hobbit.plan.conv: pointwise and "KO" GEMMs,
 blocked im2col, the direct stem conv, depthwise rows) and is checked to run so; the sizes
 cover the smallest, odd ones and ones that are no multiple of the vector width, rows only,
-columns only, and the bound. Each model must come back as a DynamicModel (a silent
+columns only, rows a little narrower than the bound's, and the bound (so a 1x1 conv's GEMM
+in place, per row and packed all run: hobbit.backend.cpu.conv_dims). Each model must come back as a DynamicModel (a silent
 per-shape fallback fails), at one and two threads. Data past the extents is NaN and must
 not leak; nothing past the last valid element of an output plane is written; a large input
 run before a small one must leave nothing behind."""
