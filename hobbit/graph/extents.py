@@ -16,7 +16,10 @@ second probe per symbol and one probe moving all symbols at once check the fit, 
 catches the products of two symbols). Where no affine function fits, the dim may be a
 strided window's output (a conv's, a pool's: OpDef.windows), whose length is its input's
 extent through the window's floor division, or a length an operand of its node already has
-(plus a constant): those candidates are exact by construction, and the probes check them. A
+(plus a constant): those candidates are exact by construction, and the probes check them.
+Last come the floor divisions found anywhere earlier in the graph (plus a constant): a
+positional table folded to the conv output's length (Whisper's encoder) has no operand to
+carry it, and a false fit would have to agree with a window's length at every probe. A
 constant that differs must be, at each probe, the prefix of the bound graph's constant
 along its run-time dims (a causal mask, positions 0..n-1): computing inside the extents
 then reads exactly what the probe's graph would. So must an op's index tables (TABLE_ATTRS:
@@ -134,9 +137,11 @@ def find_extents(bound: Probe, probes: list[Probe], symbols: list[str], windows:
     for probe in probes:
         _same_structure(bound.graph, probe.graph)
     others = [_values(probe.graph) for probe in probes]
+    strided: dict[Extent, None] = {}  # the floor divisions found so far, in order
     for index, (value, node) in enumerate(_values(bound.graph)):
         seen = [(probe.dims, values[index][0]) for probe, values in zip(probes, others)]
-        value.extents = _fit(value, node, bound.dims, seen, symbols, windows)
+        value.extents = _fit(value, node, bound.dims, seen, symbols, windows, list(strided))
+        strided.update((e, None) for e in value.extents or () if e is not None and e.div != 1)
         if value.const is not None:
             for _, other in seen:
                 _check_prefix(value, other, symbols)
@@ -229,7 +234,7 @@ def _same_attrs(x: Node, y: Node) -> bool:
     return all(same_value(a.attrs, b.attrs) and a.swap == b.swap for a, b in zip(x.epilogue, y.epilogue))
 
 def _fit(value: Value, node: Node | None, at: tuple[int, ...], seen: list[tuple[tuple[int, ...], Value]],
-         symbols: list[str], windows: Windows) -> Extents | None:
+         symbols: list[str], windows: Windows, strided: list[Extent]) -> Extents | None:
     """Each dim that moves as the first candidate (`_candidates`) that gives its size at the
     bound and at every probe; None for a value whose dims never move."""
     shape = value.shape
@@ -243,7 +248,8 @@ def _fit(value: Value, node: Node | None, at: tuple[int, ...], seen: list[tuple[
             dims.append(None)
             continue
         affine, reason = _affine(value.name, axis, size, at, sizes, symbols)
-        fits = [e for e in [affine, *_candidates(node, axis, size, at, windows)] if e is not None and e.value(at) == size
+        candidates = [affine, *_candidates(node, axis, size, at, windows), *(e.plus(size - e.value(at)) for e in strided)]
+        fits = [e for e in candidates if e is not None and e.value(at) == size
                 and all(e.value(point) == there for point, there in sizes)]
         if not fits:
             raise NotDynamic(reason or f"dim {axis} of '{value.name}' moves with the input sizes in no fitting way")
