@@ -61,9 +61,22 @@ def emit_fill(kb: KernelBuilder, dst: ir.Value, dtype: np.dtype, start: int | ir
 
 
 def emit_row_copy(kb: KernelBuilder, src: ir.Value, src_base: int | ir.Value, dst: ir.Value,
-                  dst_base: int | ir.Value, count: int, dtype: np.dtype, width: int) -> None:
-    """Copy `count` contiguous elements in vectors of `width` (a masked one for the tail):
-    rows moved within the caches must not be limited by a scalar loop."""
+                  dst_base: int | ir.Value, count: int | ir.Value, dtype: np.dtype, width: int) -> None:
+    """Copy `count` contiguous elements (a run-time count: a row of a run-time dim) in vectors
+    of `width` (a masked one for the tail): rows moved within the caches must not be limited
+    by a scalar loop."""
+    if not isinstance(count, int):
+        b = kb.b
+        full = b.mul(b.udiv(count, kb.i64(width)), kb.i64(width))
+        with kb.loop(0, full, width, name="iw") as iw:
+            v = kb.vload(src, dtype, kb.add(src_base, iw), width)
+            kb.vstore(v, dst, dtype, kb.add(dst_base, iw))
+        tail = b.sub(count, full)
+        with kb.if_then(b.icmp_unsigned("!=", tail, kb.i64(0))):
+            mask = kb.runtime_prefix_mask(width, tail)
+            v = kb.vload(src, dtype, kb.add(src_base, full), width, mask)
+            kb.vstore(v, dst, dtype, kb.add(dst_base, full), mask)
+        return
     full = count - count % width
     if full:
         with kb.loop(0, full, width, name="iw") as iw:
@@ -75,30 +88,48 @@ def emit_row_copy(kb: KernelBuilder, src: ir.Value, src_base: int | ir.Value, ds
         kb.vstore(v, dst, dtype, kb.add(dst_base, full), mask)
 
 
-def emit_deinterleaved_row_copy(kb: KernelBuilder, src: ir.Value, src_base: int | ir.Value, count: int,
+def emit_deinterleaved_row_copy(kb: KernelBuilder, src: ir.Value, src_base: int | ir.Value, count: int | ir.Value,
                                 dst: ir.Value, dst_base: int | ir.Value, left: int, phases: int,
                                 phase_stride: int, dtype: np.dtype, lanes: int) -> None:
-    """Copy `count` contiguous elements into a padded row stored by phase: source element
-    iw is padded column x = left + iw and goes to dst[dst_base + (x % phases)*phase_stride
-    + x // phases]. A stride-`phases` consumer then reads consecutive outputs' taps as one
-    contiguous vector. Chunks of phases*lanes elements are loaded as one wide vector and
-    each phase is taken out with one shuffle."""
+    """Copy `count` contiguous elements (a run-time count: a row of a run-time dim) into a
+    padded row stored by phase: source element iw is padded column x = left + iw and goes to
+    dst[dst_base + (x % phases)*phase_stride + x // phases]. A stride-`phases` consumer then
+    reads consecutive outputs' taps as one contiguous vector. Chunks of phases*lanes elements
+    are loaded as one wide vector and each phase is taken out with one shuffle."""
     chunk = phases * lanes
     vty_index = ir.VectorType(ir.IntType(32), lanes)
+    b = kb.b
 
-    def piece(iw0, out0, valid: int | None) -> None:
-        """Source elements iw0 .. iw0 + chunk; out0 = iw0 // phases."""
-        mask = None if valid is None else kb.prefix_mask(chunk, valid)
+    def piece(iw0, out0, valid: int | ir.Value | None) -> None:
+        """Source elements iw0 .. iw0 + chunk (the first `valid` of them); out0 = iw0 // phases."""
+        if isinstance(valid, ir.Value):
+            mask = kb.runtime_prefix_mask(chunk, valid)
+        else:
+            mask = None if valid is None else kb.prefix_mask(chunk, valid)
         wide = kb.vload(src, dtype, kb.add(src_base, iw0), chunk, mask)
         for p in range(phases):
             first = (p - left) % phases  # the first source offset in the chunk with phase p
-            n_out = lanes if valid is None else max(0, -(-(valid - first) // phases))
-            if n_out == 0:
-                continue
+            if isinstance(valid, ir.Value):  # ceil((valid - first) / phases), at least 0
+                ahead = b.add(valid, kb.i64(phases - 1 - first))
+                n_out = b.udiv(b.select(b.icmp_signed("<", ahead, kb.i64(0)), kb.i64(0), ahead), kb.i64(phases))
+            else:
+                n_out = lanes if valid is None else max(0, -(-(valid - first) // phases))
+                if n_out == 0:
+                    continue
             taken = kb.b.shuffle_vector(wide, wide, ir.Constant(vty_index, [first + phases * i for i in range(lanes)]))
             at = kb.add(kb.add(dst_base, p * phase_stride + (left + first) // phases), out0)
-            kb.vstore(taken, dst, dtype, at, None if n_out == lanes else kb.prefix_mask(lanes, n_out))
+            out_mask = kb.runtime_prefix_mask(lanes, n_out) if isinstance(n_out, ir.Value) else \
+                None if n_out == lanes else kb.prefix_mask(lanes, n_out)
+            kb.vstore(taken, dst, dtype, at, out_mask)
 
+    if not isinstance(count, int):
+        chunks = b.udiv(count, kb.i64(chunk))
+        with kb.loop(0, chunks, name="chunk") as ci:
+            piece(kb.mul(ci, chunk), kb.mul(ci, lanes), None)
+        tail = b.sub(count, b.mul(chunks, kb.i64(chunk)))
+        with kb.if_then(b.icmp_unsigned("!=", tail, kb.i64(0))):
+            piece(b.mul(chunks, kb.i64(chunk)), b.mul(chunks, kb.i64(lanes)), tail)
+        return
     chunks, tail = divmod(count, chunk)
     if chunks:
         with kb.loop(0, chunks, name="chunk") as ci:
