@@ -47,8 +47,8 @@ from hobbit.emit.reduce import combine
 from hobbit.emit.scalar import Emit
 from hobbit.plan.format import FLOAT32, Format, node_format
 from hobbit.plan.gemm import GemmSchedule
-from hobbit.plan.winograd import (Variant, VARIANTS, WinogradPlan, phase_len, plane_hw, plane_row, tile_gemm,
-                                  tiles)
+from hobbit.plan.winograd import (Variant, VARIANTS, WinogradPlan, band_budget, phase_len, plane_hw, plane_row,
+                                  tile_gemm, tiles)
 
 
 def tile_lanes(s: ConvShape, m: int, target: Target) -> int:
@@ -391,22 +391,29 @@ def _banded(k: KernelArgs, plan: WinogradPlan, var: Variant, gemms: TileGemms, s
 
 
 def _banded_runtime(k: KernelArgs, plan: WinogradPlan, var: Variant, gemms: TileGemms, size: Lengths) -> None:
-    """_banded for a run-time count of tile rows: bands of the bound's height (the last one
-    shorter), their count known at run time, claimed in runs (Threads.runs); each band's
-    GEMMs run over its tiles in this inference, V and M laid out as for the bound's band."""
+    """_banded for run-time lengths: the band height the bound's rule (band_height) gives at this
+    inference's tile rows, computed at run time, the tile rows cut into bands of that height or
+    one less (the taller first) claimed in runs of their run-time count (Threads.runs); each
+    band's GEMMs run over its tiles, V and M laid out for plan.band_tiles tiles a band."""
     kb, b, s = k.kb, k.kb.b, plan.shape
-    m, rows = var.m, plan.band
-    t_blk = rows * tiles(s, m)[1]
+    m = var.m
+    t_blk = plan.band_tiles
     sched = gemms.schedule(s, m, t_blk, k.target)
     band = _Band(k, plan, var, gemms, size)
-    bands = ceil_units(kb, size.th, rows)
+    th, tw = kb.idx(size.th), kb.idx(size.tw)
+    most, least = band_budget(s, m, k.target)
+    rows = _imax(kb, _imax(kb, kb.i64(1), b.udiv(kb.i64(most), tw)), b.udiv(b.add(kb.i64(least - 1), tw), tw))
+    rows = kb.imin(rows, ceil_units(kb, th, plan.threads))
+    bands = b.udiv(b.add(th, b.sub(rows, kb.i64(1))), rows)
+    small = b.udiv(th, bands)
+    big = b.sub(th, b.mul(small, bands))  # bands one row taller than `small`
 
     def run(lo, hi) -> None:
         with kb.loop(lo, hi, name="band") as unit:
-            n, first = (0, unit) if s.n == 1 else (b.udiv(unit, bands), b.urem(unit, bands))
-            tr0 = b.mul(first, kb.i64(rows))
-            count = kb.imin(rows, b.sub(kb.idx(size.th), tr0))
-            last = kb.add(tr0, b.sub(count, kb.i64(1)))  # the band's last tile row, and its height:
+            n, i = (0, unit) if s.n == 1 else (b.udiv(unit, bands), b.urem(unit, bands))
+            tr0 = b.add(b.mul(i, small), kb.imin(i, big))
+            count = b.add(small, b.zext(b.icmp_unsigned("<", i, big), ir.IntType(64)))
+            last = b.sub(b.add(tr0, count), kb.i64(1))  # the band's last tile row, and its height:
             height = kb.imin(m, b.sub(kb.idx(size.oh), b.mul(last, kb.i64(m))))
             band.run(n, tr0, count, t_blk, sched, height)
 
@@ -501,6 +508,10 @@ def winograd_dynamic(node: Node) -> str | None:
 def _last_height(kb: KernelBuilder, oh: Index, th: Index, m: int) -> Index:
     """The output rows of the last of th tile rows over oh rows."""
     return _sub(kb, oh, kb.mul(kb.add(th, -1), m))
+
+
+def _imax(kb: KernelBuilder, a: ir.Value, b: ir.Value) -> ir.Value:
+    return kb.b.select(kb.b.icmp_signed(">", a, b), a, b)
 
 
 def _sub(kb: KernelBuilder, a: Index, b: Index) -> Index:
