@@ -40,7 +40,8 @@ from hobbit.runtime.recipe import Recipe
 from hobbit.runtime.specialize import SpecializingModel, SymbolicSpec
 from hobbit.runtime.dynamic import Build, DynamicModel
 from hobbit.graph.extents import NotDynamic, extents_from_json, extents_to_json
-from hobbit.dynamic_compile import dynamic_graph, first_bound, per_sample, run_time_symbols, smallest_sizes
+from hobbit.dynamic_compile import (declared_ranges, dynamic_graph, first_bound, input_ranges, per_sample,
+                                    run_time_symbols, smallest_sizes)
 from hobbit.target import Target, host_target, parse_target
 
 ModelSource = ModelInput | Source
@@ -147,7 +148,7 @@ def resolve_opt_level(opt_level: int) -> int:
 def compile(model: ModelSource, target: str | Target = "host", threads: int | None = None,
             precision: str = "fp32", opt_level: int = 3,
             passes: list[str] | None = None,
-            input_shapes: dict[str, tuple[int, ...]] | None = None, profile: bool = False,
+            input_shapes: dict[str, tuple[int | tuple[int, int], ...]] | None = None, profile: bool = False,
             cache: bool | None = None,
             progress: bool | None = None, signature: str | None = None,
             external_data_dir: str | os.PathLike | None = None,
@@ -174,8 +175,10 @@ def compile(model: ModelSource, target: str | Target = "host", threads: int | No
     calls need); False turns the run-time dims off. A model whose only symbolic dim is a
     batch dim, a model whose run-time dims some kernel cannot follow (`reason` on the model
     says which), or one whose shapes depend on the values of small inputs, comes back as a
-    SpecializingModel: it checks each call against the declarations and compiles one
-    variant per input signature (see hobbit.runtime.specialize).
+    SpecializingModel: it checks each call against the declarations and bounds and compiles
+    one variant per input signature (see hobbit.runtime.specialize). Code for a GPU or another
+    CPU is compiled for fixed shapes: its `reason` names the dims to fix, and bounds asked for
+    there are a ConfigError (static_only).
 
     `threads` is the thread count per inference (default: HOBBIT_NUM_THREADS, else the CPUs
     this process may use, see hobbit.runtime.cpus; a fresh compile records it as report.threads);
@@ -186,7 +189,8 @@ def compile(model: ModelSource, target: str | Target = "host", threads: int | No
     (hobbit.passes.tensor_cores, hobbit.plan.gpu.mma), "fp32" (the default) everything in
     float32;
     `passes` replaces the default graph pass pipeline of that precision (see hobbit.passes);
-    `input_shapes` fixes symbolic input dims;
+    `input_shapes` fixes symbolic input dims, {name: shape}; a dim given as (low, high) in a
+    shape is a run-time dim with those bounds instead (dynamic_compile.input_ranges);
     `profile` builds in per-kernel timers, read with CompiledModel.profile();
     `cache` reuses native code from the compile cache on disk (hobbit.runtime.cache; on by
     default, HOBBIT_CACHE=0 turns it off; profiled builds bypass it); a model loaded from it
@@ -205,10 +209,13 @@ def compile(model: ModelSource, target: str | Target = "host", threads: int | No
     precision = backend.check_precision(precision, machine, passes)
     opt_level = resolve_opt_level(opt_level)
 
+    resolved = input_ranges(source, input_shapes, dynamic_shapes)
+    fixed, run_time = resolved.shapes, resolved.dynamic_shapes
+
     def build(shapes: dict[str, tuple[int, ...]], values: dict[str, np.ndarray]) -> CompiledModel | ExportOnlyModel | GpuModel:
         with Progress.for_compile(progress) as show:
             return _build(source, backend, machine, threads, precision, opt_level, passes,
-                          {**(input_shapes or {}), **shapes}, values, profile, cache, show)
+                          {**(fixed or {}), **shapes}, values, profile, cache, show)
 
     try:
         compiled = build({}, {})
@@ -216,15 +223,14 @@ def compile(model: ModelSource, target: str | Target = "host", threads: int | No
         declared = source.declared_outputs()
         outputs = [SymbolicSpec(name, shape, dtype) for name, shape, dtype in declared]
         needed = exc.inputs if isinstance(exc, InputValuesNeeded) else []
-        described = node_args(source.described(input_shapes))
-        inputs = source.declared_inputs(input_shapes)
+        inputs = resolved.declared or source.declared_inputs(fixed)
+        described = node_args(_described(source.described(fixed), inputs))
         reason = "the model's shapes depend on the values of inputs" if needed else None
         if not needed:
             try:
                 with Progress.for_compile(progress) as show:
                     dynamic = compile_dynamic(source, backend, machine, threads, precision, opt_level, passes,
-                                              input_shapes, inputs, dynamic_shapes, profile, cache, show,
-                                              described)
+                                              fixed, inputs, run_time, profile, cache, show, described)
                 dynamic.recipe = _recipe(model, source, target, threads, precision, opt_level, passes,
                                          input_shapes, profile, cache, progress, signature, external_data_dir,
                                          dynamic_shapes)
@@ -234,14 +240,27 @@ def compile(model: ModelSource, target: str | Target = "host", threads: int | No
             except InputValuesNeeded as values:
                 needed, reason = values.inputs, "the model's shapes depend on the values of inputs"
         compiled = SpecializingModel(inputs, outputs, needed, build,
-                                     importer=lambda shapes: source.import_graph({**(input_shapes or {}), **shapes}),
-                                     node_args=described)
+                                     importer=lambda shapes: source.import_graph({**(fixed or {}), **shapes}),
+                                     node_args=described, ranges=declared_ranges(inputs, run_time))
         compiled.reason = reason
     # What a pickle of the model carries (hobbit.runtime.recipe): threads as resolved, so
     # another process builds the same code and finds it in the compile cache.
     compiled.recipe = _recipe(model, source, target, threads, precision, opt_level, passes, input_shapes, profile,
                               cache, progress, signature, external_data_dir, dynamic_shapes)
     return compiled
+
+
+def _described(described: tuple[list, list], declared: list) -> tuple[list, list]:
+    """The inputs as onnxruntime would describe them, with every dim the declarations fix as
+    its size (a size that input_shapes= gives beside a range, or fixes through a shared symbol)."""
+    sizes = {d.name: d.shape for d in declared if not d.sequence}
+    inputs = []
+    for name, dims, kind in described[0]:
+        shape = sizes.get(name)
+        if shape is not None and len(shape) == len(dims):
+            dims = [size if size is not None else dim for dim, size in zip(dims, shape)]
+        inputs.append((name, dims, kind))
+    return inputs, described[1]
 
 
 def _recipe(model: object, source: Source, target: object, threads: int, precision: str, opt_level: int,
@@ -260,9 +279,10 @@ def compile_dynamic(source: Source, backend: Backend, target: Target, threads: i
                     declared: list, dynamic_shapes: object, profile: bool, cache: bool | None, show: Progress,
                     described: tuple) -> DynamicModel:
     """One module for every size of the model's symbolic dims (hobbit.runtime.dynamic), or
-    NotDynamic. The CPU JIT only: code for another machine and GPU code are compiled per shape."""
+    NotDynamic. The CPU JIT only: code for another machine and GPU code are compiled per shape
+    (see static_only)."""
     if not backend.in_process(target):
-        raise NotDynamic(f"run-time dims run on this CPU's JIT only, not on {target}")
+        static_only(declared, target, dynamic_shapes)
     symbols, ranges = run_time_symbols(declared, dynamic_shapes)
     try:
         return _dynamic_model(source, backend, target, threads, precision, opt_level, passes, input_shapes,
@@ -276,6 +296,32 @@ def compile_dynamic(source: Source, backend: Backend, target: Target, threads: i
         return _dynamic_model(source, backend, target, threads, precision, opt_level, passes, input_shapes,
                               fixed, symbols[:slot] + symbols[slot + 1:], ranges[:slot] + ranges[slot + 1:],
                               profile, cache, show, described, (batch, ranges[slot], declared))
+
+
+def static_only(declared: list, target: Target, dynamic_shapes: object) -> None:
+    """A target whose code this process does not JIT (a GPU, another CPU) is compiled for fixed
+    shapes: the dims it needs fixed, by input, dim and symbol, and how to fix them. A ConfigError
+    where run-time dims were asked for (dynamic_shapes= bounds, input_shapes= ranges), else
+    NotDynamic: the model compiles one variant per shape, and its `reason` says this."""
+    dims = [(d.name, axis, symbol) for d in declared if not d.sequence
+            for axis, (size, symbol) in enumerate(zip(d.shape, d.symbols)) if size is None]
+    where = (f"{target.vendor} GPU code ({target.arch})" if hasattr(target, "vendor")
+             else f"code for {target.triple} ({target.cpu})")
+    listed = ", ".join(f"input '{name}' dim {axis}" + (f" ('{symbol}')" if symbol else "")
+                       for name, axis, symbol in dims)
+    example = ", ".join(f"'{d.name}': ({', '.join('N' if n is None else str(n) for n in d.shape)}"
+                        f"{',' if len(d.shape) == 1 else ''})" for d in declared if None in d.shape and not d.sequence)
+    message = (f"{where} is compiled for fixed shapes: it needs {listed} fixed; give them with "
+               f"input_shapes={{{example}}}")
+    if dynamic_shapes is False:
+        raise NotDynamic("run-time dims are off (dynamic_shapes=False)")
+    if not dims:  # only sequences' lengths are open
+        raise NotDynamic(f"{where} is compiled for fixed shapes")
+    if isinstance(dynamic_shapes, dict) and dynamic_shapes:
+        raise ConfigError(f"run-time dims (dynamic_shapes= bounds, input_shapes= ranges) run on this process's "
+                          f"CPU JIT only; {message}")
+    raise NotDynamic(f"{message} (one compile for those sizes); as it is, each new shape compiles a variant "
+                     f"on its first run")
 
 
 def _dynamic_model(source: Source, backend: Backend, target: Target, threads: int, precision: str,

@@ -9,10 +9,12 @@ compile() falls back to one variant per shape."""
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 import numpy as np
 
 from hobbit.backend.base import Backend
-from hobbit.errors import ConfigError, HobbitError, InputValuesNeeded
+from hobbit.errors import ConfigError, HobbitError, InputError, InputValuesNeeded
 from hobbit.frontend.common.source import DeclaredInput, Source
 from hobbit.graph.extents import DIMS_INPUT, NotDynamic, Probe, find_extents, is_dynamic
 from hobbit.graph.ir import Graph, Node, TensorType, Value
@@ -20,6 +22,7 @@ from hobbit.graph.shapes import Window
 from hobbit.ops.registry import get_op
 from hobbit.ops.separable import separation
 from hobbit.passes import run_pipeline
+from hobbit.passes.choices import recording, replaying
 from hobbit.passes.memory import is_view
 from hobbit.runtime.dynamic import DEFAULT_BOUND
 from hobbit.target import Target
@@ -56,6 +59,134 @@ def run_time_symbols(declared: list[DeclaredInput], dynamic_shapes: dict[str, tu
     if batch_only and not given:
         raise NotDynamic("its only symbolic dim is a batch dim, which runs in chunks of one variant")
     return symbols, ranges
+
+
+@dataclass(frozen=True)
+class InputRanges:
+    """`input_shapes=` with (low, high) dims, resolved against the model's declarations."""
+
+    shapes: dict[str, tuple[int, ...]] | None  # the inputs imported at a whole shape (every dim a size)
+    declared: list[DeclaredInput] | None  # the declarations with every size given filled in (None: no ranges)
+    dynamic_shapes: dict[str, tuple[int, int]] | bool | None  # dynamic_shapes= with the ranges' symbols added
+
+
+def input_ranges(source: Source, input_shapes: dict | None, dynamic_shapes: object) -> InputRanges:
+    """Split `input_shapes` into the whole shapes the importer takes and the run-time dims its
+    (low, high) dims ask for. A range makes its dim a run-time dim with those bounds: for a
+    dim the model names, the same as dynamic_shapes={name: (low, high)}; a dim with no name
+    (or an input with no declared shape) gets the one the frontends give it, 'input:axis'.
+    An int in an input with ranges fixes its dim, and that symbol wherever the model uses it.
+    Without any range, `input_shapes` is as it was (the import checks it). ConfigError for a
+    range on a static dim, a size or range that is not one, and disagreements (two ranges or
+    sizes for one symbol, a range that dynamic_shapes= gives otherwise)."""
+    ranged = {name: tuple(shape) for name, shape in (input_shapes or {}).items()
+              if isinstance(shape, (tuple, list)) and any(isinstance(d, (tuple, list)) for d in shape)}
+    if not ranged:
+        return InputRanges(input_shapes, None, dynamic_shapes)
+    whole = {name: shape for name, shape in input_shapes.items() if name not in ranged}
+    shapeless = set(source.shapeless_inputs())
+    stand_ins = {name: (1,) * len(shape) for name, shape in ranged.items() if name in shapeless}
+    model = source.declared_inputs({**{n: s for n, s in whole.items() if n in shapeless}, **stand_ins})
+    by_name = {d.name: d for d in model}
+    unknown = [name for name in input_shapes if name not in by_name]
+    if unknown:
+        raise InputError(f"input_shapes names {unknown}, which are not model inputs; the model takes {list(by_name)}")
+    sizes: dict[str, tuple[int, str, int]] = {}  # symbol -> (size, input, axis) where an int fixes it
+    ranges: dict[str, tuple[tuple[int, int], str, int]] = {}
+    fixed: dict[str, DeclaredInput] = {}
+    for name, shape in ranged.items():
+        d = by_name[name]
+        if d.sequence:
+            raise ConfigError(f"input_shapes gives input '{name}' a range, but it is a sequence of tensors")
+        if len(shape) != len(d.shape):
+            raise ConfigError(f"input_shapes gives input '{name}' {len(shape)} dims, but the model declares rank "
+                              f"{len(d.shape)}")
+        dims, symbols = [], []
+        for axis, (given, size, symbol) in enumerate(zip(shape, d.shape, d.symbols)):
+            if name in stand_ins:  # no declaration: every int is a size, every range a run-time dim
+                size, symbol = None, f"{name}:{axis}"
+            where = f"input_shapes['{name}'] dim {axis}"
+            if isinstance(given, (tuple, list)):
+                span = _bounds(given, where)
+                if size is not None:
+                    raise ConfigError(f"{where} is a range {span}, but the model declares that dim static "
+                                      f"({size}): only a symbolic dim can be a run-time dim")
+                _agree(ranges, symbol, span, name, axis, "the range")
+                dims.append(None)
+                symbols.append(symbol)
+                continue
+            if isinstance(given, bool) or not isinstance(given, (int, np.integer)) or given < 0:
+                raise ConfigError(f"{where} must be a size (an int >= 0) or a range (low, high); got {given!r}")
+            if size is not None and given != size:
+                raise ConfigError(f"{where} is {given}, but the model declares that dim static ({size})")
+            if size is None:
+                _agree(sizes, symbol, int(given), name, axis, "the size")
+            dims.append(int(given))
+            symbols.append(None)
+        fixed[name] = DeclaredInput(name, tuple(dims), tuple(symbols), d.dtype)
+    for name, shape in whole.items():  # a whole shape fixes the symbols it sizes
+        d = by_name[name]
+        if d.sequence or not isinstance(shape, (tuple, list)) or len(shape) != len(d.shape):
+            continue  # the import says what is wrong with it
+        for axis, (given, symbol) in enumerate(zip(shape, d.symbols)):
+            if symbol is not None and isinstance(given, (int, np.integer)) and not isinstance(given, bool):
+                _agree(sizes, symbol, int(given), name, axis, "the size")
+    for symbol, (size, name, axis) in sizes.items():
+        if symbol in ranges:
+            span, other, other_axis = ranges[symbol]
+            raise ConfigError(f"input_shapes gives dim '{symbol}' the size {size} in input '{name}' (dim {axis}) "
+                              f"but the range {span} in input '{other}' (dim {other_axis})")
+    if dynamic_shapes is False:
+        raise ConfigError(f"input_shapes gives ranges (run-time dims {sorted(ranges)}), but dynamic_shapes=False "
+                          f"turns run-time dims off")
+    merged = dict(dynamic_shapes) if isinstance(dynamic_shapes, dict) else {}
+    for symbol, (span, name, axis) in ranges.items():
+        if symbol in merged and _range(symbol, merged[symbol]) != span:
+            raise ConfigError(f"dynamic_shapes['{symbol}'] is {tuple(merged[symbol])}, but input_shapes gives that "
+                              f"dim the range {span} in input '{name}' (dim {axis})")
+        merged[symbol] = span
+    for symbol, (size, name, axis) in sizes.items():
+        if symbol in merged:
+            raise ConfigError(f"dynamic_shapes gives dim '{symbol}' a range, but input_shapes fixes it at {size} "
+                              f"in input '{name}' (dim {axis})")
+    fixed.update((d.name, d) for d in source.declared_inputs({**whole, **stand_ins}) if d.name in whole)
+    declared, shapes = [], dict(whole)
+    for d in model:
+        if d.name in fixed:
+            d = fixed[d.name]
+        elif any(s in sizes for s in d.symbols):
+            d = DeclaredInput(d.name, tuple(sizes[s][0] if s in sizes else n for n, s in zip(d.shape, d.symbols)),
+                              tuple(None if s in sizes else s for s in d.symbols), d.dtype, d.sequence)
+            if None not in d.shape:
+                shapes[d.name] = d.shape
+        declared.append(d)
+    return InputRanges(shapes or None, declared, merged)
+
+
+def declared_ranges(declared: list[DeclaredInput], dynamic_shapes: object) -> dict[str, tuple[int, int]]:
+    """The bounds `dynamic_shapes` gives the declared inputs' symbols: what a model compiled per
+    shape checks each call against, as a DynamicModel checks its bounds."""
+    if not isinstance(dynamic_shapes, dict):
+        return {}
+    symbols = {s for d in declared for s in d.symbols if s is not None}
+    return {name: _range(name, span) for name, span in dynamic_shapes.items() if name in symbols}
+
+
+def _bounds(given: tuple | list, where: str) -> tuple[int, int]:
+    """A (low, high) range of input_shapes, checked: whole numbers, 1 <= low <= high."""
+    if (len(given) != 2 or not all(isinstance(v, (int, np.integer)) and not isinstance(v, bool) for v in given)
+            or not 1 <= given[0] <= given[1]):
+        raise ConfigError(f"{where} must be (low, high) with 1 <= low <= high; got {tuple(given)!r}")
+    return int(given[0]), int(given[1])
+
+
+def _agree(seen: dict, symbol: str, value: object, name: str, axis: int, what: str) -> None:
+    """Record `value` for `symbol` (first given by input `name`, dim `axis`), or ConfigError where
+    another input gave it another one."""
+    first = seen.setdefault(symbol, (value, name, axis))
+    if first[0] != value:
+        raise ConfigError(f"input_shapes gives dim '{symbol}' {what} {first[0]} in input '{first[1]}' (dim "
+                          f"{first[2]}) but {value} in input '{name}' (dim {axis})")
 
 
 def _range(name: str, given: object) -> tuple[int, int | None]:
@@ -103,7 +234,8 @@ def dynamic_graph(source: Source, backend: Backend, target: Target, precision: s
                   input_shapes: dict[str, tuple[int, ...]] | None, declared: list[DeclaredInput],
                   symbols: list[str], ranges: list[tuple[int, int | None]], bound: tuple[int, ...]) -> Graph:
     """The graph after the backend's passes at `bound`, every run-time extent set and the
-    dims input last (DIMS_INPUT); NotDynamic where any of it cannot be."""
+    dims input last (DIMS_INPUT); NotDynamic where any of it cannot be. The passes' speed
+    choices made from sizes (hobbit.passes.choices) are the bound's at the probes too."""
     def at(point: tuple[int, ...]) -> Graph:
         graph = source.import_graph({**(input_shapes or {}), **_shapes(declared, dict(zip(symbols, point)))})
         return run_pipeline(graph, backend.pipeline(precision, target, passes), target)
@@ -116,9 +248,16 @@ def dynamic_graph(source: Source, backend: Backend, target: Target, precision: s
         except HobbitError as exc:  # sizes the model cannot take (two symbols tied by the model)
             raise NotDynamic(f"the model does not import at {dict(zip(symbols, point))}: {exc}") from exc
 
-    at_bound = imported(bound)
-    find_extents(at_bound, [imported(point) for point in _probe_points(bound, ranges, symbols)], symbols, _windows)
+    with recording() as choices:
+        at_bound = imported(bound)
     graph = at_bound.graph
+    _check_outputs(graph)
+    probes = []
+    with replaying(choices):
+        for point in _probe_points(bound, ranges, symbols):
+            probes.append(imported(point))
+            _check_moved(graph, probes[-1].graph, backend)
+    find_extents(at_bound, probes, symbols, _windows)
     _check_kernels(graph, backend)
     graph.inputs.append(Value(DIMS_INPUT, TensorType(np.dtype(np.int64), (len(symbols),))))
     return graph
@@ -176,22 +315,50 @@ def _windows(node: Node) -> dict[int, Window]:
     return {} if windows is None else windows(node)
 
 
+def _check_outputs(graph: Graph) -> None:
+    if any(kind is not None for _, kind in graph.output_layout):
+        raise NotDynamic("the model has sequence or data-dependent outputs")
+
+
+def _check_moved(bound: Graph, probe: Graph, backend: Backend) -> None:
+    """Fail fast, before the other probes are imported (each costs an import and the passes, about
+    a second for BERT-base): a node whose operands or outputs differ in shape between the graph
+    at the bound and one probe's touches a run-time dim, so a kernel compiled for static shapes
+    only refuses the model already. Only that refusal is checked here: a kernel's predicate reads
+    the extents, which take every probe (_check_kernels, after find_extents, checks them all).
+    Graphs of other structures are left to find_extents to name."""
+    if len(bound.nodes) != len(probe.nodes):
+        return
+    for x, y in zip(bound.nodes, probe.nodes):
+        if (x.op, x.name) != (y.op, y.name) or len(x.operands()) != len(y.operands()):
+            return
+        if is_view(x) or [v.shape for v in x.operands() + x.outputs] == [v.shape for v in y.operands() + y.outputs]:
+            continue
+        reason = _static_kernel(x, backend)
+        if reason:
+            raise NotDynamic(f"node '{x.name}' ({x.op}): {reason}")
+
+
+def _static_kernel(node, backend: Backend) -> str | None:
+    """Why `node`'s kernel cannot follow run-time dims at all (it declares no predicate), else None."""
+    name = get_op(node.op).kernel
+    if backend.table.lookup(name).dynamic is None:
+        return f"its kernel ({name}) is compiled for static shapes only"
+    return None
+
+
 def _check_kernels(graph: Graph, backend: Backend) -> None:
     """Every node that touches a run-time dim has a kernel that computes inside the extents
     (or is a view that keeps them where they were). A part of an in-place Concat writes into
     its block of the output: the Concat's own predicate refuses that along a run-time axis,
     where the blocks' offsets would move."""
-    if any(kind is not None for _, kind in graph.output_layout):
-        raise NotDynamic("the model has sequence or data-dependent outputs")
     for node in graph.nodes:
         if not is_dynamic(node):
             continue
         if is_view(node):
             reason = _view_reason(node)
         else:
-            kernel = backend.table.lookup(get_op(node.op).kernel)
-            reason = (f"its kernel ({get_op(node.op).kernel}) is compiled for static shapes only"
-                      if kernel.dynamic is None else kernel.dynamic(node))
+            reason = _static_kernel(node, backend) or backend.table.lookup(get_op(node.op).kernel).dynamic(node)
         if reason:
             raise NotDynamic(f"node '{node.name}' ({node.op}): {reason}")
 

@@ -1,5 +1,6 @@
 """`hobbit bench --sweep SYMBOL=V1,V2,...`: one compile of a model with symbolic dims, timed at
-each value of one dim beside a static compile of that shape and onnxruntime, in one run.
+each value of one dim (or each point of several dims moved together, `height,width=224x224,
+160x240`: an image's two sides) beside a static compile of that shape and onnxruntime, in one run.
 
 Why: a model served with inputs of any length (text, audio) is compiled once and then meets
 shapes it has not seen; issue 28 asks that a new shape cost no compile (its first run close
@@ -16,7 +17,8 @@ memory column shows the one compile and nothing else. Then, per value, onnxrunti
 check the one compile's and a static compile's (hobbit.compile with input_shapes= that shape),
 and the three engines are timed in alternating rounds as the rest of the benchmark times
 them (hobbit.bench.load). Other symbolic dims (a batch) are fixed, 1 unless given, by
-writing their sizes into the model's declarations, so the one compile has one run-time dim."""
+writing their sizes into the model's declarations, so the one compile's run-time dims are the
+swept ones."""
 
 from __future__ import annotations
 
@@ -25,7 +27,7 @@ import json
 import os
 import tempfile
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -50,11 +52,12 @@ ID_HIGH = 100  # token ids are drawn below this, and below the rows of the table
 
 @dataclass
 class SweepPoint:
-    """One value of the swept dim at one thread count: every engine's numbers."""
+    """One point of the sweep (a value of the swept dim, or of each swept dim) at one thread
+    count: every engine's numbers."""
 
     model: str
-    symbol: str
-    value: int
+    symbols: tuple[str, ...]  # the swept dims, e.g. ("sequence",) or ("height", "width")
+    sizes: tuple[int, ...]  # their sizes at this point, in the same order
     threads: int
     runs: int
     inputs: str  # e.g. "input_ids: int64[1x16], attention_mask: int64[1x16]"
@@ -72,8 +75,18 @@ class SweepPoint:
     onnxruntime: Timing | None = None
 
     @property
+    def symbol(self) -> str:
+        """The swept dims as written on the command line: "sequence" or "height,width"."""
+        return ",".join(self.symbols)
+
+    @property
+    def value(self) -> int | str:
+        """The point: the size of the one swept dim (16), or the sizes joined by 'x' ("224x224")."""
+        return self.sizes[0] if len(self.sizes) == 1 else "x".join(map(str, self.sizes))
+
+    @property
     def first_extra_ms(self) -> float:
-        """What the first run at this value costs beyond the second (a compile, if any)."""
+        """What the first run at this point costs beyond the second (a compile, if any)."""
         return self.first_ms - self.second_ms
 
     @property
@@ -99,7 +112,8 @@ class SweepPoint:
     def to_dict(self) -> dict[str, Any]:
         timings = {f"{key}_ms": None if t is None else {"median": t.median, "p10": t.p10, "p90": t.p90}
                    for key, t in (("one_compile", self.one), ("static", self.static), ("onnxruntime", self.onnxruntime))}
-        return {"model": self.model, "symbol": self.symbol, "value": self.value, "threads": self.threads,
+        return {"model": self.model, "symbol": self.symbol, "value": self.value,
+                "sizes": dict(zip(self.symbols, self.sizes)), "threads": self.threads,
                 "runs": self.runs, "inputs": self.inputs, "one_compile": self.one_compile,
                 "one_compile_seconds": self.one_compile_seconds, "first_run_ms": self.first_ms,
                 "second_run_ms": self.second_ms, "first_minus_second_ms": self.first_extra_ms,
@@ -124,29 +138,55 @@ def symbols_of(declared: list[DeclaredInput]) -> dict[str, list[str]]:
     return found
 
 
-def check_sweep(declared: list[DeclaredInput], name: str, symbol: str, values: list[int],
+def sweep_points(symbol: str | Sequence[str], values: Sequence[int] | Sequence[Sequence[int]]
+                 ) -> tuple[tuple[str, ...], list[tuple[int, ...]]]:
+    """The swept dims and the points, each a size per dim: "sequence", [16, 64] -> (("sequence",),
+    [(16,), (64,)]); ("height", "width") or "height,width" with [(224, 224), (160, 240)] as they are."""
+    symbols = tuple(part.strip() for part in symbol.split(",")) if isinstance(symbol, str) else tuple(symbol)
+    points = [tuple(int(v) for v in value) if isinstance(value, (tuple, list)) else (int(value),)
+              for value in values]
+    return symbols, points
+
+
+def _point(sizes: tuple[int, ...]) -> str:
+    return "x".join(map(str, sizes))
+
+
+def check_sweep(declared: list[DeclaredInput], name: str, symbols: Sequence[str], points: list[tuple[int, ...]],
                 sizes: dict[str, int], bounds: dict[str, tuple[int, int]]) -> dict[str, int]:
-    """The sizes every symbol but the swept one is fixed at (1 unless `sizes` gives one), after
-    checking that the names and bounds fit the model: before anything compiles."""
+    """The sizes every symbol but the swept ones is fixed at (1 unless `sizes` gives one), after
+    checking that the names, the points (a size per swept dim) and bounds fit the model: before
+    anything compiles."""
     found = symbols_of(declared)
     where = "; ".join(f"'{s}' ({', '.join(places)})" for s, places in found.items()) or "none"
-    if symbol not in found:
-        raise InputError(f"{name} has no symbolic input dim named '{symbol}' to sweep; its symbolic dims: {where}")
+    swept = ",".join(symbols)
+    missing = [s for s in symbols if s not in found]
+    if missing:
+        named = ", ".join(f"'{s}'" for s in missing)
+        raise InputError(f"{name} has no symbolic input dim named {named} to sweep; its symbolic dims: {where}")
+    if len(set(symbols)) != len(symbols):
+        raise ConfigError(f"the sweep names a dim twice: {swept}")
     unknown = [s for s in sizes if s not in found]
     if unknown:
         raise InputError(f"{name} has no symbolic input dim named {unknown}; its symbolic dims: {where}")
-    if not values or min(values) < 1:
-        raise ConfigError(f"the values to sweep '{symbol}' over must be whole numbers >= 1, got {values}")
-    others = [s for s in bounds if s != symbol]
+    if not points or any(len(p) != len(symbols) or min(p) < 1 for p in points):
+        if len(symbols) == 1:
+            raise ConfigError(f"the values to sweep '{swept}' over must be whole numbers >= 1, got "
+                              f"{[v for p in points for v in p]}")
+        raise ConfigError(f"the points to sweep '{swept}' over must each give {len(symbols)} whole numbers >= 1 "
+                          f"joined by 'x' (e.g. {_point((224,) * len(symbols))}), got "
+                          f"{', '.join(map(_point, points)) or 'none'}")
+    others = [s for s in bounds if s not in symbols]
     if others:
-        raise ConfigError(f"bounds are for the swept dim '{symbol}' only (the others are fixed at one size); "
-                          f"got bounds for {others}")
-    if symbol in bounds:
-        low, high = bounds[symbol]
-        outside = [v for v in values if not low <= v <= high]
-        if outside:
-            raise ConfigError(f"the sweep's values {outside} are outside the bounds {low}..{high} of '{symbol}'")
-    return {s: sizes.get(s, 1) for s in found if s != symbol}
+        raise ConfigError(f"bounds are for the swept dim{'s' * (len(symbols) > 1)} '{swept}' only (the others are "
+                          f"fixed at one size); got bounds for {others}")
+    for axis, symbol in enumerate(symbols):
+        if symbol in bounds:
+            low, high = bounds[symbol]
+            outside = [p[axis] for p in points if not low <= p[axis] <= high]
+            if outside:
+                raise ConfigError(f"the sweep's values {outside} are outside the bounds {low}..{high} of '{symbol}'")
+    return {s: sizes.get(s, 1) for s in found if s not in symbols}
 
 
 def pin(proto: onnx.ModelProto, sizes: dict[str, int]) -> None:
@@ -172,9 +212,10 @@ def index_bounds(proto: onnx.ModelProto) -> dict[str, int]:
 
 
 def feeds_at(declared: list[DeclaredInput], sizes: dict[str, int], highs: dict[str, int],
-             seed: int = 0) -> dict[str, np.ndarray]:
-    """Seeded inputs at these symbol sizes: N(0, 1) floats, masks of ones (an input whose name
-    says mask), integer ids below ID_HIGH and below the table they index."""
+             seed: int | list[int] = 0) -> dict[str, np.ndarray]:
+    """Seeded inputs at these symbol sizes: N(0, 1) floats (token embeddings, audio features,
+    images [N, C, H, W]), masks of ones (an input whose name says mask), integer ids below
+    ID_HIGH and below the table they index."""
     rng = np.random.default_rng(seed)
     feeds = {}
     for d in declared:
@@ -202,26 +243,32 @@ def _dynamic_kwargs(bounds: dict[str, tuple[int, int]]) -> dict[str, object]:
     return {}
 
 
-def run_sweep(model: ModelSource, name: str, symbol: str, values: list[int], threads: list[int], runs: int = 30,
-              warmup: int = 3, build: BuildOptions = BuildOptions(), sizes: dict[str, int] | None = None,
+def run_sweep(model: ModelSource, name: str, symbol: str | Sequence[str],
+              values: Sequence[int] | Sequence[Sequence[int]], threads: list[int], runs: int = 30, warmup: int = 3,
+              build: BuildOptions = BuildOptions(), sizes: dict[str, int] | None = None,
               bounds: dict[str, tuple[int, int]] | None = None,
               report: Callable[[SweepPoint], None] | None = None) -> list[SweepPoint]:
-    """Sweep `symbol` over `values` at each thread count (see the module docstring); the other
-    symbolic dims at `sizes` (default 1), the one compile bounded by `bounds` ({symbol: (low,
-    high)}) where given. Rows come back by thread count, then value."""
+    """Sweep `symbol` over `values` at each thread count (see the module docstring): one dim
+    ("sequence", [16, 64]) or several moved together (("height", "width") or "height,width",
+    [(224, 224), (160, 240)]: a size per dim at each point); the other symbolic dims at `sizes`
+    (default 1), the one compile bounded by `bounds` ({symbol: (low, high)}) where given. Rows
+    come back by thread count, then point."""
     if runs < 1 or warmup < 0 or not threads or min(threads) < 1:
         raise HobbitError(f"runs and threads must be at least 1 and warmup at least 0 (got runs={runs}, "
                           f"threads={threads}, warmup={warmup})")
     require_runnable(build)
     bounds = bounds or {}
+    symbols, points = sweep_points(symbol, values)
     proto = load_model(model)
     declared = OnnxSource(proto).declared_inputs()
-    fixed = check_sweep(declared, name, symbol, values, sizes or {}, bounds)
+    fixed = check_sweep(declared, name, symbols, points, sizes or {}, bounds)
     highs = index_bounds(proto)
     pin(proto, fixed)
     declared = OnnxSource(proto).declared_inputs()
-    feeds = [feeds_at(declared, {**fixed, symbol: v}, highs, seed=v) for v in values]
-    points: list[SweepPoint] = []
+    # one dim: seeded by its size, as before several dims could be swept; several: by all of them
+    feeds = [feeds_at(declared, {**fixed, **dict(zip(symbols, p))}, highs, seed=p[0] if len(p) == 1 else list(p))
+             for p in points]
+    rows: list[SweepPoint] = []
     with tempfile.TemporaryDirectory(prefix="hobbit-sweep-") as folder:
         path = os.path.join(folder, "model.onnx")
         try:
@@ -230,19 +277,19 @@ def run_sweep(model: ModelSource, name: str, symbol: str, values: list[int], thr
             raise HobbitError(f"cannot write {name} with its fixed dims to a file: {exc}") from exc
         del proto
         for n in threads:
-            for point in _sweep_threads(path, name, symbol, values, feeds, n, runs, warmup, build, bounds):
+            for row in _sweep_threads(path, name, symbols, points, feeds, n, runs, warmup, build, bounds):
                 if report is not None:
-                    report(point)
-                points.append(point)
-    return points
+                    report(row)
+                rows.append(row)
+    return rows
 
 
-def _sweep_threads(path: str, name: str, symbol: str, values: list[int], feeds: list[dict[str, np.ndarray]],
-                   threads: int, runs: int, warmup: int, build: BuildOptions,
+def _sweep_threads(path: str, name: str, symbols: tuple[str, ...], points: list[tuple[int, ...]],
+                   feeds: list[dict[str, np.ndarray]], threads: int, runs: int, warmup: int, build: BuildOptions,
                    bounds: dict[str, tuple[int, int]]) -> Iterator[SweepPoint]:
-    """One thread count: the one compile alone at every value (first and second run, memory),
-    then per value the outputs checked and the three engines timed (each point yielded as
-    soon as it is, so a long sweep shows its progress)."""
+    """One thread count: the one compile alone at every point (first and second run, memory),
+    then per point the outputs checked and the three engines timed (each row yielded as soon
+    as it is, so a long sweep shows its progress)."""
     t0 = time.perf_counter()
     one = hobbit.compile(path, threads=threads, cache=False, **build.kwargs(), **_dynamic_kwargs(bounds))
     compile_seconds = time.perf_counter() - t0
@@ -250,35 +297,35 @@ def _sweep_threads(path: str, name: str, symbol: str, values: list[int], feeds: 
     kind = type(one).__name__ + (f" ({reason})" if reason else "")
     release_garbage()
     base = rss_bytes()
-    points = []
-    for value, feed in zip(values, feeds):
+    rows = []
+    for sizes, feed in zip(points, feeds):
         t0 = time.perf_counter()
         one.run(feed)
         t1 = time.perf_counter()
         one.run(feed)
         t2 = time.perf_counter()
         release_garbage()
-        points.append(SweepPoint(name, symbol, value, threads, runs, _describe(feed), kind, compile_seconds,
-                                 (t1 - t0) * 1e3, (t2 - t1) * 1e3, base, rss_bytes(), 0.0, None))
+        rows.append(SweepPoint(name, symbols, sizes, threads, runs, _describe(feed), kind, compile_seconds,
+                               (t1 - t0) * 1e3, (t2 - t1) * 1e3, base, rss_bytes(), 0.0, None))
     session = ort_session(path, threads)
     names = list(one.output_names)
-    for point, feed in zip(points, feeds):
+    for row, feed in zip(rows, feeds):
         expected = session.run(names, feed)
-        point.max_abs_error, point.mismatch = compare_outputs(one.run(feed), expected, names)
+        row.max_abs_error, row.mismatch = compare_outputs(one.run(feed), expected, names)
         shapes = {k: tuple(a.shape) for k, a in feed.items()}
         t0 = time.perf_counter()
         static = hobbit.compile(path, threads=threads, cache=False, input_shapes=shapes, **build.kwargs())
-        point.static_compile_seconds = time.perf_counter() - t0
+        row.static_compile_seconds = time.perf_counter() - t0
         worst, mismatch = compare_outputs(static.run(feed), expected, names)
-        if point.mismatch is None and mismatch is not None:
-            point.max_abs_error, point.mismatch = worst, f"the static compile: {mismatch}"
-        if point.mismatch is None:
+        if row.mismatch is None and mismatch is not None:
+            row.max_abs_error, row.mismatch = worst, f"the static compile: {mismatch}"
+        if row.mismatch is None:
             engines = {"one compile": lambda: one.run(feed), "static": lambda: static.run(feed),
                        "onnxruntime": lambda: session.run(names, feed)}
             measured = run_in_process("none", engines, runs, warmup)
-            point.one, point.static, point.onnxruntime = (Timing.of(measured[e].seconds) for e in ENGINES)
+            row.one, row.static, row.onnxruntime = (Timing.of(measured[e].seconds) for e in ENGINES)
         del static
-        yield point
+        yield row
 
 
 # -- reports ---------------------------------------------------------------------------------
@@ -288,7 +335,7 @@ def _mb(nbytes: int | None) -> str:
 
 
 def sweep_table(points: list[SweepPoint]) -> str:
-    """One row per thread count and value: the one compile's first and second run, the three
+    """One row per thread count and point: the one compile's first and second run, the three
     medians (p10–p90), the ratios, the static compile's seconds and the process's memory."""
     symbol = points[0].symbol if points else "value"
     heads = ["model", "threads", symbol, "first run ms", "second run ms", "first − second ms",
@@ -324,8 +371,8 @@ def markdown_report(points: list[SweepPoint], machine: dict[str, Any], command: 
             f"{machine['onnxruntime']} (ORT_ENABLE_ALL, sequential, intra_op_num_threads = N).\n\n"
             f"{describe_machine(machine)}\n\n"
             "For each thread count the model is compiled once (the one compile), then run twice at each value "
-            "in turn (first and second run; RSS is the process's VmRSS after that value's runs, and after the "
-            "one compile in brackets). Then at each value a static compile of that shape is built "
+            "of the swept dim(s) in turn (first and second run; RSS is the process's VmRSS after that value's runs, "
+            "and after the one compile in brackets). Then at each value a static compile of that shape is built "
             "(`input_shapes=`), the outputs of both are checked against onnxruntime's "
             f"(rtol {RTOL}, atol {ATOL}; a value whose outputs disagree gets no timings), and the three engines "
             f"are timed alternately, {'/'.join(map(str, runs))} runs each after {warmup} warm-ups, in blocks of "

@@ -130,4 +130,6 @@ def target_flag(p: argparse.ArgumentParser) -> None:
 def input_shape_flag(p: argparse.ArgumentParser) -> None:
     p.add_argument("--input-shape", metavar="NAME=DIMS", type=parse_input_shape, action="append", default=[],
                    help="the shape of input NAME, dims joined by 'x' (e.g. input=8x3x224x224), to size its "
-                        "symbolic dims such as a dynamic batch; static dims must match the model (repeatable)")
+                        "symbolic dims such as a dynamic batch; static dims must match the model (repeatable). "
+                        "On `hobbit compile --emit lib` a symbolic dim may be a range LOW..HIGH "
+                        "(input_ids=1x1..512): a run-time dim with those bounds, one library for every size in them")

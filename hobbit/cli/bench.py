@@ -5,9 +5,10 @@ load condition (hobbit.bench.suite), the tables and files coming from hobbit.ben
 TensorFlow model file runs beside TensorFlow and beside hobbit on its ONNX export
 (hobbit.bench.tf); --precision int8|bf16 measures low-bit inference, accuracy and speed,
 beside onnxruntime and OpenVINO (hobbit.bench.quant); --sweep times one compile of a model with
-symbolic dims at several sizes of one dim, beside a static compile of each size and onnxruntime
-(hobbit.bench.sweep). Models and flags are checked before the minutes of benchmarking start, and
-the exit status is 1 when any outputs disagree."""
+symbolic dims at several sizes of one dim (or of several dims together: an image's height and
+width), beside a static compile of each size and onnxruntime (hobbit.bench.sweep). Models and
+flags are checked before the minutes of benchmarking start, and the exit status is 1 when any
+outputs disagree."""
 
 from __future__ import annotations
 
@@ -40,9 +41,10 @@ GFLOP/s and its share of this machine's FMA peak (measured first), and the compi
 table follows. --load times both engines again under other load on this machine, --batch runs a
 larger batch, --streams measures throughput with several inferences at once; each adds a table whose
 ratios are all below 1 when hobbit is faster. --sweep SYMBOL=V1,V2,... instead compiles a model with
-symbolic dims once and times it at each value of that dim beside a static compile of that shape and
-onnxruntime: first and second run, medians, ratios, compile seconds and the process's memory per
-value. Exits with status 1 when any outputs disagree."""
+symbolic dims once and times it at each value of that dim (--sweep height,width=224x224,160x240: of
+several dims together) beside a static compile of that shape and onnxruntime: first and second run,
+medians, ratios, compile seconds and the process's memory per value. Exits with status 1 when any
+outputs disagree."""
 
 EXAMPLES = """examples:
   hobbit bench                                 zoo resnet18 at 1 thread
@@ -55,7 +57,11 @@ EXAMPLES = """examples:
   hobbit bench --precision int8 --threads 1,2 --markdown int8.md   five zoo CNNs in int8, beside the peers
   hobbit bench --model bert.onnx --sweep sequence=16,64,128,256,512 --dynamic sequence=1:512 --threads 1,2
                                                one compile at five lengths, beside static compiles and onnxruntime
-                                               (python scripts/export_dynamic_models.py DIR writes such models)"""
+                                               (python scripts/export_dynamic_models.py DIR writes such models)
+  hobbit bench --model DIR/resnet18.onnx --sweep height,width=224x224,160x240,320x320
+         --dynamic height=64:320 --dynamic width=64:320
+                                               one compile at three image sizes, height and width moved together
+                                               (python scripts/export_dynamic_cnns.py DIR writes such models)"""
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -92,15 +98,18 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 def _sweep_flags(p: argparse.ArgumentParser) -> None:
     """--sweep and --dynamic: one compile of a model with symbolic dims at several sizes (hobbit.bench.sweep)."""
-    p.add_argument("--sweep", type=parse_sweep, default=None, metavar="SYMBOL=V1,V2,...",
+    p.add_argument("--sweep", type=parse_sweep, default=None, metavar="SYMBOL[,SYMBOL...]=V1,V2,...",
                    help="time one compile of the --model (an ONNX model with symbolic dims) at each value of its "
-                        "dim SYMBOL, e.g. sequence=16,64,128,256,512 or frames=1000,3000, beside a static compile "
-                        "of each shape and onnxruntime, at each --threads: the one compile's first and second run "
-                        "at each value, the medians (p10-p90) of the three engines timed alternately, the ratios "
+                        "dim SYMBOL, e.g. sequence=16,64,128,256,512 or frames=1000,3000, or at each point of "
+                        "several dims moved together, each point their sizes joined by 'x' in the order the dims "
+                        "are named, e.g. height,width=224x224,160x240,320x320; beside a static compile of each "
+                        "shape and onnxruntime, at each --threads: the one compile's first and second run at each "
+                        "value, the medians (p10-p90) of the three engines timed alternately, the ratios "
                         "one/static and one/onnxruntime, the static compile's seconds and the process's resident "
                         "memory after each value. Other symbolic dims (a batch) are 1 unless --input-shape gives "
-                        "an input's shape (its size for SYMBOL is not used); takes --model, --threads, --runs, "
-                        "--warmup, --dynamic, --input-shape, --passes, --disable, --target, --markdown, --json")
+                        "an input's shape (its sizes for the swept dims are not used); takes --model, --threads, "
+                        "--runs, --warmup, --dynamic, --input-shape, --passes, --disable, --target, --markdown, "
+                        "--json")
     p.add_argument("--decode", type=positive_int, default=None, metavar="STEPS",
                    help="time greedy decoding of STEPS tokens with a key/value cache (hobbit.bench.decode): the "
                         "--model is one decoding step (inputs input_ids, position_ids, past_*; outputs logits and "
@@ -109,9 +118,10 @@ def _sweep_flags(p: argparse.ArgumentParser) -> None:
                         "the logits' largest difference; exits 1 if a token differs; takes --model, --threads, "
                         "--markdown")
     p.add_argument("--dynamic", type=parse_dynamic, action="append", default=[], metavar="SYMBOL=LOW:HIGH",
-                   help="with --sweep: the bounds the one compile gets for SYMBOL (hobbit.compile's "
-                        "dynamic_shapes={SYMBOL: (LOW, HIGH)}, where this hobbit takes that argument); without it "
-                        "the one compile is hobbit.compile's default for a symbolic dim")
+                   help="with --sweep: the bounds the one compile gets for SYMBOL, a swept dim (hobbit.compile's "
+                        "dynamic_shapes={SYMBOL: (LOW, HIGH)}, where this hobbit takes that argument); repeat it "
+                        "for each swept dim, e.g. --dynamic height=64:320 --dynamic width=64:320; without it the "
+                        "one compile is hobbit.compile's default for a symbolic dim")
 
 
 def _load_flags(p: argparse.ArgumentParser) -> None:
@@ -152,14 +162,30 @@ def parse_loads(text: str) -> list[str]:
     return loads
 
 
-def parse_sweep(text: str) -> tuple[str, list[int]]:
-    """--sweep sequence=16,64,128 -> ("sequence", [16, 64, 128]) (sizes >= 1, duplicates dropped, order kept)."""
-    symbol, sep, values = text.partition("=")
+SWEEP_EXAMPLE = "e.g. sequence=16,64,128, or height,width=224x224,160x240 for several dims moved together"
+
+
+def parse_sweep(text: str) -> tuple[tuple[str, ...], list[tuple[int, ...]]]:
+    """--sweep sequence=16,64,128 -> (("sequence",), [(16,), (64,), (128,)]); --sweep
+    height,width=224x224,160x240 -> (("height", "width"), [(224, 224), (160, 240)]): a size per
+    named dim at each point, joined by 'x' (sizes >= 1, duplicate points dropped, order kept)."""
+    names, sep, values = text.partition("=")
+    symbols = tuple(name.strip() for name in names.split(","))
     parts = [part.strip() for part in values.split(",") if part.strip()]
-    if not sep or not symbol.strip() or not parts or not all(part.isdigit() and int(part) >= 1 for part in parts):
-        raise argparse.ArgumentTypeError(f"expected SYMBOL=V1,V2,... with whole sizes >= 1, e.g. "
-                                         f"sequence=16,64,128; got {text!r}")
-    return symbol.strip(), list(dict.fromkeys(int(part) for part in parts))
+    if not sep or not all(symbols) or not parts:
+        raise argparse.ArgumentTypeError(f"expected SYMBOL=V1,V2,... ({SWEEP_EXAMPLE}); got {text!r}")
+    if len(set(symbols)) != len(symbols):
+        raise argparse.ArgumentTypeError(f"the sweep names a dim twice in {text!r} ({SWEEP_EXAMPLE})")
+    points = []
+    for part in parts:
+        sizes = [size.strip() for size in part.split("x")]
+        if len(sizes) != len(symbols) or not all(size.isdigit() and int(size) >= 1 for size in sizes):
+            want = "a whole size >= 1" if len(symbols) == 1 else \
+                f"{len(symbols)} whole sizes >= 1 joined by 'x' (one per dim: {','.join(symbols)})"
+            raise argparse.ArgumentTypeError(f"each value of --sweep must be {want}; got {part!r} in {text!r} "
+                                             f"({SWEEP_EXAMPLE})")
+        points.append(tuple(int(size) for size in sizes))
+    return symbols, list(dict.fromkeys(points))
 
 
 def parse_dynamic(text: str) -> tuple[str, tuple[int, int]]:
@@ -219,7 +245,7 @@ def cmd_bench(args: argparse.Namespace) -> int:
     if args.decode:
         return _bench_decode(args)
     if args.dynamic:
-        raise ConfigError("--dynamic gives the bounds of the dim that --sweep sweeps: use it with --sweep")
+        raise ConfigError("--dynamic gives the bounds of the dims that --sweep sweeps: use it with --sweep")
     if args.precision:
         return _bench_low_bit(args)
     args.model = args.model or "resnet18"
@@ -328,8 +354,8 @@ def _bench_decode(args: argparse.Namespace) -> int:
 
 
 def _bench_sweep(args: argparse.Namespace) -> int:
-    """`hobbit bench --sweep SYMBOL=V1,V2,...` (hobbit.bench.sweep): one ONNX model, its symbolic
-    dims checked before anything compiles."""
+    """`hobbit bench --sweep SYMBOL[,SYMBOL...]=V1,V2,...` (hobbit.bench.sweep): one ONNX model, its
+    symbolic dims checked before anything compiles."""
     others = [flag for flag, used in (("--load", args.load != ["none"]), ("--streams", args.streams),
                                       ("--aot", args.aot), ("--batch", args.batch > 1), ("--plot", args.plot),
                                       ("--profile", args.profile), ("--precision", args.precision),
@@ -342,40 +368,41 @@ def _bench_sweep(args: argparse.Namespace) -> int:
     source = open_source(model)
     if not isinstance(source, OnnxSource):
         raise ConfigError(f"{name} is a {source.format} model: --sweep times an ONNX model (one --model)")
-    symbol, values = args.sweep
-    sizes = _symbol_sizes(source, args.input_shape, symbol)
+    symbols, points = args.sweep
+    sizes = _symbol_sizes(source, args.input_shape, symbols)
     bounds = dict(args.dynamic)
-    sweep.check_sweep(source.declared_inputs(), name, symbol, values, sizes, bounds)
+    sweep.check_sweep(source.declared_inputs(), name, symbols, points, sizes, bounds)
     del source  # its copy of the weights would count in the memory column
     build = BuildOptions.of(pipeline(args), args.target)
     machine = report.machine_info(build)
-    print(f"sweeping {symbol} over {','.join(map(str, values))} for {name} at {','.join(map(str, args.threads))} "
+    swept = f"{','.join(symbols)}={','.join('x'.join(map(str, p)) for p in points)}"
+    print(f"sweeping {swept.replace('=', ' over ', 1)} for {name} at {','.join(map(str, args.threads))} "
           f"thread(s): one compile, its first runs, then per value a static compile, a check against "
           f"onnxruntime, and the three engines timed ...", flush=True)
-    points = sweep.run_sweep(model, name, symbol, values, args.threads, args.runs, args.warmup, build,
-                             sizes, bounds, report=lambda p: print(p.format(), flush=True))
-    print("\n" + sweep.compiles_line(points) + sweep.sweep_table(points), end="")
+    rows = sweep.run_sweep(model, name, symbols, points, args.threads, args.runs, args.warmup, build,
+                           sizes, bounds, report=lambda p: print(p.format(), flush=True))
+    print("\n" + sweep.compiles_line(rows) + sweep.sweep_table(rows), end="")
     if args.markdown:
-        command = (f"hobbit bench --model {name} --sweep {symbol}={','.join(map(str, values))}"
+        command = (f"hobbit bench --model {name} --sweep {swept}"
                    + "".join(f" --dynamic {s}={lo}:{hi}" for s, (lo, hi) in bounds.items())
                    + "".join(f" {flag}" for flag in args.input_shape)
                    + f" --threads {','.join(map(str, args.threads))} --runs {args.runs}"
                    + (f" --target {build.target}" if build.target != "host" else ""))
-        write_text(sweep.markdown_report(points, machine, command, args.warmup), args.markdown)
+        write_text(sweep.markdown_report(rows, machine, command, args.warmup), args.markdown)
     if args.json:
         with writing(args.json):
-            sweep.write_json(points, machine, args.json)
+            sweep.write_json(rows, machine, args.json)
         print(f"wrote {args.json}", file=sys.stderr)
-    return 0 if all(p.mismatch is None for p in points) else 1
+    return 0 if all(p.mismatch is None for p in rows) else 1
 
 
-def _symbol_sizes(source: OnnxSource, flags: list[ShapeFlag], swept: str) -> dict[str, int]:
-    """The sizes --input-shape gives the model's named symbolic dims, but the swept one."""
+def _symbol_sizes(source: OnnxSource, flags: list[ShapeFlag], swept: tuple[str, ...]) -> dict[str, int]:
+    """The sizes --input-shape gives the model's named symbolic dims, but the swept ones."""
     shapes = input_shapes(declared(source, flags), flags)
     sizes: dict[str, tuple[int, str]] = {}
     for d in source.declared_inputs():
         for size, want, symbol in zip(shapes.get(d.name, ()), d.shape, d.symbols):
-            if want is None and symbol is not None and symbol != swept:
+            if want is None and symbol is not None and symbol not in swept:
                 first = sizes.setdefault(symbol, (size, d.name))
                 if first[0] != size:
                     raise InputError(f"--input-shape gives dim '{symbol}' two sizes: {first[0]} (input "

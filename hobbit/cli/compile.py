@@ -30,6 +30,8 @@ EXAMPLES = """examples:
                                                libsqueezenet.so + squeezenet.h + weights
   hobbit compile squeezenet1_1 --emit lib --target aarch64-linux-gnu:neoverse-v1 -o build/arm
                                                the same for an AArch64 (SVE) machine
+  hobbit compile encoder.onnx --emit lib --input-shape tokens=1x1..512x32 -o build/encoder
+                                               one library for every sequence length from 1 to 512
   hobbit compile model.onnx --emit asm --target x86-64-v3
                                                AVX2 code for machines without AVX-512"""
 
@@ -84,7 +86,7 @@ def _export(args: argparse.Namespace) -> int:
     if not args.output:
         raise ConfigError("--emit lib writes a folder (library, header, weights, manifest): give it with -o DIR")
     source = model_source(args)
-    shapes = input_shapes(declared(source, args.input_shape), args.input_shape)
+    shapes = input_shapes(declared(source, args.input_shape), args.input_shape, ranges=True)
     model = hobbit.compile(source.model, target=args.target, threads=args.threads, precision=args.precision,
                            passes=pipeline(args), input_shapes=shapes or None, signature=args.signature)
     with writing(args.output):

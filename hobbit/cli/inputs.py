@@ -1,12 +1,14 @@
 """The model inputs a `hobbit` command works with: `--input-shape NAME=DIMS` fixes symbolic
-dims, `--input NAME=FILE.npy` gives data. Both are checked against what the model declares
-(hobbit.frontend.declared) before anything compiles, so a typo costs a second, not a compile,
-and a symbolic model without sizes gets an error that shows the flag to pass."""
+dims (or, with LOW..HIGH for a dim, makes it a run-time dim with those bounds, where the
+command keeps the one module: `hobbit compile --emit lib`), `--input NAME=FILE.npy` gives
+data. Both are checked against what the model declares (hobbit.frontend.declared) before
+anything compiles, so a typo costs a second, not a compile, and a symbolic model without
+sizes gets an error that shows the flag to pass."""
 
 from __future__ import annotations
 
 import argparse
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
 import onnx
@@ -15,6 +17,11 @@ from hobbit.errors import InputError
 from hobbit.frontend.common.source import DeclaredInput, Source
 
 Shapes = dict[str, tuple[int, ...]]
+Dim = int | tuple[int, int]  # a size, or a run-time dim's (low, high)
+
+
+def _dim(d: Dim) -> str:
+    return f"{d[0]}..{d[1]}" if isinstance(d, tuple) else str(d)
 
 
 @dataclass(frozen=True)
@@ -22,10 +29,14 @@ class ShapeFlag:
     """One `--input-shape NAME=DIMS` as typed."""
 
     name: str
-    dims: tuple[int, ...]
+    dims: tuple[Dim, ...]
 
     def __str__(self) -> str:
-        return f"--input-shape {self.name}={'x'.join(map(str, self.dims))}"
+        return f"--input-shape {self.name}={'x'.join(map(_dim, self.dims))}"
+
+    @property
+    def ranged(self) -> bool:
+        return any(isinstance(d, tuple) for d in self.dims)
 
 
 @dataclass(frozen=True)
@@ -37,14 +48,18 @@ class InputFile:
 
 
 def parse_input_shape(text: str) -> ShapeFlag:
-    """argparse type of --input-shape: 'x=1x3x224x224' (a scalar input is 'x='). Dims are whole
-    numbers >= 1: a 0-sized input gives no work to compile or time."""
+    """argparse type of --input-shape: 'x=1x3x224x224' (a scalar input is 'x='), a dim LOW..HIGH
+    a range ('input_ids=1x1..512'). Dims are whole numbers >= 1: a 0-sized input gives no work
+    to compile or time."""
     name, sep, dims = text.partition("=")
-    parts = dims.split("x") if dims else []
-    if not sep or not name or not all(part.isdigit() and int(part) >= 1 for part in parts):
+    parts = [part.split("..") for part in dims.split("x")] if dims else []
+    if (not sep or not name or not all(len(p) in (1, 2) and all(n.isdigit() and int(n) >= 1 for n in p)
+                                       for p in parts)
+            or any(len(p) == 2 and int(p[0]) > int(p[1]) for p in parts)):
         raise argparse.ArgumentTypeError(f"expected NAME=DIMS with dims >= 1 joined by 'x', e.g. "
-                                         f"input=1x3x224x224; got {text!r}")
-    return ShapeFlag(name, tuple(int(part) for part in parts))
+                                         f"input=1x3x224x224, or a dim LOW..HIGH (LOW <= HIGH) for a run-time dim, "
+                                         f"e.g. input_ids=1x1..512; got {text!r}")
+    return ShapeFlag(name, tuple(int(p[0]) if len(p) == 1 else (int(p[0]), int(p[1])) for p in parts))
 
 
 def parse_input_file(text: str) -> InputFile:
@@ -63,7 +78,12 @@ def declared(source: Source, flags: list[ShapeFlag]) -> list[DeclaredInput]:
     missing = sorted(shapeless - set(stand_ins))
     if missing:
         raise InputError(f"inputs {missing} declare no shape; give each one with --input-shape NAME=DIMS")
-    return source.declared_inputs(stand_ins)
+    found = source.declared_inputs({name: tuple(1 if isinstance(d, tuple) else d for d in dims)
+                                    for name, dims in stand_ins.items()})
+    return [replace(d, shape=tuple(None if isinstance(g, tuple) else n for g, n in zip(stand_ins[d.name], d.shape)),
+                    symbols=tuple(f"{d.name}:{axis}" if isinstance(g, tuple) else None
+                                  for axis, g in enumerate(stand_ins[d.name])))
+            if d.name in stand_ins else d for d in found]
 
 
 def describe(spec: DeclaredInput) -> str:
@@ -84,25 +104,32 @@ def _lookup(declared: list[DeclaredInput], name: str, flag: str) -> DeclaredInpu
     return spec
 
 
-def _check_dims(spec: DeclaredInput, dims: tuple[int, ...], what: str) -> None:
-    """`dims` must have the declared rank and agree with every static dim."""
+def _check_dims(spec: DeclaredInput, dims: tuple[Dim, ...], what: str) -> None:
+    """`dims` must have the declared rank and agree with every static dim (a range is for a
+    symbolic dim only)."""
     if len(dims) != len(spec.shape):
         raise InputError(f"{what} has rank {len(dims)}, but input '{spec.name}' is declared "
                          f"{describe(spec)} (rank {len(spec.shape)})")
     for axis, (given, fixed) in enumerate(zip(dims, spec.shape)):
         if fixed is not None and given != fixed:
-            raise InputError(f"{what} sets axis {axis} to {given}, but input '{spec.name}' is declared "
+            raise InputError(f"{what} sets axis {axis} to {_dim(given)}, but input '{spec.name}' is declared "
                              f"{describe(spec)}, which fixes it at {fixed}")
 
 
-def input_shapes(declared: list[DeclaredInput], flags: list[ShapeFlag]) -> Shapes:
-    """--input-shape flags -> the input_shapes of hobbit.compile, each checked against the model."""
+def input_shapes(declared: list[DeclaredInput], flags: list[ShapeFlag], ranges: bool = False) -> Shapes:
+    """--input-shape flags -> the input_shapes of hobbit.compile, each checked against the model.
+    `ranges`: the command keeps the one module of run-time dims (LOW..HIGH dims become
+    input_shapes= ranges); elsewhere a range is refused, as the command builds one shape."""
     shapes: Shapes = {}
     for flag in flags:
         spec = _lookup(declared, flag.name, "--input-shape")
+        if flag.ranged and not ranges:
+            raise InputError(f"{flag}: a dim LOW..HIGH is a run-time dim, which `hobbit compile --emit lib` "
+                             f"keeps (one library for every size in the range); this command builds one shape, "
+                             f"so give each dim a size")
         if flag.name in shapes and shapes[flag.name] != flag.dims:
             raise InputError(f"--input-shape gives input '{flag.name}' two shapes: "
-                             f"{'x'.join(map(str, shapes[flag.name]))} and {'x'.join(map(str, flag.dims))}")
+                             f"{'x'.join(map(_dim, shapes[flag.name]))} and {'x'.join(map(_dim, flag.dims))}")
         _check_dims(spec, flag.dims, str(flag))
         shapes[flag.name] = flag.dims
     return shapes

@@ -19,9 +19,11 @@ extent through the window's floor division, or a length an operand of its node a
 (plus a constant): those candidates are exact by construction, and the probes check them. A
 constant that differs must be, at each probe, the prefix of the bound graph's constant
 along its run-time dims (a causal mask, positions 0..n-1): computing inside the extents
-then reads exactly what the probe's graph would. Anything else (an attribute that
-depends on the size, a constant that is not a prefix, a node one graph has and the other
-not) is a `NotDynamic` naming the node, and the model is compiled per shape instead."""
+then reads exactly what the probe's graph would. So must an op's index tables (TABLE_ATTRS:
+a resize's source positions), clamped to the input where the kernel clamps them. Anything
+else (an attribute that depends on the size, a constant that is not a prefix, a node one
+graph has and the other not) is a `NotDynamic` naming the node, and the model is compiled
+per shape instead."""
 
 from __future__ import annotations
 
@@ -164,6 +166,10 @@ def _same_structure(a: Graph, b: Graph) -> None:
             raise NotDynamic(f"node '{x.name}' ({x.op}) has other constant operands at other input sizes")
         if not _same_attrs(x, y):
             raise NotDynamic(f"node '{x.name}' ({x.op}) has attributes that depend on the input sizes")
+        if x.op in TABLE_ATTRS:
+            reason = TABLE_ATTRS[x.op][1](x, y)
+            if reason:
+                raise NotDynamic(f"node '{x.name}' ({x.op}): {reason}")
         if x.outputs[0].bounded is not None:
             raise NotDynamic(f"node '{x.name}' ({x.op}) has a data-dependent output size")
 
@@ -173,11 +179,49 @@ def _same_structure(a: Graph, b: Graph) -> None:
 OUTPUT_SHAPE_ATTRS = {"Reshape": "shape", "Expand": "shape", "Slice": "sizes"}
 
 
+def _nearest_tables(x: Node, y: Node) -> str | None:
+    """ResizeNearest: each dim's source table at one size is the other's cut to its length."""
+    a, b = x.attrs["sources"], y.attrs["sources"]
+    if len(a) != len(b) or any(not _is_prefix(p, q) for p, q in zip(a, b)):
+        return "its source index tables at other input sizes are not a prefix of the bound's"
+    return None
+
+
+def _is_prefix(p: tuple, q: tuple) -> bool:
+    short, long = (p, q) if len(p) <= len(q) else (q, p)
+    return tuple(long[:len(short)]) == tuple(short)
+
+
+def _resample_tables(x: Node, y: Node) -> str | None:
+    """ResampleAxis: at the probe (y), the bound's taps (x) cut to its output length, their
+    indices clamped to the last position of its input along the axis (the kernel clamps them
+    to the run-time length); no extrapolated positions."""
+    a, b = x.attrs, y.attrs
+    if a["outside"] or b["outside"]:
+        return "it extrapolates outside a cropped region, which depends on the input sizes"
+    count = len(b["indices"])
+    last = int(y.inputs[0].shape[a["axis"]]) - 1
+    if count > len(a["indices"]) or tuple(b["weights"]) != tuple(a["weights"][:count]) \
+            or tuple(b["indices"]) != tuple(min(int(i), last) for i in a["indices"][:count]):
+        return "its taps at other input sizes are not the bound's, cut and clamped to the input"
+    return None
+
+
+# Attributes that hold an op's index tables, built for the import's sizes: the tables at the
+# bound serve every size when, at each probe, they are the bound's cut to the probe's lengths
+# (and, for ResampleAxis, clamped to its input: the kernel clamps at run time). op ->
+# (the attributes, the check of the bound's node against a probe's: a reason, or None).
+TABLE_ATTRS = {"ResizeNearest": (("sources",), _nearest_tables),
+               "ResampleAxis": (("indices", "weights"), _resample_tables)}
+
+
 def _same_attrs(x: Node, y: Node) -> bool:
-    """Equal attributes, except the output shape an op records (OUTPUT_SHAPE_ATTRS)."""
+    """Equal attributes, except the output shape an op records (OUTPUT_SHAPE_ATTRS) and
+    the index tables of TABLE_ATTRS (checked by _same_structure)."""
     keys = set(x.attrs) | set(y.attrs)
+    tables = TABLE_ATTRS.get(x.op, ((), None))[0]
     for key in keys:
-        if key == OUTPUT_SHAPE_ATTRS.get(x.op):
+        if key == OUTPUT_SHAPE_ATTRS.get(x.op) or key in tables:
             continue
         a, b = x.attrs.get(key), y.attrs.get(key)
         if isinstance(a, Graph) or isinstance(b, Graph) or not same_value(a, b):

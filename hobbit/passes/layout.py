@@ -16,6 +16,7 @@ import numpy as np
 
 from hobbit.target import Target
 from hobbit.graph.ir import Graph, Node, Value
+from hobbit.passes.choices import sized_choice
 from hobbit.plan.gemm import gemm_schedule, pack_panels
 
 IDLE_LANES_LIMIT = 0.10
@@ -23,7 +24,8 @@ IDLE_LANES_LIMIT = 0.10
 
 def choose_layouts(graph: Graph, target: Target) -> Graph:
     for node in graph.nodes:
-        if node.op == "Conv" and _channels_fit_better(node, target):
+        if node.op == "Conv" and sized_choice(("conv weights KO", node.name),
+                                              lambda node=node: _channels_fit_better(node, target)):
             _transpose_weights(node, target)
         elif node.op == "MatMul" and _constant_matrix_b(node):
             _pack_panels(node, target)
@@ -49,7 +51,8 @@ def _transpose_weights(node: Node, target: Target) -> None:
     w, out = node.inputs[1], node.outputs[0]
     ko = w.const.reshape(w.shape[0], -1).T
     positions = out.shape[2] * out.shape[3]
-    nr = gemm_schedule(positions, w.shape[0], ko.shape[0], target, np.dtype(w.dtype).itemsize).nr
+    nr = sized_choice(("conv weights KO panel", node.name),
+                      lambda: gemm_schedule(positions, w.shape[0], ko.shape[0], target, np.dtype(w.dtype).itemsize).nr)
     node.inputs[1] = Value(f"{w.name}/KO", const=pack_panels(ko, nr))
     node.attrs = {**node.attrs, "weight_layout": "KO", "weight_shape": tuple(w.shape)}
 
@@ -62,6 +65,7 @@ def _constant_matrix_b(node: Node) -> bool:
 def _pack_panels(node: Node, target: Target) -> None:
     a, b = node.inputs
     k, n = b.shape
-    nr = gemm_schedule(a.shape[-2], n, k, target, np.dtype(b.dtype).itemsize).nr
+    nr = sized_choice(("matmul weights panel", node.name),
+                      lambda: gemm_schedule(a.shape[-2], n, k, target, np.dtype(b.dtype).itemsize).nr)
     node.inputs[1] = Value(f"{b.name}/panels", const=pack_panels(b.const, nr))
     node.attrs = {**node.attrs, "b_layout": "panels", "n": n}

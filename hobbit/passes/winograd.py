@@ -13,6 +13,7 @@ from typing import Callable
 
 from hobbit.target import Target
 from hobbit.graph.ir import Graph, Node, Value
+from hobbit.passes.choices import sized_choice
 from hobbit.plan.conv import conv_shape
 from hobbit.plan.winograd import pack_weights, transform_weights, weight_panel
 
@@ -30,7 +31,8 @@ def use_winograd(graph: Graph, target: Target, tile: Callable[[Node], int] | Non
     pipeline's choice is hobbit.passes.bf16.bf16_tile)."""
     for i, node in enumerate(graph.nodes):
         if _eligible(node):
-            graph.nodes[i] = _rewrite(node, target, tile(node) if tile else output_tile(node))
+            m = sized_choice(("winograd tile", node.name), lambda node=node: tile(node) if tile else output_tile(node))
+            graph.nodes[i] = _rewrite(node, target, m)
     graph.relink()
     return graph
 
@@ -59,7 +61,7 @@ def tile_size(out_h: int, out_w: int) -> int:
 
 def _rewrite(node: Node, target: Target, m: int) -> Node:
     w = node.inputs[1]
-    panel = weight_panel(conv_shape(node), m, target)
+    panel = sized_choice(("winograd panel", node.name), lambda: weight_panel(conv_shape(node), m, target))
     u = Value(f"{w.name}/winograd{m}", const=pack_weights(transform_weights(w.const, m), panel))
     attrs = {**node.attrs, "weight_shape": tuple(w.shape), "tile": m}
     return Node("ConvWinograd", node.name, [node.inputs[0], u] + node.inputs[2:], node.outputs, attrs)

@@ -71,7 +71,9 @@ class SpecializingModel(DeclaredModel):
 
     def __init__(self, declared: list[DeclaredInput], outputs: list[SymbolicSpec], value_inputs: list[str],
                  build: Builder, max_variants: int = 8, importer: Importer | None = None, *,
-                 node_args: tuple[list[NodeArg], list[NodeArg]]):
+                 node_args: tuple[list[NodeArg], list[NodeArg]], ranges: dict[str, tuple[int, int]] | None = None):
+        """`ranges`: bounds of symbols (hobbit.compile's dynamic_shapes= or input_shapes= ranges),
+        checked on each call as a DynamicModel checks them."""
         self.inputs = [SymbolicSpec(d.name, d.shape, d.dtype, d.sequence) for d in declared]
         self.outputs = outputs
         self.value_inputs = list(value_inputs)
@@ -84,6 +86,7 @@ class SpecializingModel(DeclaredModel):
         self._separation: Separation | None = None
         self._chunked: ChunkedModel | None = None
         self._node_args = node_args
+        self._ranges = dict(ranges or {})
 
     @property
     def output_names(self) -> list[str]:
@@ -223,6 +226,10 @@ class SpecializingModel(DeclaredModel):
                     if first[0] != size:
                         raise InputError(f"dim '{symbol}' is {first[0]} in input '{first[1]}' but {size} "
                                          f"in input '{d.name}'")
+                    low, high = self._ranges.get(symbol, (0, None))
+                    if size < low or (high is not None and size > high):
+                        raise InputError(f"input '{d.name}' has shape {value.shape}; dim {axis} ('{symbol}') must "
+                                         f"be in [{low}, {high}] (the bounds it was compiled for), got {size}")
             if d.name in self.value_inputs and value.size > MAX_VALUE_INPUT_ELEMENTS:
                 raise InputError(f"input '{d.name}' decides shapes in the model, so hobbit compiles for its "
                                  f"values; it has {value.size} elements, more than {MAX_VALUE_INPUT_ELEMENTS}")

@@ -1,5 +1,6 @@
 """`hobbit bench --sweep`: one compile of a model with symbolic dims timed at each value of one dim
-beside a static compile and onnxruntime (hobbit.bench.sweep). No timing thresholds: that every
+(or of several moved together: an image's height and width) beside a static compile and
+onnxruntime (hobbit.bench.sweep). No timing thresholds: that every
 column is filled, names are checked before anything compiles, and a disagreement exits 1."""
 
 from __future__ import annotations
@@ -26,10 +27,28 @@ def tiny_model() -> onnx.ModelProto:
     return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
 
 
+def image_model() -> onnx.ModelProto:
+    """Relu(x + bias) on an image [1, 3, height, width]: two symbolic dims, element-wise kernels
+    only (they follow run-time dims), so the one compile is one module."""
+    bias = numpy_helper.from_array(np.arange(3, dtype=np.float32).reshape(1, 3, 1, 1) - 1, "bias")
+    graph = helper.make_graph(
+        [helper.make_node("Add", ["x", "bias"], ["s"]), helper.make_node("Relu", ["s"], ["y"])], "g",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 3, "height", "width"])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 3, "height", "width"])], [bias])
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+
+
 @pytest.fixture(scope="module")
 def tiny_path(tmp_path_factory) -> str:
     path = tmp_path_factory.mktemp("sweep") / "tiny.onnx"
     onnx.save(tiny_model(), path)
+    return str(path)
+
+
+@pytest.fixture(scope="module")
+def image_path(tmp_path_factory) -> str:
+    path = tmp_path_factory.mktemp("sweep") / "image.onnx"
+    onnx.save(image_model(), path)
     return str(path)
 
 
@@ -49,6 +68,7 @@ def test_one_row_per_value_with_every_engine_timed(tiny_path, tmp_path, capsys):
     assert [(r["value"], r["threads"]) for r in doc["results"]] == [(3, 1), (20, 1)]
     for r in doc["results"]:
         assert r["outputs_agree"] and r["inputs"] == f"x: float32[1x{r['value']}x16]"
+        assert r["symbol"] == "sequence" and r["sizes"] == {"sequence": r["value"]}
         assert r["static_ms"]["median"] > 0 and r["onnxruntime_ms"]["median"] > 0 and r["static_compile_seconds"] > 0
         assert r["one_compile_over_static"] == pytest.approx(r["one_compile_ms"]["median"] / r["static_ms"]["median"])
         assert r["first_minus_second_ms"] == pytest.approx(r["first_run_ms"] - r["second_run_ms"])
@@ -66,6 +86,49 @@ def test_other_symbols_take_their_input_shape_and_threads_each_get_a_compile(tin
     results = json.loads(out_json.read_text())["results"]
     assert [(r["threads"], r["value"]) for r in results] == [(1, 5), (2, 5)]
     assert all(r["outputs_agree"] and r["inputs"] == "x: float32[2x5x16]" for r in results)
+
+
+def test_height_and_width_move_together_on_one_compile(image_path, tmp_path, capsys):
+    out_json, out_md = tmp_path / "s.json", tmp_path / "s.md"
+    argv = ["bench", "--model", image_path, "--sweep", "height,width=5x7,16x9", "--dynamic", "height=1:16",
+            "--dynamic", "width=2:16", "--runs", "2", "--warmup", "0", "--json", str(out_json),
+            "--markdown", str(out_md)]
+    assert main(argv) == 0
+    out = capsys.readouterr().out
+    assert "| model | threads | height,width | first run ms |" in out
+    rows = [line.split(" | ") for line in out.splitlines() if line.startswith(f"| {image_path} |")]
+    assert [row[2] for row in rows] == ["5x7", "16x9"]
+    assert all("—" not in row and "outputs disagree" not in row[6] for row in rows)
+    assert "height,width=5x7: first run" in out and "one compile at 1 thread: DynamicModel, " in out
+    doc = json.loads(out_json.read_text())
+    got = [(r["symbol"], r["value"], r["sizes"], r["inputs"]) for r in doc["results"]]
+    assert got == [("height,width", "5x7", {"height": 5, "width": 7}, "x: float32[1x3x5x7]"),
+                   ("height,width", "16x9", {"height": 16, "width": 9}, "x: float32[1x3x16x9]")]
+    assert all(r["outputs_agree"] and r["one_compile"] == "DynamicModel" for r in doc["results"])
+    md = out_md.read_text()
+    assert md.startswith("# Sweep of `height,width`")
+    assert "--sweep height,width=5x7,16x9 --dynamic height=1:16 --dynamic width=2:16" in md
+
+
+def test_points_of_several_dims_are_checked_before_anything_compiles(monkeypatch):
+    monkeypatch.setattr(sweep.hobbit, "compile", lambda *a, **k: pytest.fail("compiled"))
+    with pytest.raises(InputError, match=r"no symbolic input dim named 'wide' to sweep.*'height' \(x dim 2\); "
+                                         r"'width' \(x dim 3\)"):
+        sweep.run_sweep(image_model(), "image", ("height", "wide"), [(4, 4)], [1])
+    with pytest.raises(ConfigError, match=r"must each give 2 whole numbers >= 1 joined by 'x'.*got 4x4, 4"):
+        sweep.run_sweep(image_model(), "image", "height,width", [(4, 4), (4,)], [1])
+    with pytest.raises(ConfigError, match=r"values \[20\] are outside the bounds 1..16 of 'width'"):
+        sweep.run_sweep(image_model(), "image", ("height", "width"), [(4, 4), (20, 20)], [1],
+                        bounds={"height": (1, 32), "width": (1, 16)})
+    assert sweep.sweep_points("height,width", [(4, 5)]) == (("height", "width"), [(4, 5)])
+    assert sweep.sweep_points("sequence", [4, 8]) == (("sequence",), [(4,), (8,)])
+
+
+def test_image_feeds_are_normal_floats_at_each_size():
+    from hobbit.frontend.onnx.source import OnnxSource
+    feeds = sweep.feeds_at(OnnxSource(image_model()).declared_inputs(), {"height": 6, "width": 11}, {}, seed=[6, 11])
+    x = feeds["x"]
+    assert x.shape == (1, 3, 6, 11) and x.dtype == np.float32 and x.min() < 0 < x.max()
 
 
 def test_a_wrong_symbol_is_a_clear_error_before_anything_compiles(tiny_path, capsys, monkeypatch):
@@ -87,6 +150,14 @@ def test_a_wrong_symbol_is_a_clear_error_before_anything_compiles(tiny_path, cap
 def test_bad_sweep_flags_are_usage_errors(tiny_path, argv, capsys):
     assert main(["bench", "--model", tiny_path, *argv]) == 2
     assert "error" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("text", ["batch,sequence=4", "batch,sequence=1x4x4", "sequence,sequence=4x4", "batch,=1x4",
+                                  "sequence=4x4", "batch,sequence=1x0"])
+def test_bad_points_of_several_dims_are_usage_errors_with_an_example(tiny_path, text, capsys):
+    assert main(["bench", "--model", tiny_path, "--sweep", text]) == 2
+    err = capsys.readouterr().err
+    assert "argument --sweep" in err and "e.g. sequence=16,64,128, or height,width=224x224,160x240" in err
 
 
 def test_disagreeing_outputs_get_no_ratio_and_exit_1(tiny_path, monkeypatch, capsys):

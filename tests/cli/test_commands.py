@@ -432,3 +432,20 @@ def test_python_dash_m_hobbit_is_the_command() -> None:
     done = subprocess.run([sys.executable, "-m", "hobbit", "zoo"], capture_output=True, text=True, timeout=120)
     assert done.returncode == 0, done.stderr
     assert "resnet18" in done.stdout
+
+
+def test_emit_lib_keeps_a_range_as_a_run_time_dim(tmp_path, capsys):
+    """`--input-shape x=1x1..24x16 --emit lib`: one library for every length from 1 to 24."""
+    from tests.runtime.test_dynamic import _bias_relu, _x
+    path = tmp_path / "seq.onnx"
+    onnx.save(_bias_relu(("batch", "seq", 16)), path)
+    out = tmp_path / "lib"
+    assert main(["compile", str(path), "--emit", "lib", "--input-shape", "x=1x1..24x16", "-o", str(out)]) == 0
+    loaded = hobbit.load(out)
+    assert type(loaded).__name__ == "DynamicModel" and loaded.bounds == {"seq": 24}
+    bias = np.linspace(-1, 1, 16, dtype=np.float32)
+    for size in (1, 24):
+        x = _x(1, size, 16, seed=size)
+        np.testing.assert_array_equal(loaded.run({"x": x})[0], np.maximum(x + bias, np.float32(0)))
+    assert main(["compile", str(path), "--emit", "llvm", "--input-shape", "x=1x1..24x16"]) == 2
+    assert "a dim LOW..HIGH is a run-time dim, which `hobbit compile --emit lib` keeps" in capsys.readouterr().err

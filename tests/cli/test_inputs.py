@@ -86,3 +86,31 @@ def test_an_input_without_a_shape_takes_its_input_shape() -> None:
     (spec,) = declared(OnnxSource(model), [ShapeFlag("x", (2, 3))])
     assert (spec.name, spec.shape, spec.dtype) == ("x", (2, 3), np.float32)
     assert [d.shape for d in declared_inputs(with_input_shapes(model, {"x": (2, 3)}))] == [(2, 3)]
+
+
+def test_a_dim_may_be_a_range() -> None:
+    assert parse_input_shape("x=1x1..512x4") == ShapeFlag("x", (1, (1, 512), 4))
+    assert str(ShapeFlag("x", (1, (1, 512), 4))) == "--input-shape x=1x1..512x4"
+    for bad in ["x=1x5..4x4", "x=1x0..4x4", "x=1x..4x4", "x=1x1..2..3x4", "x=1x1...4x4"]:
+        with pytest.raises(argparse.ArgumentTypeError, match="LOW..HIGH"):
+            parse_input_shape(bad)
+
+
+def test_a_range_is_for_a_symbolic_dim_of_a_command_that_keeps_run_time_dims() -> None:
+    model = declared_inputs(_model())
+    assert input_shapes(model, [ShapeFlag("y", (1, (1, 64), 4))], ranges=True) == {"y": (1, (1, 64), 4)}
+    with pytest.raises(InputError, match=r"--input-shape y=1x1..64x4: a dim LOW..HIGH is a run-time dim, which "
+                                         r"`hobbit compile --emit lib` keeps"):
+        input_shapes(model, [ShapeFlag("y", (1, (1, 64), 4))])
+    with pytest.raises(InputError, match=r"sets axis 2 to 1..4, but input 'y' is declared float32\[1, T, 4\], "
+                                         r"which fixes it at 4"):
+        input_shapes(model, [ShapeFlag("y", (1, 8, (1, 4)))], ranges=True)
+
+
+def test_an_input_without_a_shape_takes_a_range() -> None:
+    graph = helper.make_graph([helper.make_node("Relu", ["x"], ["y"])], "shapeless",
+                              [helper.make_tensor_value_info("x", onnx.TensorProto.FLOAT, None)],
+                              [helper.make_tensor_value_info("y", onnx.TensorProto.FLOAT, None)])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+    (spec,) = declared(OnnxSource(model), [ShapeFlag("x", (2, (1, 9)))])
+    assert (spec.shape, spec.symbols) == ((2, None), (None, "x:1"))

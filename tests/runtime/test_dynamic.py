@@ -71,6 +71,34 @@ def test_one_symbol_must_have_one_size_in_every_input():
         compiled.run({"a": _x(1, 5, 8), "b": _x(1, 6, 8)})
 
 
+def test_staging_buffers_are_per_thread_and_never_returned():
+    """Inputs and outputs whose data is not where the bound layout has it go through bound-shaped
+    buffers kept between calls: a result must not change when the next call reuses them, and
+    calls on other threads at once must not share them."""
+    import threading
+    model = _bias_relu((1, 3, "seq", 16))
+    compiled = hobbit.compile(model, cache=False, dynamic_shapes={"seq": (1, 40)})
+    assert type(compiled).__name__ == "DynamicModel"
+    first, = compiled.run({"x": _x(1, 3, 9, 16, seed=1)})
+    kept = first.copy()
+    compiled.run({"x": _x(1, 3, 9, 16, seed=2)})
+    np.testing.assert_array_equal(first, kept)
+    failures = []
+
+    def worker(seed: int) -> None:
+        for size in (5, 31, 17, 40, 2) * 4:
+            x = _x(1, 3, size, 16, seed=seed * 100 + size)
+            got, = compiled.run({"x": x})
+            if not np.array_equal(got, run_ort(model, {"x": x})[0]):
+                failures.append((seed, size))
+    threads = [threading.Thread(target=worker, args=(seed,)) for seed in range(3)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert not failures
+
+
 def test_an_unbounded_symbol_grows_by_doubling():
     model = _bias_relu()
     compiled = hobbit.compile(model, cache=False)

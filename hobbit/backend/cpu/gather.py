@@ -53,7 +53,8 @@ def emit_table_copy(kb: KernelBuilder, src: ir.Value, dst: ir.Value, dtype: np.d
 
     Every offset must lie inside src; the caller computes them at compile time. `lengths`:
     each dim's trip count in this inference where dims are run-time (hobbit.graph.extents);
-    a run-time dim's offsets must be affine."""
+    a run-time dim's table is read up to its length, so its prefix of that length must be
+    right at every size (ResizeNearest's are: hobbit.graph.extents.TABLE_ATTRS)."""
     shape = tuple(len(o) for o in offsets)
     if any(n == 0 for n in shape):
         return
@@ -63,8 +64,6 @@ def emit_table_copy(kb: KernelBuilder, src: ir.Value, dst: ir.Value, dtype: np.d
                           lengths=lengths)
         return
     trips = list(shape) if lengths is None else list(lengths)
-    if any(a is None and not isinstance(n, int) for a, n in zip(affine, trips)):
-        raise ValueError("a run-time dim of a table copy needs affine offsets")
     dst_strides = contiguous_strides(tuple(shape))
     tables = [None if a is not None else constant_table(kb, o) for a, o in zip(affine, offsets)]
     base = sum(a[0] for a in affine if a is not None)
