@@ -188,11 +188,9 @@ class WinogradPlan:
     mm: int  # M, likewise
     pack: int  # a thread's B packing buffer (0: B is read in place)
     gemm: GemmSchedule | None  # the whole image's GEMM schedule (banded: tile_gemm per band height)
-
-    @property
-    def band_tiles(self) -> int:
-        """The tiles a band's V holds (its rows' stride)."""
-        return self.v // ((self.m + 2) ** 2 * self.shape.c)
+    # Tiles between consecutive rows of V and M: the image's, or a band's (static bands: the
+    # tallest band's; each band lays out its own); with run-time lengths padded (run_time_stride).
+    stride: int
 
     @property
     def v_off(self) -> int:
@@ -227,16 +225,27 @@ def winograd_plan(node: Node, target: Target, threads: int) -> WinogradPlan:
     band = band_rows(s, m, target, threads)
     if band and is_dynamic(node):  # bands of band_height at the run-time lengths: one schedule, at the most tiles
         rows, t = band_capacity(s, m, target, threads)
+        stride = run_time_stride(t)
         return WinogradPlan(s, m, threads, itemsize, fmt, by_tile, band, (rows * m + 2) * plane_row(s, m),
-                            aa * s.c * t, aa * s.oc * t, _pack_size(s, m, t, target, fmt), None)
+                            aa * s.c * stride, aa * s.oc * stride, _pack_size(s, m, t, target, fmt), None, stride)
     if band:
         pack = max(_pack_size(s, m, r * tw, target, fmt) for r in band_heights(th, band, threads))
         return WinogradPlan(s, m, threads, itemsize, fmt, by_tile, band, (band * m + 2) * plane_row(s, m),
-                            aa * s.c * band * tw, aa * s.oc * band * tw, pack, None)
+                            aa * s.c * band * tw, aa * s.oc * band * tw, pack, None, band * tw)
     t = th * tw
+    stride = run_time_stride(t) if is_dynamic(node) else t
     gemm = gemm_schedule(t, s.oc, fmt.steps(s.c), target) if by_tile else tile_gemm(s, m, t, target, fmt)
     return WinogradPlan(s, m, threads, itemsize, fmt, by_tile, 0, plane_hw(s, m)[0] * plane_row(s, m),
-                        aa * s.c * t, aa * s.oc * t, _pack_size(s, m, t, target, fmt), gemm)
+                        aa * s.c * stride, aa * s.oc * stride, _pack_size(s, m, t, target, fmt), gemm, stride)
+
+
+def run_time_stride(tiles: int) -> int:
+    """The rows' stride of V and M holding up to `tiles` tiles for run-time lengths: an odd
+    count. Measured, not derived: rows a multiple of 32 bytes apart ran a 128-channel 28x28
+    conv (tiles as the GEMMs' rows) on a 30x30 bound (64 tiles) at 1.34x a static compile at
+    28x28 (49 tiles a row), at 1.07x with 65; a 64-channel conv in bands of up to 60 tiles
+    at 56x56 on a 64x64 bound 0.99x a static compile with 60, 0.94x with 61 (80: 1.25x)."""
+    return tiles + 1 - tiles % 2
 
 
 def _pack_size(s: ConvShape, m: int, t: int, target: Target, fmt: Format) -> int:

@@ -47,8 +47,8 @@ from hobbit.emit.reduce import combine
 from hobbit.emit.scalar import Emit
 from hobbit.plan.format import FLOAT32, Format, node_format
 from hobbit.plan.gemm import GemmSchedule
-from hobbit.plan.winograd import (Variant, VARIANTS, WinogradPlan, band_budget, phase_len, plane_hw, plane_row,
-                                  tile_gemm, tiles)
+from hobbit.plan.winograd import (Variant, VARIANTS, WinogradPlan, band_budget, band_capacity, phase_len, plane_hw,
+                                  plane_row, tile_gemm, tiles)
 
 
 def tile_lanes(s: ConvShape, m: int, target: Target) -> int:
@@ -157,8 +157,7 @@ def _whole_image(k: KernelArgs, plan: WinogradPlan, var: Variant, gemms: TileGem
     kb, node, s, sched = k.kb, k.node, plan.shape, plan.gemm
     dtype = node.inputs[0].dtype
     u, bias = k.inputs[1], k.inputs[2] if len(k.inputs) > 2 else None
-    th, tw = tiles(s, var.m)
-    t = th * tw  # V's and M's rows: the bound's tiles, the first `count` of them computed
+    t = plan.stride  # between V's and M's rows, whose first `count` tiles are computed
     count = kb.mul(size.th, size.tw)
     v_off, m_off = plan.v_off, plan.m_off
     pack = k.thread_scratch(plan.pack_off, plan.pack, dtype) if plan.pack else None
@@ -179,7 +178,7 @@ def _whole_image(k: KernelArgs, plan: WinogradPlan, var: Variant, gemms: TileGem
 
     last_height = _last_height(kb, size.oh, size.th, var.m)
     with kb.loop(0, s.n, name="n") as n:
-        _input_transform(kb, k, s, var, n, v_off, dtype, size)
+        _input_transform(kb, k, s, var, n, v_off, t, dtype, size)
         k.threads.sync()
         k.threads.runs(var.alpha ** 2, gemm_range, per_thread=var.alpha ** 2)
         k.threads.sync()
@@ -189,11 +188,10 @@ def _whole_image(k: KernelArgs, plan: WinogradPlan, var: Variant, gemms: TileGem
             k.threads.sync()  # the next image's GEMMs overwrite the M this output transform reads
 
 
-def _input_transform(kb: KernelBuilder, k: KernelArgs, s: ConvShape, var: Variant, n, v_off: int,
+def _input_transform(kb: KernelBuilder, k: KernelArgs, s: ConvShape, var: Variant, n, v_off: int, t: int,
                      dtype, size: Lengths) -> None:
-    th, tw = tiles(s, var.m)
+    """V of image n (rows t apart) from each channel's padded plane."""
     row = plane_row(s, var.m)
-    t = th * tw
     pad = k.thread_scratch(0, plane_hw(s, var.m)[0] * row, dtype)
     # The border stays zero for every channel (and with run-time lengths, every cell past them,
     # whatever a larger inference left: only the rows the tiles read are cleared).
@@ -394,11 +392,11 @@ def _banded_runtime(k: KernelArgs, plan: WinogradPlan, var: Variant, gemms: Tile
     """_banded for run-time lengths: the band height the bound's rule (band_height) gives at this
     inference's tile rows, computed at run time, the tile rows cut into bands of that height or
     one less (the taller first) claimed in runs of their run-time count (Threads.runs); each
-    band's GEMMs run over its tiles, V and M laid out for plan.band_tiles tiles a band."""
+    band's GEMMs run over its tiles, V and M laid out for plan.stride tiles a band."""
     kb, b, s = k.kb, k.kb.b, plan.shape
     m = var.m
-    t_blk = plan.band_tiles
-    sched = gemms.schedule(s, m, t_blk, k.target)
+    t_blk = plan.stride
+    sched = gemms.schedule(s, m, band_capacity(s, m, k.target, plan.threads)[1], k.target)
     band = _Band(k, plan, var, gemms, size)
     th, tw = kb.idx(size.th), kb.idx(size.tw)
     most, least = band_budget(s, m, k.target)
