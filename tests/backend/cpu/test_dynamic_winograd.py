@@ -34,9 +34,9 @@ RTOL = ATOL = 1e-4
 SETTINGS = settings(max_examples=5, deadline=None, derandomize=True, database=None)
 
 
-def conv(c: int, oc: int, residual: bool = False) -> onnx.ModelProto:
-    """y = Relu(Conv3x3(x) + b [+ x]), x [1, c, h, w], pads 1: the bias, the residual Add and the
-    Relu fused into the ConvWinograd."""
+def conv(c: int, oc: int, residual: bool = False, batch: int = 1) -> onnx.ModelProto:
+    """y = Relu(Conv3x3(x) + b [+ x]), x [batch, c, h, w], pads 1: the bias, the residual Add and
+    the Relu fused into the ConvWinograd."""
     rng = np.random.default_rng(c * 100 + oc)
     nodes = [helper.make_node("Conv", ["x", "w", "b"], ["c"], pads=[1, 1, 1, 1])]
     last = "c"
@@ -45,7 +45,7 @@ def conv(c: int, oc: int, residual: bool = False) -> onnx.ModelProto:
         last = "s"
     nodes.append(helper.make_node("Relu", [last], ["y"]))
     graph = helper.make_graph(nodes, "dynamic_winograd",
-                              [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, c, "h", "w"])],
+                              [helper.make_tensor_value_info("x", TensorProto.FLOAT, [batch, c, "h", "w"])],
                               [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)],
                               [numpy_helper.from_array((rng.standard_normal((oc, c, 3, 3)) / np.sqrt(9 * c))
                                                        .astype(np.float32), "w"),
@@ -56,20 +56,21 @@ def conv(c: int, oc: int, residual: bool = False) -> onnx.ModelProto:
 
 
 # name -> (C, OC, residual, bound (h, w), tile, how the bound's plan runs: "columns" (tiles as
-# the GEMMs' columns), "rows" (tiles as rows) or "bands")
+# the GEMMs' columns), "rows" (tiles as rows) or "bands", batch)
 CASES = {
-    "f2-rows": (16, 16, False, (16, 16), 2, "rows"),
-    "f2-columns": (20, 20, True, (17, 17), 2, "columns"),
-    "f4-columns": (16, 16, True, (40, 40), 4, "columns"),
-    "f4-rows": (16, 16, False, (40, 24), 4, "rows"),
-    "f4-bands": (32, 32, True, (48, 48), 4, "bands"),
+    "f2-rows": (16, 16, False, (16, 16), 2, "rows", 1),
+    "f2-columns": (20, 20, True, (17, 17), 2, "columns", 1),
+    "f4-columns": (16, 16, True, (40, 40), 4, "columns", 1),
+    "f4-rows": (16, 16, False, (40, 24), 4, "rows", 1),
+    "f4-bands": (32, 32, True, (48, 48), 4, "bands", 1),
+    "f4-bands-batch": (32, 24, False, (52, 48), 4, "bands", 2),  # bands of two images in one claimed loop
 }
 
 
 @functools.cache
 def _compiled(case: str, threads: int):
-    c, oc, residual, (h, w), tile, kind = CASES[case]
-    model = conv(c, oc, residual)
+    c, oc, residual, (h, w), tile, kind, batch = CASES[case]
+    model = conv(c, oc, residual, batch)
     compiled = hobbit.compile(model, threads=threads, dynamic_shapes={"h": (5, h), "w": (5, w)}, cache=False)
     assert type(compiled).__name__ == "DynamicModel", getattr(compiled, "reason", None)
     (node,) = compiled.report.graph.nodes
@@ -80,13 +81,14 @@ def _compiled(case: str, threads: int):
     return model, compiled
 
 
-def _feeds(c: int, h: int, w: int) -> dict[str, np.ndarray]:
-    return {"x": np.random.default_rng(h * 1000 + w).standard_normal((1, c, h, w)).astype(np.float32)}
+def _feeds(case: str, h: int, w: int) -> dict[str, np.ndarray]:
+    c, batch = CASES[case][0], CASES[case][6]
+    return {"x": np.random.default_rng(h * 1000 + w).standard_normal((batch, c, h, w)).astype(np.float32)}
 
 
 def _check(case: str, threads: int, h: int, w: int) -> None:
     model, compiled = _compiled(case, threads)
-    feeds = _feeds(CASES[case][0], h, w)
+    feeds = _feeds(case, h, w)
     got = compiled.run(feeds)[0]
     want = run_ort(model, feeds)[0]
     assert got.shape == want.shape
@@ -125,7 +127,7 @@ def test_reads_and_writes_stay_inside_extents(case: str, threads: int) -> None:
     build = compiled._current
     bh, bw = CASES[case][3]
     for h, w in [(bh, bw), (5, 5), (bh - 1, 7), (9, bw - 3)]:
-        feeds = _feeds(CASES[case][0], h, w)
+        feeds = _feeds(case, h, w)
         arrays = bound_inputs(build, feeds, [h, w])
         out = np.full(build.model.outputs[0].shape, -7.0, np.float32)
         build.model._call_native(arrays, [out])
