@@ -389,33 +389,48 @@ def _banded(k: KernelArgs, plan: WinogradPlan, var: Variant, gemms: TileGemms, s
 
 
 def _banded_runtime(k: KernelArgs, plan: WinogradPlan, var: Variant, gemms: TileGemms, size: Lengths) -> None:
-    """_banded for run-time lengths: the band height the bound's rule (band_height) gives at this
-    inference's tile rows, computed at run time, the tile rows cut into bands of that height or
-    one less (the taller first) claimed in runs of their run-time count (Threads.runs); each
-    band's GEMMs run over its tiles, V and M laid out for plan.stride tiles a band."""
+    """_banded for run-time lengths, cut as Threads.bands cuts the static rows: the tile rows
+    in one share per thread (balanced to within one row), each share in bands of the height
+    the bound's rule (band_height) gives at this inference's tiles or one less (the taller
+    first), all computed at run time. Each share has as many units as the largest share has
+    bands (a smaller share's last may be empty), claimed in runs (Threads.runs: a share's
+    units are its thread's own first); each band's GEMMs run over its tiles, V and M laid
+    out for plan.stride tiles a band."""
     kb, b, s = k.kb, k.kb.b, plan.shape
-    m = var.m
+    m, shares = var.m, plan.threads
     t_blk = plan.stride
     sched = gemms.schedule(s, m, band_capacity(s, m, k.target, plan.threads)[1], k.target)
     band = _Band(k, plan, var, gemms, size)
     th, tw = kb.idx(size.th), kb.idx(size.tw)
     most, least = band_budget(s, m, k.target)
     rows = _imax(kb, _imax(kb, kb.i64(1), b.udiv(kb.i64(most), tw)), b.udiv(b.add(kb.i64(least - 1), tw), tw))
-    rows = kb.imin(rows, ceil_units(kb, th, plan.threads))
-    bands = b.udiv(b.add(th, b.sub(rows, kb.i64(1))), rows)
-    small = b.udiv(th, bands)
-    big = b.sub(th, b.mul(small, bands))  # bands one row taller than `small`
+    rows = kb.imin(rows, ceil_units(kb, th, shares))
+    per_share = _ceil_div(kb, ceil_units(kb, th, shares), rows)  # units per share: the largest share's bands
+    per_image = kb.mul(per_share, shares)
+
+    def one(n, unit) -> None:
+        """Band `unit % per_share` of share `unit // per_share` of image n, if it has one."""
+        v, j = (0, unit) if shares == 1 else (b.udiv(unit, per_share), b.urem(unit, per_share))
+        lo = b.udiv(kb.idx(kb.mul(v, th)), kb.i64(shares))
+        share = b.sub(b.udiv(b.mul(kb.idx(kb.add(v, 1)), th), kb.i64(shares)), lo)
+        count = _ceil_div(kb, share, rows)  # this share's bands (none in an empty share)
+        with kb.if_then(b.icmp_unsigned("<", j, count)):
+            small = b.udiv(share, count)
+            big = b.sub(share, b.mul(small, count))  # bands one row taller than `small`
+            tr0 = b.add(lo, b.add(b.mul(j, small), kb.imin(j, big)))
+            height = b.add(small, b.zext(b.icmp_unsigned("<", j, big), ir.IntType(64)))
+            last = b.sub(b.add(tr0, height), kb.i64(1))  # the band's last tile row, and its output rows:
+            out_rows = kb.imin(m, b.sub(kb.idx(size.oh), b.mul(last, kb.i64(m))))
+            band.run(n, tr0, height, t_blk, sched, out_rows)
 
     def run(lo, hi) -> None:
         with kb.loop(lo, hi, name="band") as unit:
-            n, i = (0, unit) if s.n == 1 else (b.udiv(unit, bands), b.urem(unit, bands))
-            tr0 = b.add(b.mul(i, small), kb.imin(i, big))
-            count = b.add(small, b.zext(b.icmp_unsigned("<", i, big), ir.IntType(64)))
-            last = b.sub(b.add(tr0, count), kb.i64(1))  # the band's last tile row, and its height:
-            height = kb.imin(m, b.sub(kb.idx(size.oh), b.mul(last, kb.i64(m))))
-            band.run(n, tr0, count, t_blk, sched, height)
+            if s.n == 1:
+                one(0, unit)
+            else:
+                one(b.udiv(unit, per_image), b.urem(unit, per_image))
 
-    k.threads.runs(kb.mul(s.n, bands), run)
+    k.threads.runs(kb.mul(s.n, per_image), run)
 
 
 class _Band:
@@ -506,6 +521,11 @@ def winograd_dynamic(node: Node) -> str | None:
 def _last_height(kb: KernelBuilder, oh: Index, th: Index, m: int) -> Index:
     """The output rows of the last of th tile rows over oh rows."""
     return _sub(kb, oh, kb.mul(kb.add(th, -1), m))
+
+
+def _ceil_div(kb: KernelBuilder, a: ir.Value, b: ir.Value) -> ir.Value:
+    """ceil(a / b) for run-time a >= 0 and b >= 1."""
+    return kb.b.udiv(kb.b.add(a, kb.b.sub(b, kb.i64(1))), b)
 
 
 def _imax(kb: KernelBuilder, a: ir.Value, b: ir.Value) -> ir.Value:
