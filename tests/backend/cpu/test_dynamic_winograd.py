@@ -13,6 +13,7 @@ DynamicModel (a silent per-shape fallback fails), at one and two threads."""
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 
 import numpy as np
@@ -31,14 +32,17 @@ from hobbit.target import host_target
 from tests.helpers import bound_inputs, run_ort
 
 RTOL = ATOL = 1e-4
+# The host with 1 MiB of L2 per core (which convs run in bands follows L2); the cases' tiles-as-rows
+# sizes assume vectors of 8 or 16 floats (AVX2, AVX-512).
+TARGET = dataclasses.replace(host_target(), l2_bytes=1 << 20)
 SETTINGS = settings(max_examples=5, deadline=None, derandomize=True, database=None)
 
 
-def conv(c: int, oc: int, residual: bool = False, batch: int = 1) -> onnx.ModelProto:
-    """y = Relu(Conv3x3(x) + b [+ x]), x [batch, c, h, w], pads 1: the bias, the residual Add and
-    the Relu fused into the ConvWinograd."""
+def conv(c: int, oc: int, residual: bool = False, batch: int = 1, pads: tuple = (1, 1, 1, 1)) -> onnx.ModelProto:
+    """y = Relu(Conv3x3(x) + b [+ x]), x [batch, c, h, w]: the bias, the residual Add and the Relu
+    fused into the ConvWinograd."""
     rng = np.random.default_rng(c * 100 + oc)
-    nodes = [helper.make_node("Conv", ["x", "w", "b"], ["c"], pads=[1, 1, 1, 1])]
+    nodes = [helper.make_node("Conv", ["x", "w", "b"], ["c"], pads=list(pads))]
     last = "c"
     if residual:
         nodes.append(helper.make_node("Add", ["c", "x"], ["s"]))
@@ -58,10 +62,10 @@ def conv(c: int, oc: int, residual: bool = False, batch: int = 1) -> onnx.ModelP
 # name -> (C, OC, residual, bound (h, w), tile, how the bound's plan runs: "columns" (tiles as
 # the GEMMs' columns), "rows" (tiles as rows) or "bands", batch)
 CASES = {
-    "f2-rows": (16, 16, False, (16, 16), 2, "rows", 1),
+    "f2-rows": (16, 16, False, (10, 10), 2, "rows", 1),
     "f2-columns": (20, 20, True, (17, 17), 2, "columns", 1),
     "f4-columns": (16, 16, True, (40, 40), 4, "columns", 1),
-    "f4-rows": (16, 16, False, (40, 24), 4, "rows", 1),
+    "f4-rows": (16, 16, False, (20, 21), 4, "rows", 1),
     "f4-bands": (32, 32, True, (48, 48), 4, "bands", 1),
     "f4-bands-batch": (32, 24, False, (52, 48), 4, "bands", 2),  # bands of two images in one claimed loop
 }
@@ -71,12 +75,13 @@ CASES = {
 def _compiled(case: str, threads: int):
     c, oc, residual, (h, w), tile, kind, batch = CASES[case]
     model = conv(c, oc, residual, batch)
-    compiled = hobbit.compile(model, threads=threads, dynamic_shapes={"h": (5, h), "w": (5, w)}, cache=False)
+    compiled = hobbit.compile(model, target=TARGET, threads=threads, dynamic_shapes={"h": (5, h), "w": (5, w)},
+                              cache=False)
     assert type(compiled).__name__ == "DynamicModel", getattr(compiled, "reason", None)
     (node,) = compiled.report.graph.nodes
     assert node.op == "ConvWinograd" and node.attrs["tile"] == tile
     assert [step.op for step in node.epilogue] == (["Add", "Relu"] if residual else ["Relu"])
-    plan = winograd_plan(node, host_target(), threads)
+    plan = winograd_plan(node, TARGET, threads)
     assert {"rows": plan.by_tile, "bands": plan.band > 0, "columns": not plan.by_tile and not plan.band}[kind]
     return model, compiled
 
@@ -98,8 +103,9 @@ def _check(case: str, threads: int, h: int, w: int) -> None:
 def _sizes(bound: tuple[int, int]) -> list[tuple[int, int]]:
     """The smallest, odd, ragged and whole-tile sizes, the bound, and small sizes after large ones."""
     h, w = bound
-    return [(5, 5), bound, (5, 7), (h - 1, w), (7, w - 3), (h, 5), (9, 11), bound, (6, 6), (h - 2, w - 1), (8, 8),
-            (5, w), (h, w - 2), (13, 9)]
+    sizes = [(5, 5), bound, (5, 7), (h - 1, w), (7, w - 3), (h, 5), (9, 11), bound, (6, 6), (h - 2, w - 1), (8, 8),
+             (5, w), (h, w - 2), (13, 9)]
+    return [(min(a, h), min(b, w)) for a, b in sizes]
 
 
 @pytest.mark.parametrize("threads", [1, 2])
@@ -139,6 +145,26 @@ def test_reads_and_writes_stay_inside_extents(case: str, threads: int) -> None:
         assert (out[outside] == -7.0).all()
 
 
+@pytest.mark.parametrize("c, pads, bound, banded", [(16, (0, 0, 0, 0), (22, 30), False),
+                                                     (16, (1, 0, 2, 1), (21, 19), False),
+                                                     (32, (0, 1, 2, 1), (50, 50), True),
+                                                     (16, (2, 2, 0, 0), (33, 9), False)])
+def test_pads(c: int, pads: tuple, bound: tuple[int, int], banded: bool) -> None:
+    """No or asymmetric padding: the output's lengths are the input's plus the pads less 2, and
+    the plane holds the input from its top and left pads (both tiles; in bands too)."""
+    model = conv(c, 24, pads=pads)
+    compiled = hobbit.compile(model, target=TARGET, threads=2, dynamic_shapes={"h": (5, bound[0]), "w": (5, bound[1])},
+                              cache=False)
+    assert type(compiled).__name__ == "DynamicModel", getattr(compiled, "reason", None)
+    (node,) = compiled.report.graph.nodes
+    assert node.op == "ConvWinograd" and (winograd_plan(node, TARGET, 2).band > 0) == banded
+    for h, w in [(5, 5), bound, (bound[0] - 1, 6), (7, bound[1] - 3), (11, min(13, bound[1])), (5, 5)]:
+        feeds = {"x": np.random.default_rng(h * 100 + w).standard_normal((1, c, h, w)).astype(np.float32)}
+        got, want = compiled.run(feeds)[0], run_ort(model, feeds)[0]
+        assert got.shape == want.shape
+        np.testing.assert_allclose(got, want, rtol=RTOL, atol=ATOL)
+
+
 H, W = Extent(((0, 1),), 0), Extent(((1, 1),), 0)
 
 
@@ -166,4 +192,5 @@ def test_predicate() -> None:
     assert "channel" in winograd_dynamic(_node(channels, channels))
     other = Value("r", TensorType(np.dtype(np.float32), (1, 16, 12, 12)))
     other.extents = (None, None, W, H)
-    assert "does not share" in winograd_dynamic(_node(spatial, spatial, epilogue=[EpilogueStep("Add", other, {}, "add")]))
+    unshared = _node(spatial, spatial, epilogue=[EpilogueStep("Add", other, {}, "add")])
+    assert "does not share" in winograd_dynamic(unshared)
