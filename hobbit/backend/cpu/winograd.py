@@ -22,7 +22,17 @@ there U is several MB read once per call, and a GEMM one vector of tiles wide
 would spend one broadcast of U per multiply-add.
 
 The GEMMs run in the plan's operand format (hobbit.plan.winograd): float, or bf16 on
-vdpbf16ps for F(2x2) convs the bf16 pass gave bf16 weights, whose transforms stay float32."""
+vdpbf16ps for F(2x2) convs the bf16 pass gave bf16 weights, whose transforms stay float32.
+
+With run-time height and width (hobbit.graph.extents; float32, no fused pool:
+winograd_dynamic) the plan is the bound's (tile, GEMM orientation, bands or not) and the
+lengths are read at entry (Lengths): input positions past them are padding like those past a
+static edge (plane rows and columns are copied up to them, the rest of the plane cleared on
+every call); the tiles over this inference's output are numbered compactly in V and M, whose
+rows keep one compile-time stride (plan.stride), so the a*a GEMMs run over the run-time count
+of tiles only; the output transform stores only inside the lengths (a run-time last tile row
+height, masks at the right edge). Banded convs cut their run-time tile rows into bands by the
+bound's rule computed at run time (_banded_runtime)."""
 
 from __future__ import annotations
 
