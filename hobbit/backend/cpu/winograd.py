@@ -36,11 +36,10 @@ bound's rule computed at run time (_banded_runtime)."""
 
 from __future__ import annotations
 
-from llvmlite import ir
-
 from dataclasses import dataclass
 
 import numpy as np
+from llvmlite import ir
 
 from hobbit.target import Target
 from hobbit.emit.builder import I32, KernelBuilder
