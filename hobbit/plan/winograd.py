@@ -20,6 +20,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from hobbit.graph.extents import is_dynamic
 from hobbit.graph.ir import Node
 from hobbit.plan.bands import band_heights
 from hobbit.plan.conv import ConvShape, conv_shape
@@ -141,9 +142,31 @@ def band_rows(s: ConvShape, m: int, target: Target, threads: int) -> int:
     if tiles_as_rows(s, m, target) or aa * (s.c + s.oc) * th * tw * 4 <= target.l2_bytes \
             or aa * s.oc * s.c * 4 > MAX_BANDED_WEIGHTS:
         return 0
-    rows = max(1, (target.l2_bytes // 2) // (aa * (s.c + s.oc) * tw * 4), -(-MIN_BAND_VECTORS * target.lanes(4) // tw))
-    rows = min(rows, -(-th // threads))  # several threads share bands, not one whole image
+    rows = band_height(s, m, target, threads, th, tw)
     return rows if rows < th else 0
+
+
+def band_budget(s: ConvShape, m: int, target: Target) -> tuple[int, int]:
+    """(most, least): a band holds about `most` tiles (its V and M take half of L2), and at
+    least `least` (MIN_BAND_VECTORS vectors of them)."""
+    return (target.l2_bytes // 2) // ((m + 2) ** 2 * (s.c + s.oc) * 4), MIN_BAND_VECTORS * target.lanes(4)
+
+
+def band_height(s: ConvShape, m: int, target: Target, threads: int, th: int, tw: int) -> int:
+    """Tile rows per band of th x tw tiles (band_budget's, and no more than a thread's share).
+    A banded conv with run-time lengths computes the same at run time
+    (hobbit.backend.cpu.winograd), within band_capacity."""
+    most, least = band_budget(s, m, target)
+    rows = max(1, most // tw, -(-least // tw))
+    return min(rows, -(-th // threads))  # several threads share bands, not one whole image
+
+
+def band_capacity(s: ConvShape, m: int, target: Target, threads: int) -> tuple[int, int]:
+    """(rows, tiles): the most tile rows, and tiles, a band of band_height holds at any run-time
+    length up to s's (a band's scratch is sized by them)."""
+    th, tw = tiles(s, m)
+    heights = [(band_height(s, m, target, threads, th, w), w) for w in range(1, tw + 1)]
+    return max(rows for rows, _ in heights), max(rows * w for rows, w in heights)
 
 
 @dataclass(frozen=True)
@@ -165,6 +188,9 @@ class WinogradPlan:
     mm: int  # M, likewise
     pack: int  # a thread's B packing buffer (0: B is read in place)
     gemm: GemmSchedule | None  # the whole image's GEMM schedule (banded: tile_gemm per band height)
+    # Tiles between consecutive rows of V and M: the image's, or a band's (static bands: the
+    # tallest band's; each band lays out its own); with run-time lengths padded (run_time_stride).
+    stride: int
 
     @property
     def v_off(self) -> int:
@@ -197,14 +223,29 @@ def winograd_plan(node: Node, target: Target, threads: int) -> WinogradPlan:
     aa = (m + 2) ** 2
     by_tile = tiles_as_rows(s, m, target)
     band = band_rows(s, m, target, threads)
+    if band and is_dynamic(node):  # bands of band_height at the run-time lengths: one schedule, at the most tiles
+        rows, t = band_capacity(s, m, target, threads)
+        stride = run_time_stride(t)
+        return WinogradPlan(s, m, threads, itemsize, fmt, by_tile, band, (rows * m + 2) * plane_row(s, m),
+                            aa * s.c * stride, aa * s.oc * stride, _pack_size(s, m, t, target, fmt), None, stride)
     if band:
         pack = max(_pack_size(s, m, r * tw, target, fmt) for r in band_heights(th, band, threads))
         return WinogradPlan(s, m, threads, itemsize, fmt, by_tile, band, (band * m + 2) * plane_row(s, m),
-                            aa * s.c * band * tw, aa * s.oc * band * tw, pack, None)
+                            aa * s.c * band * tw, aa * s.oc * band * tw, pack, None, band * tw)
     t = th * tw
+    stride = run_time_stride(t) if is_dynamic(node) else t
     gemm = gemm_schedule(t, s.oc, fmt.steps(s.c), target) if by_tile else tile_gemm(s, m, t, target, fmt)
     return WinogradPlan(s, m, threads, itemsize, fmt, by_tile, 0, plane_hw(s, m)[0] * plane_row(s, m),
-                        aa * s.c * t, aa * s.oc * t, _pack_size(s, m, t, target, fmt), gemm)
+                        aa * s.c * stride, aa * s.oc * stride, _pack_size(s, m, t, target, fmt), gemm, stride)
+
+
+def run_time_stride(tiles: int) -> int:
+    """The rows' stride of V and M holding up to `tiles` tiles for run-time lengths: an odd
+    count. Measured, not derived: rows a multiple of 32 bytes apart ran a 128-channel 28x28
+    conv (tiles as the GEMMs' rows) on a 30x30 bound (64 tiles) at 1.34x a static compile at
+    28x28 (49 tiles a row), at 1.07x with 65; a 64-channel conv in bands of up to 60 tiles
+    at 56x56 on a 64x64 bound 0.99x a static compile with 60, 0.94x with 61 (80: 1.25x)."""
+    return tiles + 1 - tiles % 2
 
 
 def _pack_size(s: ConvShape, m: int, t: int, target: Target, fmt: Format) -> int:
