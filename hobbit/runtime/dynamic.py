@@ -87,6 +87,7 @@ class DynamicModel(DeclaredModel):
         self._current = first
         self._lock = threading.Lock()
         self._staging = threading.local()
+        self._staged(first)  # this thread's arena, ready before the first run
         self._node_args = node_args
         self.compiles = 1
 
@@ -194,10 +195,12 @@ class DynamicModel(DeclaredModel):
         """This thread's bound-shaped buffers for `build`'s inputs and outputs whose data is not
         where the bound layout has it (hobbit.runtime.dynamic._placed): kept from call to call,
         since a fresh one each call costs its page faults (a 6.5 MB plane: 5 ms a call, where
-        the kernel took 0.1 ms), and per thread, since calls on other threads run at once."""
+        the kernel took 0.1 ms), and per thread, since calls on other threads run at once. The
+        thread's arena is made here too, every page touched (CompiledModel._working_memory)."""
         local = self._staging
         if getattr(local, "build", None) is not build:
             local.build, local.buffers = build, {}
+            build.model._working_memory(touched=True)
         return local.buffers
 
     def _module_for(self, dims: tuple[int, ...]) -> Build:
@@ -286,6 +289,7 @@ def _staging_buffer(staging: dict, key: tuple, spec: TensorSpec) -> np.ndarray:
     buffer = staging.get(key)
     if buffer is None:
         buffer = staging[key] = np.empty(spec.shape, spec.dtype)
+        buffer.fill(0)  # every page written once now: a first run at a larger size faults none
     return buffer
 
 

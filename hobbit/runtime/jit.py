@@ -303,11 +303,16 @@ class CompiledModel(ModelTensors):
         self.run(feeds)
         return kernel_times(self.report.graph, address, lambda: self.run(feeds), runs)
 
-    def _working_memory(self) -> np.ndarray:
-        """This thread's arena, made on its first run (run() makes it under `allocating`)."""
+    def _working_memory(self, touched: bool = False) -> np.ndarray:
+        """This thread's arena, made on its first run (run() makes it under `allocating`);
+        `touched`: with every page written once when it is made (a module with run-time dims
+        reaches more of its arena at each larger size, and a first run at a new size would
+        otherwise pay those page faults: 10-50 ms on Whisper-tiny's encoder)."""
         arena = getattr(self._local, "arena", None)
         if arena is None:
             raw = np.empty(self._arena_bytes + 64, dtype=np.uint8)
+            if touched:
+                raw.fill(0)
             shift = (-raw.ctypes.data) % 64
             arena = raw[shift: shift + self._arena_bytes]
             self._local.arena = arena

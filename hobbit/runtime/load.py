@@ -138,8 +138,9 @@ class LoadedModel(CompiledModel):
             raise ArtifactError(f"{library} does not match its manifest (arena {arena} bytes, tensors {sizes}; "
                                 f"the manifest says {manifest['arena_bytes']} and {expected}): export it again")
 
-    def _working_memory(self) -> ctypes.c_void_p:
-        """A loaded library's arena is its context's: made in C on the thread's first run."""
+    def _working_memory(self, touched: bool = False) -> ctypes.c_void_p:
+        """A loaded library's arena is its context's: made in C on the thread's first run
+        (`touched` cannot reach it: its pages fault as the C code first writes them)."""
         return self._context()
 
     def _has_working_memory(self) -> bool:
