@@ -214,3 +214,20 @@ def bound_inputs(build, feeds: dict[str, np.ndarray], dims: list[int]) -> list[n
         padded[tuple(slice(0, n) for n in value.shape)] = value
         arrays.append(padded)
     return arrays + [np.array(dims, np.int64)]
+
+
+def assert_inside_extents(build, model, feeds: dict[str, np.ndarray], dims: list[int], rtol: float,
+                          atol: float) -> None:
+    """Run a DynamicModel module (hobbit.runtime.dynamic.Build) on bound-shaped inputs with NaN
+    past their extents (bound_inputs) and outputs holding a sentinel: inside the extents the
+    outputs must be onnxruntime's (garbage read past an input's extent would show), and past
+    them the sentinel must survive (nothing written where the caller's array may end)."""
+    arrays = bound_inputs(build, feeds, dims)
+    outs = [np.full(spec.shape, -7, spec.dtype) for spec in build.model.outputs]
+    build.model._call_native(arrays, outs)
+    for out, want in zip(outs, run_ort(model, feeds)):
+        inside = tuple(slice(0, n) for n in want.shape)
+        np.testing.assert_allclose(out[inside], want, rtol=rtol, atol=atol)
+        outside = np.ones(out.shape, bool)
+        outside[inside] = False
+        assert (out[outside] == -7).all()

@@ -77,6 +77,50 @@ def lower_depthwise(k: KernelArgs, plan: ConvPlan, lengths: Lengths | None = Non
 ROWS_PER_STEP = 4  # interior output rows computed side by side: independent FMA chains
 
 
+@dataclass
+class _ChannelRows:
+    """What both row emitters (static and run-time lengths) set up for one channel: an Emit,
+    its taps and bias as vectors, its output plane's offset, and the masked tap loads."""
+
+    kb: KernelBuilder
+    s: ConvShape
+    d: DepthwiseRows
+    src: ir.Value
+    e: Emit
+    taps: list
+    b0: ir.Value
+    out_base: ir.Value
+
+    @property
+    def offsets(self) -> list[int]:
+        s = self.s
+        return [kw * s.dilation[1] - s.pad[1] for kw in range(s.kw)]
+
+    def tap(self, at, ow0, kw: int, masks: list, row_ok) -> ir.Value:
+        """Tap kw's input vector for the outputs at column ow0 (stride 2: two loads, the even
+        lanes kept), `masks[kw * stride + half]` its lanes inside the row, row_ok the row's."""
+        kb, b, sw, width, dtype = self.kb, self.kb.b, self.s.stride[1], self.d.width, self.d.dtype
+        at = kb.add(at, kb.add(kb.mul(ow0, sw), self.offsets[kw]))
+        halves = []
+        for half in range(sw):
+            mask = masks[kw * sw + half]
+            if row_ok is not True:  # a run-time row check: the whole vector on or off
+                ok = kb.splat(row_ok, width)
+                mask = ok if mask is None else b.and_(mask, ok)
+            halves.append(kb.vload(self.src, dtype, kb.add(at, half * width), width, mask, inbounds=False))
+        evens = ir.Constant(ir.VectorType(I32, width), [2 * i for i in range(width)])
+        return halves[0] if sw == 1 else b.shuffle_vector(halves[0], halves[1], evens)
+
+
+def _channel_rows(kb: KernelBuilder, s: ConvShape, d: DepthwiseRows, src: ir.Value, n, oc) -> _ChannelRows:
+    width, dtype = d.width, d.dtype
+    e = Emit(kb, dtype, width)
+    taps = [kb.splat(kb.load(d.w, dtype, kb.add(kb.mul(oc, s.kh * s.kw), t)), width) for t in range(s.kh * s.kw)]
+    b0 = kb.splat(kb.load(d.bias, dtype, oc), width) if d.bias is not None else e.c(0.0)
+    out_base = kb.mul(kb.add(kb.mul(n, s.oc), oc), d.out_plane or s.oh * s.ow)
+    return _ChannelRows(kb, s, d, src, e, taps, b0, out_base)
+
+
 def emit_rows_direct(kb: KernelBuilder, s: ConvShape, d: DepthwiseRows, src: ir.Value, row_at, n, oc,
                      oh0: int | ir.Value = 0, count: int | None = None, store_row0: int | ir.Value | None = None) -> None:
     """Output rows oh0 .. oh0 + count (default: all) of channel `oc`, every tap a masked load
@@ -87,13 +131,9 @@ def emit_rows_direct(kb: KernelBuilder, s: ConvShape, d: DepthwiseRows, src: ir.
     count = s.oh - oh0 if count is None else count
     store_row0 = oh0 if store_row0 is None else store_row0
     width, dtype = d.width, d.dtype
-    e = Emit(kb, dtype, width)
-    taps = [kb.splat(kb.load(d.w, dtype, kb.add(kb.mul(oc, s.kh * s.kw), t)), width) for t in range(s.kh * s.kw)]
-    b0 = kb.splat(kb.load(d.bias, dtype, oc), width) if d.bias is not None else e.c(0.0)
-    out_base = kb.mul(kb.add(kb.mul(n, s.oc), oc), d.out_plane or s.oh * s.ow)
-    (sh, dh), (sw, dw) = (s.stride[0], s.dilation[0]), (s.stride[1], s.dilation[1])
-    offsets = [kw * dw - s.pad[1] for kw in range(s.kw)]
-    evens = ir.Constant(ir.VectorType(I32, width), [2 * i for i in range(width)])
+    r = _channel_rows(kb, s, d, src, n, oc)
+    e, taps, b0, out_base, offsets, tap = r.e, r.taps, r.b0, r.out_base, r.offsets, r.tap
+    (sh, dh), sw = (s.stride[0], s.dilation[0]), s.stride[1]
     b = kb.b
 
     def column_masks(ow0: int) -> list:
@@ -106,17 +146,6 @@ def emit_rows_direct(kb: KernelBuilder, s: ConvShape, d: DepthwiseRows, src: ir.
                 lanes = [(half * width + i) // sw < s.ow - ow0 and 0 <= col < s.w for i, col in enumerate(cols)]
                 masks.append(None if all(lanes) else ir.Constant(ir.VectorType(I1, width), [int(v) for v in lanes]))
         return masks
-
-    def tap(at, ow0, kw: int, masks: list, row_ok):
-        at = kb.add(at, kb.add(kb.mul(ow0, sw), offsets[kw]))
-        halves = []
-        for half in range(sw):
-            mask = masks[kw * sw + half]
-            if row_ok is not True:  # a run-time row check: the whole vector on or off
-                ok = kb.splat(row_ok, width)
-                mask = ok if mask is None else b.and_(mask, ok)
-            halves.append(kb.vload(src, dtype, kb.add(at, half * width), width, mask, inbounds=False))
-        return halves[0] if sw == 1 else b.shuffle_vector(halves[0], halves[1], evens)
 
     # Vectors along the row: those with masked lanes are emitted on their own, the plain
     # ones between them as one loop.
@@ -198,13 +227,9 @@ def emit_rows_runtime(kb: KernelBuilder, s: ConvShape, d: DepthwiseRows, src: ir
     run time (the left border's, and those past the interior up to the row's width)."""
     width, dtype = d.width, d.dtype
     b = kb.b
-    e = Emit(kb, dtype, width)
-    taps = [kb.splat(kb.load(d.w, dtype, kb.add(kb.mul(oc, s.kh * s.kw), t)), width) for t in range(s.kh * s.kw)]
-    b0 = kb.splat(kb.load(d.bias, dtype, oc), width) if d.bias is not None else e.c(0.0)
-    out_base = kb.mul(kb.add(kb.mul(n, s.oc), oc), d.out_plane or s.oh * s.ow)
-    (sh, dh), (sw, dw) = (s.stride[0], s.dilation[0]), (s.stride[1], s.dilation[1])
-    offsets = [kw * dw - s.pad[1] for kw in range(s.kw)]
-    evens = ir.Constant(ir.VectorType(I32, width), [2 * i for i in range(width)])
+    r = _channel_rows(kb, s, d, src, n, oc)
+    e, taps, b0, out_base, offsets, tap = r.e, r.taps, r.b0, r.out_base, r.offsets, r.tap
+    (sh, dh), sw = (s.stride[0], s.dilation[0]), s.stride[1]
     h_len, w_len, oh_len, ow_len = (kb.idx(v) for v in (lengths.h, lengths.w, lengths.oh, lengths.ow))
     lane = ir.Constant(ir.VectorType(I64, width), list(range(width)))
 
@@ -221,17 +246,6 @@ def emit_rows_runtime(kb: KernelBuilder, s: ConvShape, d: DepthwiseRows, src: ir
                                 b.icmp_signed("<", col, kb.splat(w_len, width)))
                 masks.append(b.and_(inside, b.icmp_signed("<", feeds, outs_left)))
         return masks, b.icmp_signed("<", lane, outs_left)
-
-    def tap(at, ow0, kw: int, masks: list, row_ok):
-        at = kb.add(at, kb.add(kb.mul(ow0, sw), offsets[kw]))
-        halves = []
-        for half in range(sw):
-            mask = masks[kw * sw + half]
-            if row_ok is not True:  # a run-time row check: the whole vector on or off
-                ok = kb.splat(row_ok, width)
-                mask = ok if mask is None else b.and_(mask, ok)
-            halves.append(kb.vload(src, dtype, kb.add(at, half * width), width, mask, inbounds=False))
-        return halves[0] if sw == 1 else b.shuffle_vector(halves[0], halves[1], evens)
 
     def vector(oh, step: int, row_ok, ow0, masks, out_mask):
         """Output vector at column ow0 of rows oh .. oh + step; row_ok(i, kh) as in emit_rows_direct."""
