@@ -233,15 +233,16 @@ def _conv(shape: tuple) -> onnx.ModelProto:
 
 def test_variants_share_one_weights_file_and_one_array(cache_dir: Path) -> None:
     """The Conv compiled for three heights stores three entries but one weights blob; loaded
-    back in a new process's way (a fresh compile), the variants hold one array."""
+    back in a new process's way (a fresh compile), the variants hold one array. (Its height
+    could be a run-time dim of one module: dynamic_shapes=False asks for a variant per shape.)"""
     model = _conv(("N", "H"))
-    compiled = hobbit.compile(model, cache=True, threads=1)
+    compiled = hobbit.compile(model, cache=True, threads=1, dynamic_shapes=False)
     for h in (8, 10, 12):
         x = rand(1, 4, h, 12, seed=h)
         np.testing.assert_allclose(compiled.run({"x": x})[0], run_ort(model, {"x": x})[0], rtol=1e-4, atol=1e-5)
     assert len(_entries(cache_dir)) == 3
     assert len(_weights_files(cache_dir)) == 1
-    again = hobbit.compile(model, cache=True, threads=1)
+    again = hobbit.compile(model, cache=True, threads=1, dynamic_shapes=False)
     variants = [again.variant({"x": rand(1, 4, h, 12)}) for h in (8, 10, 12)]
     assert all(isinstance(v.report, CachedReport) for v in variants)
     assert len({id(v._weights) for v in variants + [compiled.variant({"x": rand(1, 4, 8, 12)})]}) == 1
