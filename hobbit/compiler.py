@@ -307,16 +307,16 @@ def static_only(declared: list, target: Target, dynamic_shapes: object) -> None:
             for axis, (size, symbol) in enumerate(zip(d.shape, d.symbols)) if size is None]
     where = (f"{target.vendor} GPU code ({target.arch})" if hasattr(target, "vendor")
              else f"code for {target.triple} ({target.cpu})")
+    if dynamic_shapes is False:
+        raise NotDynamic("run-time dims are off (dynamic_shapes=False)")
+    if not dims:  # only sequences' lengths are open
+        raise NotDynamic(f"{where} is compiled for fixed shapes")
     listed = ", ".join(f"input '{name}' dim {axis}" + (f" ('{symbol}')" if symbol else "")
                        for name, axis, symbol in dims)
     example = ", ".join(f"'{d.name}': ({', '.join('N' if n is None else str(n) for n in d.shape)}"
                         f"{',' if len(d.shape) == 1 else ''})" for d in declared if None in d.shape and not d.sequence)
     message = (f"{where} is compiled for fixed shapes: it needs {listed} fixed; give them with "
                f"input_shapes={{{example}}}")
-    if dynamic_shapes is False:
-        raise NotDynamic("run-time dims are off (dynamic_shapes=False)")
-    if not dims:  # only sequences' lengths are open
-        raise NotDynamic(f"{where} is compiled for fixed shapes")
     if isinstance(dynamic_shapes, dict) and dynamic_shapes:
         raise ConfigError(f"run-time dims (dynamic_shapes= bounds, input_shapes= ranges) run on this process's "
                           f"CPU JIT only; {message}")
@@ -341,14 +341,14 @@ def _dynamic_model(source: Source, backend: Backend, target: Target, threads: in
             if extents is not None:
                 return Build(hit, bound, [extents_from_json(e) for e in extents["inputs"]],
                              [extents_from_json(e) for e in extents["outputs"]],
-                             tuple(extents.get("smallest", [lo for lo, _ in ranges])))
+                             tuple(extents.get("smallest", [1] * len(symbols))))
         graph = dynamic_graph(source, backend, target, precision, passes, input_shapes, declared, symbols, ranges,
                               bound)
         report, module = _lower(source, backend, target, threads, precision, opt_level, passes, input_shapes,
                                 None, profile, False, show, graph)
         inputs = [v.extents or (None,) * len(v.shape) for v in graph.inputs[:-1]]
         outputs = [v.extents or (None,) * len(v.shape) for v in graph.outputs]
-        smallest = smallest_sizes(graph, ranges, bound, symbols)
+        smallest = smallest_sizes(graph, bound, symbols)
         extra = {"extents": {"inputs": [extents_to_json(e) for e in inputs],
                              "outputs": [extents_to_json(e) for e in outputs], "smallest": list(smallest)}}
         t0 = time.perf_counter()

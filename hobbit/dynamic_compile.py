@@ -172,11 +172,14 @@ def declared_ranges(declared: list[DeclaredInput], dynamic_shapes: object) -> di
     return {name: _range(name, span) for name, span in dynamic_shapes.items() if name in symbols}
 
 
-def _bounds(given: tuple | list, where: str) -> tuple[int, int]:
-    """A (low, high) range of input_shapes, checked: whole numbers, 1 <= low <= high."""
-    if (len(given) != 2 or not all(isinstance(v, (int, np.integer)) and not isinstance(v, bool) for v in given)
+def _bounds(given: object, where: str) -> tuple[int, int]:
+    """A (low, high) range (of dynamic_shapes= or input_shapes=), checked: two whole numbers,
+    1 <= low <= high."""
+    if (not isinstance(given, (tuple, list)) or len(given) != 2
+            or not all(isinstance(v, (int, np.integer)) and not isinstance(v, bool) for v in given)
             or not 1 <= given[0] <= given[1]):
-        raise ConfigError(f"{where} must be (low, high) with 1 <= low <= high; got {tuple(given)!r}")
+        shown = tuple(given) if isinstance(given, (tuple, list)) else given
+        raise ConfigError(f"{where} must be (low, high) with 1 <= low <= high; got {shown!r}")
     return int(given[0]), int(given[1])
 
 
@@ -190,13 +193,8 @@ def _agree(seen: dict, symbol: str, value: object, name: str, axis: int, what: s
 
 
 def _range(name: str, given: object) -> tuple[int, int | None]:
-    if given is None:
-        return 1, None
-    if (not isinstance(given, (tuple, list)) or len(given) != 2
-            or not all(isinstance(v, (int, np.integer)) and not isinstance(v, bool) for v in given)
-            or not 1 <= given[0] <= given[1]):
-        raise ConfigError(f"dynamic_shapes['{name}'] must be (low, high) with 1 <= low <= high, got {given!r}")
-    return int(given[0]), int(given[1])
+    """dynamic_shapes= for one symbol: (low, high), or None for 1 and no high bound (it grows)."""
+    return (1, None) if given is None else _bounds(given, f"dynamic_shapes['{name}']")
 
 
 def per_sample(source: Source, input_shapes: dict[str, tuple[int, ...]] | None, declared: list[DeclaredInput],
@@ -263,19 +261,19 @@ def dynamic_graph(source: Source, backend: Backend, target: Target, precision: s
     return graph
 
 
-def smallest_sizes(graph: Graph, ranges: list[tuple[int, int | None]], bound: tuple[int, ...],
-                   symbols: list[str]) -> tuple[int, ...]:
-    """Each symbol's smallest size from its low bound up at which every run-time dim of the
-    graph that depends on it alone is at least 1 (the other symbols at their bounds): a
-    strided window shrinks a small image to nothing (a 3x3 stride-2 pool of 2 rows), where
-    onnxruntime refuses the input; the model's low bounds are raised to these, so that such
-    an input is an InputError naming the range. NotDynamic where no size in range is valid."""
+def smallest_sizes(graph: Graph, bound: tuple[int, ...], symbols: list[str]) -> tuple[int, ...]:
+    """Each symbol's smallest size at which every run-time dim of the graph that depends on it
+    alone is at least 1 (the other symbols at their bounds): a strided window shrinks a small
+    image to nothing (a 3x3 stride-2 pool of 2 rows), where onnxruntime refuses the input; the
+    model's low bounds are raised to these, so that such an input is an InputError naming the
+    range. A property of the module alone, not of the bounds asked for, so the compile cache
+    keeps it with the module. NotDynamic where no size up to the bound is valid."""
     extents = {e for node in graph.nodes for v in node.operands() + list(node.outputs)
                for e in v.extents or () if e is not None}
     out = []
-    for slot, ((low, _), size) in enumerate(zip(ranges, bound)):
+    for slot, size in enumerate(bound):
         alone = [e for e in extents if [s for s, _ in e.terms] == [slot]]
-        least = next((n for n in range(low, size + 1)
+        least = next((n for n in range(1, size + 1)
                       if all(e.value(bound[:slot] + (n,) + bound[slot + 1:]) >= 1 for e in alone)), None)
         if least is None:
             raise NotDynamic(f"no size of '{symbols[slot]}' up to {size} leaves every dim of the model at least 1")

@@ -254,3 +254,23 @@ def test_the_compile_cache_keeps_the_module_and_its_extents(tmp_path, monkeypatc
         np.testing.assert_array_equal(again.run({"x": x})[0], first.run({"x": x})[0])
     with pytest.raises(InputError, match="must be in"):
         again.run({"x": _x(1, 41, 16)})
+
+
+def test_low_bounds_rise_past_sizes_strided_windows_empty(tmp_path, monkeypatch):
+    """Two stride-2 3x3 windows without padding leave nothing of fewer than 7 rows: the low
+    bound rises to 7 (an InputError naming the range, not an empty kernel loop), and stays the
+    one asked for where that is higher. The cache keeps the module's smallest sizes, not the
+    bounds one compile asked for: a second compile asking for lower bounds gets its own."""
+    monkeypatch.setenv("HOBBIT_CACHE_DIR", str(tmp_path / "cache"))
+    w = numpy_helper.from_array(np.ones((4, 4, 3, 3), np.float32), "w")
+    model = _model([helper.make_node("Conv", ["x", "w"], ["c"], strides=[2, 2]),
+                    helper.make_node("MaxPool", ["c"], ["y"], kernel_shape=[3, 3], strides=[2, 2])],
+                   [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 4, "h", "w"])],
+                   [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)], [w])
+    for low, want in ((9, 9), (1, 7)):
+        compiled = hobbit.compile(model, cache=True, dynamic_shapes={"h": (low, 64), "w": (low, 64)})
+        assert type(compiled).__name__ == "DynamicModel", getattr(compiled, "reason", None)
+        with pytest.raises(InputError, match=rf"dim 2 \('h'\) must be in \[{want}, 64\]"):
+            compiled.run({"x": _x(1, 4, want - 1, 20)})
+        x = _x(1, 4, want, 20)
+        np.testing.assert_allclose(compiled.run({"x": x})[0], run_ort(model, {"x": x})[0], rtol=1e-5, atol=1e-5)
