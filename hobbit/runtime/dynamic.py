@@ -40,7 +40,7 @@ from hobbit.runtime.export import ArtifactFiles, export_library
 from hobbit.runtime.export_c import RunTimeDims
 from hobbit.runtime.jit import CompiledModel, DeclaredModel, TensorSpec, check_feed_names
 from hobbit.runtime.nodearg import NodeArg
-from hobbit.runtime.runargs import check_out, pick_outputs, split_run_args
+from hobbit.runtime.runargs import check_bounds, check_out, pick_outputs, split_run_args
 
 # A symbol with no bound is first compiled for this size. The bound sizes the arena and costs
 # short inputs little time, as kernels compute only inside the extents (BERT-base at 16 tokens
@@ -238,10 +238,8 @@ class DynamicModel(DeclaredModel):
                 if first[0] != size:
                     raise InputError(f"dim '{symbol}' is {first[0]} in input '{first[1]}' (dim {first[2]}) but "
                                      f"{size} in input '{d.name}' (dim {axis})")
-                low, high = self._ranges[self.symbols.index(symbol)]
-                if size < low or (high is not None and size > high):
-                    raise InputError(f"input '{d.name}' has shape {value.shape}; dim {axis} ('{symbol}') must be "
-                                     f"in [{low}, {high}] ({self._bounds_are}), got {size}")
+                check_bounds(d.name, value.shape, axis, symbol, self._ranges[self.symbols.index(symbol)],
+                             self._bounds_are)
         return tuple(values[s][0] for s in self.symbols)
 
 

@@ -110,3 +110,14 @@ def _check_one(i: int, array: object, spec, name: str) -> None:
         raise InputError(f"{where} is not aligned to its dtype ({array.dtype.alignment} bytes)")
     if not flags.writeable:
         raise InputError(f"{where} is read-only")
+
+
+def check_bounds(name: str, shape: tuple[int, ...], axis: int, symbol: str, span: tuple[int, int | None],
+                 bounds_are: str) -> None:
+    """InputError where input `name`'s dim `axis` (symbol `symbol`) lies outside `span` (low,
+    high; high None: no upper bound), saying what the bounds are (`bounds_are`)."""
+    low, high = span
+    size = shape[axis]
+    if size < low or (high is not None and size > high):
+        raise InputError(f"input '{name}' has shape {shape}; dim {axis} ('{symbol}') must be in [{low}, {high}] "
+                         f"({bounds_are}), got {size}")

@@ -32,7 +32,7 @@ from hobbit.ops.separable import Separation, separation
 from hobbit.runtime.batching import ChunkedModel
 from hobbit.runtime.jit import CompiledModel, DeclaredModel, check_feed_names
 from hobbit.runtime.nodearg import NodeArg
-from hobbit.runtime.runargs import pick_outputs, split_run_args
+from hobbit.runtime.runargs import check_bounds, pick_outputs, split_run_args
 
 # The batch a separable model's one variant is compiled for: the first call's, capped. The cap
 # bounds what a small call pays for padding (at most 7 padded samples) and the activations the
@@ -226,10 +226,9 @@ class SpecializingModel(DeclaredModel):
                     if first[0] != size:
                         raise InputError(f"dim '{symbol}' is {first[0]} in input '{first[1]}' but {size} "
                                          f"in input '{d.name}'")
-                    low, high = self._ranges.get(symbol, (0, None))
-                    if size < low or (high is not None and size > high):
-                        raise InputError(f"input '{d.name}' has shape {value.shape}; dim {axis} ('{symbol}') must "
-                                         f"be in [{low}, {high}] (the bounds it was compiled for), got {size}")
+                    if symbol in self._ranges:
+                        check_bounds(d.name, value.shape, axis, symbol, self._ranges[symbol],
+                                     "the bounds it was compiled for")
             if d.name in self.value_inputs and value.size > MAX_VALUE_INPUT_ELEMENTS:
                 raise InputError(f"input '{d.name}' decides shapes in the model, so hobbit compiles for its "
                                  f"values; it has {value.size} elements, more than {MAX_VALUE_INPUT_ELEMENTS}")
