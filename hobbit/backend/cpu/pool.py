@@ -19,8 +19,9 @@ the run-time width: the taps at or after it are skipped, or counted as padding u
 pad_end for count_include_pad, exactly as at a static size). There each output element is
 combined in registers over its whole window and stored once: the interior in vectors with
 constant taps and a masked last vector (a strided tap is every s-th lane of a masked
-load that serves the taps within s of each other), each border column finding its valid taps at run time. The elements are combined
-in the static kernel's order, so the results are the same bits."""
+load that serves the taps within s of each other), each border column finding its valid
+taps at run time. The elements are combined in the static kernel's order, so the results
+are the same bits."""
 
 from __future__ import annotations
 
