@@ -21,16 +21,15 @@ the symbolic input (static [1, 1000] for both). Before a file is written it pass
 onnx.checker (full check), and onnxruntime runs it at 224x224 and 160x240, each time equal to
 a copy of the model declared static at that size (rtol 1e-5, atol 1e-6).
 
-No detector is written here yet. hobbit.zoo.detection's torchvision exports take symbolic
-image sides (torch.onnx.export's dynamic_axes) and onnxruntime runs them at 320x320, 256x384
-and 416x352, but: SSDlite resizes every image to a fixed 320x320 inside the graph, so its
-convs, pools and anchors never see another size (its outputs equal torch's at all three);
-RetinaNet (min_size = max_size = 320) runs its backbone, head and anchors at the resized size
-(anchors follow it: at 256x384 its detections equal torch's as a set), but its traced resize
-is an ONNX Resize with `scales`, which onnxruntime samples at that scale where torch samples
-at output/input size, so the resized image differs by up to 1e-3 at every size but 320x320,
-and at 416x352 one detection of fifteen differs from torch's. A detector row wants the
-model exported after its transform (a normalised image whose sides are multiples of 32)."""
+The detector, retinanet_resnet50_fpn_dense, is hobbit.zoo.dense_detection's: torchvision's
+RetinaNet (ResNet-50-FPN, calibrated random weights) from a resized, normalised image of any
+size to every anchor's scores and decoded boxes per FPN level, anchors computed in the graph,
+NMS left to the caller. hobbit.zoo.detection's whole-model exports are no use here:
+torchvision resizes every image to a fixed size inside the graph (so the convs and anchors
+never see another size) and ends in NMS, whose output count depends on the data. Its check
+compares onnxruntime with torch at CHECK_SIZES (atol 1e-2 on boxes of hundreds of pixels,
+1e-4 on scores: float32 summation order through ResNet-50 and an exp).
+"""
 
 from __future__ import annotations
 
@@ -45,10 +44,12 @@ import onnx
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from hobbit import zoo  # noqa: E402
+from hobbit.zoo import dense_detection  # noqa: E402
 
 SYMBOLS = ("height", "width")  # input dims 2 and 3
 CHECK_SIZES = ((224, 224), (160, 240))  # onnxruntime runs each file at these (height, width)
-MODELS = ("squeezenet1_1", "resnet18")
+DETECTOR = "retinanet_resnet50_fpn_dense"
+MODELS = ("squeezenet1_1", "resnet18", DETECTOR)
 
 
 def symbolic_image(model: onnx.ModelProto) -> onnx.ModelProto:
@@ -112,6 +113,25 @@ def check(name: str, model: onnx.ModelProto) -> list[str]:
     return seen
 
 
+def check_detector(model: onnx.ModelProto) -> list[str]:
+    """onnx.checker, then onnxruntime against torch (dense_detection.reference) at CHECK_SIZES."""
+    import onnxruntime as ort
+
+    onnx.checker.check_model(model, full_check=True)
+    session = ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"])
+    seen = []
+    for height, width in CHECK_SIZES:
+        x = np.random.default_rng(height * 1000 + width).standard_normal((1, 3, height, width)).astype(np.float32)
+        outputs = session.run(None, {"image": x})
+        for name, got, want in zip(dense_detection.output_names(), outputs, dense_detection.reference(x)):
+            atol = 1e-4 if name.startswith("scores") else 1e-2
+            if got.shape != want.shape or not np.allclose(got, want, rtol=1e-4, atol=atol):
+                raise AssertionError(f"{DETECTOR} at {height}x{width}: output '{name}' {got.shape} differs from "
+                                     f"torch's {want.shape}")
+        seen.append(f"{height}x{width} -> P3 scores {'x'.join(map(str, outputs[0].shape))}")
+    return seen
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("folder", type=Path, help="where OUTDIR/<name>.onnx are written")
@@ -123,8 +143,12 @@ def main() -> None:
     args.folder.mkdir(parents=True, exist_ok=True)
     for name in args.names:
         t0 = time.perf_counter()
-        model = symbolic_image(zoo.build(name))
-        seen = check(name, model)
+        if name == DETECTOR:
+            model = onnx.load_from_string(dense_detection.export())
+            seen = check_detector(model)
+        else:
+            model = symbolic_image(zoo.build(name))
+            seen = check(name, model)
         path = args.folder / f"{name}.onnx"
         onnx.save(model, path)
         print(f"wrote {path} ({path.stat().st_size / 1e6:.0f} MB, {time.perf_counter() - t0:.0f} s; onnxruntime "

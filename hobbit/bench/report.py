@@ -16,7 +16,7 @@ import hobbit
 from hobbit.bench.aot import PARITY_ATOL
 from hobbit.bench.load import BLOCK, COOLDOWN_S, MODES, BuildOptions, describe_mode
 from hobbit.bench.ort import NO_SPIN
-from hobbit.bench.result import ATOL, RTOL, BenchResult, Timing, megabytes
+from hobbit.bench.result import ATOL, RTOL, TOLERANCE, BenchResult, Timing, megabytes
 from hobbit.bench.suite import contention_warning, describe_build
 from hobbit.errors import HobbitError
 from hobbit.runtime.peak import fma_peak, fma_peak_gflops
@@ -216,7 +216,7 @@ def markdown_report(results: list[BenchResult], machine: dict[str, Any], command
         f"{machine['onnxruntime']} (ORT_ENABLE_ALL, sequential, intra_op_num_threads = N), "
         f"{'/'.join(map(str, runs))} timed runs each after {warmup} warm-ups, the engines alternating in "
         f"blocks of {BLOCK} with a {COOLDOWN_S * 1e3:.0f} ms pause. Outputs are compared first "
-        f"(rtol {RTOL}, atol {ATOL}); a model whose outputs disagree gets no timings.\n\n"
+        f"({TOLERANCE}); a model whose outputs disagree gets no timings.\n\n"
         f"{describe_machine(machine)} Measured float32 FMA peak, the best of {trials} short trials spread over "
         f"under two seconds, each thread pinned to its own CPU (other work only slows a trial; the median trial shows how busy the "
         f"machine was): {peaks}.\n\n"

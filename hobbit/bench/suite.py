@@ -60,14 +60,17 @@ def random_inputs(specs: list[TensorSpec], seed: int = 0) -> dict[str, np.ndarra
 
 def compare_outputs(got: list[np.ndarray], expected: list[np.ndarray], names: list[str],
                     rtol: float = RTOL, atol: float = ATOL) -> tuple[float, str | None]:
-    """(largest absolute difference, description of the first disagreement or None)."""
+    """(largest absolute difference, description of the first disagreement or None); `atol`
+    scales with an output's largest magnitude above 1 (hobbit.bench.result.TOLERANCE)."""
     worst = 0.0
     for name, g, e in zip(names, got, expected):
         if g.shape != e.shape:
             return float("inf"), f"output '{name}' has shape {g.shape}, onnxruntime gives {e.shape}"
+        want = np.abs(e.astype(np.float64))
         diff = np.abs(g.astype(np.float64) - e.astype(np.float64))
         worst = max(worst, float(diff.max(initial=0.0)))
-        bad = diff > atol + rtol * np.abs(e.astype(np.float64))
+        scale = max(1.0, float(want[np.isfinite(want)].max(initial=0.0)))
+        bad = diff > atol * scale + rtol * want
         if bad.any():
             return worst, (f"output '{name}': {int(bad.sum())} of {bad.size} elements differ, "
                            f"max abs diff {float(diff.max()):.3g}")

@@ -16,7 +16,8 @@ and second run timed and the process's resident memory read after each value, so
 memory column shows the one compile and nothing else. Then, per value, onnxruntime's outputs
 check the one compile's and a static compile's (hobbit.compile with input_shapes= that shape),
 and the three engines are timed in alternating rounds as the rest of the benchmark times
-them (hobbit.bench.load). Other symbolic dims (a batch) are fixed, 1 unless given, by
+them (hobbit.bench.load), once per load condition asked for (`--load none,busy-core`: a busy
+core beside them too; the conditions that run in the benchmark's own process). Other symbolic dims (a batch) are fixed, 1 unless given, by
 writing their sizes into the model's declarations, so the one compile's run-time dims are the
 swept ones."""
 
@@ -28,17 +29,17 @@ import os
 import tempfile
 import time
 from collections.abc import Callable, Iterator, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 import numpy as np
 import onnx
 
 import hobbit
-from hobbit.bench.load import BLOCK, COOLDOWN_S, BuildOptions, run_in_process
+from hobbit.bench.load import BLOCK, COOLDOWN_S, BuildOptions, describe_mode, run_in_process
 from hobbit.bench.ort import ModelSource, ort_session
 from hobbit.bench.report import describe_machine, format_ms, format_span
-from hobbit.bench.result import ATOL, RTOL, Timing, megabytes
+from hobbit.bench.result import ATOL, RTOL, TOLERANCE, Timing, megabytes
 from hobbit.bench.suite import compare_outputs, require_runnable
 from hobbit.errors import ConfigError, HobbitError, InputError
 from hobbit.frontend.common.source import DeclaredInput
@@ -47,6 +48,8 @@ from hobbit.frontend.onnx.source import OnnxSource
 from hobbit.runtime.memory import release_garbage, rss_bytes
 
 ENGINES = ("one compile", "static", "onnxruntime")
+# The load conditions a sweep times under: those hobbit.bench.load runs in this process.
+SWEEP_LOADS = ("none", "busy-core", "blas", "alternate")
 ID_HIGH = 100  # token ids are drawn below this, and below the rows of the table they index
 
 
@@ -73,6 +76,7 @@ class SweepPoint:
     one: Timing | None = None
     static: Timing | None = None
     onnxruntime: Timing | None = None
+    load: str = "none"  # the load condition the three engines were timed under (hobbit.bench.load.LOADS)
 
     @property
     def symbol(self) -> str:
@@ -101,10 +105,11 @@ class SweepPoint:
 
     def format(self) -> str:
         """The point in two lines, as the sweep goes."""
-        head = (f"{self.model}  threads {self.threads}  {self.symbol}={self.value}: first run {self.first_ms:.1f} ms, "
+        load = "" if self.load == "none" else f"  load {self.load}"
+        head = (f"{self.model}  threads {self.threads}{load}  {self.symbol}={self.value}: first run {self.first_ms:.1f} ms, "
                 f"second {self.second_ms:.1f} ms, RSS {_mb(self.rss)} MB")
         if self.mismatch is not None:
-            return f"{head}\n  OUTPUTS DISAGREE (rtol {RTOL}, atol {ATOL}): {self.mismatch}"
+            return f"{head}\n  OUTPUTS DISAGREE ({TOLERANCE}): {self.mismatch}"
         return (f"{head}\n  median ms: one compile {format_ms(self.one.median)}, static {format_ms(self.static.median)} "
                 f"(compiled in {self.static_compile_seconds:.1f} s), onnxruntime {format_ms(self.onnxruntime.median)}; "
                 f"one/static {self.static_ratio:.2f}, one/onnxruntime {self.ort_ratio:.2f}")
@@ -113,7 +118,7 @@ class SweepPoint:
         timings = {f"{key}_ms": None if t is None else {"median": t.median, "p10": t.p10, "p90": t.p90}
                    for key, t in (("one_compile", self.one), ("static", self.static), ("onnxruntime", self.onnxruntime))}
         return {"model": self.model, "symbol": self.symbol, "value": self.value,
-                "sizes": dict(zip(self.symbols, self.sizes)), "threads": self.threads,
+                "sizes": dict(zip(self.symbols, self.sizes)), "threads": self.threads, "load": self.load,
                 "runs": self.runs, "inputs": self.inputs, "one_compile": self.one_compile,
                 "one_compile_seconds": self.one_compile_seconds, "first_run_ms": self.first_ms,
                 "second_run_ms": self.second_ms, "first_minus_second_ms": self.first_extra_ms,
@@ -247,15 +252,20 @@ def run_sweep(model: ModelSource, name: str, symbol: str | Sequence[str],
               values: Sequence[int] | Sequence[Sequence[int]], threads: list[int], runs: int = 30, warmup: int = 3,
               build: BuildOptions = BuildOptions(), sizes: dict[str, int] | None = None,
               bounds: dict[str, tuple[int, int]] | None = None,
-              report: Callable[[SweepPoint], None] | None = None) -> list[SweepPoint]:
+              report: Callable[[SweepPoint], None] | None = None,
+              loads: Sequence[str] = ("none",)) -> list[SweepPoint]:
     """Sweep `symbol` over `values` at each thread count (see the module docstring): one dim
     ("sequence", [16, 64]) or several moved together (("height", "width") or "height,width",
     [(224, 224), (160, 240)]: a size per dim at each point); the other symbolic dims at `sizes`
-    (default 1), the one compile bounded by `bounds` ({symbol: (low, high)}) where given. Rows
-    come back by thread count, then point."""
+    (default 1), the one compile bounded by `bounds` ({symbol: (low, high)}) where given, the
+    engines timed under each of `loads` (SWEEP_LOADS). Rows come back by thread count, then
+    point, then load."""
     if runs < 1 or warmup < 0 or not threads or min(threads) < 1:
         raise HobbitError(f"runs and threads must be at least 1 and warmup at least 0 (got runs={runs}, "
                           f"threads={threads}, warmup={warmup})")
+    unknown = [load for load in loads if load not in SWEEP_LOADS]
+    if unknown or not loads:
+        raise ConfigError(f"a sweep times under the load conditions {', '.join(SWEEP_LOADS)}; got {list(loads)}")
     require_runnable(build)
     bounds = bounds or {}
     symbols, points = sweep_points(symbol, values)
@@ -277,7 +287,7 @@ def run_sweep(model: ModelSource, name: str, symbol: str | Sequence[str],
             raise HobbitError(f"cannot write {name} with its fixed dims to a file: {exc}") from exc
         del proto
         for n in threads:
-            for row in _sweep_threads(path, name, symbols, points, feeds, n, runs, warmup, build, bounds):
+            for row in _sweep_threads(path, name, symbols, points, feeds, n, runs, warmup, build, bounds, loads):
                 if report is not None:
                     report(row)
                 rows.append(row)
@@ -286,7 +296,7 @@ def run_sweep(model: ModelSource, name: str, symbol: str | Sequence[str],
 
 def _sweep_threads(path: str, name: str, symbols: tuple[str, ...], points: list[tuple[int, ...]],
                    feeds: list[dict[str, np.ndarray]], threads: int, runs: int, warmup: int, build: BuildOptions,
-                   bounds: dict[str, tuple[int, int]]) -> Iterator[SweepPoint]:
+                   bounds: dict[str, tuple[int, int]], loads: Sequence[str]) -> Iterator[SweepPoint]:
     """One thread count: the one compile alone at every point (first and second run, memory),
     then per point the outputs checked and the three engines timed (each row yielded as soon
     as it is, so a long sweep shows its progress)."""
@@ -319,13 +329,16 @@ def _sweep_threads(path: str, name: str, symbols: tuple[str, ...], points: list[
         worst, mismatch = compare_outputs(static.run(feed), expected, names)
         if row.mismatch is None and mismatch is not None:
             row.max_abs_error, row.mismatch = worst, f"the static compile: {mismatch}"
-        if row.mismatch is None:
-            engines = {"one compile": lambda: one.run(feed), "static": lambda: static.run(feed),
-                       "onnxruntime": lambda: session.run(names, feed)}
-            measured = run_in_process("none", engines, runs, warmup)
-            row.one, row.static, row.onnxruntime = (Timing.of(measured[e].seconds) for e in ENGINES)
+        if row.mismatch is not None:
+            yield row
+            continue
+        engines = {"one compile": lambda: one.run(feed), "static": lambda: static.run(feed),
+                   "onnxruntime": lambda: session.run(names, feed)}
+        for load in loads:
+            measured = run_in_process(load, engines, runs, warmup)
+            yield replace(row, load=load, **{key: Timing.of(measured[e].seconds)
+                                             for key, e in zip(("one", "static", "onnxruntime"), ENGINES)})
         del static
-        yield row
 
 
 # -- reports ---------------------------------------------------------------------------------
@@ -338,12 +351,12 @@ def sweep_table(points: list[SweepPoint]) -> str:
     """One row per thread count and point: the one compile's first and second run, the three
     medians (p10–p90), the ratios, the static compile's seconds and the process's memory."""
     symbol = points[0].symbol if points else "value"
-    heads = ["model", "threads", symbol, "first run ms", "second run ms", "first − second ms",
+    heads = ["model", "threads", "load", symbol, "first run ms", "second run ms", "first − second ms",
              "one compile median (p10–p90) ms", "static median (p10–p90) ms", "onnxruntime median (p10–p90) ms",
              "one / static", "one / onnxruntime", "static compile s", "RSS MB (after one compile)"]
     lines = ["| " + " | ".join(heads) + " |", "|" + " --- |" * len(heads)]
     for p in points:
-        cells = [p.model, str(p.threads), str(p.value), f"{p.first_ms:.1f}", f"{p.second_ms:.1f}",
+        cells = [p.model, str(p.threads), p.load, str(p.value), f"{p.first_ms:.1f}", f"{p.second_ms:.1f}",
                  f"{p.first_extra_ms:.1f}"]
         if p.mismatch is not None:
             cells += ["outputs disagree", "—", "—", "—", "—"]
@@ -366,6 +379,7 @@ def compiles_line(points: list[SweepPoint]) -> str:
 def markdown_report(points: list[SweepPoint], machine: dict[str, Any], command: str, warmup: int) -> str:
     """The table under how it was made and on what machine."""
     runs = sorted({p.runs for p in points})
+    loads = "".join(f"- {load}: {describe_mode(load)}\n" for load in dict.fromkeys(p.load for p in points))
     return (f"# Sweep of `{points[0].symbol}`\n\n"
             f"Generated by `{command}` on {machine['date']}: hobbit {machine['hobbit']} against onnxruntime "
             f"{machine['onnxruntime']} (ORT_ENABLE_ALL, sequential, intra_op_num_threads = N).\n\n"
@@ -374,11 +388,12 @@ def markdown_report(points: list[SweepPoint], machine: dict[str, Any], command: 
             "of the swept dim(s) in turn (first and second run; RSS is the process's VmRSS after that value's runs, "
             "and after the one compile in brackets). Then at each value a static compile of that shape is built "
             "(`input_shapes=`), the outputs of both are checked against onnxruntime's "
-            f"(rtol {RTOL}, atol {ATOL}; a value whose outputs disagree gets no timings), and the three engines "
+            f"({TOLERANCE}; a value whose outputs disagree gets no timings), and the three engines "
             f"are timed alternately, {'/'.join(map(str, runs))} runs each after {warmup} warm-ups, in blocks of "
             f"{BLOCK} with a {COOLDOWN_S * 1e3:.0f} ms pause. Ratios are the one compile's median over the "
             "other's; below 1 means the one compile is faster. Inputs: seeded token ids below 100, masks of "
             f"ones, N(0, 1) floats ({'; '.join(dict.fromkeys(p.inputs for p in points))}).\n\n"
+            "Load conditions (hobbit.bench.load):\n" + loads + "\n"
             + compiles_line(points) + "\n" + sweep_table(points))
 
 

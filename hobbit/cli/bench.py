@@ -43,8 +43,8 @@ larger batch, --streams measures throughput with several inferences at once; eac
 ratios are all below 1 when hobbit is faster. --sweep SYMBOL=V1,V2,... instead compiles a model with
 symbolic dims once and times it at each value of that dim (--sweep height,width=224x224,160x240: of
 several dims together) beside a static compile of that shape and onnxruntime: first and second run,
-medians, ratios, compile seconds and the process's memory per value. Exits with status 1 when any
-outputs disagree."""
+medians, ratios, compile seconds and the process's memory per value, under each --load that runs in
+one process (none, busy-core, blas, alternate). Exits with status 1 when any outputs disagree."""
 
 EXAMPLES = """examples:
   hobbit bench                                 zoo resnet18 at 1 thread
@@ -356,12 +356,16 @@ def _bench_decode(args: argparse.Namespace) -> int:
 def _bench_sweep(args: argparse.Namespace) -> int:
     """`hobbit bench --sweep SYMBOL[,SYMBOL...]=V1,V2,...` (hobbit.bench.sweep): one ONNX model, its
     symbolic dims checked before anything compiles."""
-    others = [flag for flag, used in (("--load", args.load != ["none"]), ("--streams", args.streams),
+    refused = [load for load in args.load if load not in sweep.SWEEP_LOADS]
+    if refused:
+        raise ConfigError(f"`hobbit bench --sweep` times under --load {','.join(sweep.SWEEP_LOADS)}; "
+                          f"not {','.join(refused)}")
+    others = [flag for flag, used in (("--streams", args.streams),
                                       ("--aot", args.aot), ("--batch", args.batch > 1), ("--plot", args.plot),
                                       ("--profile", args.profile), ("--precision", args.precision),
                                       ("--signature", args.signature)) if used]
     if others:
-        raise ConfigError(f"`hobbit bench --sweep` takes --model, --threads, --runs, --warmup, --dynamic, "
+        raise ConfigError(f"`hobbit bench --sweep` takes --model, --threads, --runs, --warmup, --load, --dynamic, "
                           f"--input-shape, --passes, --disable, --target, --markdown and --json; not {', '.join(others)}")
     name = args.model or "resnet18"
     model = load_model(name)
@@ -380,13 +384,14 @@ def _bench_sweep(args: argparse.Namespace) -> int:
           f"thread(s): one compile, its first runs, then per value a static compile, a check against "
           f"onnxruntime, and the three engines timed ...", flush=True)
     rows = sweep.run_sweep(model, name, symbols, points, args.threads, args.runs, args.warmup, build,
-                           sizes, bounds, report=lambda p: print(p.format(), flush=True))
+                           sizes, bounds, report=lambda p: print(p.format(), flush=True), loads=args.load)
     print("\n" + sweep.compiles_line(rows) + sweep.sweep_table(rows), end="")
     if args.markdown:
         command = (f"hobbit bench --model {name} --sweep {swept}"
                    + "".join(f" --dynamic {s}={lo}:{hi}" for s, (lo, hi) in bounds.items())
                    + "".join(f" {flag}" for flag in args.input_shape)
                    + f" --threads {','.join(map(str, args.threads))} --runs {args.runs}"
+                   + (f" --load {','.join(args.load)}" if args.load != ["none"] else "")
                    + (f" --target {build.target}" if build.target != "host" else ""))
         write_text(sweep.markdown_report(rows, machine, command, args.warmup), args.markdown)
     if args.json:

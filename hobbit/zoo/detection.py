@@ -178,14 +178,9 @@ def threshold(scores: np.ndarray, around: int = CANDIDATES) -> float:
 THRESHOLDS = ("calibrated", "torchvision")
 
 
-def export(name: str, opset: int = 17, thresholds: str = "calibrated") -> bytes:
-    """The calibrated model `name` (see DETECTORS) as ONNX bytes, input "image" (3 x S x S),
-    outputs "boxes", "scores", "labels" with a data-dependent count.
-
-    `thresholds="torchvision"` recalibrates only BatchNorm and keeps torchvision's score
-    threshold (0.001) and head, as a user's export of the model would: single-stage models
-    then fill all their detections (300 for SSDlite), hundreds of them closer in score than
-    two engines' float32 rounding, so their order may differ between engines."""
+def calibrated(name: str, thresholds: str = "calibrated") -> tuple[object, object]:
+    """torch and the model `name` (see DETECTORS) in eval mode, seeded and calibrated as
+    export() describes."""
     if name not in DETECTORS:
         raise HobbitError(f"unknown detection model {name!r}; available: {', '.join(DETECTORS)}")
     if thresholds not in THRESHOLDS:
@@ -202,6 +197,20 @@ def export(name: str, opset: int = 17, thresholds: str = "calibrated") -> bytes:
             _calibrate_rcnn(torch, model, detector.size, x)
         else:
             _calibrate_single_stage(torch, model, detector, x)
+    return torch, model
+
+
+def export(name: str, opset: int = 17, thresholds: str = "calibrated") -> bytes:
+    """The calibrated model `name` (see DETECTORS) as ONNX bytes, input "image" (3 x S x S),
+    outputs "boxes", "scores", "labels" with a data-dependent count.
+
+    `thresholds="torchvision"` recalibrates only BatchNorm and keeps torchvision's score
+    threshold (0.001) and head, as a user's export of the model would: single-stage models
+    then fill all their detections (300 for SSDlite), hundreds of them closer in score than
+    two engines' float32 rounding, so their order may differ between engines."""
+    torch, model = calibrated(name, thresholds)
+    with torch.no_grad():
+        x = torch.from_numpy(image(DETECTORS[name].size))
         names = list(model([x])[0])  # the detections dict's order: FasterRCNN's has labels before scores
         buffer = io.BytesIO()
         torch.onnx.export(model, ([x],), buffer, opset_version=opset, dynamo=False,

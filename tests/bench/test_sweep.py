@@ -59,10 +59,10 @@ def test_one_row_per_value_with_every_engine_timed(tiny_path, tmp_path, capsys):
     assert main(argv) == 0
     out = capsys.readouterr().out
     rows = [line.split(" | ") for line in out.splitlines() if line.startswith(f"| {tiny_path} |")]
-    assert [row[2] for row in rows] == ["3", "20"]
+    assert [(row[2], row[3]) for row in rows] == [("none", "3"), ("none", "20")]
     for row in rows:  # first, second, first - second, the three medians, two ratios, compile s, memory
-        assert "—" not in row and "outputs disagree" not in row[6]
-        assert all("(" in cell for cell in row[6:9]) and float(row[9]) > 0 and float(row[10]) > 0
+        assert "—" not in row and "outputs disagree" not in row[7]
+        assert all("(" in cell for cell in row[7:10]) and float(row[10]) > 0 and float(row[11]) > 0
     assert "one compile at 1 thread: " in out
     doc = json.loads(out_json.read_text())
     assert [(r["value"], r["threads"]) for r in doc["results"]] == [(3, 1), (20, 1)]
@@ -95,10 +95,10 @@ def test_height_and_width_move_together_on_one_compile(image_path, tmp_path, cap
             "--markdown", str(out_md)]
     assert main(argv) == 0
     out = capsys.readouterr().out
-    assert "| model | threads | height,width | first run ms |" in out
+    assert "| model | threads | load | height,width | first run ms |" in out
     rows = [line.split(" | ") for line in out.splitlines() if line.startswith(f"| {image_path} |")]
-    assert [row[2] for row in rows] == ["5x7", "16x9"]
-    assert all("—" not in row and "outputs disagree" not in row[6] for row in rows)
+    assert [row[3] for row in rows] == ["5x7", "16x9"]
+    assert all("—" not in row and "outputs disagree" not in row[7] for row in rows)
     assert "height,width=5x7: first run" in out and "one compile at 1 thread: DynamicModel, " in out
     doc = json.loads(out_json.read_text())
     got = [(r["symbol"], r["value"], r["sizes"], r["inputs"]) for r in doc["results"]]
@@ -146,7 +146,7 @@ def test_a_wrong_symbol_is_a_clear_error_before_anything_compiles(tiny_path, cap
 
 @pytest.mark.parametrize("argv", [["--sweep", "sequence"], ["--sweep", "sequence=0,4"], ["--sweep", "=4"],
                                   ["--sweep", "sequence=4", "--dynamic", "sequence=8:4"],
-                                  ["--sweep", "sequence=4", "--load", "busy-core"], ["--dynamic", "sequence=1:8"]])
+                                  ["--sweep", "sequence=4", "--load", "two-procs"], ["--dynamic", "sequence=1:8"]])
 def test_bad_sweep_flags_are_usage_errors(tiny_path, argv, capsys):
     assert main(["bench", "--model", tiny_path, *argv]) == 2
     assert "error" in capsys.readouterr().err
@@ -158,6 +158,23 @@ def test_bad_points_of_several_dims_are_usage_errors_with_an_example(tiny_path, 
     assert main(["bench", "--model", tiny_path, "--sweep", text]) == 2
     err = capsys.readouterr().err
     assert "argument --sweep" in err and "e.g. sequence=16,64,128, or height,width=224x224,160x240" in err
+
+
+def test_each_load_condition_times_every_point_again(tiny_path, tmp_path, capsys):
+    """A sweep under --load none,alternate: one row per point and condition, the one compile's
+    first and second runs shared, its medians measured under each."""
+    out_json, out_md = tmp_path / "s.json", tmp_path / "s.md"
+    argv = ["bench", "--model", tiny_path, "--sweep", "sequence=3,20", "--dynamic", "sequence=1:32", "--runs", "2",
+            "--warmup", "0", "--load", "none,alternate", "--json", str(out_json), "--markdown", str(out_md)]
+    assert main(argv) == 0
+    results = json.loads(out_json.read_text())["results"]
+    assert [(r["value"], r["load"]) for r in results] == [(3, "none"), (3, "alternate"), (20, "none"),
+                                                          (20, "alternate")]
+    assert all(r["outputs_agree"] and r["one_compile_ms"]["median"] > 0 for r in results)
+    assert results[0]["first_run_ms"] == results[1]["first_run_ms"]
+    md = out_md.read_text()
+    assert "--load none,alternate" in md and "- alternate: single runs of the two engines alternate" in md
+    assert "threads 1  load alternate  sequence=20: first run" in capsys.readouterr().out
 
 
 def test_disagreeing_outputs_get_no_ratio_and_exit_1(tiny_path, monkeypatch, capsys):

@@ -163,6 +163,15 @@ def test_compare_outputs():
     assert suite.compare_outputs([a], [a.T], ["y"])[1].startswith("output 'y' has shape")
 
 
+def test_compare_outputs_scales_atol_with_the_output() -> None:
+    """A box corner near 0 among corners of hundreds of pixels carries their rounding: 7e-4
+    there agrees; the same error on an output of magnitude 1 does not."""
+    boxes = np.array([[0.01, 120.0, 300.0, 250.0]], np.float32)
+    assert suite.compare_outputs([boxes + np.float32(7e-4) * (boxes < 1)], [boxes], ["boxes"])[1] is None
+    scores = np.array([[0.01, 0.5, 1.0]], np.float32)
+    assert suite.compare_outputs([scores + np.float32(7e-4) * (scores < 0.1)], [scores], ["scores"])[1] is not None
+
+
 @pytest.mark.parametrize("argv, message", [
     (["run", "no_such_model"], "neither an existing file nor a zoo model"),
     (["run", "{tiny}", "--input", "nope=x.npy"], "--input names 'nope', which is not a model input"),
