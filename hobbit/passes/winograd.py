@@ -13,7 +13,7 @@ from typing import Callable
 
 from hobbit.target import Target
 from hobbit.graph.ir import Graph, Node, Value
-from hobbit.passes.choices import sized_choice
+from hobbit.passes.choices import computed_once, sized_choice
 from hobbit.plan.conv import conv_shape
 from hobbit.plan.winograd import pack_weights, transform_weights, weight_panel
 
@@ -62,6 +62,8 @@ def tile_size(out_h: int, out_w: int) -> int:
 def _rewrite(node: Node, target: Target, m: int) -> Node:
     w = node.inputs[1]
     panel = sized_choice(("winograd panel", node.name), lambda: weight_panel(conv_shape(node), m, target))
-    u = Value(f"{w.name}/winograd{m}", const=pack_weights(transform_weights(w.const, m), panel))
+    packed = computed_once(("winograd weights", m, panel), w.const,
+                           lambda const: pack_weights(transform_weights(const, m), panel))
+    u = Value(f"{w.name}/winograd{m}", const=packed)
     attrs = {**node.attrs, "weight_shape": tuple(w.shape), "tile": m}
     return Node("ConvWinograd", node.name, [node.inputs[0], u] + node.inputs[2:], node.outputs, attrs)

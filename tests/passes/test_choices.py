@@ -12,7 +12,7 @@ from hobbit.dynamic_compile import _probe_points, _windows
 from hobbit.frontend.formats import open_source
 from hobbit.graph.extents import Probe, find_extents
 from hobbit.passes import run_pipeline
-from hobbit.passes.choices import recording, replaying, sized_choice
+from hobbit.passes.choices import computed_once, recording, replaying, sized_choice
 from hobbit.target import host_target
 
 
@@ -24,6 +24,27 @@ def test_recorded_choices_are_replayed_and_nothing_else() -> None:
         assert sized_choice(("tile", "a"), lambda: 2) == 4
         assert sized_choice(("tile", "b"), lambda: 2) == 2  # never recorded: decided here
     assert sized_choice(("tile", "a"), lambda: 2) == 2  # outside: decided every time
+
+
+def test_work_on_a_constant_is_done_once_per_content_across_the_imports() -> None:
+    calls = []
+
+    def double(a: np.ndarray) -> np.ndarray:
+        calls.append(a)
+        return a * 2
+
+    w = np.arange(6, dtype=np.float32)
+    with recording() as choices:
+        first = computed_once("double", w, double)
+        assert computed_once("double", w.copy(), double) is first  # same content, another array
+        assert computed_once("triple", w, double) is not first  # another kind of work
+    with replaying(choices):
+        assert computed_once("double", w.copy(), double) is first
+        changed = computed_once("double", w + 1, double)  # another content: computed, never stale
+        np.testing.assert_array_equal(changed, (w + 1) * 2)
+    assert len(calls) == 3
+    computed_once("double", w, double)  # outside: every time
+    assert len(calls) == 4
 
 
 def _conv3x3() -> onnx.ModelProto:
