@@ -45,6 +45,11 @@ from hobbit.graph.shapes import Window
 # The input a model with run-time dims gets last: the symbols' values of this inference, int64[n].
 DIMS_INPUT = "hobbit.dims"
 
+# The attribute of a Concat along a run-time axis whose first part, a graph input, may already
+# lie where the output has it (the same buffer: a key/value cache kept in place between steps,
+# hobbit.dynamic_compile.keep_caches_in_place): its kernel copies that part only where it does not.
+FIRST_IN_PLACE = "first_in_place"
+
 
 class NotDynamic(HobbitError):
     """The model cannot run its symbolic dims as run-time values of one module (the reason)."""

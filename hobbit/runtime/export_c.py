@@ -209,8 +209,9 @@ def _describe_dynamic(facts: LibraryFacts) -> list[str]:
     lines += [" * Outputs (the order of the outputs array):"]
     lines += [f" *   {i}  {_describe_shaped(s, e, names)}" for i, (s, e) in enumerate(zip(facts.outputs, dyn.outputs))]
     lines += [" *",
-              " * Layout: every tensor keeps the strides of its bound shape (each symbol at its maximum, the",
-              " * sizes in brackets above), and only the elements inside this run's dims are read or written.",
+              " * Layout: every tensor keeps the strides of its bound shape (the sizes in brackets above: each",
+              " * symbol at its maximum, a cache input with room for its step's new rows), and only the",
+              " * elements inside this run's dims are read or written.",
               " * \"C order\": its run-time dims come after dims of size 1 only, so at those strides it is simply",
               " *   its C-order array at this run's dims (e.g. [1, seq, 768] is seq x 768 values, no padding):",
               " *   a buffer of exactly that size will do.",
