@@ -153,6 +153,13 @@ class DynamicModel(DeclaredModel):
             return self._per_sample(picked, feeds, out)
         return self._run(picked, feeds, out)
 
+    @property
+    def cache_inputs(self) -> list[str]:
+        """The inputs a `cache` holds: those the module keeps in place (none for a model that
+        runs each sample on its own)."""
+        build = self._current
+        return [] if self._batch is not None else [build.model.inputs[i].name for i, _ in build.pairs]
+
     def cache(self, pasts: dict[str, np.ndarray]) -> KVCache:
         """A key/value cache kept in place between decoding steps (hobbit.runtime.kvcache), its
         contents to start with `pasts` (copied): every input the module keeps in place, by name.

@@ -81,6 +81,7 @@ def test_steps_with_the_cache_in_place_match_onnxruntime(heads):
 
 def test_the_past_is_laid_out_as_the_present_and_reported_at_its_own_bound():
     _, compiled = _step(2)
+    assert compiled.cache_inputs == ["past_k", "past_v"]
     build = compiled._current
     names = [s.name for s in build.model.inputs]
     assert [(names[i], compiled.output_names[o]) for i, o in build.pairs] == [("past_k", "present_k"),
@@ -174,6 +175,6 @@ def test_a_model_without_a_cache_has_none_to_keep():
                               [helper.make_tensor_value_info("z", f, [1, "total", 4])])
     model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
     compiled = hobbit.compile(model, cache=False, dynamic_shapes={"n": (1, 16)})
-    assert type(compiled).__name__ == "DynamicModel" and compiled._current.pairs == ()
+    assert type(compiled).__name__ == "DynamicModel" and compiled.cache_inputs == []
     with pytest.raises(ConfigError, match="keeps no cache in place"):
         compiled.cache({"a": np.zeros((1, 3, 4), np.float32)})
