@@ -128,7 +128,8 @@ class DynamicModel(DeclaredModel):
         with self._lock:
             build = self._current
         ranges = tuple((low, bound if high is None else high) for (low, high), bound in zip(self._ranges, build.bound))
-        dims = RunTimeDims(tuple(self.symbols), ranges, build.bound, tuple(build.inputs), tuple(build.outputs))
+        dims = RunTimeDims(tuple(self.symbols), ranges, build.bound, tuple(build.inputs), tuple(build.outputs),
+                           build.pairs)
         return export_library(replace(build.model.native_model(), dynamic=dims), directory, name, weights)
 
     def run(self, output_names: dict | list[str] | None = None, feeds: dict | None = None, *,
@@ -323,7 +324,8 @@ def loaded(model: CompiledModel, dims: RunTimeDims) -> DynamicModel:
                          f"and cannot compile for others: export it again from a model compiled with "
                          f"dynamic_shapes= that cover them")
 
-    first = Build(model, dims.bound, list(dims.inputs), list(dims.outputs), tuple(lo for lo, _ in dims.ranges))
+    first = Build(model, dims.bound, list(dims.inputs), list(dims.outputs), tuple(lo for lo, _ in dims.ranges),
+                  dims.in_place)
     dynamic = DynamicModel(declared, list(dims.symbols), list(dims.ranges), no_compiles, first, (inputs, outputs))
     dynamic._bounds_are = "the bounds of the exported library, which cannot grow: export it again for more"
     dynamic.compiles = 0

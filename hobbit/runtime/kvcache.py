@@ -15,8 +15,9 @@ cache at that step's length; later steps only write past it, so a view keeps its
 
 A cache belongs to one model and holds one sequence: use one per sequence (model.cache again
 for another, e.g. from cache[name] to branch), and one step at a time (a lock makes steps on
-one cache from several threads take turns). The C API of an exported library runs the same
-code without it (each past in a buffer of the past-plus-new-rows bound layout, copied)."""
+one cache from several threads take turns). An exported library keeps the pairs in its
+manifest: hobbit.load of it has cache() too, and its header tells a C caller that a present
+may be its past's buffer (a buffer of each, as a plain run() has, works as well)."""
 
 from __future__ import annotations
 

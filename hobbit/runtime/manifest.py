@@ -185,8 +185,8 @@ class _Checker:
         if section is None:
             return
         keys = ("symbols", "ranges", "bound", "inputs", "outputs")
-        self.that(isinstance(section, dict) and sorted(section) == sorted(keys), "dynamic", section,
-                  f"null or an object with exactly {', '.join(keys)}")
+        self.that(isinstance(section, dict) and sorted(set(section) - {"in_place"}) == sorted(keys), "dynamic",
+                  section, f"null or an object with exactly {', '.join(keys)} (and in_place)")
         symbols = section["symbols"]
         self.that(isinstance(symbols, list) and len(symbols) > 0 and len(set(map(str, symbols))) == len(symbols)
                   and all(isinstance(s, str) and s for s in symbols), "dynamic.symbols", symbols,
@@ -223,6 +223,16 @@ class _Checker:
                                       f"{field}[{axis}]", extent, "one symbol (an input's run-time dim)")
                             seen.update(slots)
         self.that(len(seen) == n, "dynamic.inputs", section["inputs"], "extents that give every symbol's value")
+        pairs = section.get("in_place", [])
+        self.that(isinstance(pairs, list), "dynamic.in_place", pairs, "a list of [input, output]")
+        for pair in pairs:  # one buffer serves both: the same shape and dtype
+            self.that(isinstance(pair, list) and len(pair) == 2, "dynamic.in_place", pair, "[input, output]")
+            self.integer(pair[0], "dynamic.in_place", 0, len(inputs) - 2)
+            self.integer(pair[1], "dynamic.in_place", 0, len(outputs) - 1)
+            self.that(inputs[pair[0]][1:] == outputs[pair[1]][1:], "dynamic.in_place", pair,
+                      "an input and an output of one shape and dtype")
+        self.that(len({p[0] for p in pairs}) == len({p[1] for p in pairs}) == len(pairs), "dynamic.in_place", pairs,
+                  "pairs of distinct inputs and distinct outputs")
 
     def extent(self, extent: Any, field: str, size: int, ranges: list, bound: list) -> list[int]:
         """{"terms": [[slot, coeff], ...], "const": c}: its value at the bound is at most `size`

@@ -6,9 +6,12 @@ present = Concat(past, new) along the run-time past dim, read by the scores and 
 sum. Each step's outputs are compared with onnxruntime fed the previous presents (1e-5: the
 engines sum in other orders); plain run() must keep working and return arrays of its own,
 and run(cache=) must write the new rows only (what it returned before keeps its values).
+An exported library keeps the pairs in its manifest (checked on load) and runs the same way.
 GPT-2 decoded with the cache: tests/zoo/test_gpt2_decode.py."""
 
 from __future__ import annotations
+
+import json
 
 import numpy as np
 import onnx
@@ -16,7 +19,7 @@ import pytest
 from onnx import TensorProto, helper
 
 import hobbit
-from hobbit.errors import ConfigError, InputError
+from hobbit.errors import ArtifactError, ConfigError, InputError
 from tests.helpers import run_ort
 
 D = 8
@@ -178,3 +181,42 @@ def test_a_model_without_a_cache_has_none_to_keep():
     assert type(compiled).__name__ == "DynamicModel" and compiled.cache_inputs == []
     with pytest.raises(ConfigError, match="keeps no cache in place"):
         compiled.cache({"a": np.zeros((1, 3, 4), np.float32)})
+
+
+def test_an_exported_library_keeps_the_cache_in_place_too(tmp_path):
+    model, compiled = _step(2)
+    files = compiled.export(tmp_path / "lib", name="step")
+    manifest = json.loads(files.manifest.read_text())
+    assert manifest["dynamic"]["in_place"] == [[1, 1], [2, 2]]
+    header = files.header.read_text()
+    assert 'output 1 ("present_k") may be the buffer of input 1 ("past_k")' in header
+    assert '"past_k"  float32[1, 2, past, 8]  (at most 2624 bytes: [1, 2, 41, 8])' in header
+    loaded = hobbit.load(tmp_path / "lib")
+    assert loaded.cache_inputs == ["past_k", "past_v"]
+    past = _start(2, 3)
+    cache = loaded.cache(past)
+    for step in range(4):
+        x = _rand(1, 2, 1, D, seed=50 + step)
+        want = run_ort(model, {"x": x, **past})
+        plain = loaded.run({"x": x, **past})
+        got = loaded.run({"x": x}, cache=cache)
+        for a, b, c in zip(got, plain, want):
+            np.testing.assert_allclose(a, c, rtol=1e-5, atol=1e-5, err_msg=f"step {step}")
+            np.testing.assert_array_equal(a, b)
+        past = {"past_k": want[1], "past_v": want[2]}
+
+
+@pytest.mark.parametrize("pairs, message", [
+    ([[1, 0]], "an input and an output of one shape and dtype"),
+    ([[1, 1], [2, 1]], "pairs of distinct inputs and distinct outputs"),
+    ([[3, 1]], r"field 'dynamic.in_place' is 3"),
+    ("1,1", "a list of \\[input, output\\]"),
+])
+def test_a_damaged_in_place_section_is_refused(tmp_path, pairs, message):
+    _, compiled = _step(2)
+    files = compiled.export(tmp_path / "lib", name="step")
+    manifest = json.loads(files.manifest.read_text())
+    manifest["dynamic"]["in_place"] = pairs
+    files.manifest.write_text(json.dumps(manifest))
+    with pytest.raises(ArtifactError, match=message):
+        hobbit.load(tmp_path / "lib")
