@@ -7,7 +7,9 @@ the extents, which they read from the entry point's last input, the symbols' val
 this inference (hobbit.graph.extents.DIMS_INPUT). A DynamicModel checks each call
 against the declarations and the bounds, hands over inputs and outputs whose data is
 a prefix of their bound layout as they are (a sequence dim after a batch of 1: the usual
-case) and copies the others into and out of bound-shaped buffers.
+case) and copies the others into and out of bound-shaped buffers. A decoder's key/value
+cache can instead stay in one buffer from step to step (`cache`, `run(cache=)`:
+hobbit.runtime.kvcache), which the module lays out for it.
 
 Bounds come from `dynamic_shapes={symbol: (low, high)}`; a value outside them is an
 InputError naming the input and dim. A symbol given no bound starts at
@@ -25,6 +27,7 @@ and a value past them is an InputError."""
 
 from __future__ import annotations
 
+import math
 import os
 import threading
 from collections.abc import Callable
@@ -213,9 +216,9 @@ class DynamicModel(DeclaredModel):
                             spec.dtype) for spec, extents in zip(build.model.outputs, build.outputs)]
         names = [spec.name for spec in build.model.inputs]
         kept_in, kept_out = cache.buffers(build, build.model.inputs, build.pairs, names) if cache else ({}, {})
+        staged = [not _is_prefix(spec.shape, bound.shape) for spec, bound in zip(specs, build.model.outputs)]
         # A plain run's staging buffer for each past: its present's, where that one is staged too.
-        keys = {} if cache else {i: ("output", o) for i, o in build.pairs
-                                 if not _is_prefix(specs[o].shape, build.model.outputs[o].shape)}
+        keys = {} if cache else {i: ("output", o) for i, o in build.pairs if staged[o]}
         arrays = [kept_in[i] if i in kept_in else _placed(feeds[d.name], spec, staging, keys.get(i))
                   for i, (d, spec) in enumerate(zip(self._declared, build.model.inputs))]
         arrays.append(np.array(dims, dtype=np.int64))
@@ -228,7 +231,7 @@ class DynamicModel(DeclaredModel):
         for i, (spec, bound) in enumerate(zip(specs, build.model.outputs)):
             if i in kept_out:
                 buffers.append(kept_out[i])
-            elif not _is_prefix(spec.shape, bound.shape):
+            elif staged[i]:
                 buffers.append(_staging_buffer(staging, ("output", i), bound))
             else:
                 buffers.append(given[i] if i in given else np.empty(spec.shape, spec.dtype))
@@ -355,7 +358,7 @@ def _staging_buffer(staging: dict, key: tuple, spec: TensorSpec) -> np.ndarray:
 def _is_prefix(shape: tuple[int, ...], bound: tuple[int, ...]) -> bool:
     """Whether a C-contiguous array of `shape` holds its elements where an array of `bound`
     does (the generated code's strides): every dim it walks has the stride it has in `bound`."""
-    return all(int(np.prod(shape[k + 1:])) == int(np.prod(bound[k + 1:]))
+    return all(math.prod(shape[k + 1:]) == math.prod(bound[k + 1:])  # ints: np.prod costs 15 us a call
                for k in range(len(shape)) if shape[k] > 1)
 
 
