@@ -25,7 +25,7 @@ from tests.helpers import run_ort
 D = 8
 
 
-def _step(heads: int, bound: tuple[int, int] | None = (1, 40)) -> tuple[onnx.ModelProto, object]:
+def _step(heads: int, bound: tuple[int, int] | None = (1, 40), cache: bool = False) -> tuple[onnx.ModelProto, object]:
     """x [1, heads, 1, D] -> y [1, heads, 1, D] (attention of x over the cache grown by 2x) and
     present_k/_v [1, heads, past + 1, D]; compiled with the past dim bounded by `bound`."""
     f = TensorProto.FLOAT
@@ -47,7 +47,7 @@ def _step(heads: int, bound: tuple[int, int] | None = (1, 40)) -> tuple[onnx.Mod
          helper.make_tensor_value_info("present_v", f, [1, heads, "total", D])],
         [helper.make_tensor("two", f, [], [2.0])])
     model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
-    compiled = hobbit.compile(model, cache=False, dynamic_shapes=None if bound is None else {"past": bound})
+    compiled = hobbit.compile(model, cache=cache, dynamic_shapes=None if bound is None else {"past": bound})
     assert type(compiled).__name__ == "DynamicModel", getattr(compiled, "reason", None)
     return model, compiled
 
@@ -121,6 +121,19 @@ def test_a_plain_run_still_works_and_returns_arrays_of_its_own(heads):
     got = compiled.run({"x": x, **past}, out=out)
     assert all(g is o for g, o in zip(got, out))
     for a, b in zip(got, run_ort(model, {"x": x, **past})):
+        np.testing.assert_allclose(a, b, rtol=1e-5, atol=1e-5)
+
+
+def test_a_compile_cache_hit_keeps_the_cache_in_place(tmp_path, monkeypatch):
+    monkeypatch.setenv("HOBBIT_CACHE_DIR", str(tmp_path))
+    model, first = _step(2, cache=True)
+    monkeypatch.setattr("hobbit.compiler.dynamic_graph", lambda *a, **k: pytest.fail("compiled again"))
+    _, hit = _step(2, cache=True)
+    assert hit.cache_inputs == first.cache_inputs == ["past_k", "past_v"]
+    past = _start(2, 3)
+    cache = hit.cache(past)
+    x = _rand(1, 2, 1, D, seed=60)
+    for a, b in zip(hit.run({"x": x}, cache=cache), run_ort(model, {"x": x, **past})):
         np.testing.assert_allclose(a, b, rtol=1e-5, atol=1e-5)
 
 
