@@ -40,8 +40,8 @@ from hobbit.runtime.recipe import Recipe
 from hobbit.runtime.specialize import SpecializingModel, SymbolicSpec
 from hobbit.runtime.dynamic import Build, DynamicModel
 from hobbit.graph.extents import NotDynamic, extents_from_json, extents_to_json
-from hobbit.dynamic_compile import (declared_ranges, dynamic_graph, first_bound, input_ranges, per_sample,
-                                    run_time_symbols, smallest_sizes)
+from hobbit.dynamic_compile import (cache_pairs, declared_ranges, dynamic_graph, first_bound, input_ranges,
+                                    per_sample, run_time_symbols, smallest_sizes)
 from hobbit.target import Target, host_target, parse_target
 
 ModelSource = ModelInput | Source
@@ -341,7 +341,8 @@ def _dynamic_model(source: Source, backend: Backend, target: Target, threads: in
             if extents is not None:
                 return Build(hit, bound, [extents_from_json(e) for e in extents["inputs"]],
                              [extents_from_json(e) for e in extents["outputs"]],
-                             tuple(extents.get("smallest", [1] * len(symbols))))
+                             tuple(extents.get("smallest", [1] * len(symbols))),
+                             tuple((int(i), int(o)) for i, o in extents.get("in_place", [])))
         graph = dynamic_graph(source, backend, target, precision, passes, input_shapes, declared, symbols, ranges,
                               bound)
         report, module = _lower(source, backend, target, threads, precision, opt_level, passes, input_shapes,
@@ -349,11 +350,14 @@ def _dynamic_model(source: Source, backend: Backend, target: Target, threads: in
         inputs = [v.extents or (None,) * len(v.shape) for v in graph.inputs[:-1]]
         outputs = [v.extents or (None,) * len(v.shape) for v in graph.outputs]
         smallest = smallest_sizes(graph, bound, symbols)
+        pairs = tuple(cache_pairs(graph))
         extra = {"extents": {"inputs": [extents_to_json(e) for e in inputs],
-                             "outputs": [extents_to_json(e) for e in outputs], "smallest": list(smallest)}}
+                             "outputs": [extents_to_json(e) for e in outputs], "smallest": list(smallest),
+                             "in_place": [list(p) for p in pairs]}}
         t0 = time.perf_counter()
         native = backend.finish(report.optimized, module, report.graph, report.plan, target)
-        return Build(finished_model(native, report, t0, show, key, 0.0, extra), bound, inputs, outputs, smallest)
+        return Build(finished_model(native, report, t0, show, key, 0.0, extra), bound, inputs, outputs, smallest,
+                     pairs)
 
     first = build(first_bound(ranges))
     ranges = [(max(low, least), high) for (low, high), least in zip(ranges, first.smallest)]

@@ -16,7 +16,7 @@ import numpy as np
 from hobbit.backend.base import Backend
 from hobbit.errors import ConfigError, HobbitError, InputError, InputValuesNeeded
 from hobbit.frontend.common.source import DeclaredInput, Source
-from hobbit.graph.extents import DIMS_INPUT, NotDynamic, Probe, find_extents, is_dynamic
+from hobbit.graph.extents import DIMS_INPUT, FIRST_IN_PLACE, NotDynamic, Probe, find_extents, is_dynamic
 from hobbit.graph.ir import Graph, Node, TensorType, Value
 from hobbit.graph.shapes import Window
 from hobbit.ops.registry import get_op
@@ -256,9 +256,54 @@ def dynamic_graph(source: Source, backend: Backend, target: Target, precision: s
             probes.append(imported(point))
             _check_moved(graph, probes[-1].graph, backend)
     find_extents(at_bound, probes, symbols, _windows)
+    keep_caches_in_place(graph)
     _check_kernels(graph, backend)
     graph.inputs.append(Value(DIMS_INPUT, TensorType(np.dtype(np.int64), (len(symbols),))))
     return graph
+
+
+def keep_caches_in_place(graph: Graph) -> list[tuple[int, int]]:
+    """Let a cache that grows along a run-time dim stay in one buffer from step to step: each
+    graph input `past` read only by a Concat along its run-time axis, as that Concat's first
+    part, whose output `present` is a graph output (a decoder's key/value cache: present =
+    Concat(past, new)) gets the storage shape of `present` (its bound plus the other parts'
+    lengths along the axis), so that a present is laid out as the next step's past. The Concat
+    is marked FIRST_IN_PLACE: where the runtime passes one buffer as both (hobbit.runtime.kvcache),
+    the past is already where the present has it and only the new rows are written; a past in a
+    buffer of its own is copied as before. Its extents stay the past's: kernels read it only
+    inside them, at the strides of its new storage shape. Static graphs never come here. Returns
+    the (input position, output position) pairs, which are what `cache_pairs` finds again."""
+    readers: dict[int, list[Node]] = {}
+    for node in graph.nodes:
+        for v in node.operands():
+            readers.setdefault(id(v), []).append(node)
+    outputs = [id(v) for v in graph.outputs]
+    for value in graph.inputs:
+        node = (readers.get(id(value)) or [None])[0]
+        if (node is None or len(readers[id(value)]) != 1 or node.op != "Concat" or node.attrs.get("in_place")
+                or node.inputs[0] is not value or any(v is value for v in node.inputs[1:])
+                or node.epilogue or value.extents is None or id(value) in outputs):
+            continue
+        present, axis = node.outputs[0], node.attrs["axis"] % len(value.shape)
+        if outputs.count(id(present)) != 1 or present.extents is None or value.extents[axis] is None:
+            continue
+        others = node.inputs[1:]
+        if any(v.extents is not None and v.extents[axis] is not None for v in others):
+            continue
+        grown = sum(int(v.shape[axis]) for v in others)
+        if present.extents[axis] != value.extents[axis].plus(grown):
+            continue
+        value.type = TensorType(value.dtype, tuple(present.shape))
+        node.attrs = {**node.attrs, FIRST_IN_PLACE: True}
+    return cache_pairs(graph)
+
+
+def cache_pairs(graph: Graph) -> list[tuple[int, int]]:
+    """(input position, output position) of each cache keep_caches_in_place let stay in place."""
+    index = {id(v): i for i, v in enumerate(graph.inputs)}
+    outputs = {id(v): i for i, v in enumerate(graph.outputs)}
+    return [(index[id(node.inputs[0])], outputs[id(node.outputs[0])]) for node in graph.nodes
+            if node.attrs.get(FIRST_IN_PLACE)]
 
 
 def smallest_sizes(graph: Graph, bound: tuple[int, ...], symbols: list[str]) -> tuple[int, ...]:

@@ -1,8 +1,9 @@
 """Run-time dims: which dims of which values follow the model's symbolic input dims, and how.
 
 A model compiled for run-time dims is compiled once, for the *bound* of each symbol
-(hobbit.runtime.dynamic). Every tensor is stored in its bound shape, so every stride
-stays a compile-time constant; along a run-time dim only indices [0, extent) hold data,
+(hobbit.runtime.dynamic). Every tensor is stored in its bound shape (a decoder's cache
+input in its present's, one step longer: FIRST_IN_PLACE), so every stride stays a
+compile-time constant; along a run-time dim only indices [0, extent) hold data,
 and the extent is an `Extent`: an affine function of the symbols' values, which the
 generated code reads from the entry point's dims vector. What lies past an extent is
 unspecified, so a kernel must compute and read only inside the extents (the kernel
@@ -44,6 +45,11 @@ from hobbit.graph.shapes import Window
 
 # The input a model with run-time dims gets last: the symbols' values of this inference, int64[n].
 DIMS_INPUT = "hobbit.dims"
+
+# The attribute of a Concat along a run-time axis whose first part, a graph input, may already
+# lie where the output has it (the same buffer: a key/value cache kept in place between steps,
+# hobbit.dynamic_compile.keep_caches_in_place): its kernel copies that part only where it does not.
+FIRST_IN_PLACE = "first_in_place"
 
 
 class NotDynamic(HobbitError):

@@ -7,7 +7,9 @@ the extents, which they read from the entry point's last input, the symbols' val
 this inference (hobbit.graph.extents.DIMS_INPUT). A DynamicModel checks each call
 against the declarations and the bounds, hands over inputs and outputs whose data is
 a prefix of their bound layout as they are (a sequence dim after a batch of 1: the usual
-case) and copies the others into and out of bound-shaped buffers.
+case) and copies the others into and out of bound-shaped buffers. A decoder's key/value
+cache can instead stay in one buffer from step to step (`cache`, `run(cache=)`:
+hobbit.runtime.kvcache), which the module lays out for it.
 
 Bounds come from `dynamic_shapes={symbol: (low, high)}`; a value outside them is an
 InputError naming the input and dim. A symbol given no bound starts at
@@ -25,6 +27,7 @@ and a value past them is an InputError."""
 
 from __future__ import annotations
 
+import math
 import os
 import threading
 from collections.abc import Callable
@@ -32,12 +35,13 @@ from dataclasses import dataclass, replace
 
 import numpy as np
 
-from hobbit.errors import InputError
+from hobbit.errors import ConfigError, InputError
 from hobbit.frontend.common.dtypes import tensor_type
 from hobbit.frontend.common.source import DeclaredInput
 from hobbit.graph.extents import Extent
 from hobbit.runtime.export import ArtifactFiles, export_library
 from hobbit.runtime.export_c import RunTimeDims
+from hobbit.runtime.kvcache import KVCache, cache_names
 from hobbit.runtime.jit import CompiledModel, DeclaredModel, TensorSpec, check_feed_names
 from hobbit.runtime.nodearg import NodeArg
 from hobbit.runtime.runargs import check_bounds, check_out, pick_outputs, split_run_args
@@ -61,6 +65,9 @@ class Build:
     inputs: list[tuple[Extent | None, ...]]
     outputs: list[tuple[Extent | None, ...]]
     smallest: tuple[int, ...]
+    # (input, output) positions of each cache the module can keep in place: the input is laid
+    # out as the output, and may be the output's buffer (hobbit.dynamic_compile.keep_caches_in_place).
+    pairs: tuple[tuple[int, int], ...] = ()
 
 
 Builder = Callable[[tuple[int, ...]], Build]
@@ -93,7 +100,11 @@ class DynamicModel(DeclaredModel):
 
     @property
     def inputs(self) -> list:
-        return self._current.model.inputs[:-1]
+        """Each input at the bound (a cache kept in place is stored with room for its new rows:
+        its shape here is still its own at the bound)."""
+        build = self._current
+        return [TensorSpec(spec.name, tuple(n if e is None else e.value(build.bound) for n, e in zip(spec.shape, ex)),
+                           spec.dtype) for spec, ex in zip(build.model.inputs[:-1], build.inputs)]
 
     @property
     def outputs(self) -> list:
@@ -120,18 +131,51 @@ class DynamicModel(DeclaredModel):
         with self._lock:
             build = self._current
         ranges = tuple((low, bound if high is None else high) for (low, high), bound in zip(self._ranges, build.bound))
-        dims = RunTimeDims(tuple(self.symbols), ranges, build.bound, tuple(build.inputs), tuple(build.outputs))
+        dims = RunTimeDims(tuple(self.symbols), ranges, build.bound, tuple(build.inputs), tuple(build.outputs),
+                           build.pairs)
         return export_library(replace(build.model.native_model(), dynamic=dims), directory, name, weights)
 
     def run(self, output_names: dict | list[str] | None = None, feeds: dict | None = None, *,
-            out: list[np.ndarray] | None = None) -> list:
+            out: list[np.ndarray] | None = None, cache: KVCache | None = None) -> list:
         """`run(feeds)` or onnxruntime's `run(output_names, feeds)`; `out=` takes one array per
-        returned output, of this call's output shape, and the results are written into it."""
+        returned output, of this call's output shape, and the results are written into it.
+        `cache=` (a decoding step, see `cache`): the cache gives its past inputs and takes the
+        presents in place; `feeds` has the other inputs, and each present returned is a
+        read-only view of the cache."""
         names, feeds = split_run_args(output_names, feeds)
         picked = None if names is None else pick_outputs(names, self.output_names)
+        if cache is not None:
+            if self._batch is not None:
+                raise ConfigError("cache= runs a model compiled as one module; this one runs each sample of its "
+                                  "batch on its own")
+            if out is not None:
+                raise InputError("out= and cache= do not go together: the presents are written into the cache")
+            cache.belongs_to(self)
+            with cache.lock:
+                return self._run(picked, feeds, None, cache)
         if self._batch is not None:
             return self._per_sample(picked, feeds, out)
         return self._run(picked, feeds, out)
+
+    @property
+    def cache_inputs(self) -> list[str]:
+        """The inputs a `cache` holds: those the module keeps in place (none for a model that
+        runs each sample on its own)."""
+        build = self._current
+        return [] if self._batch is not None else [build.model.inputs[i].name for i, _ in build.pairs]
+
+    def cache(self, pasts: dict[str, np.ndarray]) -> KVCache:
+        """A key/value cache kept in place between decoding steps (hobbit.runtime.kvcache), its
+        contents to start with `pasts` (copied): every input the module keeps in place, by name.
+        Each `run(feeds, cache=it)` then feeds those inputs from it and grows it by the step's
+        new rows, writing only those. ConfigError for a model with no such input (one read only
+        by a Concat along its run-time dim into a model output: a decoder's past -> present)."""
+        if self._batch is not None:
+            raise ConfigError("cache() needs a model compiled as one module; this one runs each sample of its "
+                              "batch on its own")
+        build = self._current
+        names = [spec.name for spec in build.model.inputs]
+        return KVCache(self, cache_names(names, build.pairs, pasts), pasts)
 
     def _per_sample(self, picked: list[int] | None, feeds: dict, out: list[np.ndarray] | None) -> list:
         """Each sample through the one-sample module, the results joined along the batch dim."""
@@ -157,15 +201,27 @@ class DynamicModel(DeclaredModel):
             o[...] = r
         return list(out)
 
-    def _run(self, picked: list[int] | None, feeds: dict, out: list[np.ndarray] | None) -> list:
-        """One inference on the module: checks, placing, the native call, the results."""
+    def _run(self, picked: list[int] | None, feeds: dict, out: list[np.ndarray] | None,
+             cache: KVCache | None = None) -> list:
+        """One inference on the module: checks, placing, the native call, the results. A cache
+        kept in place is passed as its past input and its present output at once: from `cache`,
+        or, in a plain run, this thread's staging buffer of the present, the past copied there
+        (where both would be staged anyway), so that the Concat does not copy the past again."""
+        if cache is not None:
+            feeds = cache.feeds(feeds)
         dims = self._check(feeds)
         build = self._module_for(dims)
         staging = self._staged(build)
-        arrays = [_placed(feeds[d.name], spec, staging) for d, spec in zip(self._declared, build.model.inputs)]
-        arrays.append(np.array(dims, dtype=np.int64))
         specs = [TensorSpec(spec.name, tuple(n if e is None else e.value(dims) for n, e in zip(spec.shape, extents)),
                             spec.dtype) for spec, extents in zip(build.model.outputs, build.outputs)]
+        names = [spec.name for spec in build.model.inputs]
+        kept_in, kept_out = cache.buffers(build, build.model.inputs, build.pairs, names) if cache else ({}, {})
+        staged = [not _is_prefix(spec.shape, bound.shape) for spec, bound in zip(specs, build.model.outputs)]
+        # A plain run's staging buffer for each past: its present's, where that one is staged too.
+        keys = {} if cache else {i: ("output", o) for i, o in build.pairs if staged[o]}
+        arrays = [kept_in[i] if i in kept_in else _placed(feeds[d.name], spec, staging, keys.get(i))
+                  for i, (d, spec) in enumerate(zip(self._declared, build.model.inputs))]
+        arrays.append(np.array(dims, dtype=np.int64))
         given: dict[int, np.ndarray] = {}
         if out is not None:
             chosen = list(range(len(specs))) if picked is None else picked
@@ -173,13 +229,19 @@ class DynamicModel(DeclaredModel):
                                                arrays)))
         buffers = []
         for i, (spec, bound) in enumerate(zip(specs, build.model.outputs)):
-            if not _is_prefix(spec.shape, bound.shape):
+            if i in kept_out:
+                buffers.append(kept_out[i])
+            elif staged[i]:
                 buffers.append(_staging_buffer(staging, ("output", i), bound))
             else:
                 buffers.append(given[i] if i in given else np.empty(spec.shape, spec.dtype))
         build.model._call_native(arrays, buffers)
+        views = cache.grown({o: specs[o].shape for o in kept_out}, build.pairs, names) if cache else {}
         results = []
         for i, (buffer, spec) in enumerate(zip(buffers, specs)):
+            if i in views:
+                results.append(views[i])
+                continue
             if buffer.shape == spec.shape:
                 results.append(buffer)
                 continue
@@ -265,20 +327,22 @@ def loaded(model: CompiledModel, dims: RunTimeDims) -> DynamicModel:
                          f"and cannot compile for others: export it again from a model compiled with "
                          f"dynamic_shapes= that cover them")
 
-    first = Build(model, dims.bound, list(dims.inputs), list(dims.outputs), tuple(lo for lo, _ in dims.ranges))
+    first = Build(model, dims.bound, list(dims.inputs), list(dims.outputs), tuple(lo for lo, _ in dims.ranges),
+                  dims.in_place)
     dynamic = DynamicModel(declared, list(dims.symbols), list(dims.ranges), no_compiles, first, (inputs, outputs))
     dynamic._bounds_are = "the bounds of the exported library, which cannot grow: export it again for more"
     dynamic.compiles = 0
     return dynamic
 
 
-def _placed(value: np.ndarray, spec: TensorSpec, staging: dict) -> np.ndarray:
+def _placed(value: np.ndarray, spec: TensorSpec, staging: dict, key: tuple | None = None) -> np.ndarray:
     """An input as the module reads it: as it is where its data is a prefix of its bound layout,
-    else copied into the corner of this thread's bound-shaped buffer for it."""
+    else copied into the corner of this thread's bound-shaped buffer for it (or the one `key`
+    names: a present's, of the same layout)."""
     value = np.require(value, requirements=["C_CONTIGUOUS", "ALIGNED"])
     if _is_prefix(value.shape, spec.shape):
         return value
-    placed = _staging_buffer(staging, ("input", spec.name), spec)  # what lies past the extents is never read
+    placed = _staging_buffer(staging, key or ("input", spec.name), spec)  # past the extents is never read
     placed[tuple(slice(0, n) for n in value.shape)] = value
     return placed
 
@@ -294,7 +358,7 @@ def _staging_buffer(staging: dict, key: tuple, spec: TensorSpec) -> np.ndarray:
 def _is_prefix(shape: tuple[int, ...], bound: tuple[int, ...]) -> bool:
     """Whether a C-contiguous array of `shape` holds its elements where an array of `bound`
     does (the generated code's strides): every dim it walks has the stride it has in `bound`."""
-    return all(int(np.prod(shape[k + 1:])) == int(np.prod(bound[k + 1:]))
+    return all(math.prod(shape[k + 1:]) == math.prod(bound[k + 1:])  # ints: np.prod costs 15 us a call
                for k in range(len(shape)) if shape[k] > 1)
 
 

@@ -48,12 +48,17 @@ class RunTimeDims:
     bound: tuple[int, ...]
     inputs: tuple[Extents, ...]
     outputs: tuple[Extents, ...]
+    # (input, output) of each cache the library keeps in place where the caller passes one
+    # buffer as both (hobbit.dynamic_compile.keep_caches_in_place); none in older manifests.
+    in_place: tuple[tuple[int, int], ...] = ()
 
     def to_json(self) -> dict:
-        """The manifest's "dynamic" section (checked by hobbit.runtime.manifest)."""
-        return {"symbols": list(self.symbols), "ranges": [list(r) for r in self.ranges], "bound": list(self.bound),
-                "inputs": [extents_to_json(e) for e in self.inputs],
-                "outputs": [extents_to_json(e) for e in self.outputs]}
+        """The manifest's "dynamic" section (checked by hobbit.runtime.manifest); "in_place" only
+        where there is a cache to keep."""
+        section = {"symbols": list(self.symbols), "ranges": [list(r) for r in self.ranges], "bound": list(self.bound),
+                   "inputs": [extents_to_json(e) for e in self.inputs],
+                   "outputs": [extents_to_json(e) for e in self.outputs]}
+        return {**section, "in_place": [list(p) for p in self.in_place]} if self.in_place else section
 
     @staticmethod
     def from_json(section: dict) -> RunTimeDims:
@@ -61,7 +66,8 @@ class RunTimeDims:
                            tuple((int(lo), int(hi)) for lo, hi in section["ranges"]),
                            tuple(int(b) for b in section["bound"]),
                            tuple(extents_from_json(e) for e in section["inputs"]),
-                           tuple(extents_from_json(e) for e in section["outputs"]))
+                           tuple(extents_from_json(e) for e in section["outputs"]),
+                           tuple((int(i), int(o)) for i, o in section.get("in_place", [])))
 
     def macros(self, name: str) -> list[str]:
         """Each symbol's prefix in the header's #defines: <NAME>_<SYMBOL>, the symbol upper-cased,
@@ -209,14 +215,20 @@ def _describe_dynamic(facts: LibraryFacts) -> list[str]:
     lines += [" * Outputs (the order of the outputs array):"]
     lines += [f" *   {i}  {_describe_shaped(s, e, names)}" for i, (s, e) in enumerate(zip(facts.outputs, dyn.outputs))]
     lines += [" *",
-              " * Layout: every tensor keeps the strides of its bound shape (each symbol at its maximum, the",
-              " * sizes in brackets above), and only the elements inside this run's dims are read or written.",
+              " * Layout: every tensor keeps the strides of its bound shape (the sizes in brackets above: each",
+              " * symbol at its maximum, a cache input with room for its step's new rows), and only the",
+              " * elements inside this run's dims are read or written.",
               " * \"C order\": its run-time dims come after dims of size 1 only, so at those strides it is simply",
               " *   its C-order array at this run's dims (e.g. [1, seq, 768] is seq x 768 values, no padding):",
               " *   a buffer of exactly that size will do.",
               " * \"bound strides S\": it is not; element [i0, i1, ...] is at index i0*S[0] + i1*S[1] + ... of a",
               f" *   buffer of the bound shape ({facts.name}_input_bytes(i) / {facts.name}_output_bytes(i) bytes):",
               " *   copy an input's rows into their places there, and read an output's rows from theirs."]
+    for i, o in dyn.in_place:
+        lines += [f" * A cache kept in place: output {o} (\"{_comment(facts.outputs[o].name)}\") may be the buffer of "
+                  f"input {i} (\"{_comment(facts.inputs[i].name)}\"),",
+                  " *   laid out alike: the run then writes only the new rows, and the next run reads that",
+                  " *   buffer as the input, nothing copied. A buffer of its own for each works too."]
     return lines
 
 

@@ -11,8 +11,9 @@ A model with run-time dims adds a "dynamic" section (hobbit.runtime.export_c.Run
 older manifests have none, and a static model's is null). Besides its types, what the Python
 side sizes from it is checked against the tensors: the last input is the dims vector, each
 input's run-time dim is one symbol, every symbol is some input's dim (run() reads its value
-there), and every extent is the tensor's dim at the bound and never outside [0, that dim] at
-any values inside the ranges, so no buffer sized from it is smaller than the code's view.
+there), and every extent is at most the tensor's dim at the bound (the dim itself but for a
+cache stored with room for its new rows) and never outside [0, that dim] at any values inside
+the ranges, so no buffer sized from it is smaller than the code's view.
 
 A GPU model's manifest (hobbit.runtime.gpu_export) names its device code in place of the
 library, and its launch list: each launch's pointers are checked to lie inside the buffers
@@ -184,8 +185,8 @@ class _Checker:
         if section is None:
             return
         keys = ("symbols", "ranges", "bound", "inputs", "outputs")
-        self.that(isinstance(section, dict) and sorted(section) == sorted(keys), "dynamic", section,
-                  f"null or an object with exactly {', '.join(keys)}")
+        self.that(isinstance(section, dict) and sorted(set(section) - {"in_place"}) == sorted(keys), "dynamic",
+                  section, f"null or an object with exactly {', '.join(keys)} (and in_place)")
         symbols = section["symbols"]
         self.that(isinstance(symbols, list) and len(symbols) > 0 and len(set(map(str, symbols))) == len(symbols)
                   and all(isinstance(s, str) and s for s in symbols), "dynamic.symbols", symbols,
@@ -222,10 +223,22 @@ class _Checker:
                                       f"{field}[{axis}]", extent, "one symbol (an input's run-time dim)")
                             seen.update(slots)
         self.that(len(seen) == n, "dynamic.inputs", section["inputs"], "extents that give every symbol's value")
+        pairs = section.get("in_place", [])
+        self.that(isinstance(pairs, list), "dynamic.in_place", pairs, "a list of [input, output]")
+        for pair in pairs:  # one buffer serves both: the same shape and dtype
+            self.that(isinstance(pair, list) and len(pair) == 2, "dynamic.in_place", pair, "[input, output]")
+            self.integer(pair[0], "dynamic.in_place", 0, len(inputs) - 2)
+            self.integer(pair[1], "dynamic.in_place", 0, len(outputs) - 1)
+            self.that(inputs[pair[0]][1:] == outputs[pair[1]][1:], "dynamic.in_place", pair,
+                      "an input and an output of one shape and dtype")
+        self.that(len({p[0] for p in pairs}) == len({p[1] for p in pairs}) == len(pairs), "dynamic.in_place", pairs,
+                  "pairs of distinct inputs and distinct outputs")
 
     def extent(self, extent: Any, field: str, size: int, ranges: list, bound: list) -> list[int]:
-        """{"terms": [[slot, coeff], ...], "const": c}: its value at the bound is `size`, and
-        at every value inside the ranges it lies in [0, size]; the slots it reads."""
+        """{"terms": [[slot, coeff], ...], "const": c}: its value at the bound is at most `size`
+        (less for a cache input stored with room for its step's new rows:
+        hobbit.dynamic_compile.keep_caches_in_place), and at every value inside the ranges it
+        lies in [0, size]; the slots it reads."""
         self.that(isinstance(extent, dict) and sorted(extent) == ["const", "terms"], field, extent,
                   "null or an object with exactly terms and const")
         terms = extent["terms"]
@@ -242,8 +255,9 @@ class _Checker:
         at_bound = extent["const"] + sum(c * bound[s] for s, c in terms)
         low = extent["const"] + sum(c * ranges[s][0 if c > 0 else 1] for s, c in terms)
         high = extent["const"] + sum(c * ranges[s][1 if c > 0 else 0] for s, c in terms)
-        self.that(at_bound == size and 0 <= low and high <= size, field, extent,
-                  f"an extent that is {size} at the bound and inside [0, {size}] for every value of the symbols")
+        self.that(at_bound <= size and 0 <= low and high <= size, field, extent,
+                  f"an extent that is at most {size} at the bound and inside [0, {size}] for every value of the "
+                  f"symbols")
         return slots
 
     def layout(self, layout: Any, outputs: int) -> None:

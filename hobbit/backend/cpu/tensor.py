@@ -4,7 +4,8 @@ index-table copies for Gather and reflect/edge/wrap Pad. View ops have no body.
 Each kernel also says which run-time dims (hobbit.graph.extents) it follows (the
 `dynamic=` predicates, `_*_dynamic`): a copy walks each dim up to its length in this
 inference (strides stay the bound's); Concat along a run-time axis places each part
-after the run-time extents of the parts before it; Gather checks an index along a
+after the run-time extents of the parts before it, and skips a first part that is already
+in place (a key/value cache kept in its buffer: FIRST_IN_PLACE); Gather checks an index along a
 run-time axis against that axis's run-time length. The rest is refused with a reason."""
 
 from __future__ import annotations
@@ -12,9 +13,10 @@ from __future__ import annotations
 import numpy as np
 from llvmlite import ir
 
-from hobbit.graph.extents import Extent
+from hobbit.graph.extents import FIRST_IN_PLACE, Extent
 from hobbit.graph.ir import Node, Value
 from hobbit.graph.shapes import broadcast_strides, contiguous_strides
+from hobbit.emit.builder import I64
 from hobbit.emit.scalar_ops import SCALARS
 from hobbit.backend.cpu.copy import emit_fill, emit_strided_copy
 from hobbit.backend.cpu.elementwise import dynamic_extents, elementwise_dynamic, emit_elementwise
@@ -96,15 +98,22 @@ def _copy_slabs(k: KernelArgs, whole: Value, whole_ptr: ir.Value, parts: list[Va
                 into_whole: bool) -> None:
     """Copy each part to (Concat) or from (Split) its slab of the whole along `axis`, the
     parts' slabs in order (after the parts before it: their run-time lengths along a
-    run-time axis)."""
+    run-time axis). A Concat marked FIRST_IN_PLACE (its first part stored at the whole's
+    strides) copies its first part only where it is not the whole's own buffer."""
     strides = contiguous_strides(tuple(whole.shape))
     axis = k.node.attrs["axis"]
     start: int | ir.Value = 0
-    for part, ptr in zip(parts, part_ptrs):
+    for index, (part, ptr) in enumerate(zip(parts, part_ptrs)):
         shape = tuple(part.shape)
         lengths = dynamic_extents(k, part)
         slab = (strides, k.kb.mul(start, strides[axis]))
-        if into_whole:
+        if into_whole and index == 0 and k.node.attrs.get(FIRST_IN_PLACE):
+            b = k.kb.b
+            elsewhere = b.icmp_unsigned("!=", b.ptrtoint(ptr, I64), b.ptrtoint(whole_ptr, I64))
+            with k.kb.if_then(elsewhere):
+                emit_strided_copy(k.kb, ptr, whole_ptr, whole.dtype, shape, contiguous_strides(shape), 0, *slab,
+                                  threads=k.threads, lengths=lengths)
+        elif into_whole:
             emit_strided_copy(k.kb, ptr, whole_ptr, whole.dtype, shape, contiguous_strides(shape), 0, *slab,
                               threads=k.threads, lengths=lengths)
         else:
