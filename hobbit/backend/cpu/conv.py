@@ -139,7 +139,7 @@ def _blocked_im2col_conv(k: KernelArgs, plan: ConvPlan, lengths: Lengths | None)
     x, w, bias = k.inputs[0], k.inputs[1], k.inputs[2] if len(k.inputs) > 2 else None
     K, P = s.cg * s.kh * s.kw, s.oh * s.ow
     steps = fmt.steps(K)
-    col = k.thread_scratch(0, plan.col, dtype) if plan.col else None  # (none for a 1x1 conv: packs_rows)
+    col = k.thread_scratch(0, plan.col, dtype) if plan.col else None
     pack = k.thread_scratch(plan.col * plan.threads, plan.pack, dtype) if plan.pack else None
     epilogue = Epilogue(kb, node, k.epilogue, (s.n, s.oc, P))
     alone = k.threads.alone()
@@ -187,23 +187,56 @@ def _blocked_im2col_conv(k: KernelArgs, plan: ConvPlan, lengths: Lengths | None)
             packed_rows()
             return
 
-        def by_row() -> None:
+        def by_row(width=lengths.ow) -> None:
+            """A GEMM per row over its first `width` columns."""
             with kb.loop(0, live, name="row") as r:
                 row = kb.add(oh0, r)
 
                 def row_epi(e: Emit, v, m, col_index, mask):
                     return epi(e, v, m, kb.add(kb.mul(r, s.ow), col_index), mask)
 
-                share_gemm(runtime_gemm(kb, sched, s.ocg, lengths.ow, K, a,
+                share_gemm(runtime_gemm(kb, sched, s.ocg, width, K, a,
                                         MatB(x, kb.add(x_off, kb.mul(row, s.w)), k=s.h * s.w),
                                         MatC(k.outputs[0], kb.add(y_off, kb.mul(row, s.ow)), m=P), fmt,
                                         row_epi, steps, pack, None), alone, (s.ocg, span, steps))
+
+        def split_rows() -> None:
+            """Each row's whole vectors in place (by_row), its last columns (fewer than a vector)
+            packed with the other rows' into one GEMM where that pays (tail_lanes): a GEMM
+            per row over its whole width spends the masked lanes of its last vector (55
+            columns: four vectors for 55/64 of their lanes). The tails go first: their GEMM
+            writes them packed at the block's first row, and they are moved (with the bias and
+            epilogue) to their places before the rows' GEMMs write there."""
+            most = tail_lanes(s.cg, s.ocg, sched.vw)
+            if not most:
+                by_row()
+                return
+            b = kb.b
+            ow_len = kb.idx(lengths.ow)
+            whole = b.mul(b.udiv(ow_len, kb.i64(sched.vw)), kb.i64(sched.vw))
+            tail = b.sub(ow_len, whole)
+            packed = b.and_(b.icmp_unsigned("!=", tail, kb.i64(0)), b.icmp_unsigned("<=", tail, kb.i64(most)))
+            with kb.b.if_else(packed) as (tails, rows):
+                with tails:
+                    mask = kb.runtime_prefix_mask(sched.vw, tail)
+                    with kb.loop(0, s.cg, name="c") as c, kb.loop(0, live, name="r") as r:
+                        src = kb.add(kb.add(x_off, kb.mul(c, s.h * s.w)), kb.add(kb.mul(kb.add(oh0, r), s.w), whole))
+                        v = kb.vload(x, dtype, src, sched.vw, mask)
+                        kb.vstore(v, col, dtype, kb.add(kb.mul(c, span), b.mul(kb.idx(r), tail)), mask)
+                    gemm(MatB(col, 0, k=span), b.mul(kb.idx(live), tail), True)
+                    _unpack(k, plan, epilogue, lengths, n, oc0, 0, s.ocg, kb.add(y_off, kb.mul(oh0, s.ow)), oh0,
+                            live, width=tail, offset=whole)
+                    with kb.if_then(b.icmp_unsigned("!=", whole, kb.i64(0))):
+                        by_row(whole)
+                with rows:
+                    by_row()
 
         # A 1x1 conv reads its input in place: one GEMM over the block's positions up to the
         # last row's width where the rows are at least 7/8 of the bound's (the columns past the
         # width cost at most 1/7 more; at the bound it is the static conv); narrower rows are
         # packed where the channels make packing cheap (hobbit.plan.conv.packs_pointwise),
-        # else each row is a GEMM.
+        # else each row's whole vectors are a GEMM, its last columns packed with the other
+        # rows' where that pays (split_rows).
         wide = kb.b.icmp_signed(">=", kb.b.mul(kb.idx(lengths.ow), kb.i64(8)), kb.i64(7 * s.ow))
         with kb.b.if_else(wide) as (flat, narrow):
             with flat:
@@ -213,7 +246,7 @@ def _blocked_im2col_conv(k: KernelArgs, plan: ConvPlan, lengths: Lengths | None)
                 if packs_pointwise(s):
                     packed_rows()
                 else:
-                    by_row()
+                    split_rows()
 
     if lengths is None:
         k.threads.bands(s.oh, plan.rows, block, images=s.n * s.group)
@@ -239,11 +272,26 @@ def _blocked_im2col_conv(k: KernelArgs, plan: ConvPlan, lengths: Lengths | None)
     k.threads.runs(b.mul(kb.i64(s.n * s.group), bands), run)
 
 
-def _unpack(k: KernelArgs, plan: ConvPlan, epilogue: Epilogue, lengths: Lengths, n, oc0, lo, hi, base, oh0, rows
-            ) -> None:
-    """Output channels oc0 + [lo, hi): `rows` rows of the run-time width stored packed from
-    `base` (output row oh0's place) moved to their places, with the bias and epilogue
-    (hobbit.backend.cpu.conv_dims.unpack_rows)."""
+# A 1x1 conv's rows narrower than the bound's: the last columns of the rows (fewer than a
+# vector, `t` of a vector's vw lanes) are packed into one GEMM (conv.split_rows) where the lanes
+# a GEMM per row would leave masked, times the GEMM's work per column, pay for copying the
+# tails in (K) and moving them out (M) at least this many times over: c*K*M*(vw - t) >= vw*(K + M).
+# Measured (1 thread, 79-wide bound): 128 -> 32 at 55 columns (t = 7) 1.16x -> 1.07x the static
+# time, at 27 (t = 11) 1.26x -> 1.18x; 64 -> 16 at 55 1.17x -> 1.12x, but at 59 (t = 11) 1.10x
+# -> 1.13x and 16 -> 64 at 59 1.09x -> 1.15x, 13 (t = 13) 1.20x -> 1.52x.
+TAIL_PAYS = 5
+
+
+def tail_lanes(k: int, m: int, vw: int) -> int:
+    """The most lanes of a row's last vector that are packed (0: none; conv.split_rows)."""
+    return max(0, min(vw - 1, vw - -(-TAIL_PAYS * vw * (k + m) // (k * m))))
+
+
+def _unpack(k: KernelArgs, plan: ConvPlan, epilogue: Epilogue, lengths: Lengths, n, oc0, lo, hi, base, oh0, rows,
+            width=None, offset=0) -> None:
+    """Output channels oc0 + [lo, hi): `rows` rows of the run-time width (or `width` columns
+    from column `offset`) stored packed from `base` (output row oh0's place) moved to their
+    places, with the bias and epilogue (hobbit.backend.cpu.conv_dims.unpack_rows)."""
     kb, s = k.kb, plan.shape
     dtype = k.node.inputs[0].dtype
     bias = k.inputs[2] if len(k.inputs) > 2 else None
@@ -254,9 +302,10 @@ def _unpack(k: KernelArgs, plan: ConvPlan, epilogue: Epilogue, lengths: Lengths,
         def epi(e: Emit, v, r, j, mask):
             if bias is not None:
                 v = e.add(v, kb.splat(kb.load(bias, dtype, oc), e.width))
-            return epilogue.apply(e, v, [n, oc, kb.add(kb.mul(kb.add(oh0, r), s.ow), j)], mask)
+            return epilogue.apply(e, v, [n, oc, kb.add(kb.mul(kb.add(oh0, r), s.ow), kb.add(j, offset))], mask)
 
-        unpack_rows(kb, k.outputs[0], dtype, kb.add(base, kb.mul(m, P)), rows, lengths.ow, s.ow, k.width(dtype), epi)
+        unpack_rows(kb, k.outputs[0], dtype, kb.add(base, kb.mul(m, P)), rows, lengths.ow if width is None else width,
+                    s.ow, k.width(dtype), epi, offset)
 
 
 def conv_dynamic(node: Node) -> str | None:

@@ -24,7 +24,7 @@ from hypothesis import strategies as st
 from onnx import TensorProto, helper, numpy_helper
 
 import hobbit
-from hobbit.backend.cpu.conv import conv_dynamic
+from hobbit.backend.cpu.conv import conv_dynamic, tail_lanes
 from hobbit.graph.extents import Extent
 from hobbit.graph.ir import Node, TensorType, Value
 from hobbit.plan.conv import conv_plan
@@ -67,6 +67,9 @@ def conv_model(c: int, oc: int, kernel: int, pad: int, stride: int = 1, group: i
 CASES = {
     "pointwise": (dict(c=16, oc=24, kernel=1, pad=0), {"h": (1, 40), "w": (1, 40)}, "im2col"),
     "pointwise-packed": (dict(c=128, oc=128, kernel=1, pad=0), {"h": (1, 24), "w": (1, 24)}, "im2col"),
+    # (rows' tails packed where at most conv.tail_lanes columns: 11 of 16 lanes, 5 of 8)
+    "pointwise-residual": (dict(c=32, oc=32, kernel=1, pad=0, epilogue="add"), {"h": (1, 40), "w": (1, 40)},
+                           "im2col"),
     "pointwise-rows": (dict(c=16, oc=24, kernel=1, pad=0, spatial=("h", 12)), {"h": (1, 40)}, "gemm"),
     "pointwise-ko": (dict(c=16, oc=32, kernel=1, pad=0), {"h": (2, 9), "w": (2, 9)}, "gemm KO"),
     "3x3": (dict(c=8, oc=24, kernel=3, pad=1), {"h": (5, 40), "w": (5, 40)}, "im2col"),
@@ -172,7 +175,8 @@ def test_drawn_sizes(case: str, threads: int, data) -> None:
 
 
 @pytest.mark.parametrize("threads", [1, 2])
-@pytest.mark.parametrize("case", ["pointwise", "pointwise-packed", "3x3-blocks", "3x3-ko", "stem", "depthwise",
+@pytest.mark.parametrize("case", ["pointwise", "pointwise-packed", "pointwise-residual", "3x3-blocks", "3x3-ko",
+                                  "stem", "depthwise",
                                   "residual-im2col", "conv1d-stride2"])
 def test_reads_and_writes_stay_inside_extents(case: str, threads: int) -> None:
     """NaN past the extents of the input must not leak into the result; nothing at or past
@@ -212,6 +216,17 @@ def _node(x_ext, y_ext, group: int = 1, stride: int = 1, precision: str | None =
     if precision:
         attrs["precision"] = precision
     return Node("Conv", "conv", [x, w], [y], attrs)
+
+
+@pytest.mark.parametrize("threads", [1, 2])
+def test_pointwise_row_tails(threads: int) -> None:
+    """A 1x1 conv's rows narrower than 7/8 of the bound's: every width from 1 to the bound
+    (tails of every length packed, or not, beside 0 to 2 whole vectors per row), with a
+    residual Add and Relu applied as the tails are moved to their places."""
+    assert tail_lanes(32, 32, 16) == 11 and tail_lanes(32, 32, 8) == 5 and tail_lanes(16, 64, 16) == 9
+    assert tail_lanes(4, 4, 16) == 0
+    for w in range(1, 41):
+        _check("pointwise-residual", threads, {"h": 3 + w % 5, "w": w})
 
 
 def test_predicate() -> None:
