@@ -20,7 +20,7 @@ from hobbit.emit.epilogue import Epilogue
 from hobbit.backend.cpu.gemm import MatA, MatB, MatC, emit_gemm, row_major_a, runtime_gemm, share_gemm
 from hobbit.backend.cpu.im2col import im2col
 from hobbit.backend.cpu.args import CPU, KernelArgs
-from hobbit.backend.cpu.conv_dims import Lengths, conv_lengths, rows_in, unpack_rows
+from hobbit.backend.cpu.conv_dims import Lengths, conv_lengths, unpack_rows
 from hobbit.emit.scalar import Emit
 from hobbit.graph.ir import Node
 from hobbit.plan.conv import ConvPlan, block_positions, conv_shape, packs_pointwise, packs_rows, reads_input
@@ -275,10 +275,11 @@ def _blocked_im2col_conv(k: KernelArgs, plan: ConvPlan, lengths: Lengths | None)
 # A 1x1 conv's rows narrower than the bound's: the last columns of the rows (fewer than a
 # vector, `t` of a vector's vw lanes) are packed into one GEMM (conv.split_rows) where the lanes
 # a GEMM per row would leave masked, times the GEMM's work per column, pay for copying the
-# tails in (K) and moving them out (M) at least this many times over: c*K*M*(vw - t) >= vw*(K + M).
-# Measured (1 thread, 79-wide bound): 128 -> 32 at 55 columns (t = 7) 1.16x -> 1.07x the static
-# time, at 27 (t = 11) 1.26x -> 1.18x; 64 -> 16 at 55 1.17x -> 1.12x, but at 59 (t = 11) 1.10x
-# -> 1.13x and 16 -> 64 at 59 1.09x -> 1.15x, 13 (t = 13) 1.20x -> 1.52x.
+# tails in (K) and moving them out (M): K*M*(vw - t) >= TAIL_PAYS*vw*(K + M). Measured per
+# kernel (1 thread, 79-wide bound) against a static compile: packed, 128 -> 32 at 55 columns
+# (t = 7) 1.16x -> 1.08x, at 27 (t = 11) 1.26x -> 1.18x; 256 -> 48 at 55 1.15x -> 1.05x;
+# 64 -> 16 at 55 1.17x -> 1.13x. Packing every tail lost where few lanes are saved: 64 -> 16 at
+# 59 (t = 11) 1.10x -> 1.13x, 16 -> 64 at 13 (t = 13) 1.20x -> 1.52x; those stay a GEMM per row.
 TAIL_PAYS = 5
 
 

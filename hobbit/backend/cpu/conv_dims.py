@@ -75,14 +75,6 @@ def floor_div(kb: KernelBuilder, a: Index, d: int) -> Index:
     return b.sub(q, b.zext(inexact, ir.IntType(64)))
 
 
-def rows_in(kb: KernelBuilder, oh: Index, oh0: Index, count: int) -> Index:
-    """How many of the output rows oh0 .. oh0 + count (a band of the bound's rows) lie
-    below `oh`, 0 .. count: all of them where the output's height is static."""
-    if isinstance(oh, int):
-        return count
-    return imax(kb, kb.imin(kb.b.sub(oh, kb.idx(oh0)), count), 0)
-
-
 def valid_range_at(kb: KernelBuilder, out_len: Index, in_len: Index, stride: int, offset: int
                    ) -> tuple[Index, Index]:
     """Output positions o in [lo, hi) below `out_len` whose input o*stride + offset lies in

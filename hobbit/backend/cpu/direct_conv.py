@@ -11,9 +11,9 @@ tap kw (MatB.taps). Rows outside the image are zero rows of the plane, so the
 inner loops have no bounds checks.
 
 With run-time lengths (hobbit.backend.cpu.conv_dims) the bands are cut from the run-time
-height as static bands are from the static one (`runtime_bands`); rows and columns past the input's lengths are padding (a plane
-row's columns past the run-time width are never written in a call, and stay zero), and
-each output row's GEMM computes its run-time width."""
+height as static bands are from the static one (`runtime_bands`); rows and columns past
+the input's lengths are padding (a plane row's columns past the run-time width are never
+written in a call, and stay zero), and each output row's GEMM computes its run-time width."""
 
 from __future__ import annotations
 
