@@ -12,6 +12,7 @@ single store, indexed in the view [N, OC, OH*OW]."""
 from __future__ import annotations
 
 import numpy as np
+from llvmlite import ir
 
 from hobbit.backend.cpu.depthwise import lower_depthwise
 from hobbit.backend.cpu.direct_conv import lower_direct_conv
@@ -143,10 +144,12 @@ def _blocked_im2col_conv(k: KernelArgs, plan: ConvPlan, lengths: Lengths | None)
     pack = k.thread_scratch(plan.col * plan.threads, plan.pack, dtype) if plan.pack else None
     epilogue = Epilogue(kb, node, k.epilogue, (s.n, s.oc, P))
     alone = k.threads.alone()
+    parts = 1 if lengths is None else m_parts(node, plan)  # (of a block's output channels)
 
-    def block(image, oh0, count: int, live=None, span: int | None = None) -> None:
+    def block(image, oh0, count: int, live=None, span: int | None = None, part=None) -> None:
         """Rows oh0 .. oh0 + count of image `image` = (batch item, group); with run-time
-        lengths, `live` rows (a run-time count) in a block of `span` positions."""
+        lengths, `live` rows (a run-time count) in a block of `span` positions, and with
+        `part` (a run-time index), only that part of the output channels (m_parts)."""
         span = count * s.ow if span is None else span
         n, g = kb.b.udiv(image, kb.i64(s.group)), kb.b.urem(image, kb.i64(s.group))
         x_off = kb.mul(kb.add(kb.mul(n, s.c), kb.mul(g, s.cg)), s.h * s.w)
@@ -155,25 +158,27 @@ def _blocked_im2col_conv(k: KernelArgs, plan: ConvPlan, lengths: Lengths | None)
         if lengths is None:
             im2col(kb, s, x, x_off, col, dtype, alone, oh0, count)
         sched = gemm_schedule(s.ocg, span, steps, k.target, np.dtype(dtype).itemsize)
-        a = row_major_a(w, kb.mul(oc0, steps), steps, sched.mr)
+        # This block's output channels: [m_lo, m_lo + m_len) of the group's
+        m_lo, m_len = (0, s.ocg) if part is None else _channel_part(kb, s.ocg, sched.mr, parts, part)
+        a = row_major_a(w, kb.mul(kb.add(oc0, m_lo), steps), steps, sched.mr)
         b = MatB(col, 0, k=span)
-        c = MatC(k.outputs[0], kb.add(y_off, kb.mul(oh0, s.ow)), m=P)
+        c = MatC(k.outputs[0], kb.add(kb.add(y_off, kb.mul(m_lo, P)), kb.mul(oh0, s.ow)), m=P)
 
         def epi(e: Emit, v, m, col_index, mask):
-            oc = kb.add(oc0, m)
+            oc = kb.add(kb.add(oc0, m_lo), m)
             if bias is not None:
                 v = e.add(v, kb.splat(kb.load(bias, dtype, oc), e.width))
             return epilogue.apply(e, v, [n, oc, kb.add(kb.mul(oh0, s.ow), col_index)], mask)
 
         def touch(m, col_index):
-            epilogue.prefetch([n, kb.add(oc0, m), kb.add(kb.mul(oh0, s.ow), col_index)])
+            epilogue.prefetch([n, kb.add(kb.add(oc0, m_lo), m), kb.add(kb.mul(oh0, s.ow), col_index)])
 
         if lengths is None:
             emit_gemm(kb, sched, s.ocg, count * s.ow, K, a, b, c, fmt, epi, alone, pack, touch)
             return
 
         def gemm(b: MatB, positions, packed: bool) -> None:
-            share_gemm(runtime_gemm(kb, sched, s.ocg, positions, K, a, b, c, fmt, None if packed else epi, steps,
+            share_gemm(runtime_gemm(kb, sched, m_len, positions, K, a, b, c, fmt, None if packed else epi, steps,
                                     pack, None if packed else touch), alone, (s.ocg, span, steps))
 
         def packed_rows() -> None:
@@ -181,7 +186,8 @@ def _blocked_im2col_conv(k: KernelArgs, plan: ConvPlan, lengths: Lengths | None)
                    row_stride=lengths.ow, lanes=k.width(dtype))
             gemm(b, kb.mul(live, lengths.ow), packs_rows(node))
             if packs_rows(node):
-                _unpack(k, plan, epilogue, lengths, n, oc0, 0, s.ocg, kb.add(y_off, kb.mul(oh0, s.ow)), oh0, live)
+                _unpack(k, plan, epilogue, lengths, n, oc0, m_lo, kb.add(m_lo, m_len), kb.add(y_off, kb.mul(oh0, s.ow)),
+                        oh0, live)
 
         if not (s.pointwise and packs_rows(node)):
             packed_rows()
@@ -256,20 +262,46 @@ def _blocked_im2col_conv(k: KernelArgs, plan: ConvPlan, lengths: Lengths | None)
     positions = block_positions(s, k.target)
     oh_len = kb.idx(lengths.oh)
     rows = b.udiv(kb.i64(positions), kb.idx(lengths.ow))
-    # At most a thread's share of the rows: a small image in one block left the other threads
-    # idle (SqueezeNet's 13x13 classifier conv ran at one thread's speed at two: 1.74 ms
-    # against the static shared GEMM's 0.82).
-    share = b.udiv(b.add(oh_len, kb.i64(plan.threads - 1)), kb.i64(plan.threads))
-    rows = b.select(b.icmp_signed(">", rows, share), share, rows)
+    if parts == 1:
+        # At most a thread's share of the rows: a small image in one block left the other threads
+        # idle (SqueezeNet's 13x13 classifier conv ran at one thread's speed at two: 1.74 ms
+        # against the static shared GEMM's 0.82).
+        share = b.udiv(b.add(oh_len, kb.i64(plan.threads - 1)), kb.i64(plan.threads))
+        rows = b.select(b.icmp_signed(">", rows, share), share, rows)
     bands = b.udiv(b.add(oh_len, b.sub(rows, kb.i64(1))), rows)
 
     def run(lo, hi) -> None:
         with kb.loop(lo, hi, name="block") as unit:
-            image, band = b.udiv(unit, bands), b.urem(unit, bands)
+            image, rest = b.udiv(unit, kb.idx(kb.mul(bands, parts))), b.urem(unit, kb.idx(kb.mul(bands, parts)))
+            part, band = (None, rest) if parts == 1 else (b.udiv(rest, bands), b.urem(rest, bands))
             oh0 = b.mul(band, rows)
-            block(image, oh0, 0, kb.imin(rows, b.sub(oh_len, oh0)), positions)
+            block(image, oh0, 0, kb.imin(rows, b.sub(oh_len, oh0)), positions, part)
 
-    k.threads.runs(b.mul(kb.i64(s.n * s.group), bands), run)
+    k.threads.runs(b.mul(kb.i64(s.n * s.group * parts), bands), run)
+
+
+def m_parts(node: Node, plan: ConvPlan) -> int:
+    """In how many parts a 1x1 conv with a run-time width that packs its rows
+    (packs_pointwise) shares each block's output channels among threads: one per thread.
+    Blocks of whole rows shared 13 rows 7:6 between two threads (SqueezeNet's 13x13
+    classifier at 224x224; 9 rows 5:4 at 160x240), where the static conv splits one GEMM
+    evenly; a part per thread of every block's channels is an even split (thread t's share
+    of the claimed units is part t of every block), each part copying the block's rows in
+    again (K per position, against the GEMM's M/threads x K)."""
+    s = plan.shape
+    if plan.threads == 1 or not (s.pointwise and packs_pointwise(s) and packs_rows(node)):
+        return 1
+    return plan.threads
+
+
+def _channel_part(kb, channels: int, mr: int, parts: int, part: ir.Value) -> tuple[ir.Value, ir.Value]:
+    """(first, count) of output channels in `part` of `parts`: whole blocks of mr, near-equal."""
+    b = kb.b
+    blocks = -(-channels // mr)
+    lo = b.mul(b.udiv(b.mul(part, kb.i64(blocks)), kb.i64(parts)), kb.i64(mr))
+    hi = b.mul(b.udiv(b.mul(b.add(part, kb.i64(1)), kb.i64(blocks)), kb.i64(parts)), kb.i64(mr))
+    hi = b.select(b.icmp_unsigned(">", hi, kb.i64(channels)), kb.i64(channels), hi)
+    return lo, b.sub(hi, lo)
 
 
 # A 1x1 conv's rows narrower than the bound's: the last columns of the rows (fewer than a

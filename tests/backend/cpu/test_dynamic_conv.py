@@ -24,7 +24,7 @@ from hypothesis import strategies as st
 from onnx import TensorProto, helper, numpy_helper
 
 import hobbit
-from hobbit.backend.cpu.conv import conv_dynamic, tail_lanes
+from hobbit.backend.cpu.conv import conv_dynamic, m_parts, tail_lanes
 from hobbit.graph.extents import Extent
 from hobbit.graph.ir import Node, TensorType, Value
 from hobbit.plan.conv import conv_plan
@@ -68,6 +68,8 @@ CASES = {
     "pointwise": (dict(c=16, oc=24, kernel=1, pad=0), {"h": (1, 40), "w": (1, 40)}, "im2col"),
     "pointwise-packed": (dict(c=128, oc=128, kernel=1, pad=0), {"h": (1, 24), "w": (1, 24)}, "im2col"),
     # (rows' tails packed where at most conv.tail_lanes columns: 11 of 16 lanes, 5 of 8)
+    "pointwise-parts": (dict(c=128, oc=140, kernel=1, pad=0, epilogue="add"), {"h": (1, 20), "w": (1, 20)},
+                        "im2col"),
     "pointwise-residual": (dict(c=32, oc=32, kernel=1, pad=0, epilogue="add"), {"h": (1, 40), "w": (1, 40)},
                            "im2col"),
     "pointwise-rows": (dict(c=16, oc=24, kernel=1, pad=0, spatial=("h", 12)), {"h": (1, 40)}, "gemm"),
@@ -175,7 +177,8 @@ def test_drawn_sizes(case: str, threads: int, data) -> None:
 
 
 @pytest.mark.parametrize("threads", [1, 2])
-@pytest.mark.parametrize("case", ["pointwise", "pointwise-packed", "pointwise-residual", "3x3-blocks", "3x3-ko",
+@pytest.mark.parametrize("case", ["pointwise", "pointwise-packed", "pointwise-parts", "pointwise-residual",
+                                  "3x3-blocks", "3x3-ko",
                                   "stem", "depthwise",
                                   "residual-im2col", "conv1d-stride2"])
 def test_reads_and_writes_stay_inside_extents(case: str, threads: int) -> None:
@@ -227,6 +230,18 @@ def test_pointwise_row_tails(threads: int) -> None:
     assert tail_lanes(4, 4, 16) == 0
     for w in range(1, 41):
         _check("pointwise-residual", threads, {"h": 3 + w % 5, "w": w})
+
+
+def test_pointwise_channel_parts() -> None:
+    """A 1x1 conv that packs its rows shares each block's output channels among two threads
+    (conv.m_parts; 140 channels: parts of whole register blocks, the last one short), every
+    width and several heights, a residual Add and Relu moved with the rows."""
+    _, compiled = _compiled("pointwise-parts", 2)
+    (node,) = [n for n in compiled._current.model.report.graph.nodes if n.op == "Conv"]
+    assert m_parts(node, conv_plan(node, host_target(), 2)) == 2
+    assert m_parts(node, conv_plan(node, host_target(), 1)) == 1
+    for w in range(1, 21):
+        _check("pointwise-parts", 2, {"h": 1 + (w * 7) % 20, "w": w})
 
 
 def test_predicate() -> None:
