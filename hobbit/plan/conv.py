@@ -213,8 +213,7 @@ def conv_plan(node: Node, target: Target, threads: int) -> ConvPlan:
     rows = block_rows(s, target)
     if is_dynamic(node):  # blocks of a run-time height (hobbit.backend.cpu.conv): sized in positions
         positions = block_positions(s, target)
-        return dataclasses.replace(plan, variant="im2col", rows=rows,
-                                   col=0 if s.pointwise and not packs_pointwise(s) else k * positions,
+        return dataclasses.replace(plan, variant="im2col", rows=rows, col=k * positions,  # (a 1x1 conv: its rows' tails)
                                    pack=_b_pack(fmt, s.ocg, positions, steps, target))
     pack = max(_b_pack(fmt, s.ocg, r * s.ow, steps, target) for r in band_heights(s.oh, rows, threads))
     return dataclasses.replace(plan, variant="im2col", rows=rows, col=k * rows * s.ow, pack=pack)

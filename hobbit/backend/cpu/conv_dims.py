@@ -16,7 +16,9 @@ out packed (a row stride of ow), its GEMM writes its rows packed into the start 
 place in the output, and `unpack_rows` moves each row to its place at the bound's row
 stride, applying the bias and fused epilogue as it goes; a 1x1 conv reads its input in
 place, one GEMM over the rows where they are nearly the bound's width, else a GEMM per row
-(or packed, with many channels); the direct and depthwise convs compute row by row."""
+over its whole vectors with the rows' last columns packed into one GEMM (or a GEMM per row
+over its whole width where the tails are too short to pay; or all packed, with many
+channels); the direct and depthwise convs compute row by row."""
 
 from __future__ import annotations
 
@@ -73,14 +75,6 @@ def floor_div(kb: KernelBuilder, a: Index, d: int) -> Index:
     return b.sub(q, b.zext(inexact, ir.IntType(64)))
 
 
-def rows_in(kb: KernelBuilder, oh: Index, oh0: Index, count: int) -> Index:
-    """How many of the output rows oh0 .. oh0 + count (a band of the bound's rows) lie
-    below `oh`, 0 .. count: all of them where the output's height is static."""
-    if isinstance(oh, int):
-        return count
-    return imax(kb, kb.imin(kb.b.sub(oh, kb.idx(oh0)), count), 0)
-
-
 def valid_range_at(kb: KernelBuilder, out_len: Index, in_len: Index, stride: int, offset: int
                    ) -> tuple[Index, Index]:
     """Output positions o in [lo, hi) below `out_len` whose input o*stride + offset lies in
@@ -96,10 +90,11 @@ RowEpilogue = Callable[[Emit, ir.Value, ir.Value, Index, ir.Value | None], ir.Va
 
 
 def unpack_rows(kb: KernelBuilder, ptr: ir.Value, dtype, base: Index, rows: Index, width: Index,
-                row_stride: int, lanes: int, epilogue: RowEpilogue) -> None:
-    """Rows packed at ptr[base + r*width] (r < rows) moved to ptr[base + r*row_stride]
-    (width <= row_stride), each vector through `epilogue`. In place: the last row first and
-    each row's last vector first, so no vector is overwritten before it is read."""
+                row_stride: int, lanes: int, epilogue: RowEpilogue, offset: Index = 0) -> None:
+    """Rows packed at ptr[base + r*width] (r < rows) moved to ptr[base + offset + r*row_stride]
+    (width + offset <= row_stride), each vector through `epilogue` (its column counted from
+    the row's start, offset excluded). In place: the last row first and each row's last vector
+    first, so no vector is overwritten before it is read."""
     b = kb.b
     e = Emit(kb, dtype, lanes)
     width = kb.idx(width)
@@ -107,7 +102,7 @@ def unpack_rows(kb: KernelBuilder, ptr: ir.Value, dtype, base: Index, rows: Inde
     tail = b.sub(width, b.mul(whole, kb.i64(lanes)))
     with kb.loop(0, rows, name="unpack") as i:
         r = b.sub(b.sub(kb.idx(rows), kb.i64(1)), i)
-        src, dst = kb.add(base, b.mul(r, width)), kb.add(base, kb.mul(r, row_stride))
+        src, dst = kb.add(base, b.mul(r, width)), kb.add(kb.add(base, offset), kb.mul(r, row_stride))
 
         def move(j: Index, mask: ir.Value | None) -> None:
             v = kb.vload(ptr, dtype, kb.add(src, j), lanes, mask)

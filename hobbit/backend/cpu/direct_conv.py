@@ -10,23 +10,24 @@ for output row r is channel c's plane at row r*stride + kh*dilation, shifted by
 tap kw (MatB.taps). Rows outside the image are zero rows of the plane, so the
 inner loops have no bounds checks.
 
-With run-time lengths (hobbit.backend.cpu.conv_dims) the bands are the bound's, each cut
-at the output's height; rows and columns past the input's lengths are padding (a plane
-row's columns past the run-time width are never written in a call, and stay zero), and
-each output row's GEMM computes its run-time width."""
+With run-time lengths (hobbit.backend.cpu.conv_dims) the bands are cut from the run-time
+height as static bands are from the static one (`runtime_bands`); rows and columns past
+the input's lengths are padding (a plane row's columns past the run-time width are never
+written in a call, and stay zero), and each output row's GEMM computes its run-time width."""
 
 from __future__ import annotations
 
 from llvmlite import ir
 
 from hobbit.plan.conv import ConvPlan, input_rows
-from hobbit.backend.cpu.conv_dims import Lengths, rows_in
+from hobbit.backend.cpu.conv_dims import Lengths
 from hobbit.backend.cpu.copy import emit_fill
 from hobbit.backend.cpu.depthwise import copy_row, tap_column
 from hobbit.emit.epilogue import Epilogue
 from hobbit.backend.cpu.gemm import MatB, MatC, emit_gemm, row_major_a, runtime_gemm, share_gemm
 from hobbit.backend.cpu.args import KernelArgs
 from hobbit.emit.scalar import Emit
+from hobbit.plan.bands import cut
 
 def lower_direct_conv(k: KernelArgs, plan: ConvPlan, lengths: Lengths | None = None) -> None:
     kb, node, s, sched = k.kb, k.node, plan.shape, plan.gemm
@@ -66,15 +67,6 @@ def lower_direct_conv(k: KernelArgs, plan: ConvPlan, lengths: Lengths | None = N
                     with pad:
                         emit_fill(kb, plane, dtype, 0, wp, zero, base=kb.mul(plane_row, wp))
 
-    def process(n, oh0, count: int) -> None:
-        if lengths is None:
-            run(n, oh0, count)
-            return
-        live = rows_in(kb, lengths.oh, oh0, count)
-        with kb.when_greater(live, 0) as any_row:
-            if any_row:
-                run(n, oh0, live)
-
     def run(n, oh0, count: int | ir.Value) -> None:
         """Output rows oh0 .. oh0 + count."""
         load_rows(n, oh0, count)
@@ -99,4 +91,50 @@ def lower_direct_conv(k: KernelArgs, plan: ConvPlan, lengths: Lengths | None = N
                 share_gemm(runtime_gemm(kb, sched, s.oc, ow_len, K, a, rows, out, plan.format, epi, K, None, touch),
                            alone, (s.oc, s.ow, K))
 
-    k.threads.bands(s.oh, band, process, images=s.n)
+    if lengths is None:
+        k.threads.bands(s.oh, band, run, images=s.n)
+    else:
+        runtime_bands(k, s.n, s.oh, lengths.oh, band, run)
+
+
+def runtime_bands(k: KernelArgs, images: int, bound_rows: int, rows: ir.Value, band: int, body) -> None:
+    """body(image, first_row, count) over the run-time `rows` of each of `images` images, as
+    Threads.bands shares static rows: the images' rows (flattened) in one share per thread,
+    each share claimed in runs (Threads.runs: a share's own thread first), each run in
+    near-equal bands of at most `band` rows (body's count is a run-time value), a band that
+    crosses an image cut at its end.
+
+    Why not the bound's bands cut at the run-time height: the bound's shares fall on its
+    rows, so at half the bound's height the first thread's share held every live row (three
+    bands of 27 rows at a 320 bound and 160x240, the second thread's share none), and two
+    threads split three bands 2:1, 1.35x the rows of an even split."""
+    kb, b = k.kb, k.kb.b
+    rows = kb.idx(rows)
+    per_thread = 1
+    if k.threads.max_threads > 1:  # the bound's most bands in a share: no run is taller than a band
+        per_thread = cut(-(-images * bound_rows // k.threads.max_threads), band)[0]
+
+    def run(first: ir.Value, end: ir.Value) -> None:
+        first, end = kb.idx(first), kb.idx(end)
+        length = b.sub(end, first)
+        count = b.udiv(b.add(length, kb.i64(band - 1)), kb.i64(band))
+        with kb.loop(0, count, name="band") as i:
+            lo = b.add(first, b.udiv(b.mul(kb.idx(i), length), count))
+            hi = b.add(first, b.udiv(b.mul(b.add(kb.idx(i), kb.i64(1)), length), count))
+            if images == 1:
+                body(kb.i64(0), lo, b.sub(hi, lo))
+            else:
+                _images(kb, lo, hi, rows, body)
+
+    k.threads.runs(b.mul(kb.i64(images), rows), run, per_thread=per_thread)
+
+
+def _images(kb, lo: ir.Value, hi: ir.Value, rows: ir.Value, body) -> None:
+    """body(image, first_row, count) for the part of flattened rows [lo, hi) in each image
+    of `rows` rows that it touches."""
+    b = kb.b
+    with kb.loop(b.udiv(lo, rows), b.add(b.udiv(b.sub(hi, kb.i64(1)), rows), kb.i64(1)), name="image") as image:
+        start = b.mul(kb.idx(image), rows)
+        top = b.select(b.icmp_unsigned(">", lo, start), b.sub(lo, start), kb.i64(0))
+        bottom = kb.imin(b.sub(hi, start), rows)
+        body(image, top, b.sub(bottom, top))

@@ -13,6 +13,7 @@ run before a small one must leave nothing behind."""
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 
 import numpy as np
@@ -23,7 +24,7 @@ from hypothesis import strategies as st
 from onnx import TensorProto, helper, numpy_helper
 
 import hobbit
-from hobbit.backend.cpu.conv import conv_dynamic
+from hobbit.backend.cpu.conv import conv_dynamic, m_parts, tail_lanes
 from hobbit.graph.extents import Extent
 from hobbit.graph.ir import Node, TensorType, Value
 from hobbit.plan.conv import conv_plan
@@ -37,9 +38,9 @@ W = Extent(((1, 1),), 0)
 
 
 def conv_model(c: int, oc: int, kernel: int, pad: int, stride: int = 1, group: int = 1, dilation: int = 1,
-               spatial: tuple = ("h", "w"), epilogue: str | None = None) -> onnx.ModelProto:
+               spatial: tuple = ("h", "w"), epilogue: str | None = None, n: int = 1) -> onnx.ModelProto:
     """y = Conv(x) (then Relu, or + r then Relu: a residual r of the output's shape), x
-    [1, c, *spatial]: 1-D when one spatial dim is given."""
+    [n, c, *spatial]: 1-D when one spatial dim is given."""
     rng = np.random.default_rng(c * 1000 + oc * 10 + kernel)
     rank = len(spatial)
     k = (kernel,) * rank
@@ -48,12 +49,12 @@ def conv_model(c: int, oc: int, kernel: int, pad: int, stride: int = 1, group: i
     conv_out = "y" if epilogue is None else "t"
     nodes = [helper.make_node("Conv", ["x", "w", "b"], [conv_out], pads=[pad] * 2 * rank, strides=[stride] * rank,
                               group=group, dilations=[dilation] * rank)]
-    inputs = [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, c, *spatial])]
+    inputs = [helper.make_tensor_value_info("x", TensorProto.FLOAT, [n, c, *spatial])]
     if epilogue == "relu":
         nodes.append(helper.make_node("Relu", ["t"], ["y"]))
     elif epilogue == "add":
         nodes += [helper.make_node("Add", ["t", "r"], ["s"]), helper.make_node("Relu", ["s"], ["y"])]
-        inputs.append(helper.make_tensor_value_info("r", TensorProto.FLOAT, [1, oc, *spatial]))
+        inputs.append(helper.make_tensor_value_info("r", TensorProto.FLOAT, [n, oc, *spatial]))
     graph = helper.make_graph(nodes, "dynamic_conv", inputs,
                               [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)],
                               [numpy_helper.from_array(w, "w"), numpy_helper.from_array(b, "b")])
@@ -66,6 +67,11 @@ def conv_model(c: int, oc: int, kernel: int, pad: int, stride: int = 1, group: i
 CASES = {
     "pointwise": (dict(c=16, oc=24, kernel=1, pad=0), {"h": (1, 40), "w": (1, 40)}, "im2col"),
     "pointwise-packed": (dict(c=128, oc=128, kernel=1, pad=0), {"h": (1, 24), "w": (1, 24)}, "im2col"),
+    # (rows' tails packed where at most conv.tail_lanes columns: 11 of 16 lanes, 5 of 8)
+    "pointwise-parts": (dict(c=128, oc=140, kernel=1, pad=0, epilogue="add"), {"h": (1, 20), "w": (1, 20)},
+                        "im2col"),
+    "pointwise-residual": (dict(c=32, oc=32, kernel=1, pad=0, epilogue="add"), {"h": (1, 40), "w": (1, 40)},
+                           "im2col"),
     "pointwise-rows": (dict(c=16, oc=24, kernel=1, pad=0, spatial=("h", 12)), {"h": (1, 40)}, "gemm"),
     "pointwise-ko": (dict(c=16, oc=32, kernel=1, pad=0), {"h": (2, 9), "w": (2, 9)}, "gemm KO"),
     "3x3": (dict(c=8, oc=24, kernel=3, pad=1), {"h": (5, 40), "w": (5, 40)}, "im2col"),
@@ -78,6 +84,8 @@ CASES = {
     "dilated": (dict(c=8, oc=8, kernel=3, pad=2, dilation=2), {"h": (5, 40), "w": (5, 40)}, "im2col"),
     "stem": (dict(c=3, oc=16, kernel=7, pad=3, stride=2), {"h": (5, 40), "w": (5, 40)}, "direct"),
     "stem-stride1": (dict(c=3, oc=8, kernel=3, pad=1), {"h": (5, 40), "w": (5, 40)}, "direct"),
+    "stem-batch": (dict(c=3, oc=8, kernel=7, pad=3, stride=2, n=3, epilogue="relu"), {"h": (5, 40), "w": (5, 40)},
+                   "direct"),
     "depthwise": (dict(c=24, oc=24, kernel=3, pad=1, group=24), {"h": (5, 40), "w": (5, 40)}, "depthwise"),
     "depthwise-stride2": (dict(c=24, oc=24, kernel=5, pad=2, stride=2, group=24), {"h": (5, 40), "w": (5, 40)},
                           "depthwise"),
@@ -111,9 +119,10 @@ def _feeds(case: str, sizes: dict[str, int], seed: int = 0) -> dict[str, np.ndar
     args = CASES[case][0]
     spatial = tuple(sizes.get(d, d) for d in args.get("spatial", ("h", "w")))
     rng = np.random.default_rng(seed + sum(spatial))
-    feeds = {"x": rng.standard_normal((1, args["c"]) + spatial).astype(np.float32)}
+    n = args.get("n", 1)
+    feeds = {"x": rng.standard_normal((n, args["c"]) + spatial).astype(np.float32)}
     if args.get("epilogue") == "add":
-        feeds["r"] = rng.standard_normal((1, args["oc"]) + spatial).astype(np.float32)
+        feeds["r"] = rng.standard_normal((n, args["oc"]) + spatial).astype(np.float32)
     return feeds
 
 
@@ -168,7 +177,9 @@ def test_drawn_sizes(case: str, threads: int, data) -> None:
 
 
 @pytest.mark.parametrize("threads", [1, 2])
-@pytest.mark.parametrize("case", ["pointwise", "pointwise-packed", "3x3-blocks", "3x3-ko", "stem", "depthwise",
+@pytest.mark.parametrize("case", ["pointwise", "pointwise-packed", "pointwise-parts", "pointwise-residual",
+                                  "3x3-blocks", "3x3-ko",
+                                  "stem", "depthwise",
                                   "residual-im2col", "conv1d-stride2"])
 def test_reads_and_writes_stay_inside_extents(case: str, threads: int) -> None:
     """NaN past the extents of the input must not leak into the result; nothing at or past
@@ -210,6 +221,29 @@ def _node(x_ext, y_ext, group: int = 1, stride: int = 1, precision: str | None =
     return Node("Conv", "conv", [x, w], [y], attrs)
 
 
+@pytest.mark.parametrize("threads", [1, 2])
+def test_pointwise_row_tails(threads: int) -> None:
+    """A 1x1 conv's rows narrower than 7/8 of the bound's: every width from 1 to the bound
+    (tails of every length packed, or not, beside 0 to 2 whole vectors per row), with a
+    residual Add and Relu applied as the tails are moved to their places."""
+    assert tail_lanes(32, 32, 16) == 11 and tail_lanes(32, 32, 8) == 5 and tail_lanes(16, 64, 16) == 9
+    assert tail_lanes(4, 4, 16) == 0
+    for w in range(1, 41):
+        _check("pointwise-residual", threads, {"h": 3 + w % 5, "w": w})
+
+
+def test_pointwise_channel_parts() -> None:
+    """A 1x1 conv that packs its rows shares each block's output channels among two threads
+    (conv.m_parts; 140 channels: parts of whole register blocks, the last one short), every
+    width and several heights, a residual Add and Relu moved with the rows."""
+    _, compiled = _compiled("pointwise-parts", 2)
+    (node,) = [n for n in compiled._current.model.report.graph.nodes if n.op == "Conv"]
+    assert m_parts(node, conv_plan(node, host_target(), 2)) == 2
+    assert m_parts(node, conv_plan(node, host_target(), 1)) == 1
+    for w in range(1, 21):
+        _check("pointwise-parts", 2, {"h": 1 + (w * 7) % 20, "w": w})
+
+
 def test_predicate() -> None:
     spatial = (None, None, H, W)
     assert conv_dynamic(_node(spatial, spatial)) is None
@@ -219,6 +253,26 @@ def test_predicate() -> None:
     assert "channel" in conv_dynamic(_node((None, H, None, None), (None, None, None, None)))
     assert "batch" in conv_dynamic(_node((H, None, None, None), (H, None, None, None)))
     assert "padded plane" in conv_dynamic(_node(spatial, spatial, group=16, stride=3))
+
+
+@pytest.mark.parametrize("threads", [1, 2])
+def test_direct_bands_of_run_time_rows(threads: int) -> None:
+    """The direct conv's bands are cut from the run-time height (direct_conv.runtime_bands):
+    with a small L2 its bands are shorter than a thread's share, so each share runs in
+    several bands, and over a batch of three some bands cross from one image into the next;
+    every size, odd or even rows, must match onnxruntime."""
+    small = dataclasses.replace(host_target(), l2_bytes=32 << 10)
+    model = conv_model(c=3, oc=8, kernel=7, pad=3, stride=2, n=3, epilogue="relu")
+    compiled = hobbit.compile(model, target=small, threads=threads, dynamic_shapes={"h": (5, 40), "w": (5, 40)},
+                              cache=False)
+    assert type(compiled).__name__ == "DynamicModel", getattr(compiled, "reason", None)
+    (node,) = [n for n in compiled._current.model.report.graph.nodes if n.op == "Conv"]
+    plan = conv_plan(node, small, threads)
+    assert plan.variant == "direct" and plan.rows < 20 // 2
+    for h, w in [(40, 40), (5, 5), (23, 17), (40, 9), (6, 33), (31, 40), (12, 12)]:
+        rng = np.random.default_rng(h * 100 + w)
+        feeds = {"x": rng.standard_normal((3, 3, h, w)).astype(np.float32)}
+        np.testing.assert_allclose(compiled.run(feeds)[0], run_ort(model, feeds)[0], rtol=RTOL, atol=ATOL)
 
 
 def test_refused_variant_falls_back() -> None:
