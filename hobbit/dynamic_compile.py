@@ -262,7 +262,7 @@ def dynamic_graph(source: Source, backend: Backend, target: Target, precision: s
     return graph
 
 
-def keep_caches_in_place(graph: Graph) -> list[tuple[int, int]]:
+def keep_caches_in_place(graph: Graph) -> None:
     """Let a cache that grows along a run-time dim stay in one buffer from step to step: each
     graph input `past` read only by a Concat along its run-time axis, as that Concat's first
     part, whose output `present` is a graph output (a decoder's key/value cache: present =
@@ -271,8 +271,8 @@ def keep_caches_in_place(graph: Graph) -> list[tuple[int, int]]:
     is marked FIRST_IN_PLACE: where the runtime passes one buffer as both (hobbit.runtime.kvcache),
     the past is already where the present has it and only the new rows are written; a past in a
     buffer of its own is copied as before. Its extents stay the past's: kernels read it only
-    inside them, at the strides of its new storage shape. Static graphs never come here. Returns
-    the (input position, output position) pairs, which are what `cache_pairs` finds again."""
+    inside them, at the strides of its new storage shape. Static graphs never come here;
+    `cache_pairs` lists the (input position, output position) pairs made here."""
     readers: dict[int, list[Node]] = {}
     for node in graph.nodes:
         for v in node.operands():
@@ -295,7 +295,6 @@ def keep_caches_in_place(graph: Graph) -> list[tuple[int, int]]:
             continue
         value.type = TensorType(value.dtype, tuple(present.shape))
         node.attrs = {**node.attrs, FIRST_IN_PLACE: True}
-    return cache_pairs(graph)
 
 
 def cache_pairs(graph: Graph) -> list[tuple[int, int]]:

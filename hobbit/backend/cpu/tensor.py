@@ -10,6 +10,8 @@ run-time axis against that axis's run-time length. The rest is refused with a re
 
 from __future__ import annotations
 
+from contextlib import AbstractContextManager, nullcontext
+
 import numpy as np
 from llvmlite import ir
 
@@ -107,18 +109,22 @@ def _copy_slabs(k: KernelArgs, whole: Value, whole_ptr: ir.Value, parts: list[Va
         shape = tuple(part.shape)
         lengths = dynamic_extents(k, part)
         slab = (strides, k.kb.mul(start, strides[axis]))
-        if into_whole and index == 0 and k.node.attrs.get(FIRST_IN_PLACE):
-            b = k.kb.b
-            elsewhere = b.icmp_unsigned("!=", b.ptrtoint(ptr, I64), b.ptrtoint(whole_ptr, I64))
-            with k.kb.if_then(elsewhere):
+        if into_whole:
+            with _unless_in_place(k, ptr, whole_ptr) if index == 0 else nullcontext():
                 emit_strided_copy(k.kb, ptr, whole_ptr, whole.dtype, shape, contiguous_strides(shape), 0, *slab,
                                   threads=k.threads, lengths=lengths)
-        elif into_whole:
-            emit_strided_copy(k.kb, ptr, whole_ptr, whole.dtype, shape, contiguous_strides(shape), 0, *slab,
-                              threads=k.threads, lengths=lengths)
         else:
             emit_strided_copy(k.kb, whole_ptr, ptr, whole.dtype, shape, *slab, threads=k.threads, lengths=lengths)
         start = k.kb.add(start, shape[axis] if lengths is None else lengths[axis])
+
+
+def _unless_in_place(k: KernelArgs, part_ptr: ir.Value, whole_ptr: ir.Value) -> AbstractContextManager:
+    """Where the Concat is FIRST_IN_PLACE: code inside runs only where its first part is not
+    the whole's own buffer; else it always runs."""
+    if not k.node.attrs.get(FIRST_IN_PLACE):
+        return nullcontext()
+    b = k.kb.b
+    return k.kb.if_then(b.icmp_unsigned("!=", b.ptrtoint(part_ptr, I64), b.ptrtoint(whole_ptr, I64)))
 
 
 def _concat_dynamic(node: Node) -> str | None:
