@@ -36,6 +36,10 @@ What this pool does instead:
   `hobbit_pool_quiet` saw it at zero (`wait_until_idle`). Freeing a model
   while a descheduled worker was still on its way out of it was a SIGSEGV
   (compile, run and drop a model in a loop at threads=4 on 2 busy cores).
+- A worker woken onto the CPU of the caller that published the job moves itself
+  to another CPU (`move_off_caller`): after the process idled (a service between
+  requests) Linux puts most wakes there, and the pair would run at one thread's
+  speed.
 - A second caller while the pool is busy (another Python thread, another
   model) runs its inference alone on its own thread: correct at any number of
   participants, since every id of every step is claimed.
@@ -85,10 +89,10 @@ SPIN_NS = 1_000_000
 IDLE_SPIN_NS = 200_000
 
 # The pool's fields: byte offsets into one global, the written-by-many ones on their own cache lines.
-OWNER, WORKERS, WANT, FN, CTX, GEN, AT_FORK = 0, 4, 8, 16, 24, 32, 40
+OWNER, WORKERS, WANT, FN, CTX, GEN, AT_FORK, CALLER_CPU = 0, 4, 8, 16, 24, 32, 40, 44
 JOB, PROGRESS, EVENT, SLEEPERS, INSIDE = 64, 128, 192, 256, 320
 POOL_BYTES = 384
-FIELD_TYPES = {OWNER: I32, WORKERS: I32, WANT: I64, FN: I64, CTX: I64, GEN: I64, AT_FORK: I32,
+FIELD_TYPES = {OWNER: I32, WORKERS: I32, WANT: I64, FN: I64, CTX: I64, GEN: I64, AT_FORK: I32, CALLER_CPU: I32,
                JOB: I64, PROGRESS: I64, EVENT: I32, SLEEPERS: I32, INSIDE: I32}
 OPEN = 1 << 31  # in `job`: the job takes new references
 REFS = OPEN - 1
@@ -97,6 +101,7 @@ FUTEX_WAIT_PRIVATE, FUTEX_WAKE_PRIVATE = 128, 129
 SYS_FUTEX = {"x86_64": 202, "aarch64": 98, "riscv64": 98}
 SIG_BLOCK, SIG_SETMASK = 0, 2
 SIGSET_BYTES = 128
+CPUSET_BYTES = 128  # glibc's cpu_set_t: 1024 CPUs
 CLOCK_MONOTONIC = 1
 
 
@@ -309,6 +314,7 @@ class _Runtime:
                 with extra:
                     b.call(self.module.globals["hobbit_team_leave"], [])
                 with member:
+                    b.call(self.module.globals["move_off_caller"], [])
                     b.atomic_rmw("add", self.field(b, INSIDE), ir.Constant(I32, 1), "seq_cst")
                     team = _callee(b.inttoptr(self.load(b, FN), PTR))
                     b.call(team, [b.inttoptr(self.load(b, CTX), PTR), index, job])
@@ -316,6 +322,44 @@ class _Runtime:
                     b.call(self.module.globals["hobbit_notify"], [])
         b.branch(top)
         kb.seal()
+
+    def emit_move_off_caller(self) -> None:
+        """If this worker runs on the CPU of the thread that published the job, move it to
+        another CPU it may run on: exclude that CPU from its affinity (the kernel migrates a
+        thread whose CPU leaves its mask before the call returns), then give the old mask back
+        so the scheduler stays free to move it later.
+
+        Why: Linux places a thread woken from a futex either on its previous CPU or on the
+        waker's (wake_affine). After the process idled for 10 ms or more (a service between
+        requests), the waker's CPU won 56-59 times in 60 here (a C test: futex wake after a
+        sleep, 2-vCPU EPYC guest): the worker then shares the caller's CPU, the pair runs at
+        one thread's speed (MobileNetV2 at 2 threads: 7.1 ms after 100 ms idle against
+        3.6 ms back to back) until the load balancer separates them, later than most
+        inferences end. A thread that shares a CPU with a foreign process instead still gets
+        part of a core the caller could not use, so moving never loses."""
+        kb = self.function("move_off_caller", VOID, [])
+        b = kb.b
+        cpu = b.call(self.libc("sched_getcpu", I32, []), [])
+        shared = b.and_(b.icmp_signed("==", cpu, self.load(b, CALLER_CPU)),
+                        b.icmp_signed(">=", cpu, ir.Constant(I32, 0)))
+        with b.if_then(b.and_(shared, b.icmp_signed("<", cpu, ir.Constant(I32, CPUSET_BYTES * 8)))):
+            cpuset = ir.ArrayType(I8, CPUSET_BYTES)
+            old, fewer = kb.alloca(cpuset), kb.alloca(cpuset)
+            get = self.libc("sched_getaffinity", I32, [I32, I64, PTR])
+            put = self.libc("sched_setaffinity", I32, [I32, I64, PTR])
+            me, size = ir.Constant(I32, 0), kb.i64(CPUSET_BYTES)
+            got = b.call(get, [me, size, old])
+            with b.if_then(b.icmp_signed("==", got, ir.Constant(I32, 0))):
+                b.call(get, [me, size, fewer])
+                at = b.zext(cpu, I64)
+                byte = b.bitcast(b.gep(fewer, [kb.i64(0), b.lshr(at, kb.i64(3))], source_etype=cpuset),
+                                 ir.PointerType(I8))
+                bit = b.shl(ir.Constant(I8, 1), b.trunc(b.and_(at, kb.i64(7)), I8))
+                b.store(b.and_(b.load(byte, typ=I8), b.xor(bit, ir.Constant(I8, 0xFF))), byte)
+                # refused (EINVAL) when the caller's CPU is the only one allowed: nothing moves
+                b.call(put, [me, size, fewer])
+                b.call(put, [me, size, old])
+        kb.finish()
 
     def emit_spawn(self) -> None:
         """Start worker `index` with every signal blocked (it inherits the mask)."""
@@ -385,6 +429,7 @@ class _Runtime:
         self.store(b, job, GEN)
         self.store(b, b.ptrtoint(team_pointer, I64), FN)
         self.store(b, b.ptrtoint(ctx, I64), CTX)
+        self.store(b, b.call(self.libc("sched_getcpu", I32, []), []), CALLER_CPU)
         self.store(b, b.or_(b.shl(job, kb.i64(32)), kb.i64(OPEN)), JOB)
         self.store(b, b.shl(job, kb.i64(32)), PROGRESS)
         b.call(self.module.globals["hobbit_notify"], [])
@@ -412,6 +457,7 @@ class _Runtime:
         self.emit_step()
         self.emit_team_wait()
         self.emit_wait_at_least()
+        self.emit_move_off_caller()
         self.emit_worker()
         self.emit_spawn()
         self.emit_after_fork()

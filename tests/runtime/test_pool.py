@@ -303,3 +303,39 @@ def test_dropping_models_while_workers_leave_them(tmp_path):
             hog.kill()
             hog.wait()
     assert done.returncode == 0 and done.stdout.strip() == "ok", (done.returncode, done.stderr[-3000:])
+
+
+def test_workers_moved_off_the_callers_cpu_keep_their_affinity(mix):
+    """After idle gaps a woken worker often lands on the caller's CPU and moves itself off
+    it (move_off_caller) by narrowing its affinity for a moment: every run stays correct and
+    every thread of the process ends with the affinity it started with."""
+    import time
+
+    model, x, expected = mix
+    m = compile_mix(model, threads=2)
+    allowed = os.sched_getaffinity(0)
+    for gap in (0.0, 0.002, 0.02):
+        for _ in range(5):
+            time.sleep(gap)
+            check(m, x, expected)
+    for tid in os.listdir("/proc/self/task"):
+        assert os.sched_getaffinity(int(tid)) == allowed, f"thread {tid}"
+
+
+def test_a_process_bound_to_one_cpu_runs_with_threads():
+    """With one CPU allowed the worker cannot move off the caller's CPU (the narrowed mask
+    is refused): the run goes on with both threads sharing it."""
+    code = ("import os, time, numpy as np\n"
+            "os.sched_setaffinity(0, {min(os.sched_getaffinity(0))})\n"
+            "from tests.runtime.test_pool import kernel_mix, compile_mix\n"
+            "from tests.helpers import run_ort\n"
+            "model, x = kernel_mix()\n"
+            "m = compile_mix(model, threads=2)\n"
+            "for _ in range(3):\n"
+            "    time.sleep(0.02)\n"
+            "    np.testing.assert_allclose(m.run({'x': x})[0], run_ort(model, {'x': x})[0], rtol=1e-4, atol=1e-4)\n"
+            "print('ok', os.sched_getaffinity(0))\n")
+    done = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=DEADLINE,
+                          env={**os.environ, "PYTHONPATH": ROOT})
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.startswith("ok")
