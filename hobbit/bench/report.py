@@ -203,8 +203,8 @@ def _sporadic_rows(rows: list[BenchResult], statistics: tuple[str, ...], versus:
     for r in rows:
         head = [r.model, str(r.threads), f"{sporadic.condition(r.mode)[1]:g}"]
         if r.mismatch is not None:
-            lines.append("| " + " | ".join(head + ["—", "outputs disagree"] + ["—"] * (len(statistics) + len(versus) + 2))
-                         + " |")
+            dashes = ["—"] * (len(statistics) + len(versus) + 2)
+            lines.append("| " + " | ".join(head + ["—", "outputs disagree"] + dashes) + " |")
             continue
         for engine, timing in r.timings().items():
             base = (r.back_to_back or {}).get(engine)
@@ -331,14 +331,15 @@ def markdown_report(results: list[BenchResult], machine: dict[str, Any], command
 
 FLOOR_LABEL = "no engine: the sleeps alone"
 SPORADIC_NOTE = (
-    "each engine (hobbit, onnxruntime's default session and one with allow_spinning=0) is timed after idle gaps "
-    "in its own turns: a pause of at least the gap and of 50 ms, one untimed run, then its timed runs, each "
-    "right after a sleep of the gap (gaps:MS) or at the arrival times of one seeded Poisson sequence, the "
-    "same for every engine, served one at a time in chunks (poisson:RATE). Back-to-back is the same engine's "
-    "median in the plain condition of this run. Idle CPU is the process's CPU time during the sleeps (every "
-    "thread, CLOCK_PROCESS_CPUTIME_ID) over their wall time: 1.000 is one core kept busy by the idle process; "
-    f"the row \"({FLOOR_LABEL})\" is the same gaps around an engine that does nothing, the floor that every "
-    "engine's figure includes.")
+    "each engine (hobbit, onnxruntime's default session and one with allow_spinning=0) is timed after idle "
+    f"gaps in its own turns: a pause of at least the gap and of {sporadic.SETTLE_S * 1e3:.0f} ms, one untimed "
+    "run, then its timed runs, each right after a sleep of the gap (gaps:MS) or at the arrival times of one "
+    "seeded Poisson sequence, the same for every engine, served one at a time in chunks of "
+    f"{sporadic.POISSON_CHUNK} requests (poisson:RATE). Back-to-back is the same engine's median in the plain "
+    "condition of this run. Idle CPU is the process's CPU time during the sleeps (every thread, "
+    "CLOCK_PROCESS_CPUTIME_ID) over their wall time: 1.000 is one core kept busy by the idle process; the row "
+    f"\"({FLOOR_LABEL})\" is the same gaps around an engine that does nothing, the floor that every engine's "
+    "figure includes.")
 
 
 def describe_machine(machine: dict[str, Any]) -> str:

@@ -44,8 +44,9 @@ import numpy as np
 GAPS = "gaps"
 POISSON = "poisson"
 KINDS = {GAPS: "MS", POISSON: "RATE"}
-# The least pause before each engine's block, for the previous engine's threads to stop spinning.
-SETTLE_S = 0.05
+# The least pause before each engine's block, for the previous engine's threads to stop spinning
+# (onnxruntime's intra-op workers spin about 40 ms after each run).
+SETTLE_S = 0.1
 # Poisson: at least this many requests per engine (a p99 needs them), served in chunks of this many.
 POISSON_MIN_REQUESTS = 100
 POISSON_CHUNK = 25

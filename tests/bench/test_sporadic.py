@@ -181,7 +181,8 @@ def test_run_loads_times_every_engine_after_gaps_with_its_back_to_back_median():
     assert "median / the same engine's back-to-back median: hobbit" in text and "idle cost" in text
     assert "p99" in poisson.format()
     d = poisson.to_dict()
-    assert set(d["idle_cpu_per_idle_second"]) == engines and "p99" in d["hobbit_ms"] and "p99" not in plain.to_dict()["hobbit_ms"]
+    assert set(d["idle_cpu_per_idle_second"]) == engines and "p99" in d["hobbit_ms"]
+    assert "p99" not in plain.to_dict()["hobbit_ms"]
 
 
 def _sporadic_result(mode: str, **extra) -> BenchResult:
@@ -271,7 +272,8 @@ def test_openvino_that_disagrees_or_fails_is_named_and_not_timed(how, monkeypatc
     monkeypatch.setattr(suite, "openvino_runner", runner)
     r, = suite.run_loads(tiny_model(), "tiny", ["none"], runs=2, warmup=0, openvino=True)
     assert r.openvino is None and r.mismatch is None and r.hobbit is not None
-    want = "disagree with onnxruntime's" if how == "disagree" else "OpenVINO failed: RuntimeError: Unsupported operation"
+    want = ("disagree with onnxruntime's" if how == "disagree"
+            else "OpenVINO failed: RuntimeError: Unsupported operation")
     assert want in r.openvino_note and "\n" not in r.openvino_note
     notes = report.markdown_table([r]).splitlines()[-1]
     assert notes.startswith("tiny, 1 thread(s): ") and want in notes
