@@ -5,8 +5,9 @@
 - suite: an ONNX model against onnxruntime: compile, compare outputs, time both engines in
   alternating blocks, per thread count and load condition (result: what is recorded);
 - load: the load conditions (a busy core, two processes, streams, BLAS threads) and the
-  alternating rounds; ort: the onnxruntime session; memory: resident memory, each engine in a
-  fresh process; aot: the exported library as a third engine;
+  alternating rounds; sporadic: requests after idle gaps (gaps:MS, poisson:RATE) and what the
+  idle process burns; ort: the onnxruntime session; openvino: OpenVINO, the other peer (optional);
+  memory: resident memory, each engine in a fresh process; aot: the exported library as a third engine;
 - report: the markdown tables, BENCHMARKS.md's page, JSON and the chart of ratios;
 - quant (and quant_report): int8 and bf16 inference, accuracy and speed, beside onnxruntime
   and OpenVINO;

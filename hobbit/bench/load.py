@@ -29,6 +29,7 @@ from typing import Any
 import numpy as np
 import onnx
 
+from hobbit.bench import sporadic
 from hobbit.bench.ort import ort_session
 from hobbit.errors import HobbitError
 from hobbit.target import Target, cpu_target, host_target, parse_target
@@ -52,7 +53,8 @@ Engine = Callable[[], list[np.ndarray]]
 # timed beside the default session wherever a load table reports it.
 NO_SPIN_ENGINE = "onnxruntime-nospin"
 
-# What each measurement runs beside (the --load choices, then the --streams mode), for the reports.
+# What each measurement runs beside (the --load choices, then the --streams mode), for the reports;
+# the sporadic conditions gaps:MS and poisson:RATE are hobbit.bench.sporadic's.
 LOADS = {
     "none": "nothing else of ours runs",
     "busy-core": "a busy-loop process pinned to CPU {cpu} (the last CPU this process may use) runs throughout",
@@ -106,10 +108,23 @@ def spec_of(target: Target) -> str:
 
 
 def describe_mode(mode: str, streams: int = 1) -> str:
-    """The one-line description of a load condition or of the streams mode, for report headers."""
+    """The one-line description of a load condition, a sporadic one (hobbit.bench.sporadic) or
+    the streams mode, for report headers."""
     if mode == "streams":
         return STREAMS.format(streams=streams)
+    if sporadic.is_sporadic(mode):
+        return sporadic.describe(mode)
     return LOADS[mode].format(cpu=busy_cpu()) if mode == "busy-core" else LOADS[mode]
+
+
+def mode_key(mode: str) -> tuple[int, float]:
+    """Where results of `mode` go in the reports: LOADS in order, then gaps:MS by MS, then
+    poisson:RATE by rate, then streams."""
+    parsed = sporadic.condition(mode)
+    if parsed is not None:
+        kind, value = parsed
+        return len(LOADS) + list(sporadic.KINDS).index(kind), value
+    return (len(LOADS) + len(sporadic.KINDS), 0.0) if mode == "streams" else (list(LOADS).index(mode), 0.0)
 
 
 # The busy loop checks every few million iterations that the benchmark that started

@@ -31,6 +31,7 @@ import onnx
 
 import hobbit
 from hobbit.bench.load import run_in_process
+from hobbit.bench.openvino import NOT_INSTALLED, Runner, openvino_core, openvino_runner
 from hobbit.bench.ort import ort_session
 from hobbit.bench.result import Timing
 from hobbit.errors import ConfigError, HobbitError
@@ -69,8 +70,6 @@ ENGINES = {"int8": (FP32, INT8_ORT_MODEL, INT8_OWN_MODEL, ORT_FP32, ORT_INT8, OV
 RUNS_ON = {FP32: "fp32", INT8_ORT_MODEL: "ORT's QDQ model", INT8_OWN_MODEL: "hobbit.quantize's model",
            BF16: "fp32, precision=\"bf16\"", ORT_FP32: "fp32", ORT_INT8: "ORT's QDQ model", OV_FP32: "fp32",
            OV_INT8: "ORT's QDQ model", OV_BF16: "fp32, INFERENCE_PRECISION_HINT bf16"}
-
-Runner = Callable[[dict[str, np.ndarray]], list[np.ndarray]]
 
 
 # -- accuracy --------------------------------------------------------------------------------
@@ -186,33 +185,6 @@ def prepare(model: onnx.ModelProto, precision: str, calibration: Sequence[dict[s
 
 
 # -- engines ---------------------------------------------------------------------------------
-def openvino_core() -> Any:
-    """OpenVINO's runtime, or None when it is not installed."""
-    try:
-        import openvino
-    except ImportError:
-        return None
-    return openvino.Core()
-
-
-def openvino_runner(core: Any, model: onnx.ModelProto, threads: int, precision: str | None) -> Runner:
-    """OpenVINO on the CPU, latency-tuned like the other engines: one stream of `threads`
-    threads. `precision` sets INFERENCE_PRECISION_HINT ("f32", "bf16"); None keeps its default,
-    which on a CPU with AVX512-BF16 is bf16 for whatever is not int8 (what a user gets)."""
-    config: dict[str, Any] = {"INFERENCE_NUM_THREADS": threads, "NUM_STREAMS": 1, "PERFORMANCE_HINT": "LATENCY"}
-    if precision is not None:
-        config["INFERENCE_PRECISION_HINT"] = precision
-    compiled = core.compile_model(core.read_model(model.SerializeToString(), b""), "CPU", config)
-    request = compiled.create_infer_request()
-    outputs = list(compiled.outputs)
-
-    def run(feeds: dict[str, np.ndarray]) -> list[np.ndarray]:
-        result = request.infer(feeds)
-        return [np.array(result[port]) for port in outputs]
-
-    return run
-
-
 def ort_runner(model: onnx.ModelProto, threads: int) -> Runner:
     session = ort_session(model, threads)
     names = [o.name for o in session.get_outputs()]
@@ -236,7 +208,7 @@ class Engines:
 
 def _builders(precision: str, sources: Sources, threads: int, core: Any) -> dict[str, Callable[[], Runner] | str]:
     """Per engine of `precision`: a function that builds its runner, or why it cannot be built."""
-    no_openvino = "OpenVINO not installed (pip install openvino)"
+    no_openvino = NOT_INSTALLED
     builders: dict[str, Callable[[], Runner] | str] = {
         FP32: lambda: hobbit_runner(sources.fp32, threads),
         ORT_FP32: lambda: ort_runner(sources.fp32, threads),

@@ -1,5 +1,6 @@
 """The reports of `hobbit bench`: what machine the numbers were measured on, the markdown
-tables (plain, thread scaling, memory, one per load condition), the BENCHMARKS.md page that
+tables (plain with OpenVINO beside onnxruntime where installed, thread scaling, memory, one per
+load condition, the sporadic requests' gaps and Poisson tables), the BENCHMARKS.md page that
 explains them, JSON with every number, and a bar chart of the ratios (matplotlib, optional).
 
 They only read BenchResults (hobbit.bench.result); the measuring is hobbit.bench.suite's."""
@@ -13,10 +14,13 @@ from collections.abc import Callable
 from typing import Any
 
 import hobbit
+from hobbit.bench import sporadic
 from hobbit.bench.aot import PARITY_ATOL
-from hobbit.bench.load import BLOCK, COOLDOWN_S, MODES, BuildOptions, describe_mode
+from hobbit.bench.load import BLOCK, COOLDOWN_S, MODES, BuildOptions, describe_mode, mode_key
+from hobbit.bench.openvino import NOT_INSTALLED, SETTINGS as OPENVINO_SETTINGS, openvino_version
 from hobbit.bench.ort import NO_SPIN
-from hobbit.bench.result import ATOL, RTOL, TOLERANCE, BenchResult, Timing, megabytes
+from hobbit.bench.result import (ATOL, ENGINE_LABELS, RTOL, TOLERANCE, BenchResult, Timing, format_cores,
+                                 megabytes)
 from hobbit.bench.suite import contention_warning, describe_build
 from hobbit.errors import HobbitError
 from hobbit.runtime.peak import fma_peak, fma_peak_gflops
@@ -41,6 +45,7 @@ def machine_info(build: BuildOptions = BuildOptions()) -> dict[str, Any]:
     target = host_target()
     return {"cpu": cpu, "llvm_cpu": target.cpu, "vector_bits": target.vector_bits, "cores": target.cores,
             "memory_gib": _memory_gib(), "hobbit": hobbit.__version__, "onnxruntime": ort_version,
+            "openvino": openvino_version(),
             "date": datetime.date.today().isoformat(), "load_average": round(os.getloadavg()[0], 2),
             "built_for": _built_for(build)}
 
@@ -73,25 +78,41 @@ def format_span(t: Timing) -> str:
 
 def markdown_table(results: list[BenchResult]) -> str:
     """One row per model and thread count of the plain condition (load none, no streams; empty
-    when there is none); rows whose outputs disagree carry no timings. When the exported
-    library was timed, its median and the ratio AOT/JIT follow the onnxruntime ratio."""
+    when there is none); rows whose outputs disagree carry no timings. Where OpenVINO was timed,
+    its median and hobbit / the best peer (the faster of onnxruntime and OpenVINO) follow the
+    onnxruntime ratio, and why it was not timed anywhere it was not follows the table (one line
+    when it is not installed). When the exported library was timed, its median and the ratio
+    AOT/JIT come next."""
     results = [r for r in results if r.mode == "none"]
     if not results:
         return ""
     aot = any(r.aot is not None for r in results)
+    peer = any(r.openvino is not None for r in results)
     header = ("| model | threads | hobbit median (p10–p90) ms | onnxruntime median (p10–p90) ms | ratio "
+              + ("| OpenVINO f32 median (p10–p90) ms | hobbit / best peer " if peer else "")
               + ("| AOT library median (p10–p90) ms | AOT/JIT " if aot else "")
               + "| hobbit GFLOP/s executed | % of FMA peak | GFLOP/s, Winograd as direct | compile s |")
-    lines = [header, "| --- " * (11 if aot else 9) + "|"]
+    lines = [header, "| --- " * (9 + 2 * aot + 2 * peer) + "|"]
     for r in results:
         if r.mismatch is not None:
-            cells = ["—", "—", "outputs disagree"] + ["—", "—"] * aot + ["—", "—", "—"]
+            cells = ["—", "—", "outputs disagree"] + ["—", "—"] * (aot + peer) + ["—", "—", "—"]
         else:
             percent = "—" if r.peak_percent is None else f"{r.peak_percent:.0f}%"
-            cells = [format_span(r.hobbit), format_span(r.onnxruntime), f"{r.ratio:.2f}"] \
+            peer_cells = ["—" if r.openvino is None else format_span(r.openvino), f"{r.peer_ratio:.2f}"]
+            cells = [format_span(r.hobbit), format_span(r.onnxruntime), f"{r.ratio:.2f}"] + peer_cells * peer \
                 + _aot_cells(r, format_span) * aot + [f"{r.executed_gflops:.1f}", percent, f"{r.gflops:.1f}"]
         lines.append(f"| {r.model} | {r.threads} | " + " | ".join(cells) + f" | {r.compile_seconds:.1f} |")
-    return "\n".join(lines) + "\n"
+    notes = openvino_notes(results)
+    return "\n".join(lines) + "\n" + "".join(f"\n{note}\n" for note in notes)
+
+
+def openvino_notes(results: list[BenchResult]) -> list[str]:
+    """Why OpenVINO has no timings where it has none: one line when it is not installed, else
+    one per model and thread count (it failed, or its outputs disagree)."""
+    noted = [r for r in results if r.openvino is None and r.openvino_note is not None]
+    if noted and all(r.openvino_note == NOT_INSTALLED for r in noted):
+        return [f"{NOT_INSTALLED}: onnxruntime is the only peer."]
+    return [f"{r.model}, {r.threads} thread(s): {r.openvino_note}; not timed." for r in noted]
 
 
 def _aot_cells(r: BenchResult, timing: Callable[[Timing], str]) -> list[str]:
@@ -175,13 +196,69 @@ def _load_row(r: BenchResult, aot: bool, session: str) -> str:
     return "| " + " | ".join(cells) + " |"
 
 
+def _sporadic_rows(rows: list[BenchResult], statistics: tuple[str, ...], versus: tuple[str, ...]) -> list[str]:
+    """Per result, a row per engine: `statistics` (ms), its back-to-back median and its median over
+    that, hobbit's `versus` statistics over the engine's (dashes on hobbit's own row), idle cost."""
+    lines = []
+    for r in rows:
+        head = [r.model, str(r.threads), f"{sporadic.condition(r.mode)[1]:g}"]
+        if r.mismatch is not None:
+            dashes = ["—"] * (len(statistics) + len(versus) + 2)
+            lines.append("| " + " | ".join(head + ["—", "outputs disagree"] + dashes) + " |")
+            continue
+        for engine, timing in r.timings().items():
+            base = (r.back_to_back or {}).get(engine)
+            slowdown = r.slowdown(engine)
+            cells = [ENGINE_LABELS[engine]] + [format_ms(getattr(timing, name)) for name in statistics]
+            cells += ["—" if base is None else format_ms(base), "—" if slowdown is None else f"{slowdown:.2f}"]
+            cells += ["—" if engine == "hobbit" else f"{getattr(r.hobbit, name) / getattr(timing, name):.2f}"
+                      for name in versus]
+            cells.append(format_cores((r.idle_cpu or {}).get(engine)))
+            lines.append("| " + " | ".join(head + cells) + " |")
+        if r.idle_floor is not None:
+            lines.append("| " + " | ".join(head + [f"({FLOOR_LABEL})"] + ["—"] * (len(statistics) + len(versus) + 2)
+                                            + [format_cores(r.idle_floor)]) + " |")
+    return lines
+
+
+def sporadic_tables(results: list[BenchResult]) -> str:
+    """The sporadic requests (hobbit.bench.sporadic): a table for the gaps:MS conditions (median and
+    p90 latency after each gap) and one for the poisson:RATE conditions (p50, p90, p99 of completion
+    minus arrival). A row per engine: its latency, its back-to-back median from the plain condition of
+    the same run and the slowdown over it, hobbit's ratio to it (below 1: hobbit faster) and what the
+    idle process burns, in CPU seconds per second of idle. Empty when neither was measured."""
+    parts = []
+    gaps = [r for r in results if sporadic.is_sporadic(r.mode) and sporadic.condition(r.mode)[0] == sporadic.GAPS]
+    poisson = [r for r in results if sporadic.is_sporadic(r.mode) and sporadic.condition(r.mode)[0] == sporadic.POISSON]
+    if gaps:
+        parts.append(
+            "Sporadic requests, **gaps:MS**: each timed run of an engine comes MS ms after that engine's previous "
+            "run, the process idle in between (no other engine's work); warm-ups back to back.\n\n"
+            "| model | threads | idle gap ms | engine | median ms | p90 ms | back-to-back median ms "
+            "| median / back-to-back | hobbit / engine, median | hobbit / engine, p90 | idle CPU s per idle s |\n"
+            + "| --- " * 11 + "|\n" + "\n".join(_sporadic_rows(gaps, ("median", "p90"), ("median", "p90")))
+            + "\n")
+    if poisson:
+        requests = "/".join(map(str, sorted({r.runs for r in poisson})))
+        parts.append(
+            f"Sporadic requests, **poisson:RATE**: {requests} requests per engine arrive at random, RATE per second "
+            "on average (exponential inter-arrival times, seeded; the same arrival times for every engine), "
+            "served one at a time; latency is completion minus arrival, queueing included.\n\n"
+            "| model | threads | requests/s | engine | p50 ms | p90 ms | p99 ms | back-to-back median ms "
+            "| p50 / back-to-back | hobbit / engine, p50 | hobbit / engine, p99 | idle CPU s per idle s |\n"
+            + "| --- " * 12 + "|\n"
+            + "\n".join(_sporadic_rows(poisson, ("median", "p90", "p99"), ("median", "p99"))) + "\n")
+    return "\n".join(parts)
+
+
 def load_tables(results: list[BenchResult]) -> str:
     """One table per load condition and for the streams mode, each under its description: median
     and p90 latency, their ratios, and inferences/s. Each result has two rows: hobbit against
     onnxruntime's default session, whose idle intra-op threads spin, and against one with
     allow_spinning=0 (hobbit.bench.ort.NO_SPIN), both timed in the same rounds. Every ratio is below 1
     when hobbit is faster (latency hobbit/onnxruntime, throughput onnxruntime/hobbit). Empty for a
-    plain run (load none, batch 1, no streams), which the first table shows in full."""
+    plain run (load none, batch 1, no streams), which the first table shows in full. The sporadic
+    conditions have tables of their own (sporadic_tables)."""
     if all(r.mode == "none" and r.batch == 1 for r in results):
         return ""
     parts = []
@@ -213,7 +290,10 @@ def markdown_report(results: list[BenchResult], machine: dict[str, Any], command
     return (
         "# Benchmarks\n\n"
         f"Generated by `{command}` on {machine['date']}: hobbit {machine['hobbit']} against onnxruntime "
-        f"{machine['onnxruntime']} (ORT_ENABLE_ALL, sequential, intra_op_num_threads = N), "
+        f"{machine['onnxruntime']} (ORT_ENABLE_ALL, sequential, intra_op_num_threads = N)"
+        + (f" and OpenVINO {machine['openvino']} ({OPENVINO_SETTINGS}, INFERENCE_PRECISION_HINT f32; in the "
+           f"plain condition)" if machine.get("openvino") and any(r.openvino for r in results) else "")
+        + ", "
         f"{'/'.join(map(str, runs))} timed runs each after {warmup} warm-ups, the engines alternating in "
         f"blocks of {BLOCK} with a {COOLDOWN_S * 1e3:.0f} ms pause. Outputs are compared first "
         f"({TOLERANCE}); a model whose outputs disagree gets no timings.\n\n"
@@ -228,7 +308,10 @@ def markdown_report(results: list[BenchResult], machine: dict[str, Any], command
         "arithmetic of hobbit's compiled graph (2 per multiply-add in convolutions and matrix products, a "
         "Winograd conv's tile GEMMs and transforms as computed, 1 per element elsewhere) over its median "
         "latency, and % of FMA peak is of that; \"Winograd as direct\" counts each Winograd conv as the direct "
-        "conv it replaces, which compares across conv algorithms and can pass the peak.\n\n"
+        "conv it replaces, which compares across conv algorithms and can pass the peak."
+        + (" OpenVINO's outputs are checked against onnxruntime's like hobbit's; hobbit / best peer is hobbit's "
+           "median over the faster of onnxruntime and OpenVINO." if any(r.openvino for r in results) else "")
+        + "\n\n"
         + (f"Load tables: streams is the number of inferences in flight at once; inferences/s count batch items "
            f"over the wall time of the timed rounds (with one stream: batch / mean latency); every ratio is below 1 "
            f"when hobbit is faster (latency hobbit/onnxruntime, throughput onnxruntime/hobbit). Each model has two "
@@ -237,11 +320,26 @@ def markdown_report(results: list[BenchResult], machine: dict[str, Any], command
            "the hobbit cells of the two rows are the same measurement.\n\n"
            if (loaded := load_tables(results)) else "")
         + (aot_note(results) or "")
+        + (f"Sporadic requests: {SPORADIC_NOTE}\n\n" if (sporadic_part := sporadic_tables(results)) else "")
         + ("Memory: resident set size (VmRSS, and VmHWM for the peak) of each engine in a fresh process of its "
            "own that imports only that engine and numpy, reads the model file, builds it (hobbit: a cold "
            "compile; onnxruntime: a session with the same options) and runs it once; MB = 10^6 bytes.\n\n"
            if (memory := memory_table(results)) else "")
-        + "\n".join(part for part in (markdown_table(results), scaling_table(results), memory, loaded) if part))
+        + "\n".join(part for part in (markdown_table(results), scaling_table(results), memory, loaded, sporadic_part)
+                    if part))
+
+
+FLOOR_LABEL = "no engine: the sleeps alone"
+SPORADIC_NOTE = (
+    "each engine (hobbit, onnxruntime's default session and one with allow_spinning=0) is timed after idle "
+    f"gaps in its own turns: a pause of at least the gap and of {sporadic.SETTLE_S * 1e3:.0f} ms, one untimed "
+    "run, then its timed runs, each right after a sleep of the gap (gaps:MS) or at the arrival times of one "
+    "seeded Poisson sequence, the same for every engine, served one at a time in chunks of "
+    f"{sporadic.POISSON_CHUNK} requests (poisson:RATE). Back-to-back is the same engine's median in the plain "
+    "condition of this run. Idle CPU is the process's CPU time during the sleeps (every thread, "
+    "CLOCK_PROCESS_CPUTIME_ID) over their wall time: 1.000 is one core kept busy by the idle process; the row "
+    f"\"({FLOOR_LABEL})\" is the same gaps around an engine that does nothing, the floor that every engine's "
+    "figure includes.")
 
 
 def describe_machine(machine: dict[str, Any]) -> str:
@@ -272,7 +370,8 @@ def write_json(results: list[BenchResult], machine: dict[str, Any], path: str | 
     threads = sorted({r.threads for r in results})
     doc = {"machine": machine,
            "settings": {"rtol": RTOL, "atol": ATOL, "block": BLOCK, "cooldown_s": COOLDOWN_S,
-                        "aot_parity_atol": PARITY_ATOL},
+                        "aot_parity_atol": PARITY_ATOL, "sporadic_settle_s": sporadic.SETTLE_S,
+                        "poisson_chunk": sporadic.POISSON_CHUNK, "poisson_min_requests": sporadic.POISSON_MIN_REQUESTS},
            "modes": {r.mode: describe_mode(r.mode, r.streams) for r in results},
            "fma_peak_gflops": {str(n): fma_peak_gflops(n) for n in threads},
            "fma_peak_median_gflops": {str(n): fma_peak(n).median for n in threads},
@@ -298,11 +397,10 @@ def plot_ratios(results: list[BenchResult], path: str | os.PathLike, title: str 
     and load condition."""
     plt = pyplot()
     models = list(dict.fromkeys(r.model for r in results))
-    series = sorted({(MODES.index(r.mode), r.threads) for r in results})
+    series = sorted({(mode_key(r.mode), r.mode, r.threads) for r in results})
     width = 0.8 / max(1, len(series))
     fig, ax = plt.subplots(figsize=(max(6.0, 1.3 * len(models) + 2), 4.5))
-    for i, (m, n) in enumerate(series):
-        mode = MODES[m]
+    for i, (_, mode, n) in enumerate(series):
         label = f"{n} thread{'s' * (n > 1)}" + ("" if mode == "none" else f", {mode}")
         for j, model in enumerate(models):
             r = next((r for r in results if r.model == model and r.threads == n and r.mode == mode), None)

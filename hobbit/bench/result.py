@@ -14,7 +14,8 @@ from typing import Any
 
 import numpy as np
 
-from hobbit.bench.load import describe_mode
+from hobbit.bench import sporadic
+from hobbit.bench.load import NO_SPIN_ENGINE, describe_mode
 from hobbit.bench.memory import MemoryUse
 
 RTOL = 1e-3
@@ -23,6 +24,10 @@ RTOL = 1e-3
 # from a centre and a half-width of hundreds of pixels) carries their rounding, not its
 # own (measured: 7e-4 px on one corner of RetinaNet's 9,216 P4 boxes, 20 ulps of 300).
 ATOL = 1e-4
+OPENVINO_ENGINE = "openvino"
+# How the reports name each engine that result fields hold.
+ENGINE_LABELS = {"hobbit": "hobbit", "aot": "hobbit AOT library", "onnxruntime": "onnxruntime",
+                 NO_SPIN_ENGINE: "onnxruntime allow_spinning=0", OPENVINO_ENGINE: "OpenVINO f32"}
 TOLERANCE = f"rtol {RTOL}, atol {ATOL} times an output's largest magnitude where that is above 1"
 
 
@@ -33,14 +38,17 @@ class Timing:
     median: float
     p10: float
     p90: float
+    p99: float | None = None  # with `tail` (the poisson condition's requests)
 
     @classmethod
-    def of(cls, seconds: list[float]) -> Timing:
+    def of(cls, seconds: list[float], tail: bool = False) -> Timing:
         ms = np.asarray(seconds) * 1e3
-        return cls(float(np.median(ms)), float(np.percentile(ms, 10)), float(np.percentile(ms, 90)))
+        return cls(float(np.median(ms)), float(np.percentile(ms, 10)), float(np.percentile(ms, 90)),
+                   float(np.percentile(ms, 99)) if tail else None)
 
     def __str__(self) -> str:
-        return f"median {self.median:9.3f} ms   p10-p90 {self.p10:.3f}-{self.p90:.3f} ms"
+        return (f"median {self.median:9.3f} ms   p10-p90 {self.p10:.3f}-{self.p90:.3f} ms"
+                + (f"   p99 {self.p99:.3f} ms" if self.p99 is not None else ""))
 
 
 @dataclass
@@ -72,6 +80,41 @@ class BenchResult:
     onnxruntime_nospin: Timing | None = None
     onnxruntime_nospin_ips: float | None = None
     executed_flops: int | None = None  # the arithmetic hobbit's kernels execute (None: the same as flops)
+    # OpenVINO fp32 (hobbit.bench.openvino), timed in the plain condition where it is installed; when it
+    # is not timed, why (not installed, outputs disagree, it failed), else None
+    openvino: Timing | None = None
+    openvino_note: str | None = None
+    openvino_max_abs_error: float | None = None
+    # Sporadic conditions (hobbit.bench.sporadic): per engine (ENGINES' keys), the process's CPU seconds
+    # per second of idle, and the back-to-back median (ms) of the plain condition of the same run
+    idle_cpu: dict[str, float | None] | None = None
+    back_to_back: dict[str, float] | None = None
+    idle_floor: float | None = None  # the same gaps with no engine: the benchmark's own sleeps (sporadic.FLOOR)
+
+    def timings(self) -> dict[str, Timing]:
+        """Every engine timed in this result, by engine name (hobbit.bench.load's engine keys)."""
+        found = {"hobbit": self.hobbit, "aot": self.aot, "onnxruntime": self.onnxruntime,
+                 NO_SPIN_ENGINE: self.onnxruntime_nospin, OPENVINO_ENGINE: self.openvino}
+        return {name: t for name, t in found.items() if t is not None}
+
+    @property
+    def best_peer(self) -> str | None:
+        """The faster (median) of onnxruntime (default session) and OpenVINO, where timed."""
+        peers = {name: t for name, t in self.timings().items() if name in ("onnxruntime", OPENVINO_ENGINE)}
+        return min(peers, key=lambda name: peers[name].median) if peers else None
+
+    @property
+    def peer_ratio(self) -> float | None:
+        """hobbit median / the best peer's median (< 1 means hobbit is faster than every peer)."""
+        best = self.best_peer
+        return None if best is None else _ratio(self.hobbit, self.timings()[best], "median")
+
+    def slowdown(self, engine: str) -> float | None:
+        """An engine's median here over its back-to-back median (sporadic conditions): 1 when idle
+        gaps cost it nothing."""
+        timing = self.timings().get(engine)
+        base = (self.back_to_back or {}).get(engine)
+        return None if timing is None or not base else timing.median / base
 
     @property
     def ratio(self) -> float | None:
@@ -148,6 +191,21 @@ class BenchResult:
         if self.onnxruntime_nospin is not None:
             lines += [f"onnxruntime, allow_spinning=0: {self.onnxruntime_nospin}   "
                       f"ratio hobbit/it (median): {self.nospin_ratio:.3f}"]
+        if self.openvino is not None:
+            lines += [f"OpenVINO f32:  {self.openvino}   ratio hobbit/it (median): "
+                      f"{_ratio(self.hobbit, self.openvino, 'median'):.3f}   max |OpenVINO - onnxruntime|: "
+                      f"{self.openvino_max_abs_error:.3g}",
+                      f"ratio hobbit/best peer ({ENGINE_LABELS[self.best_peer]}, median): {self.peer_ratio:.3f}"]
+        elif self.openvino_note is not None:
+            lines.append(f"OpenVINO not timed: {self.openvino_note}")
+        if self.back_to_back:
+            lines.append("median / the same engine's back-to-back median: " + ", ".join(
+                f"{ENGINE_LABELS[name]} {self.slowdown(name):.2f}" for name in self.timings()
+                if self.slowdown(name) is not None))
+        if self.idle_cpu:
+            lines.append("idle cost, process CPU seconds per second of idle: " + ", ".join(
+                f"{ENGINE_LABELS[name]} {format_cores(cores)}" for name, cores in self.idle_cpu.items())
+                + f"; the sleeps alone {format_cores(self.idle_floor)}")
         if self.aot is not None:
             lines += [f"AOT library: {self.aot}",
                       f"ratio AOT/JIT (median): {self.aot_ratio:.3f}   (p90): {self.aot_p90_ratio:.3f}   "
@@ -156,6 +214,8 @@ class BenchResult:
         if self.ips_ratio is not None:
             lines.append(f"inferences/s: hobbit {self.hobbit_ips:.1f}, onnxruntime {self.onnxruntime_ips:.1f}, "
                          f"ratio onnxruntime/hobbit: {self.ips_ratio:.3f}")
+        if sporadic.is_sporadic(self.mode):  # GFLOP/s of a latency that includes idle wake-ups: not shown
+            return "\n".join(lines)
         lines += [f"hobbit: {self.executed_gflops:.1f} GFLOP/s executed"
                   + (f" = {self.peak_percent:.0f}% of the {self.peak_gflops:.0f} GFLOP/s FMA peak"
                      if self.peak_percent is not None else "")
@@ -179,6 +239,13 @@ class BenchResult:
                 "aot_p90_ratio": self.aot_p90_ratio, "aot_ips": self.aot_ips,
                 "aot_max_abs_diff": self.aot_max_abs_diff, "aot_export_seconds": self.aot_export_seconds,
                 "ctypes_call_us": self.ctypes_call_us,
+                "openvino_ms": _as_dict(self.openvino), "openvino_note": self.openvino_note,
+                "openvino_max_abs_error": self.openvino_max_abs_error,
+                "best_peer": self.best_peer, "peer_ratio": self.peer_ratio,
+                "idle_cpu_per_idle_second": self.idle_cpu, "idle_floor": self.idle_floor,
+                "back_to_back_ms": self.back_to_back,
+                "slowdown": None if not self.back_to_back else
+                {name: self.slowdown(name) for name in self.timings() if self.slowdown(name) is not None},
                 "flops": self.flops, "gflops": self.gflops,
                 "executed_flops": self.flops if self.executed_flops is None else self.executed_flops,
                 "executed_gflops": self.executed_gflops,
@@ -195,7 +262,13 @@ def _ratio(a: Timing | None, b: Timing | None, statistic: str) -> float | None:
 
 
 def _as_dict(timing: Timing | None) -> dict[str, float] | None:
-    return None if timing is None else asdict(timing)
+    """median, p10, p90, and p99 where measured."""
+    return None if timing is None else {k: v for k, v in asdict(timing).items() if v is not None}
+
+
+def format_cores(cores: float | None) -> str:
+    """An idle cost (CPU seconds per second of idle) as the reports write it."""
+    return "—" if cores is None else f"{cores:.3f}"
 
 
 def _describe_memory(use: MemoryUse) -> str:

@@ -28,10 +28,11 @@ import numpy as np
 import onnx
 
 import hobbit
-from hobbit.bench import aot as bench_aot, load as bench_load, memory as bench_memory
-from hobbit.bench.load import LOADS, MODES, NO_SPIN_ENGINE, BuildOptions, Measured
+from hobbit.bench import aot as bench_aot, load as bench_load, memory as bench_memory, sporadic
+from hobbit.bench.load import BLOCK, LOADS, NO_SPIN_ENGINE, BuildOptions, Measured, mode_key
+from hobbit.bench.openvino import NOT_INSTALLED, openvino_core, openvino_runner
 from hobbit.bench.ort import ModelSource, ort_options, ort_session
-from hobbit.bench.result import ATOL, RTOL, BenchResult, Timing
+from hobbit.bench.result import ATOL, OPENVINO_ENGINE, RTOL, BenchResult, Timing
 from hobbit.errors import HobbitError, ShapeError, TargetError
 from hobbit.frontend.onnx.importer import load_model
 from hobbit.graph.ir import Graph
@@ -125,16 +126,19 @@ class _Setup:
     jit_outputs: list[np.ndarray]
     exported: bench_aot.ExportedModel | None = None
     quiet_session: Any = None  # onnxruntime with allow_spinning=0, when a load table reports it
+    openvino: Any = None  # OpenVINO f32's runner, when installed, asked for and its outputs agree
 
-    def engines(self) -> dict[str, bench_load.Engine]:
+    def engines(self, openvino: bool = False) -> dict[str, bench_load.Engine]:
         """The engines in the order each round times them: JIT, library (with aot), onnxruntime,
-        onnxruntime without spinning (when set up)."""
+        onnxruntime without spinning (when set up), and with `openvino` OpenVINO (when set up)."""
         engines = {"hobbit": lambda: self.compiled.run(self.feeds)}
         if self.exported is not None:
             engines["aot"] = lambda: self.exported.loaded.run(self.feeds)
         engines["onnxruntime"] = lambda: self.session.run(self.names, self.feeds)
         if self.quiet_session is not None:
             engines[NO_SPIN_ENGINE] = lambda: self.quiet_session.run(self.names, self.feeds)
+        if openvino and self.openvino is not None:
+            engines[OPENVINO_ENGINE] = lambda: self.openvino(self.feeds)
         return engines
 
     def close(self) -> None:
@@ -149,10 +153,11 @@ def _check_counts(runs: int, threads: int, warmup: int, batch: int, streams: int
 
 
 def _setup(model: ModelSource, name: str, runs: int, threads: int, build: BuildOptions, seed: int,
-           batch: int, aot: bool = False, no_spin: bool = False) -> _Setup:
+           batch: int, aot: bool = False, no_spin: bool = False, openvino: bool = False) -> _Setup:
     """Compile hobbit, open onnxruntime, and compare their outputs on seeded inputs, once per model
     and thread count: every load condition then times the same engines. With `no_spin`, a second
-    onnxruntime session whose intra-op threads do not spin is opened too. With `aot` (and agreeing
+    onnxruntime session whose intra-op threads do not spin is opened too. With `openvino`, OpenVINO
+    f32 is built where installed and its outputs compared with onnxruntime's (_add_openvino). With `aot` (and agreeing
     outputs) the compiled model is also exported, loaded back and checked against the JIT
     (bench_aot.check_parity raises an ArtifactError if it differs)."""
     require_runnable(build)
@@ -177,6 +182,8 @@ def _setup(model: ModelSource, name: str, runs: int, threads: int, build: BuildO
                          inputs=_describe_inputs(compiled.inputs), batch=batch)
     setup = _Setup(compiled, session, feeds, names, expected, result, jit_outputs,
                    quiet_session=ort_session(model, threads, spinning=False) if no_spin else None)
+    if openvino and mismatch is None:
+        _add_openvino(setup, model, threads)
     if aot and mismatch is None:
         setup.exported = bench_aot.export_and_load(compiled)
         try:
@@ -188,7 +195,31 @@ def _setup(model: ModelSource, name: str, runs: int, threads: int, build: BuildO
     return setup
 
 
-def _timed_result(setup: _Setup, mode: str, measured: dict[str, Measured], streams: int = 1) -> BenchResult:
+def _add_openvino(setup: _Setup, model: ModelSource, threads: int) -> None:
+    """OpenVINO f32 as a peer of the plain condition (hobbit.bench.openvino: CPU, one stream of
+    `threads` threads, latency hint, f32 forced so that it computes what the others compute): its
+    runner, when it builds and its outputs agree with onnxruntime's as hobbit's must; else the
+    reason it is not timed, in the result."""
+    core = openvino_core()
+    if core is None:
+        setup.result.openvino_note = NOT_INSTALLED
+        return
+    try:
+        runner = openvino_runner(core, model, threads, "f32", setup.names)
+        worst, mismatch = compare_outputs(runner(setup.feeds), setup.expected, setup.names)
+    except Exception as exc:  # an op it lacks, a model it refuses: the others are still timed
+        first = str(exc).strip().splitlines()[0] if str(exc).strip() else ""
+        setup.result.openvino_note = f"OpenVINO failed: {type(exc).__name__}: {first}"
+        return
+    setup.result.openvino_max_abs_error = worst
+    if mismatch is not None:
+        setup.result.openvino_note = f"OpenVINO's outputs disagree with onnxruntime's ({mismatch})"
+        return
+    setup.openvino = runner
+
+
+def _timed_result(setup: _Setup, mode: str, measured: dict[str, Measured], streams: int = 1,
+                  tail: bool = False) -> BenchResult:
     """The setup's result under `mode` with the measured timings, unless a hobbit run timed
     concurrently with others ended with wrong outputs (then, like any mismatch, no timings; a
     library whose outputs left the JIT's raises, as at setup). The library is timed where
@@ -199,23 +230,42 @@ def _timed_result(setup: _Setup, mode: str, measured: dict[str, Measured], strea
         if mismatch is not None:
             return replace(result, max_abs_error=worst, mismatch=f"under {mode}: {mismatch}")
     ours, theirs = measured["hobbit"], measured["onnxruntime"]
-    result = replace(result, hobbit=Timing.of(ours.seconds), onnxruntime=Timing.of(theirs.seconds),
+    result = replace(result, hobbit=Timing.of(ours.seconds, tail), onnxruntime=Timing.of(theirs.seconds, tail),
                      hobbit_ips=ours.per_second, onnxruntime_ips=theirs.per_second)
     quiet = measured.get(NO_SPIN_ENGINE)
     if quiet is not None:
-        result = replace(result, onnxruntime_nospin=Timing.of(quiet.seconds), onnxruntime_nospin_ips=quiet.per_second)
+        result = replace(result, onnxruntime_nospin=Timing.of(quiet.seconds, tail),
+                         onnxruntime_nospin_ips=quiet.per_second)
+    peer = measured.get(OPENVINO_ENGINE)
+    if peer is not None:
+        result = replace(result, openvino=Timing.of(peer.seconds, tail))
+    elif mode != "none":  # OpenVINO is a peer of the plain condition only
+        result = replace(result, openvino_note=None, openvino_max_abs_error=None)
     library = measured.get("aot")
     if library is None:
         return replace(result, aot_max_abs_diff=None, aot_export_seconds=None)
     worst = max(bench_aot.check_parity(outputs, setup.jit_outputs, setup.names) for outputs in library.last)
-    return replace(result, aot=Timing.of(library.seconds), aot_ips=library.per_second,
+    return replace(result, aot=Timing.of(library.seconds, tail), aot_ips=library.per_second,
                    aot_max_abs_diff=max(worst, result.aot_max_abs_diff or 0.0),
                    ctypes_call_us=bench_aot.ctypes_call_us(setup.exported))
 
 
+def _sporadic_result(setup: _Setup, mode: str, timed: dict[str, sporadic.Sporadic]) -> BenchResult:
+    """The result of a sporadic condition: latencies (with p99 under poisson), each engine's idle
+    cost, no inferences/s (the gaps are the point, not throughput)."""
+    floor = timed.pop(sporadic.FLOOR, None)
+    measured = {name: Measured(s.seconds, None, [s.last]) for name, s in timed.items()}
+    tail = sporadic.condition(mode)[0] == sporadic.POISSON
+    result = _timed_result(setup, mode, measured, tail=tail)
+    return replace(result, runs=len(timed["hobbit"].seconds),
+                   idle_cpu={name: s.idle_cores for name, s in timed.items()},
+                   idle_floor=None if floor is None else floor.idle_cores)
+
+
 def run_loads(model: ModelSource, name: str, loads: Sequence[str] = ("none",), runs: int = 30, threads: int = 1,
               warmup: int = 3, build: BuildOptions = BuildOptions(), seed: int = 0, batch: int = 1,
-              memory: bool = False, aot: bool = False, no_spin: bool = False) -> list[BenchResult]:
+              memory: bool = False, aot: bool = False, no_spin: bool = False,
+              openvino: bool = False) -> list[BenchResult]:
     """Compile and check once, then time both engines under each load condition (LOADS) in turn.
 
     Every hobbit.compile of it, in this process and in any other, gets `build` (passes, target).
@@ -225,14 +275,26 @@ def run_loads(model: ModelSource, name: str, loads: Sequence[str] = ("none",), r
     (hobbit.bench.memory: a cold compile and a session creation, about one more compile's time).
     `aot` adds the exported library as a third engine (hobbit.bench.aot), under every load
     condition but two-procs, whose workers compile their own engines. `no_spin` adds an onnxruntime
-    session with allow_spinning=0 (hobbit.bench.ort.NO_SPIN) timed beside the default one, for the load tables."""
-    unknown = [load for load in loads if load not in LOADS]
+    session with allow_spinning=0 (hobbit.bench.ort.NO_SPIN) timed beside the default one, for the load tables.
+    `openvino` adds OpenVINO f32 to the plain condition (none), where it is installed.
+
+    The sporadic conditions gaps:MS and poisson:RATE (hobbit.bench.sporadic) time every engine,
+    the allow_spinning=0 session included, after idle gaps; each engine's latency there is set
+    against its back-to-back median, so the plain condition is timed too (first) when `loads`
+    lacks it."""
+    loads = [sporadic.canonical(load) if sporadic.is_sporadic(load) else load for load in loads]
+    unknown = [load for load in loads if load not in LOADS and not sporadic.is_sporadic(load)]
     if unknown:
-        raise HobbitError(f"unknown load condition(s) {', '.join(unknown)}; known: {', '.join(LOADS)}")
+        raise HobbitError(f"unknown load condition(s) {', '.join(unknown)}; known: {', '.join(LOADS)}, "
+                          f"gaps:MS, poisson:RATE")
+    if any(sporadic.is_sporadic(load) for load in loads):
+        no_spin = True
+        if "none" not in loads:
+            loads.insert(0, "none")
     _check_counts(runs, threads, warmup, batch)
     if batch > 1:
         model = with_batch(model, batch)
-    setup = _setup(model, name, runs, threads, build, seed, batch, aot, no_spin)
+    setup = _setup(model, name, runs, threads, build, seed, batch, aot, no_spin, openvino and "none" in loads)
     try:
         if memory:
             setup.result.memory = bench_memory.measure(model, setup.feeds, threads, ort_options(threads), build)
@@ -240,15 +302,30 @@ def run_loads(model: ModelSource, name: str, loads: Sequence[str] = ("none",), r
             return [replace(setup.result, mode=load) for load in loads]
         results = []
         for load in loads:
+            if sporadic.is_sporadic(load):
+                timed = sporadic.run(load, setup.engines(), runs, warmup, BLOCK, seed)
+                results.append(_sporadic_result(setup, load, timed))
+                continue
             if load == "two-procs":
                 measured = bench_load.run_two_procs(model, threads, build, setup.feeds, setup.names, runs, warmup,
                                                     batch, no_spin)
             else:
-                measured = bench_load.combine([bench_load.run_in_process(load, setup.engines(), runs, warmup)], batch)
+                engines = setup.engines(openvino=load == "none")
+                measured = bench_load.combine([bench_load.run_in_process(load, engines, runs, warmup)], batch)
             results.append(_timed_result(setup, load, measured, streams=2 if load == "two-procs" else 1))
-        return results
+        return _with_back_to_back(results)
     finally:
         setup.close()
+
+
+def _with_back_to_back(results: list[BenchResult]) -> list[BenchResult]:
+    """The sporadic results with every engine's back-to-back median (the plain condition's)."""
+    plain = next((r for r in results if r.mode == "none" and r.mismatch is None), None)
+    if plain is None:
+        return results
+    medians = {engine: t.median for engine, t in plain.timings().items()}
+    return [replace(r, back_to_back=medians) if sporadic.is_sporadic(r.mode) and r.mismatch is None else r
+            for r in results]
 
 
 def run_benchmark(model: ModelSource, name: str, runs: int = 30, threads: int = 1, warmup: int = 3,
@@ -292,7 +369,7 @@ def run_suite(models: Iterable[tuple[str, Callable[[], ModelSource]]], threads: 
               warmup: int = 3, build: BuildOptions = BuildOptions(),
               report: Callable[[BenchResult], None] | None = None, loads: Sequence[str] = ("none",),
               batch: int = 1, streams: int | None = None, memory: bool = True,
-              aot: bool = False) -> list[BenchResult]:
+              aot: bool = False, openvino: bool = True) -> list[BenchResult]:
     """Benchmark every (model, thread count, load condition), then, with `streams`, each
     model in throughput mode; each model is loaded once, when its turn comes. With `memory`,
     both engines' resident memory is measured once per model, at the first thread count.
@@ -301,7 +378,8 @@ def run_suite(models: Iterable[tuple[str, Callable[[], ModelSource]]], threads: 
     are measured first, while nothing else of ours is running.
     Results come back ordered by mode, then thread count, then model, like the tables.
     Whenever the results make load tables (a load but none, a batch, streams), onnxruntime is
-    also timed with allow_spinning=0 beside its default session."""
+    also timed with allow_spinning=0 beside its default session. With `openvino`, OpenVINO f32
+    is timed beside onnxruntime in the plain condition where it is installed."""
     require_runnable(build)
     no_spin = any(load != "none" for load in loads) or batch > 1 or streams is not None
     for n in threads:
@@ -318,11 +396,11 @@ def run_suite(models: Iterable[tuple[str, Callable[[], ModelSource]]], threads: 
         model = load()
         for n in threads:
             keep(run_loads(model, name, loads, runs, n, warmup, build, batch=batch,
-                           memory=memory and n == threads[0], aot=aot, no_spin=no_spin))
+                           memory=memory and n == threads[0], aot=aot, no_spin=no_spin, openvino=openvino))
         if streams is not None:
             keep([run_streams(model, name, streams, runs, warmup, build, batch=batch, aot=aot)])
     # Streams run at one thread per stream, which need not be one of `threads`.
-    return sorted(results, key=lambda r: (MODES.index(r.mode), threads.index(r.threads) if r.mode != "streams" else 0))
+    return sorted(results, key=lambda r: (mode_key(r.mode), threads.index(r.threads) if r.mode != "streams" else 0))
 
 
 def contention_warning(threads: list[int]) -> str | None:

@@ -20,7 +20,7 @@ from collections.abc import Callable
 import onnx
 
 from hobbit import zoo
-from hobbit.bench import decode, quant, quant_report, report, suite, sweep, tf
+from hobbit.bench import decode, quant, quant_report, report, sporadic, suite, sweep, tf
 from hobbit.bench.load import LOADS, BuildOptions
 from hobbit.bench.result import BenchResult
 from hobbit.cli.args import (add_command, input_shape_flag, non_negative_int, parse_threads, positive_int,
@@ -38,7 +38,9 @@ DESCRIPTION = """For each model and thread count: compile, check the outputs aga
 (rtol 1e-3, atol 1e-4; no ratio is reported if they disagree), then time both alternately with the
 same thread count and print median and p10-p90 latency, the ratio hobbit/onnxruntime, hobbit's
 GFLOP/s and its share of this machine's FMA peak (measured first), and the compile time; a summary
-table follows. --load times both engines again under other load on this machine, --batch runs a
+table follows, with OpenVINO (f32, latency hint, N threads) and hobbit / the best peer beside
+onnxruntime where openvino is installed. --load times both engines again under other load on this
+machine or after idle gaps (sporadic requests: gaps:MS, poisson:RATE), --batch runs a
 larger batch, --streams measures throughput with several inferences at once; each adds a table whose
 ratios are all below 1 when hobbit is faster. --sweep SYMBOL=V1,V2,... instead compiles a model with
 symbolic dims once and times it at each value of that dim (--sweep height,width=224x224,160x240: of
@@ -51,6 +53,8 @@ EXAMPLES = """examples:
   hobbit bench --model model.onnx --threads 1,2 --markdown BENCHMARKS.md
   hobbit bench --model dynamic.onnx --input-shape input=1x3x224x224
   hobbit bench --model mobilenet_v2 --batch 8 --streams 2 --load none,busy-core
+  hobbit bench --model mobilenet_v2 --threads 1,2 --load none,gaps:1,gaps:10,gaps:100,poisson:50
+                                               sporadic requests: latency after idle, and what idle costs
   hobbit bench --model squeezenet1_1,resnet18 --threads 1,2 --aot
                                                the exported library beside the JIT and onnxruntime
   hobbit bench --target x86-64-v3              AVX2 code, timed on this machine
@@ -67,7 +71,7 @@ EXAMPLES = """examples:
 def register(sub: argparse._SubParsersAction) -> None:
     """Add `hobbit bench` to the subcommands."""
     p = add_command(sub, "bench", cmd_bench, description=DESCRIPTION, examples=EXAMPLES,
-                    summary="time hobbit against onnxruntime (default: zoo resnet18)")
+                    summary="time hobbit against onnxruntime and OpenVINO (default: zoo resnet18)")
     p.add_argument("--model", default=None, metavar="NAME|PATH|all",
                    help="zoo model name, .onnx path, a comma list of those, or 'all' zoo models (default resnet18; "
                         "with --precision the five fp32 zoo CNNs); "
@@ -131,7 +135,15 @@ def _load_flags(p: argparse.ArgumentParser) -> None:
                         "busy-core (a busy-loop process pinned to this process's last CPU), two-procs (two "
                         "processes run the model at once; inferences/s summed), blas (an untimed numpy matrix "
                         "product on all of OpenBLAS's threads right before every timed run), alternate (single "
-                        "runs of the two engines back to back, no pause); e.g. none,busy-core (default none)")
+                        "runs of the two engines back to back, no pause); sporadic requests: gaps:MS (each timed "
+                        "run after MS ms of idle that follow the same engine's previous run; its median and p90, "
+                        "their ratio to the same engine's back-to-back median, timed too, and the CPU seconds the "
+                        "idle process burns per second of idle), poisson:RATE (requests arriving at random, RATE "
+                        "per second on average, the same seeded arrival times for each engine, served one at a "
+                        "time: p50/p90/p99 of completion minus arrival over max(--runs, "
+                        f"{sporadic.POISSON_MIN_REQUESTS}) requests); onnxruntime is timed with and without "
+                        "spinning under every condition but none; e.g. none,busy-core or "
+                        "none,gaps:1,gaps:10,gaps:100,poisson:50 (default none)")
     p.add_argument("--batch", type=positive_int, default=1, metavar="N",
                    help="set the first dim of every model input to N (default 1); inferences/s count batch items")
     p.add_argument("--streams", type=positive_int, default=None, metavar="S",
@@ -153,12 +165,19 @@ def _report_flags(p: argparse.ArgumentParser) -> None:
 
 
 def parse_loads(text: str) -> list[str]:
-    """--load none,busy-core -> ["none", "busy-core"] (known conditions only, duplicates dropped, order kept)."""
-    loads = list(dict.fromkeys(part.strip() for part in text.split(",") if part.strip()))
-    unknown = [load for load in loads if load not in LOADS]
+    """--load none,busy-core,gaps:10 -> ["none", "busy-core", "gaps:10"] (known conditions and well-spelled
+    sporadic ones only, duplicates dropped, order kept)."""
+    loads = []
+    for part in (part.strip() for part in text.split(",")):
+        try:
+            loads.append(sporadic.canonical(part) if sporadic.condition(part) else part)
+        except sporadic.SpecError as exc:
+            raise argparse.ArgumentTypeError(str(exc)) from None
+    loads = list(dict.fromkeys(load for load in loads if load))
+    unknown = [load for load in loads if load not in LOADS and not sporadic.is_sporadic(load)]
     if not loads or unknown:
-        raise argparse.ArgumentTypeError(f"expected load conditions from {', '.join(LOADS)} separated by "
-                                         f"commas, got {text!r}")
+        raise argparse.ArgumentTypeError(f"expected load conditions from {', '.join(LOADS)}, gaps:MS, poisson:RATE "
+                                         f"separated by commas, got {text!r}")
     return loads
 
 
@@ -274,7 +293,7 @@ def _bench_onnx(args: argparse.Namespace) -> int:
     results = suite.run_suite(models, threads, runs=args.runs, warmup=args.warmup, build=build,
                               report=show, loads=args.load, batch=args.batch, streams=args.streams, aot=args.aot)
     tables = (report.markdown_table(results), report.scaling_table(results), report.memory_table(results),
-              report.load_tables(results))
+              report.load_tables(results), report.sporadic_tables(results))
     print("\n".join(table for table in tables if table), end="")
     warning = suite.contention_warning(threads)
     if warning:

@@ -23,6 +23,7 @@ import hobbit
 from hobbit import zoo
 from hobbit.bench import aot as bench_aot, load as bench_load, memory as bench_memory, report, suite
 from hobbit.bench.load import BuildOptions
+from hobbit.bench.openvino import openvino_core
 from hobbit.bench.ort import ort_options, ort_session
 from hobbit.bench.result import BenchResult, Timing
 from hobbit.cli.args import parse_threads
@@ -259,13 +260,13 @@ def _recorded_engines(monkeypatch, log: list[str]) -> None:
     """Make every benchmark's engines log their name to `log` on each call, then run as before."""
     real_engines = suite._Setup.engines
 
-    def engines(setup):
+    def engines(setup, **options):
         def recorded(name, engine):
             def run():
                 log.append(name)
                 return engine()
             return run
-        return {name: recorded(name, engine) for name, engine in real_engines(setup).items()}
+        return {name: recorded(name, engine) for name, engine in real_engines(setup, **options).items()}
 
     monkeypatch.setattr(suite._Setup, "engines", engines)
 
@@ -517,15 +518,19 @@ def test_aot_library_is_timed_beside_the_jit_in_every_report(tiny_path, tmp_path
     argv = ["bench", "--model", tiny_path, "--aot", "--runs", "3", "--warmup", "1", "--load", "none,busy-core",
             "--json", str(out_json), "--markdown", str(out_md)]
     assert main(argv) == 0
-    # interleaved in one round, under each load (with a load table: onnxruntime not spinning too)
-    assert engines_seen == [["hobbit", "aot", "onnxruntime", bench_load.NO_SPIN_ENGINE]] * 2
+    # interleaved in one round, under each load (with a load table: onnxruntime not spinning too;
+    # OpenVINO, where installed, in the plain condition)
+    engines = ["hobbit", "aot", "onnxruntime", bench_load.NO_SPIN_ENGINE]
+    openvino = openvino_core() is not None
+    assert engines_seen == [engines + ["openvino"] * openvino, engines]
     assert capsys.readouterr().out.count("ratio AOT/JIT (median)") == 2
     md = out_md.read_text()
     assert "--runs 3 --load none,busy-core --aot" in md and "loaded back with `hobbit.load`" in md
-    assert "| ratio | AOT library median (p10–p90) ms | AOT/JIT | hobbit GFLOP/s executed |" in md
+    peer = "| OpenVINO f32 median (p10–p90) ms | hobbit / best peer " if openvino else ""
+    assert f"| ratio {peer}| AOT library median (p10–p90) ms | AOT/JIT | hobbit GFLOP/s executed |" in md
     assert md.count("| AOT library median (p90) ms | AOT/JIT |") == 2  # both load tables
     row = next(line for line in md.splitlines() if line.startswith(f"| {tiny_path} | 1 |"))
-    assert len(row.split(" | ")) == 11 and "—" not in row
+    assert len(row.split(" | ")) == 11 + 2 * openvino and "—" not in row
     doc = json.loads(out_json.read_text())
     assert doc["settings"]["aot_parity_atol"] == 1e-5
     for r in doc["results"]:
