@@ -27,6 +27,7 @@ import numpy as np
 
 from hobbit.graph.ir import Node
 from hobbit.errors import TargetError
+from hobbit.plan.bands import cut
 from hobbit.plan.conv import ConvShape, conv_shape
 from hobbit.plan.format import Format
 from hobbit.plan.gemm import GemmSchedule, gemm_schedule
@@ -90,6 +91,9 @@ class Int8ConvPlan:
     col: int  # this thread's im2col buffer: [K, rows*OW] bytes (0: B read from the input)
     pack: int  # this thread's packed panel: [Kp/group, NR, group] in dot.packed
     narrow: tuple[int, ...] = ()  # lane counts below dot.lanes a panel's last vector may use
+    # "rows": each thread takes bands of output rows (its own im2col); "image": one im2col of
+    # the whole image shared by the threads, then one GEMM the driver splits (see split_of)
+    split: str = "rows"
 
     @property
     def format(self) -> Format:
@@ -116,8 +120,13 @@ class Int8ConvPlan:
         return self.shape.cg * self.shape.kh * self.shape.kw
 
     @property
+    def pack_offset(self) -> int:
+        """Where the threads' packed panels start in scratch: after the im2col buffers."""
+        return self.col if self.split == "image" else self.col * self.threads
+
+    @property
     def scratch_bytes(self) -> int:
-        return self.threads * (self.col + self.pack)
+        return self.pack_offset + self.threads * self.pack
 
 
 def int8_conv_plan(node: Node, target: Target, threads: int) -> Int8ConvPlan:
@@ -131,9 +140,43 @@ def int8_conv_plan(node: Node, target: Target, threads: int) -> Int8ConvPlan:
         return Int8ConvPlan("depthwise", s, dot, threads, gemm, 0, 0, 0)
     direct = s.pointwise
     rows = band_rows(s, k, target)
-    col = 0 if direct else k * rows * s.ow
+    narrow = narrow_lanes(dot, target)
+    split = split_of(s, gemm, dot, narrow, rows, threads)
+    col = 0 if direct else k * (s.oh if split == "image" else rows) * s.ow
     pack = padded_k(k, dot.group) * gemm.nr * dot.packed.itemsize
-    return Int8ConvPlan("gemm", s, dot, threads, gemm, rows, col, pack, narrow_lanes(dot, target))
+    return Int8ConvPlan("gemm", s, dot, threads, gemm, rows, col, pack, narrow, split)
+
+
+def split_of(s: ConvShape, gemm: GemmSchedule, dot: DotProduct, narrow: tuple[int, ...], rows: int,
+             threads: int) -> str:
+    """How several threads share a QConv: bands of output rows ("rows") unless one GEMM over
+    the whole image, its row blocks (output channels) split among the threads, costs the
+    busiest thread less ("image"). Rows of few positions split badly: ResNet's 7x7 layers
+    cut 4 + 3 rows, 28 and 21 positions, two vectors against one and a half, where one
+    thread alone runs the image's 49 on three and a half; and every band streams all the
+    layer's weights (megabytes at 7x7), where a split of the channels streams each thread's
+    share once. Cost: vector instructions of the busiest thread, ymm ones at half a zmm's
+    (Int8ConvPlan.vector_lanes)."""
+    if threads == 1 or s.n * s.group > 1:
+        return "rows"
+
+    def vectors(width: int) -> float:
+        full, rest = divmod(width, dot.lanes)
+        last = min((n for n in narrow if n >= rest), default=dot.lanes) if rest else 0
+        return full + last / dot.lanes
+
+    blocks = -(-s.ocg // gemm.mr)
+    banded = 0.0
+    for share in (-(-s.oh // threads),):  # the taller share: the busiest thread's
+        count, small, big = cut(share, rows)
+        banded = max(banded, blocks * (big * vectors((small + 1) * s.ow) + (count - big) * vectors(small * s.ow)))
+    image = -(-blocks // threads) * vectors(s.oh * s.ow)
+    return "image" if image < IMAGE_SPLIT_GAIN * banded else "rows"
+
+
+# The whole-image split is taken where it saves at least this share of the busiest thread's
+# vector work: it repacks every panel in each thread and waits for the shared im2col.
+IMAGE_SPLIT_GAIN = 0.95
 
 
 def narrow_lanes(dot: DotProduct, target: Target) -> tuple[int, ...]:
