@@ -40,6 +40,8 @@ def lower_qconv(k: KernelArgs) -> None:
     fill = epilogue.fill()
     row = plan.weight_row * plan.dot.weights.itemsize  # bytes of one output channel's weights
     mr, word = plan.gemm.mr, plan.dot.group * plan.dot.weights.itemsize  # word: one group of k
+    panels = node.attrs.get("weight_panel", 0) == mr  # weights in panels of MR rows (hobbit.plan.int8.panel_filters)
+    group_rows = -(-s.ocg // mr) * mr if panels else s.ocg  # stored rows per group of the conv
 
     def band(image, oh0, count: int, threads=alone) -> None:
         n, g = kb.b.udiv(image, kb.i64(s.group)), kb.b.urem(image, kb.i64(s.group))
@@ -58,7 +60,8 @@ def lower_qconv(k: KernelArgs) -> None:
             return epilogue.convert(acc, kb.add(oc0, m), at, mask)
 
         gemm = DotGemm(kb, plan.gemm, plan.dot, s.ocg, count * s.ow, plan.k,
-                       MatA(w, kb.mul(oc0, row), panel=mr * row, k=word, m=row), MatB(source, start, k=stride), c,
+                       MatA(w, kb.mul(g, group_rows * row), panel=mr * row, k=mr * word if panels else word,
+                            m=word if panels else row), MatB(source, start, k=stride), c,
                        epilogue.dtype, requantize, pack, "b", x_dtype == np.int8, plan.narrow)
         if threads is alone:
             gemm.chunks((0, -(-count * s.ow // gemm.s.nr)), (0, -(-s.ocg // mr)))
