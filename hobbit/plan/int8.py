@@ -15,8 +15,9 @@ consecutive products of the reduction dim in one instruction:
   int16, which 255 * 127 * 2 exceeds.)
 
 Activations are packed per panel of NR positions as [K/group, NR, group] (a lane's group
-of k side by side); the weights are stored [OC, K padded to the group] so that one 32-bit
-load broadcasts a row's group of k. Activations of dtype int8 are flipped to uint8
+of k side by side); the weights are stored in panels of MR output channels, [K/group, MR,
+group] each with K padded to the group (a depthwise conv's: [OC, K padded]), so that one
+32-bit load broadcasts a row's group of k and a micro-block reads one contiguous stream. Activations of dtype int8 are flipped to uint8
 (x + 128) while they are packed."""
 
 from __future__ import annotations

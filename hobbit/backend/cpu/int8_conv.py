@@ -5,8 +5,11 @@ Threads take bands of output rows (Threads.bands, work stealing under load). For
 a thread lowers the input rows by im2col into its own scratch (a 1x1 stride-1 conv reads
 its input rows in place), then runs the band as a GEMM on the int8 GEMM driver
 (hobbit.backend.cpu.gemm_dot): rows are the group's output channels (weights, one broadcast
-32-bit word per group of k), columns the band's positions, packed panel by panel of NR
-into the dot product's layout; int32 accumulators. The epilogue adds the offset (bias and
+32-bit word per group of k, stored in panels of MR channels: hobbit.plan.int8.panel_filters),
+columns the band's positions, packed panel by panel of NR into the dot product's layout;
+int32 accumulators. Where bands of rows would split the positions badly among several
+threads (a 7x7 output: hobbit.plan.int8.split_of), the threads share one im2col of the
+whole image and then one GEMM, which the driver splits (share_gemm: by output channels). The epilogue adds the offset (bias and
 zero-point compensation), scales by the per-channel multiplier in float32, rounds half to
 even, adds the output zero point, clamps (Relu/Clip fold into the bounds) and stores bytes."""
 
