@@ -117,7 +117,8 @@ register_op(OpDef(
            "weight_panel": 0, "x_zero": 0, "y_zero": 0, "lo": 0, "hi": 255, "to": "uint8",
            **{f"sum_{name}": value for name, value in zip(RESIDUAL_ATTRS, (1.0, 0, 1.0, 0, 1.0, 0, 0, 255, "uint8"))}},
     doc="int8 convolution with int32 accumulation and requantization; inputs X (uint8/int8), "
-        "W [OC, Kp] (int8 or int16; in panels of weight_panel rows when that is set), offset (int32 [OC]: bias - x_zero * row sums), multiplier "
+        "W [OC, Kp] (int8 or int16; in panels of weight_panel rows when that is set), offset "
+        "(int32 [OC]: bias - x_zero * row sums), multiplier "
         "(float32 [OC]: x_scale * w_scale / y_scale)[, a residual: the requantized output and it "
         "are added as QAdd with the sum_* attributes]"))
 

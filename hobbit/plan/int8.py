@@ -17,8 +17,8 @@ consecutive products of the reduction dim in one instruction:
 Activations are packed per panel of NR positions as [K/group, NR, group] (a lane's group
 of k side by side); the weights are stored in panels of MR output channels, [K/group, MR,
 group] each with K padded to the group (a depthwise conv's: [OC, K padded]), so that one
-32-bit load broadcasts a row's group of k and a micro-block reads one contiguous stream. Activations of dtype int8 are flipped to uint8
-(x + 128) while they are packed."""
+32-bit load broadcasts a row's group of k and a micro-block reads one contiguous stream.
+Activations of dtype int8 are flipped to uint8 (x + 128) while they are packed."""
 
 from __future__ import annotations
 
@@ -114,7 +114,7 @@ class Int8ConvPlan:
     threads: int
     gemm: GemmSchedule  # mr rows x nv vectors of int32 accumulators
     rows: int  # output rows per band
-    col: int  # this thread's im2col buffer: [K, rows*OW] bytes (0: B read from the input)
+    col: int  # this thread's im2col buffer: [K, rows*OW] bytes ("image": the threads' one, [K, OH*OW]; 0: none)
     pack: int  # this thread's packed panel: [Kp/group, NR, group] in dot.packed
     narrow: tuple[int, ...] = ()  # lane counts below dot.lanes a panel's last vector may use
     # "rows": each thread takes bands of output rows (its own im2col); "image": one im2col of

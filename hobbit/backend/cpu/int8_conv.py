@@ -9,9 +9,10 @@ its input rows in place), then runs the band as a GEMM on the int8 GEMM driver
 columns the band's positions, packed panel by panel of NR into the dot product's layout;
 int32 accumulators. Where bands of rows would split the positions badly among several
 threads (a 7x7 output: hobbit.plan.int8.split_of), the threads share one im2col of the
-whole image and then one GEMM, which the driver splits (share_gemm: by output channels). The epilogue adds the offset (bias and
-zero-point compensation), scales by the per-channel multiplier in float32, rounds half to
-even, adds the output zero point, clamps (Relu/Clip fold into the bounds) and stores bytes."""
+whole image and then one GEMM, which the driver splits (share_gemm: by output channels).
+The epilogue adds the offset (bias and zero-point compensation), scales by the per-channel
+multiplier in float32, rounds half to even, adds the output zero point, clamps (Relu/Clip
+fold into the bounds) and stores bytes."""
 
 from __future__ import annotations
 
@@ -23,6 +24,7 @@ from hobbit.backend.cpu.gemm_dot import DotGemm
 from hobbit.backend.cpu.int8_depthwise import lower_qconv_depthwise
 from hobbit.backend.cpu.int8_vector import U8, ConvEpilogue
 from hobbit.backend.cpu.args import CPU, KernelArgs
+from hobbit.errors import CodegenError
 from hobbit.plan.int8 import Int8ConvPlan
 
 
@@ -43,7 +45,10 @@ def lower_qconv(k: KernelArgs) -> None:
     fill = epilogue.fill()
     row = plan.weight_row * plan.dot.weights.itemsize  # bytes of one output channel's weights
     mr, word = plan.gemm.mr, plan.dot.group * plan.dot.weights.itemsize  # word: one group of k
-    panels = node.attrs.get("weight_panel", 0) == mr  # weights in panels of MR rows (hobbit.plan.int8.panel_filters)
+    panels = bool(node.attrs.get("weight_panel", 0))  # in panels of MR rows (hobbit.plan.int8.panel_filters)
+    if panels and node.attrs["weight_panel"] != mr:
+        raise CodegenError(f"QConv '{node.name}': weights in panels of {node.attrs['weight_panel']} rows, "
+                           f"the GEMM's blocks are {mr}")
     group_rows = -(-s.ocg // mr) * mr if panels else s.ocg  # stored rows per group of the conv
 
     def band(image, oh0, count: int, threads=alone) -> None:
