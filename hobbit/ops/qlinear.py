@@ -65,9 +65,17 @@ def _qconv_infer(node: Node) -> list[TensorType]:
     return [TensorType(np.dtype(node.attrs["sum_to"] if len(node.inputs) > 4 else node.attrs["to"]), shape)]
 
 
-def unpacked_weights(w: np.ndarray, weight_shape: tuple[int, ...]) -> np.ndarray:
-    """[OC, Kp] stored weights -> the [OC, C/group, KH, KW] filters they hold."""
+def unpacked_weights(w: np.ndarray, a: dict) -> np.ndarray:
+    """Stored weights -> the [OC, C/group, KH, KW] filters they hold: [OC, Kp] rows, or with
+    a "weight_panel" of MR rows, per group panels of [Kp/word, MR, word] (one 32-bit word of
+    k a step: 4 int8 or 2 int16; hobbit.plan.int8.panel_filters), zero-padded to whole panels."""
+    weight_shape, mr = a["weight_shape"], a.get("weight_panel", 0)
     k = int(np.prod(weight_shape[1:]))
+    if mr:
+        group, kp, word = a["group"], w.shape[1], 4 // w.dtype.itemsize
+        ocg = weight_shape[0] // group
+        panels = w.reshape(group, -1, kp // word, mr, word).transpose(0, 1, 3, 2, 4).reshape(group, -1, kp)
+        w = panels[:, :ocg].reshape(weight_shape[0], kp)
     return w[:, :k].reshape(weight_shape)
 
 
@@ -87,7 +95,7 @@ def _qconv_reference(ins: list[np.ndarray], a: dict) -> list[np.ndarray]:
     zero = a["x_zero"] + (128 if x.dtype == np.int8 else 0)
     padded = np.pad(_as_read(x).astype(np.float64), ((0, 0), (0, 0), (pt, pb), (pl, pr)), constant_values=zero)
     unpadded = {**a, "pads": (0, 0, 0, 0), "weight_layout": "OIHW"}
-    acc = conv_reference([padded, unpacked_weights(w, a["weight_shape"]).astype(np.float64)], unpadded)[0]
+    acc = conv_reference([padded, unpacked_weights(w, a).astype(np.float64)], unpadded)[0]
     acc = acc + offset.reshape(1, -1, 1, 1)
     y = _requantize(acc, multiplier.reshape(1, -1, 1, 1), a)
     return [_qadd_reference([y, ins[4]], residual_add_attrs(a))[0]] if len(ins) > 4 else [y]
@@ -106,10 +114,11 @@ register_op(OpDef(
     "QConv", infer=_qconv_infer, reference=_qconv_reference, flops=conv_flops,
     per_sample=per_sample.first_input,
     attrs={"strides": (1, 1), "dilations": (1, 1), "pads": (0, 0, 0, 0), "group": 1, "weight_shape": (),
-           "x_zero": 0, "y_zero": 0, "lo": 0, "hi": 255, "to": "uint8",
+           "weight_panel": 0, "x_zero": 0, "y_zero": 0, "lo": 0, "hi": 255, "to": "uint8",
            **{f"sum_{name}": value for name, value in zip(RESIDUAL_ATTRS, (1.0, 0, 1.0, 0, 1.0, 0, 0, 255, "uint8"))}},
     doc="int8 convolution with int32 accumulation and requantization; inputs X (uint8/int8), "
-        "W [OC, Kp] (int8 or int16), offset (int32 [OC]: bias - x_zero * row sums), multiplier "
+        "W [OC, Kp] (int8 or int16; in panels of weight_panel rows when that is set), offset "
+        "(int32 [OC]: bias - x_zero * row sums), multiplier "
         "(float32 [OC]: x_scale * w_scale / y_scale)[, a residual: the requantized output and it "
         "are added as QAdd with the sum_* attributes]"))
 
@@ -137,14 +146,15 @@ def _qconv_integer_reference(ins: list[np.ndarray], a: dict) -> list[np.ndarray]
     read = _zero_read(x, zero)
     padded = np.pad(_as_read(x).astype(np.float64), ((0, 0), (0, 0), (pt, pb), (pl, pr)), constant_values=read)
     unpadded = {**a, "pads": (0, 0, 0, 0), "weight_layout": "OIHW"}
-    acc = conv_reference([padded, unpacked_weights(w, a["weight_shape"]).astype(np.float64)], unpadded)[0]
+    acc = conv_reference([padded, unpacked_weights(w, a).astype(np.float64)], unpadded)[0]
     return [(acc - read * sums.reshape(1, -1, 1, 1).astype(np.float64)).astype(np.int32)]
 
 
 register_op(OpDef(
     "QConvInteger", infer=_qconv_integer_infer, reference=_qconv_integer_reference, flops=conv_flops,
     per_sample=per_sample.first_input,
-    attrs={"strides": (1, 1), "dilations": (1, 1), "pads": (0, 0, 0, 0), "group": 1, "weight_shape": ()},
+    attrs={"strides": (1, 1), "dilations": (1, 1), "pads": (0, 0, 0, 0), "group": 1, "weight_shape": (),
+           "weight_panel": 0},
     doc="ConvInteger on the int8 kernels: the exact int32 convolution of (X - x_zero) and centred "
         "int8 weights; inputs X (uint8/int8), W [OC, Kp] (as QConv's), the weights' row sums (int32 "
         "[OC]), x_zero (one element of X's dtype, may be computed at run time: the padding reads it)"))

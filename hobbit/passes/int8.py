@@ -34,7 +34,7 @@ from hobbit.graph.ir import Graph, Node, TensorType, Value
 from hobbit.graph.rewrite import use_counts
 from hobbit.passes.dce import eliminate_dead_code
 from hobbit.plan.gemm import gemm_schedule
-from hobbit.plan.int8 import DotProduct, dot_product, packed_matrix, padded_k
+from hobbit.plan.int8 import DotProduct, dot_product, packed_matrix, padded_k, panel_filters, weight_panel_rows
 from hobbit.target import Target
 
 _SAME_VALUES = ("MaxPool", "Reshape", "Flatten")
@@ -74,7 +74,7 @@ def _rewrite(q: Node, uses: dict[int, int], dot: DotProduct | None, target: Targ
     if producer is None:
         return None
     if producer.op == "Conv" and dot is not None:
-        return _qconv(q, producer, dot, y_scale, y_zero, lo, hi, to)
+        return _qconv(q, producer, dot, target, y_scale, y_zero, lo, hi, to)
     if producer.op == "MatMul" and dot is not None:
         return _qmatmul(q, producer, None, dot, target, y_scale, y_zero, lo, hi, to)
     if producer.op == "Add":
@@ -173,7 +173,7 @@ def _bias(value: Value | None, oc: int, scale: np.ndarray) -> np.ndarray | None:
     return np.rint(real.reshape(-1) / scale).astype(np.int64)
 
 
-def _qconv(q: Node, conv: Node, dot: DotProduct, y_scale: float, y_zero: int, lo: int, hi: int,
+def _qconv(q: Node, conv: Node, dot: DotProduct, target: Target, y_scale: float, y_zero: int, lo: int, hi: int,
            to: np.dtype) -> Node | None:
     x = _dequantized(conv.inputs[0])
     w = _dequantized_weights(conv.inputs[1])
@@ -188,25 +188,38 @@ def _qconv(q: Node, conv: Node, dot: DotProduct, y_scale: float, y_zero: int, lo
     if bias is None:
         return None
     flip = 128 if x_q.dtype == np.int8 else 0  # the kernels read int8 activations as x + 128
-    stored, sums = _stored_filters(centred, dot)
+    stored, sums, panel = _stored_filters(centred, dot, conv, target)
     offset = bias - (x_zero + flip) * sums
     if np.abs(offset).max(initial=0) >= 2 ** 31:
         return None
     multiplier = (x_scale * w_scale / y_scale).astype(np.float32)
     attrs = {k: conv.attrs[k] for k in ("strides", "dilations", "pads", "group")}
     attrs.update(weight_shape=tuple(centred.shape), x_zero=x_zero, y_zero=y_zero, lo=lo, hi=hi, to=to.name)
+    if panel:
+        attrs["weight_panel"] = panel
     inputs = [x_q, Value(f"{conv.name}/int8_W", const=stored),
               Value(f"{conv.name}/int8_offset", const=offset.astype(np.int32)),
               Value(f"{conv.name}/int8_multiplier", const=multiplier)]
     return Node("QConv", conv.name, inputs, q.outputs, attrs)
 
 
-def _stored_filters(centred: np.ndarray, dot: DotProduct) -> tuple[np.ndarray, np.ndarray]:
-    """[OC, C/group, KH, KW] centred filters -> (the [OC, Kp] rows QConv reads, their sums)."""
+def _stored_filters(centred: np.ndarray, dot: DotProduct, conv: Node, target: Target
+                    ) -> tuple[np.ndarray, np.ndarray, int]:
+    """[OC, C/group, KH, KW] centred filters -> (the weights QConv reads, their sums per output
+    channel, the rows per panel): [OC, Kp] rows for a depthwise conv, or for a conv of
+    run-time output size; else panels of the GEMM's MR rows (hobbit.plan.int8.panel_filters)."""
     rows = centred.reshape(centred.shape[0], -1)
     stored = np.zeros((rows.shape[0], padded_k(rows.shape[1], dot.group)), dot.weights)
     stored[:, :rows.shape[1]] = rows
-    return stored, rows.sum(axis=1, dtype=np.int64)
+    sums = rows.sum(axis=1, dtype=np.int64)
+    y = conv.outputs[0].shape
+    group = conv.attrs["group"]
+    if len(y) != 4 or not all(isinstance(d, int) for d in y[2:]):
+        return stored, sums, 0
+    panel = weight_panel_rows(centred.shape, group, y[2] * y[3], target)
+    if panel:
+        stored = panel_filters(stored, group, panel, dot)
+    return stored, sums, panel
 
 
 def _qmatmul(q: Node, matmul: Node, bias_value: Value | None, dot: DotProduct, target: Target,
@@ -277,7 +290,7 @@ def _integer_product(cast: Node, uses: dict[int, int], dot: DotProduct, target: 
         return None
     x_q, zero = x
     if product.op == "ConvND":
-        return _qconv_integer(cast, product, x_q, zero, dot)
+        return _qconv_integer(cast, product, x_q, zero, dot, target)
     return _qmatmul_integer(cast, product, x_q, zero, dot, target)
 
 
@@ -297,16 +310,18 @@ def _unit_scale(scale: np.ndarray) -> bool:
     return bool(np.all(scale == 1.0))
 
 
-def _qconv_integer(cast: Node, conv: Node, x_q: Value, zero: Value, dot: DotProduct) -> Node | None:
+def _qconv_integer(cast: Node, conv: Node, x_q: Value, zero: Value, dot: DotProduct, target: Target) -> Node | None:
     w = _dequantized_weights(conv.inputs[1])
     if w is None or not _unit_scale(w[1]) or len(x_q.shape) != 4 or conv.attrs["transposed"]:
         return None
     centred = w[0]
     if centred.ndim != 4 or centred.min() < -128 or centred.max() > 127:
         return None
-    stored, sums = _stored_filters(centred, dot)
+    stored, sums, panel = _stored_filters(centred, dot, conv, target)
     attrs = {k: conv.attrs[k] for k in ("strides", "dilations", "pads", "group")}
     attrs["weight_shape"] = tuple(centred.shape)
+    if panel:
+        attrs["weight_panel"] = panel
     inputs = [x_q, Value(f"{conv.name}/int8_W", const=stored),
               Value(f"{conv.name}/int8_sums", const=sums.astype(np.int32)), zero]
     return Node("QConvInteger", conv.name, inputs, cast.outputs, attrs)

@@ -15,9 +15,10 @@ consecutive products of the reduction dim in one instruction:
   int16, which 255 * 127 * 2 exceeds.)
 
 Activations are packed per panel of NR positions as [K/group, NR, group] (a lane's group
-of k side by side); the weights are stored [OC, K padded to the group] so that one 32-bit
-load broadcasts a row's group of k. Activations of dtype int8 are flipped to uint8
-(x + 128) while they are packed."""
+of k side by side); the weights are stored in panels of MR output channels, [K/group, MR,
+group] each with K padded to the group (a depthwise conv's: [OC, K padded]), so that one
+32-bit load broadcasts a row's group of k and a micro-block reads one contiguous stream.
+Activations of dtype int8 are flipped to uint8 (x + 128) while they are packed."""
 
 from __future__ import annotations
 
@@ -27,6 +28,7 @@ import numpy as np
 
 from hobbit.graph.ir import Node
 from hobbit.errors import TargetError
+from hobbit.plan.bands import cut
 from hobbit.plan.conv import ConvShape, conv_shape
 from hobbit.plan.format import Format
 from hobbit.plan.gemm import GemmSchedule, gemm_schedule
@@ -78,6 +80,31 @@ def packed_matrix(matrix: np.ndarray, nr: int, dot: DotProduct) -> np.ndarray:
     return np.ascontiguousarray(padded.reshape(kp // dot.group, dot.group, panels, nr).transpose(2, 0, 3, 1))
 
 
+def weight_panel_rows(conv_weights: tuple[int, ...], group: int, positions: int, target: Target) -> int:
+    """Rows (output channels) per panel of a QConv's stored weights, the MR of its GEMM
+    (0: rows as they are, [OC, Kp], for a depthwise conv). `conv_weights`: [OC, C/group, KH, KW]."""
+    oc, cg, kh, kw = conv_weights
+    if cg == 1 and group > 1:
+        return 0
+    return gemm_schedule(oc // group, positions, cg * kh * kw, target, 4).mr
+
+
+def panel_filters(rows: np.ndarray, group: int, mr: int, dot: DotProduct) -> np.ndarray:
+    """[OC, Kp] weights (Kp a multiple of dot.group) -> per group of the conv, panels of `mr`
+    output channels, each [Kp/dot.group, mr, dot.group], the last one zero-padded: one
+    micro-block's broadcasts are then one contiguous stream, and the whole layer's weights
+    one sequential read (a row of a 1x1 conv at 7x7 is a few cache lines, too short a
+    stream for the hardware prefetcher: ResNet-50's last 1x1 convs ran at 58% of the VNNI
+    peak, nearly all of it in the k loop)."""
+    oc, kp = rows.shape
+    ocg = oc // group
+    panels = -(-ocg // mr)
+    out = np.zeros((group, panels * mr, kp), rows.dtype)
+    out[:, :ocg] = rows.reshape(group, ocg, kp)
+    out = out.reshape(group, panels, mr, kp // dot.group, dot.group).transpose(0, 1, 3, 2, 4)
+    return np.ascontiguousarray(out).reshape(group * panels * mr, kp)
+
+
 @dataclass(frozen=True)
 class Int8ConvPlan:
     """How one QConv node runs. Sizes in bytes, per thread."""
@@ -87,9 +114,12 @@ class Int8ConvPlan:
     threads: int
     gemm: GemmSchedule  # mr rows x nv vectors of int32 accumulators
     rows: int  # output rows per band
-    col: int  # this thread's im2col buffer: [K, rows*OW] bytes (0: B read from the input)
+    col: int  # this thread's im2col buffer: [K, rows*OW] bytes ("image": the threads' one, [K, OH*OW]; 0: none)
     pack: int  # this thread's packed panel: [Kp/group, NR, group] in dot.packed
     narrow: tuple[int, ...] = ()  # lane counts below dot.lanes a panel's last vector may use
+    # "rows": each thread takes bands of output rows (its own im2col); "image": one im2col of
+    # the whole image shared by the threads, then one GEMM the driver splits (see split_of)
+    split: str = "rows"
 
     @property
     def format(self) -> Format:
@@ -116,8 +146,13 @@ class Int8ConvPlan:
         return self.shape.cg * self.shape.kh * self.shape.kw
 
     @property
+    def pack_offset(self) -> int:
+        """Where the threads' packed panels start in scratch: after the im2col buffers."""
+        return self.col if self.split == "image" else self.col * self.threads
+
+    @property
     def scratch_bytes(self) -> int:
-        return self.threads * (self.col + self.pack)
+        return self.pack_offset + self.threads * self.pack
 
 
 def int8_conv_plan(node: Node, target: Target, threads: int) -> Int8ConvPlan:
@@ -126,14 +161,49 @@ def int8_conv_plan(node: Node, target: Target, threads: int) -> Int8ConvPlan:
     if dot is None:
         raise TargetError(f"QConv '{node.name}': target '{target.cpu}' has no integer dot product")
     k = s.cg * s.kh * s.kw
-    gemm = gemm_schedule(s.ocg, s.oh * s.ow, k, target, 4)
+    panel = node.attrs.get("weight_panel", 0)  # the int8 pass's panels fix MR
+    gemm = gemm_schedule(s.ocg, s.oh * s.ow, k, target, 4, mr=panel or None)
     if s.cg == 1 and s.group > 1:
         return Int8ConvPlan("depthwise", s, dot, threads, gemm, 0, 0, 0)
     direct = s.pointwise
     rows = band_rows(s, k, target)
-    col = 0 if direct else k * rows * s.ow
+    narrow = narrow_lanes(dot, target)
+    split = split_of(s, gemm, dot, narrow, rows, threads)
+    col = 0 if direct else k * (s.oh if split == "image" else rows) * s.ow
     pack = padded_k(k, dot.group) * gemm.nr * dot.packed.itemsize
-    return Int8ConvPlan("gemm", s, dot, threads, gemm, rows, col, pack, narrow_lanes(dot, target))
+    return Int8ConvPlan("gemm", s, dot, threads, gemm, rows, col, pack, narrow, split)
+
+
+def split_of(s: ConvShape, gemm: GemmSchedule, dot: DotProduct, narrow: tuple[int, ...], rows: int,
+             threads: int) -> str:
+    """How several threads share a QConv: bands of output rows ("rows") unless one GEMM over
+    the whole image, its row blocks (output channels) split among the threads, costs the
+    busiest thread less ("image"). Rows of few positions split badly: ResNet's 7x7 layers
+    cut 4 + 3 rows, 28 and 21 positions, two vectors against one and a half, where one
+    thread alone runs the image's 49 on three and a half; and every band streams all the
+    layer's weights (megabytes at 7x7), where a split of the channels streams each thread's
+    share once. Cost: vector instructions of the busiest thread, ymm ones at half a zmm's
+    (Int8ConvPlan.vector_lanes)."""
+    if threads == 1 or s.n * s.group > 1:
+        return "rows"
+
+    def vectors(width: int) -> float:
+        full, rest = divmod(width, dot.lanes)
+        last = min((n for n in narrow if n >= rest), default=dot.lanes) if rest else 0
+        return full + last / dot.lanes
+
+    blocks = -(-s.ocg // gemm.mr)
+    banded = 0.0
+    for share in (-(-s.oh // threads),):  # the taller share: the busiest thread's
+        count, small, big = cut(share, rows)
+        banded = max(banded, blocks * (big * vectors((small + 1) * s.ow) + (count - big) * vectors(small * s.ow)))
+    image = -(-blocks // threads) * vectors(s.oh * s.ow)
+    return "image" if image < IMAGE_SPLIT_GAIN * banded else "rows"
+
+
+# The whole-image split is taken where it saves at least this share of the busiest thread's
+# vector work: it repacks every panel in each thread and waits for the shared im2col.
+IMAGE_SPLIT_GAIN = 0.95
 
 
 def narrow_lanes(dot: DotProduct, target: Target) -> tuple[int, ...]:

@@ -9,8 +9,9 @@ both operands hold a group of k side by side, one group per 32-bit word:
   type. Weights come in that layout from the int8 pass (hobbit.plan.int8.packed_matrix:
   QMatMul); activations (rows of bytes: an im2col, or a pointwise conv's input) are packed
   into it one panel at a time, k past K zero (QConv).
-* the broadcast operand A: one 32-bit word per (row, group of k). Weights, stored [M, K
-  padded to the group] in the dot's weight type (QConv), are loaded as they are;
+* the broadcast operand A: one 32-bit word per (row, group of k). Weights, stored in the
+  dot's weight type in panels of MR rows of [K/group, MR, group], K padded to the group
+  (QConv: hobbit.plan.int8.panel_filters), are loaded as they are;
   activations, rows of K bytes (QMatMul), are widened to the operand type as they are read,
   the last group's missing k zero.
 

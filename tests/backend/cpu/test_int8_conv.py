@@ -237,3 +237,30 @@ def test_one_output_channel_with_a_per_tensor_weight_scale(form):
     """A scalar weight scale of a conv with one output channel is per tensor (its size is
     also the channel count: the per-channel check must not index its shape)."""
     _check(form, Geometry(1, 8, 7, 1, 3, pads=_p(3)), per_channel=False)
+
+
+@pytest.mark.parametrize("g", [Geometry(1, 24, 7, 70, 3, pads=_p(3)),  # 70 channels: a ragged last panel of MR
+                               Geometry(1, 40, 14, 70, 1, stride=2),  # a 1x1 stride-2 shortcut onto 7x7
+                               Geometry(1, 16, 7, 22, 3, pads=_p(3), group=2)],  # panels per group
+                         ids=str)
+def test_whole_image_split_and_weight_panels(g):
+    """A 7x7 output on two threads shares one im2col and splits the output channels
+    (hobbit.plan.int8.split_of); the weights are in panels of MR channels, the last one
+    padded. Both thread counts and onnxruntime agree, and the stored panels unpack to the
+    filters (the reference reads them)."""
+    from hobbit.ops.qlinear import unpacked_weights
+    from hobbit.plan.int8 import int8_conv_plan
+    from hobbit.target import host_target
+
+    model, x, y_q = _case("qdq", g)
+    one, two = hobbit.compile(model, threads=1, cache=False), hobbit.compile(model, threads=2, cache=False)
+    (node,) = [n for n in two.report.graph.nodes if n.op == "QConv"]
+    assert node.attrs["weight_panel"] == int8_conv_plan(node, host_target(), 2).gemm.mr
+    if g.group == 1:
+        assert int8_conv_plan(node, host_target(), 2).split == "image"
+    w = unpacked_weights(node.inputs[1].const, node.attrs)
+    assert w.shape == g.weight_shape
+    np.testing.assert_array_equal(w, int8_weights(g.weight_shape, 1))
+    got1, got2 = one.run({"x": x})[0], two.run({"x": x})[0]
+    np.testing.assert_array_equal(got1, got2)
+    assert_within_one_step(got2, run_ort(model, {"x": x})[0], str(g))
