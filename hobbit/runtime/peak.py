@@ -1,12 +1,15 @@
-"""This machine's float32 FMA peak, measured rather than looked up.
+"""This machine's peak of each GEMM micro-instruction, measured rather than looked up: float32
+FMA, and where the CPU has them vdpbf16ps (bf16 pairs, AVX512-BF16) and vpdpbusd (int8
+quads, AVX512-VNNI), the micro-instructions of hobbit.plan.format's Formats.
 
-`hobbit bench` reports hobbit's GFLOP/s as a share of what the cores can do.
+`hobbit bench` reports hobbit's GFLOP/s as a share of what the cores can do; a bf16 or int8
+kernel's share is of its own instruction's peak (2 flops per multiply-add in every case).
 Clock speeds, turbo behaviour and the number of FMA pipes differ between CPUs
 (and a virtual machine rarely says which it runs on), so the peak comes from a
-JIT-compiled loop of independent vector FMAs for the host target: enough
-accumulator chains to hide the FMA latency on every pipe, nothing else in the
+JIT-compiled loop of independent vector instructions (FMAs, or dot products) for the host
+target: enough accumulator chains to hide the latency on every pipe, nothing else in the
 loop body. Several threads run it at once for a multi-core peak (ctypes
-releases the GIL during the call). Results are cached per process.
+releases the GIL during the call). Results are cached per process and instruction.
 
 One long measurement is at the mercy of whatever else the machine runs: two runs on one
 2-core machine once measured 117 and 63 GFLOP/s. So the peak is the best of many short
@@ -31,10 +34,12 @@ import numpy as np
 from llvmlite import ir
 
 from hobbit.target import Target, host_target
+from hobbit.backend.cpu.dpbf16 import DPBF16PS, LANES, PAIRS
 from hobbit.backend.machine import new_target_machine
 from hobbit.errors import HobbitError
+from hobbit.plan.format import BF16, FP32
 
-_NAME = "hobbit_fma_peak"
+_NAME = "hobbit_peak"
 _FUNC_TYPE = ctypes.CFUNCTYPE(None, ctypes.c_int64, ctypes.c_void_p)
 # Wall time one trial aims for: a few ms, under a busy Linux machine's time slice, and long
 # next to the microseconds of starting the timers.
@@ -49,12 +54,35 @@ _PAUSE_SECONDS = 0.015
 
 @dataclass(frozen=True)
 class Peak:
-    """float32 FMA throughput of some threads together, GFLOP/s: the best trial (the peak) and
-    the median trial (how much of it this machine gave while measured)."""
+    """Throughput of one instruction on some threads together, GFLOP/s (GOP/s for integers): the
+    best trial (the peak) and the median trial (how much of it this machine gave while measured)."""
 
     best: float
     median: float
     trials: int
+
+
+@dataclass(frozen=True)
+class Instruction:
+    """A GEMM micro-instruction whose peak can be measured: the CPU feature it needs (None:
+    every vector target), the LLVM intrinsic, the accumulator's element and its operands'
+    vector (None: the accumulator's), and the flops one instruction does per accumulator lane
+    (2 per multiply-add)."""
+
+    name: str
+    feature: str | None
+    intrinsic: str
+    flops_per_lane: int
+
+
+FMA = FP32.micro
+INSTRUCTIONS = {
+    FMA: Instruction(FMA, None, "llvm.fma", 2),
+    BF16.micro: Instruction(BF16.micro, "avx512bf16", DPBF16PS, 4),  # 2 bf16 pairs per float32 lane
+    "vpdpbusd": Instruction("vpdpbusd", "avx512vnni", "llvm.x86.avx512.vpdpbusd.512", 8),  # 4 byte pairs per i32
+}
+# What each instruction's peak is the peak of, for the reports.
+PRECISION_OF = {FMA: "fp32", BF16.micro: "bf16", "vpdpbusd": "int8"}
 
 
 def _chains(target: Target) -> int:
@@ -62,56 +90,85 @@ def _chains(target: Target) -> int:
     return max(8, min(16, target.vector_registers - 4))
 
 
-def _build_ir(target: Target, lanes: int, chains: int) -> str:
-    """void hobbit_fma_peak(i64 iters, float* io): io holds a, b (one vector each), gets the sum back."""
-    f32 = ir.FloatType()
-    vec = ir.VectorType(f32, lanes)
+def missing(instruction: str, target: Target | None = None) -> str | None:
+    """Why the peak of `instruction` cannot be measured on `target` (default: this host), or None."""
+    target = target or host_target()
+    what = INSTRUCTIONS[instruction]
+    if what.feature is None:
+        return None
+    if what.feature not in target.enabled or target.vector_bits != 512:
+        return f"{target.cpu} has no 512-bit {instruction} ({what.feature})"
+    return None
+
+
+def _types(instruction: str, lanes: int) -> tuple[ir.VectorType, ir.Type]:
+    """(accumulator vector, operand vector) of `instruction` at `lanes` accumulator lanes."""
+    if instruction == FMA:
+        vec = ir.VectorType(ir.FloatType(), lanes)
+        return vec, vec
+    if instruction == BF16.micro:
+        return ir.VectorType(ir.FloatType(), LANES), PAIRS
+    words = ir.VectorType(ir.IntType(32), LANES)
+    return words, words
+
+
+def _build_ir(target: Target, lanes: int, chains: int, instruction: str = FMA) -> str:
+    """void hobbit_peak(i64 iters, float* io): io holds the accumulators' start and the two
+    operands (one vector each), gets the sum of the chains back in its first vector."""
+    acc_type, operand = _types(instruction, lanes)
+    floating = isinstance(acc_type.element, ir.FloatType)
     i64 = ir.IntType(64)
-    module = ir.Module(name="fma_peak")
+    module = ir.Module(name="peak")
     module.triple = target.triple
-    fma = ir.Function(module, ir.FunctionType(vec, [vec, vec, vec]), name=f"llvm.fma.v{lanes}f32")
-    fn = ir.Function(module, ir.FunctionType(ir.VoidType(), [i64, f32.as_pointer()]), name=_NAME)
+    name = INSTRUCTIONS[instruction].intrinsic + (f".v{lanes}f32" if instruction == FMA else "")
+    step = ir.Function(module, ir.FunctionType(acc_type, [acc_type, operand, operand]), name=name)
+    fn = ir.Function(module, ir.FunctionType(ir.VoidType(), [i64, ir.FloatType().as_pointer()]), name=_NAME)
     iters, io = fn.args
     entry, loop, done = fn.append_basic_block("entry"), fn.append_basic_block("loop"), fn.append_basic_block("done")
 
     b = ir.IRBuilder(entry)
-    vptr = b.bitcast(io, vec.as_pointer())
-    va = b.load(vptr, align=4)
-    vb = b.load(b.gep(vptr, [ir.Constant(i64, 1)]), align=4)
+    acc_ptr = b.bitcast(io, acc_type.as_pointer())
+    operands = b.bitcast(b.gep(io, [ir.Constant(i64, lanes)]), operand.as_pointer())
+    va = b.load(operands, align=4)
+    vb = b.load(b.gep(operands, [ir.Constant(i64, 1)]), align=4)
+    start = b.load(acc_ptr, align=4)
     # Distinct starting values, so LLVM cannot merge chains that would otherwise be identical.
-    starts = [b.fadd(va, ir.Constant(vec, [float(i)] * lanes)) for i in range(chains)]
+    add = b.fadd if floating else b.add
+    starts = [add(start, ir.Constant(acc_type, [float(i) if floating else i] * acc_type.count))
+              for i in range(chains)]
     b.branch(loop)
 
     b = ir.IRBuilder(loop)
     counter = b.phi(i64)
-    accs = [b.phi(vec) for _ in range(chains)]
-    nexts = [b.call(fma, [acc, va, vb]) for acc in accs]
-    step = b.add(counter, ir.Constant(i64, 1))
-    b.cbranch(b.icmp_signed("<", step, iters), loop, done)
+    accs = [b.phi(acc_type) for _ in range(chains)]
+    nexts = [b.call(step, [acc, va, vb]) for acc in accs]
+    count = b.add(counter, ir.Constant(i64, 1))
+    b.cbranch(b.icmp_signed("<", count, iters), loop, done)
     counter.add_incoming(ir.Constant(i64, 0), entry)
-    counter.add_incoming(step, loop)
-    for acc, start, nxt in zip(accs, starts, nexts):
-        acc.add_incoming(start, entry)
+    counter.add_incoming(count, loop)
+    for acc, first, nxt in zip(accs, starts, nexts):
+        acc.add_incoming(first, entry)
         acc.add_incoming(nxt, loop)
 
     b = ir.IRBuilder(done)
     total = nexts[0]
     for nxt in nexts[1:]:
-        total = b.fadd(total, nxt)
-    b.store(total, vptr, align=4)
+        total = (b.fadd if floating else b.add)(total, nxt)
+    b.store(total, acc_ptr, align=4)
     b.ret_void()
     return str(module)
 
 
 class _Kernel:
-    """The JIT-compiled FMA loop; flops_per_iter counts 2 per FMA lane."""
+    """The JIT-compiled loop of one instruction; flops_per_iter counts 2 per multiply-add."""
 
-    def __init__(self, target: Target):
+    def __init__(self, target: Target, instruction: str = FMA):
         lanes = target.lanes(4)
         chains = _chains(target)
-        self.flops_per_iter = 2 * lanes * chains
+        self.flops_per_iter = INSTRUCTIONS[instruction].flops_per_lane * lanes * chains
         self.lanes = lanes
-        mod = llvm.parse_assembly(_build_ir(target, lanes, chains))
+        self.instruction = instruction
+        mod = llvm.parse_assembly(_build_ir(target, lanes, chains, instruction))
         mod.verify()
         self._engine = llvm.create_mcjit_compiler(mod, new_target_machine(target, jit=True))
         self._engine.finalize_object()
@@ -119,17 +176,19 @@ class _Kernel:
 
     def call(self, iters: int) -> float:
         """Run `iters` loop iterations; returns the elapsed seconds."""
-        # acc <- acc * 0.5 + 1 converges to 2: no overflow, no denormals.
-        io = np.empty(2 * self.lanes, np.float32)
-        io[: self.lanes], io[self.lanes:] = 0.5, 1.0
+        # FMA: acc <- acc * 0.5 + 1 converges to 2: no overflow, no denormals. The dot products
+        # multiply zeros: the accumulators keep their start (integers wrap, floats stay normal).
+        io = np.zeros(3 * self.lanes, np.float32)
+        if self.instruction == FMA:
+            io[self.lanes: 2 * self.lanes], io[2 * self.lanes:] = 0.5, 1.0
         t0 = time.perf_counter()
         self._fn(iters, io.ctypes.data)
         return time.perf_counter() - t0
 
 
 @cache
-def _kernel() -> _Kernel:
-    return _Kernel(host_target())
+def _kernel(instruction: str = FMA) -> _Kernel:
+    return _Kernel(host_target(), instruction)
 
 
 def _calibrate(kernel: _Kernel) -> int:
@@ -171,12 +230,17 @@ def _round(kernel: _Kernel, iters: int, threads: int, first_cpu: int = 0) -> flo
 
 
 @cache
-def fma_peak(threads: int = 1) -> Peak:
-    """Measured float32 FMA throughput of `threads` threads together: _TRIALS short trials
-    spread over under two seconds, each on pinned threads, the CPUs rotated between trials."""
+def instruction_peak(instruction: str, threads: int = 1) -> Peak | None:
+    """Measured throughput of `instruction` (INSTRUCTIONS) on `threads` threads together, or None
+    where this host lacks it (missing() says why): _TRIALS short trials spread over under two
+    seconds, each on pinned threads, the CPUs rotated between trials."""
     if threads < 1:
         raise HobbitError(f"threads must be at least 1, got {threads}")
-    kernel = _kernel()
+    if instruction not in INSTRUCTIONS:
+        raise HobbitError(f"no peak for {instruction!r}; known: {', '.join(INSTRUCTIONS)}")
+    if missing(instruction) is not None:
+        return None
+    kernel = _kernel(instruction)
     iters = _calibrate(kernel)
     rates = []
     for trial in range(_TRIALS):
@@ -184,6 +248,12 @@ def fma_peak(threads: int = 1) -> Peak:
             time.sleep(_PAUSE_SECONDS)
         rates.append(threads * iters * kernel.flops_per_iter / _round(kernel, iters, threads, trial) / 1e9)
     return Peak(max(rates), float(np.median(rates)), _TRIALS)
+
+
+@cache
+def fma_peak(threads: int = 1) -> Peak:
+    """Measured float32 FMA throughput of `threads` threads together (instruction_peak)."""
+    return instruction_peak.__wrapped__(FMA, threads)
 
 
 def fma_peak_gflops(threads: int = 1) -> float:

@@ -14,7 +14,7 @@ import time
 import llvmlite.binding as llvm
 import pytest
 
-from hobbit.target import host_target
+from hobbit.target import host_target, parse_target
 from hobbit.backend.machine import target_machine
 from hobbit.errors import HobbitError
 from hobbit.runtime import peak
@@ -39,6 +39,31 @@ def test_loop_uses_vector_fmas_at_the_target_width():
     assert len(fmas) >= peak._chains(target)
     if target.vector_bits == 512:
         assert all("zmm" in line for line in fmas)
+
+
+@pytest.mark.parametrize("instruction, mnemonic", [("vdpbf16ps", "vdpbf16ps"), ("vpdpbusd", "vpdpbusd")])
+def test_dot_product_peaks_run_their_instruction_where_the_host_has_it(instruction, mnemonic):
+    """vdpbf16ps (bf16) and vpdpbusd (int8): one zmm instruction per chain in the loop, and a peak
+    above the FMA's per lane where measured (4 and 8 flops per lane against 2); None without the feature."""
+    target = host_target()
+    why = peak.missing(instruction)
+    if why is not None:
+        assert instruction in why and peak.instruction_peak(instruction) is None
+        pytest.skip(why)
+    text = peak._build_ir(target, target.lanes(4), peak._chains(target), instruction)
+    asm = target_machine(target).emit_assembly(llvm.parse_assembly(text))
+    steps = [line for line in asm.splitlines() if mnemonic in line]
+    assert len(steps) >= peak._chains(target) and all("zmm" in line for line in steps)
+    found = peak.instruction_peak(instruction, 1)
+    flops_per_lane = peak.INSTRUCTIONS[instruction].flops_per_lane
+    # A core issues at most 2 such instructions per cycle at up to 6 GHz.
+    assert 1.0 < found.best < 2 * 16 * flops_per_lane * 6.0 and found.median <= found.best
+
+
+def test_a_missing_feature_is_named_not_measured():
+    bare = parse_target("x86_64-unknown-linux-gnu:x86-64-v3")
+    assert "avx512bf16" in peak.missing("vdpbf16ps", bare) and "avx512vnni" in peak.missing("vpdpbusd", bare)
+    assert peak.missing("fma", bare) is None
 
 
 def test_threads_must_be_positive():
@@ -71,7 +96,7 @@ def test_peak_is_the_best_of_many_short_trials_on_pinned_rotating_cpus(monkeypat
     """Other work only slows a trial down: the peak is the fastest trial, the median is kept
     beside it; each thread runs pinned to one CPU, its own within a trial, rotated between trials."""
     kernel = _SlowKernel(threads)
-    monkeypatch.setattr(peak, "_kernel", lambda: kernel)
+    monkeypatch.setattr(peak, "_kernel", lambda instruction=peak.FMA: kernel)
     monkeypatch.setattr(peak, "_calibrate", lambda k: 10**6)
     monkeypatch.setattr(peak, "_PAUSE_SECONDS", 0.0)
     found = peak.fma_peak.__wrapped__(threads)
