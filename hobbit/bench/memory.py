@@ -90,34 +90,40 @@ def measure(model: onnx.ModelProto | str | os.PathLike, feeds: dict[str, np.ndar
     if not os.path.exists("/proc/self/status"):
         return None
     with tempfile.TemporaryDirectory(prefix="hobbit-memory-") as tmp:
-        path = _model_file(model, Path(tmp))
+        path = model_file(model, Path(tmp))
         feeds_path = Path(tmp) / "feeds.npz"
         np.savez(feeds_path, **feeds)
         return {engine: _child(engine, path, feeds_path, threads, ort_options, build) for engine in ENGINES}
 
 
-def _model_file(model: onnx.ModelProto | str | os.PathLike, folder: Path) -> str:
+def model_file(model: onnx.ModelProto | str | os.PathLike, folder: Path) -> str:
+    """The model's path: a ModelProto is saved into `folder` first (children read a file)."""
     if not isinstance(model, onnx.ModelProto):
         return os.fspath(model)
     path = folder / "model.onnx"
     try:
         onnx.save(model, path)
     except ValueError as exc:  # protobuf's 2 GB limit
-        raise HobbitError(f"cannot write the model to a file for the memory measurement: {exc}") from exc
+        raise HobbitError(f"cannot write the model to a file for a measuring child process: {exc}") from exc
     return str(path)
 
 
 def _child(engine: str, model: str, feeds_path: Path, threads: int, ort_options: dict[str, object],
            build: BuildOptions) -> MemoryUse:
     """Run the measuring child for one engine and read its report."""
-    command = [sys.executable, "-c", _CHILD, engine, model, str(feeds_path), str(threads),
-               json.dumps(ort_options), json.dumps(build.kwargs())]
+    args = [engine, model, str(feeds_path), str(threads), json.dumps(ort_options), json.dumps(build.kwargs())]
+    return MemoryUse(**run_child(_CHILD, args, f"the {engine} memory measurement of {model}"))
+
+
+def run_child(code: str, args: list[str], what: str, env: dict[str, str] | None = None) -> dict:
+    """Run `code` in a fresh Python process with `args` and read the JSON object it prints last;
+    a HobbitError naming `what` when it fails or takes over TIMEOUT_S."""
     try:
-        done = subprocess.run(command, capture_output=True, text=True, timeout=TIMEOUT_S, check=False)
+        done = subprocess.run([sys.executable, "-c", code, *args], capture_output=True, text=True,
+                              timeout=TIMEOUT_S, check=False, env=env)
     except subprocess.TimeoutExpired as exc:
-        raise HobbitError(f"the {engine} memory measurement of {model} took over {TIMEOUT_S:.0f} s") from exc
+        raise HobbitError(f"{what} took over {TIMEOUT_S:.0f} s") from exc
     if done.returncode != 0:
         tail = done.stderr.strip().splitlines()[-1:] or ["no error output"]
-        raise HobbitError(f"the {engine} memory measurement of {model} failed (exit status {done.returncode}): "
-                          f"{tail[0]}")
-    return MemoryUse(**json.loads(done.stdout.strip().splitlines()[-1]))
+        raise HobbitError(f"{what} failed (exit status {done.returncode}): {tail[0]}")
+    return json.loads(done.stdout.strip().splitlines()[-1])

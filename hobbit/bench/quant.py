@@ -23,7 +23,7 @@ import os
 import tempfile
 import time
 from collections.abc import Callable, Iterable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 import numpy as np
@@ -264,6 +264,7 @@ class QuantBenchResult:
     build_seconds: dict[str, float] = field(default_factory=dict)
     accuracy: dict[str, Accuracy] | None = None
     quantize_seconds: dict[str, float] = field(default_factory=dict)
+    mode: str = "none"  # the load condition the engines were timed under (hobbit.bench.load.LOADS)
 
     def ratio(self, engine: str, base: str) -> float | None:
         """engine's median latency over base's (below 1: engine is faster)."""
@@ -282,7 +283,7 @@ class QuantBenchResult:
 
     def format(self) -> str:
         lines = [f"model: {self.model}   precision: {self.precision}   threads: {self.threads}   "
-                 f"timed runs: {self.runs} each",
+                 f"timed runs: {self.runs} each" + (f"   load: {self.mode}" if self.mode != "none" else ""),
                  f"hobbit fp32 against onnxruntime fp32: logit rel L2 {format_error(self.reference_rel_l2)} "
                  f"(worst of {self.reference_images} image{'s' * (self.reference_images > 1)})"]
         lines += [f"{what}: {seconds:.1f} s" for what, seconds in self.quantize_seconds.items()]
@@ -346,19 +347,36 @@ def evaluate(result: QuantBenchResult, engines: Engines, feeds: Sequence[dict[st
             result.accuracy[name] = Accuracy.of(logits(runner, feeds), reference)
 
 
+def image_shape(model: onnx.ModelProto) -> tuple[str, tuple[int, ...]]:
+    """The model's one image input: its name and its shape (batch first)."""
+    image = input_name(model)
+    dims = next(v for v in model.graph.input if v.name == image).type.tensor_type.shape.dim
+    return image, tuple(d.dim_value for d in dims)
+
+
+def model_sources(model: onnx.ModelProto, precision: str, calibration_count: int = CALIBRATION_COUNT) -> Sources:
+    """The forms of `model` that `precision`'s engines run, quantized (int8) on the calibration
+    images of bench_model."""
+    image, shape = image_shape(model)
+    return prepare(model, precision, feeds_of(calibration_images(calibration_count, shape[1:]), image))
+
+
 def bench_model(name: str, model: onnx.ModelProto, precision: str, threads: Sequence[int], runs: int = 30,
                 warmup: int = 3, calibration_count: int = CALIBRATION_COUNT,
-                evaluation_count: int = EVALUATION_COUNT) -> list[QuantBenchResult]:
+                evaluation_count: int = EVALUATION_COUNT, loads: Sequence[str] = ("none",),
+                sources: Sources | None = None) -> list[QuantBenchResult]:
     """Quantize (int8) once, then at each thread count build every engine, measure accuracy
     (at the first count; the numbers barely depend on it, and the reference is checked again on
-    the timed image at the others) and time the engines alternately on the first evaluation image."""
+    the timed image at the others) and time the engines alternately on the first evaluation image,
+    under each in-process load condition of `loads` in turn (hobbit.bench.load.run_in_process: a
+    result each; the first carries the accuracy). `sources`: model_sources(model, precision) made
+    by the caller (who profiles the int8 model too), else made here."""
     if precision not in PRECISIONS:
         raise ConfigError(f"unknown precision {precision!r}; known: {', '.join(PRECISIONS)}")
-    image = input_name(model)
-    shape = tuple(d.dim_value for d in next(v for v in model.graph.input if v.name == image).type.tensor_type.shape.dim)
-    calibration = feeds_of(calibration_images(calibration_count, shape[1:]), image)
+    image, shape = image_shape(model)
     evaluation = feeds_of(evaluation_images(evaluation_count, shape[1:]), image)
-    sources = prepare(model, precision, calibration)
+    if sources is None:
+        sources = model_sources(model, precision, calibration_count)
     core = openvino_core()
     results = []
     for n in threads:
@@ -370,18 +388,23 @@ def bench_model(name: str, model: onnx.ModelProto, precision: str, threads: Sequ
         else:  # another thread count splits hobbit's work otherwise: its reference is checked again
             check_reference(result, engines, evaluation[:1])
         if result.mismatch is None:
-            result.timings = time_engines(engines, evaluation[0], runs, warmup)
-        results.append(result)
+            for i, load in enumerate(loads):
+                timings = time_engines(engines, evaluation[0], runs, warmup, load)
+                accuracy = result.accuracy if i == 0 else None
+                results.append(replace(result, mode=load, timings=timings, accuracy=accuracy))
+        else:
+            results.append(result)
         del engines  # before the next thread count's are built: vgg16's engines hold gigabytes
         if result.mismatch is not None:
             break
     return results
 
 
-def time_engines(engines: Engines, feeds: dict[str, np.ndarray], runs: int, warmup: int) -> dict[str, Timing]:
-    """Every engine on the same feeds, in the alternating blocks of `hobbit bench`."""
+def time_engines(engines: Engines, feeds: dict[str, np.ndarray], runs: int, warmup: int,
+                 load: str = "none") -> dict[str, Timing]:
+    """Every engine on the same feeds, in the alternating blocks of `hobbit bench`, under `load`."""
     timed = {engine: (lambda run=run: run(feeds)) for engine, run in engines.runners.items()}
-    samples = run_in_process("none", timed, runs, warmup)
+    samples = run_in_process(load, timed, runs, warmup)
     return {engine: Timing.of(s.seconds) for engine, s in samples.items()}
 
 

@@ -23,7 +23,8 @@ def _ms(t: Timing) -> str:
     return f"{v(t.median)} ({v(t.p10)}–{v(t.p90)})"
 
 
-def _ratio_cell(value: float | None, target: float, digits: int = 2) -> str:
+def ratio_cell(value: float | None, target: float, digits: int = 2) -> str:
+    """A ratio as the tables write it, marked ✗ above its target; — where there is none."""
     if value is None:
         return "—"
     return f"{value:.{digits}f}" + ("" if value <= target else " ✗")
@@ -52,7 +53,7 @@ def speed_table(results: list[QuantBenchResult]) -> str:
         else:
             cells = [_ms(r.timings[e]) if e in r.timings else "—" for e in engines]
             for e in ours:
-                cells += [_ratio_cell(r.ratio(e, FP32), fp32_target), _ratio_cell(r.peer_ratio(e), peer_target)]
+                cells += [ratio_cell(r.ratio(e, FP32), fp32_target), ratio_cell(r.peer_ratio(e), peer_target)]
             cells.append(r.best_peer() or "—")
         lines.append(f"| {r.model} | {r.threads} | " + " | ".join(cells) + " |")
     return "\n".join(lines) + "\n"
@@ -78,7 +79,7 @@ def accuracy_table(results: list[QuantBenchResult]) -> str:
             versus = "—"
             if name in low_bit_engines(precision) and peer is not None and peer.rel_l2_median > 0:
                 # three digits: hobbit's int8 error sits within a percent of onnxruntime's
-                versus = _ratio_cell(acc.rel_l2_median / peer.rel_l2_median, 1.0, digits=3)
+                versus = ratio_cell(acc.rel_l2_median / peer.rel_l2_median, 1.0, digits=3)
             lines.append(f"| {r.model} | {name} | {RUNS_ON[name]} | {format_error(acc.rel_l2_median)} "
                          f"| {format_error(acc.rel_l2_max)} "
                          f"| {acc.top1:.1%} | {acc.top5:.1%} | {versus} |")

@@ -40,7 +40,7 @@ from hobbit.ops.registry import node_flops
 from hobbit.passes.memory import needs_code
 from hobbit.runtime.jit import TensorSpec
 from hobbit.runtime.peak import fma_peak_gflops
-from hobbit.runtime.profile import format_profile
+from hobbit.runtime.profile import KernelTime, format_profile
 from hobbit.target import host_target
 
 
@@ -265,7 +265,7 @@ def _sporadic_result(setup: _Setup, mode: str, timed: dict[str, sporadic.Sporadi
 def run_loads(model: ModelSource, name: str, loads: Sequence[str] = ("none",), runs: int = 30, threads: int = 1,
               warmup: int = 3, build: BuildOptions = BuildOptions(), seed: int = 0, batch: int = 1,
               memory: bool = False, aot: bool = False, no_spin: bool = False,
-              openvino: bool = False) -> list[BenchResult]:
+              openvino: bool = False, peer_loads: Sequence[str] = ("none",)) -> list[BenchResult]:
     """Compile and check once, then time both engines under each load condition (LOADS) in turn.
 
     Every hobbit.compile of it, in this process and in any other, gets `build` (passes, target).
@@ -276,7 +276,8 @@ def run_loads(model: ModelSource, name: str, loads: Sequence[str] = ("none",), r
     `aot` adds the exported library as a third engine (hobbit.bench.aot), under every load
     condition but two-procs, whose workers compile their own engines. `no_spin` adds an onnxruntime
     session with allow_spinning=0 (hobbit.bench.ort.NO_SPIN) timed beside the default one, for the load tables.
-    `openvino` adds OpenVINO f32 to the plain condition (none), where it is installed.
+    `openvino` adds OpenVINO f32 to the plain condition (none), where it is installed, or to each
+    in-process condition of `peer_loads` (busy-core too: hobbit.bench.summary's tables).
 
     The sporadic conditions gaps:MS and poisson:RATE (hobbit.bench.sporadic) time every engine,
     the allow_spinning=0 session included, after idle gaps; each engine's latency there is set
@@ -294,7 +295,8 @@ def run_loads(model: ModelSource, name: str, loads: Sequence[str] = ("none",), r
     _check_counts(runs, threads, warmup, batch)
     if batch > 1:
         model = with_batch(model, batch)
-    setup = _setup(model, name, runs, threads, build, seed, batch, aot, no_spin, openvino and "none" in loads)
+    setup = _setup(model, name, runs, threads, build, seed, batch, aot, no_spin,
+                   openvino and any(load in peer_loads for load in loads))
     try:
         if memory:
             setup.result.memory = bench_memory.measure(model, setup.feeds, threads, ort_options(threads), build)
@@ -310,7 +312,7 @@ def run_loads(model: ModelSource, name: str, loads: Sequence[str] = ("none",), r
                 measured = bench_load.run_two_procs(model, threads, build, setup.feeds, setup.names, runs, warmup,
                                                     batch, no_spin)
             else:
-                engines = setup.engines(openvino=load == "none")
+                engines = setup.engines(openvino=load in peer_loads)
                 measured = bench_load.combine([bench_load.run_in_process(load, engines, runs, warmup)], batch)
             results.append(_timed_result(setup, load, measured, streams=2 if load == "two-procs" else 1))
         return _with_back_to_back(results)
@@ -356,11 +358,19 @@ def run_streams(model: ModelSource, name: str, streams: int, runs: int = 30, war
         setup.close()
 
 
+def profile_times(model: ModelSource, threads: int, runs: int = 30, build: BuildOptions = BuildOptions(),
+                  seed: int = 0, precision: str = "fp32") -> list[KernelTime]:
+    """Every fused kernel's median time over `runs` runs of one model compiled with profile=True
+    at one thread count and precision, on seeded inputs."""
+    compiled = hobbit.compile(model, threads=threads, profile=True, cache=False, precision=precision,
+                              **build.kwargs())
+    return compiled.profile(random_inputs(compiled.inputs, seed), runs=runs)
+
+
 def profile_model(model: ModelSource, name: str, threads: int, runs: int = 30,
                   build: BuildOptions = BuildOptions(), seed: int = 0) -> str:
     """Per-kernel table (time, GFLOP/s, % of the FMA peak) of one model at one thread count."""
-    compiled = hobbit.compile(model, threads=threads, profile=True, cache=False, **build.kwargs())
-    times = compiled.profile(random_inputs(compiled.inputs, seed), runs=runs)
+    times = profile_times(model, threads, runs, build, seed)
     return f"profile of {name} at {threads} thread(s), median of {runs} runs per kernel:\n" + \
         format_profile(times, fma_peak_gflops(threads))
 

@@ -6,7 +6,9 @@ TensorFlow model file runs beside TensorFlow and beside hobbit on its ONNX expor
 (hobbit.bench.tf); --precision int8|bf16 measures low-bit inference, accuracy and speed,
 beside onnxruntime and OpenVINO (hobbit.bench.quant); --sweep times one compile of a model with
 symbolic dims at several sizes of one dim (or of several dims together: an image's height and
-width), beside a static compile of each size and onnxruntime (hobbit.bench.sweep). Models and
+width), beside a static compile of each size and onnxruntime (hobbit.bench.sweep); --summary
+FILE writes every precision against its best peer, quiet and under load, the sporadic requests,
+the cold compiles and the slowest kernels in one page (hobbit.bench.summary). Models and
 flags are checked before the minutes of benchmarking start, and the exit status is 1 when any
 outputs disagree."""
 
@@ -20,7 +22,7 @@ from collections.abc import Callable
 import onnx
 
 from hobbit import zoo
-from hobbit.bench import decode, quant, quant_report, report, sporadic, suite, sweep, tf
+from hobbit.bench import decode, quant, quant_report, report, sporadic, suite, summary, sweep, tf
 from hobbit.bench.load import LOADS, BuildOptions
 from hobbit.bench.result import BenchResult
 from hobbit.cli.args import (add_command, input_shape_flag, non_negative_int, parse_threads, positive_int,
@@ -28,7 +30,7 @@ from hobbit.cli.args import (add_command, input_shape_flag, non_negative_int, pa
 from hobbit.cli.inputs import ShapeFlag, declared, input_shapes, require_static, with_input_shapes
 from hobbit.cli.model import load_model, not_a_model, pipeline, runnable_here
 from hobbit.cli.output import write_text, writing
-from hobbit.errors import ConfigError, InputError, MissingDependencyError
+from hobbit.errors import ConfigError, HobbitError, InputError, MissingDependencyError
 from hobbit.frontend.onnx.importer import load_model as read_onnx
 from hobbit.frontend.formats import detect_format, open_source
 from hobbit.frontend.onnx.source import OnnxSource
@@ -46,7 +48,13 @@ ratios are all below 1 when hobbit is faster. --sweep SYMBOL=V1,V2,... instead c
 symbolic dims once and times it at each value of that dim (--sweep height,width=224x224,160x240: of
 several dims together) beside a static compile of that shape and onnxruntime: first and second run,
 medians, ratios, compile seconds and the process's memory per value, under each --load that runs in
-one process (none, busy-core, blas, alternate). Exits with status 1 when any outputs disagree."""
+one process (none, busy-core, blas, alternate). --summary FILE.md writes BENCHMARKS.md's peer tables in one
+run: for each model (default the five zoo CNNs) and thread count, fp32 hobbit / the best of onnxruntime (with and
+without spinning) and OpenVINO f32, bf16 hobbit / OpenVINO bf16, int8 hobbit / the best of onnxruntime and
+OpenVINO int8, quiet and under each --load condition (default none,busy-core,gaps:1,gaps:10,gaps:100,poisson:10;
+the sporadic ones in an fp32 table of their own), each model's cold compile in a fresh process with its phases,
+and each precision's three slowest kernels as % of the measured peak of its instruction (FMA, vdpbf16ps,
+vpdpbusd). Exits with status 1 when any outputs disagree."""
 
 EXAMPLES = """examples:
   hobbit bench                                 zoo resnet18 at 1 thread
@@ -59,6 +67,9 @@ EXAMPLES = """examples:
                                                the exported library beside the JIT and onnxruntime
   hobbit bench --target x86-64-v3              AVX2 code, timed on this machine
   hobbit bench --precision int8 --threads 1,2 --markdown int8.md   five zoo CNNs in int8, beside the peers
+  hobbit bench --summary peers.md --threads 1,2
+                                               every precision against its best peer, quiet, busy and sporadic;
+                                               cold compiles; each model's slowest kernels against the peaks
   hobbit bench --model bert.onnx --sweep sequence=16,64,128,256,512 --dynamic sequence=1:512 --threads 1,2
                                                one compile at five lengths, beside static compiles and onnxruntime
                                                (python scripts/export_dynamic_models.py DIR writes such models)
@@ -130,7 +141,7 @@ def _sweep_flags(p: argparse.ArgumentParser) -> None:
 
 def _load_flags(p: argparse.ArgumentParser) -> None:
     """--load, --batch, --streams and --aot: what else runs while the engines are timed."""
-    p.add_argument("--load", type=parse_loads, default=["none"], metavar="COND[,COND...]",
+    p.add_argument("--load", type=parse_loads, default=None, metavar="COND[,COND...]",
                    help="load conditions to time both engines under, in the same run: none (nothing else), "
                         "busy-core (a busy-loop process pinned to this process's last CPU), two-procs (two "
                         "processes run the model at once; inferences/s summed), blas (an untimed numpy matrix "
@@ -143,7 +154,8 @@ def _load_flags(p: argparse.ArgumentParser) -> None:
                         "time: p50/p90/p99 of completion minus arrival over max(--runs, "
                         f"{sporadic.POISSON_MIN_REQUESTS}) requests); onnxruntime is timed with and without "
                         "spinning under every condition but none; e.g. none,busy-core or "
-                        "none,gaps:1,gaps:10,gaps:100,poisson:50 (default none)")
+                        "none,gaps:1,gaps:10,gaps:100,poisson:50 (default none; with --summary "
+                        f"{','.join(summary.DEFAULT_LOADS)})")
     p.add_argument("--batch", type=positive_int, default=1, metavar="N",
                    help="set the first dim of every model input to N (default 1); inferences/s count batch items")
     p.add_argument("--streams", type=positive_int, default=None, metavar="S",
@@ -162,6 +174,14 @@ def _report_flags(p: argparse.ArgumentParser) -> None:
     p.add_argument("--plot", metavar="FILE.png", help="write a bar chart of the ratios (needs matplotlib)")
     p.add_argument("--profile", action="store_true",
                    help="then list every fused kernel: median ms, share, GFLOP/s and %% of the FMA peak")
+    p.add_argument("--summary", metavar="FILE.md",
+                   help="write BENCHMARKS.md's peer tables in one run (hobbit.bench.summary): per --model (default "
+                        "the five zoo CNNs) and --threads, hobbit / the best peer and the ratio in fp32 (onnxruntime "
+                        "with and without spinning, OpenVINO f32), bf16 (OpenVINO bf16) and int8 (onnxruntime and "
+                        "OpenVINO on onnxruntime's QDQ model), quiet and under each in-process --load condition; the "
+                        "sporadic --load conditions for fp32; each model's cold compile in a fresh process with its "
+                        "phases; and each precision's three slowest kernels as %% of the measured peak of its "
+                        "instruction; takes --model, --threads, --runs, --warmup, --load")
 
 
 def parse_loads(text: str) -> list[str]:
@@ -259,6 +279,9 @@ def _bench_model(name: str, flags: list[ShapeFlag], batch: int) -> onnx.ModelPro
 
 def cmd_bench(args: argparse.Namespace) -> int:
     runnable_here(args.target, "bench")
+    loads, args.load = args.load, args.load or ["none"]
+    if args.summary:
+        return _bench_summary(args, loads or list(summary.DEFAULT_LOADS))
     if args.sweep:
         return _bench_sweep(args)
     if args.decode:
@@ -478,3 +501,41 @@ def _bench_low_bit(args: argparse.Namespace) -> int:
             f.write(quant_report.markdown_report(results, machine, command, args.warmup))
         print(f"wrote {args.markdown}", file=sys.stderr)
     return 0 if all(r.mismatch is None for r in results) else 1
+
+
+def _bench_summary(args: argparse.Namespace, loads: list[str]) -> int:
+    """`hobbit bench --summary FILE` (hobbit.bench.summary): takes --model, --threads, --runs, --warmup, --load."""
+    others = [flag for flag, used in (("--precision", args.precision), ("--sweep", args.sweep),
+                                      ("--decode", args.decode), ("--dynamic", args.dynamic),
+                                      ("--streams", args.streams), ("--aot", args.aot), ("--batch", args.batch > 1),
+                                      ("--markdown", args.markdown), ("--json", args.json), ("--plot", args.plot),
+                                      ("--profile", args.profile), ("--passes/--disable", args.passes or args.disable),
+                                      ("--input-shape", args.input_shape), ("--signature", args.signature)) if used]
+    if others or args.target != host_target():
+        raise ConfigError(f"`hobbit bench --summary` takes --model, --threads, --runs, --warmup and --load; "
+                          f"not {', '.join(others) or '--target'}")
+    try:
+        summary.check_loads(loads)
+    except HobbitError as exc:
+        raise ConfigError(str(exc)) from None
+    try:
+        import onnxruntime.quantization  # noqa: F401  (fail before minutes of work)
+    except ImportError as exc:
+        raise MissingDependencyError("the summary's int8 tables quantize with onnxruntime: "
+                                     "pip install 'hobbit[bench]'") from exc
+    models = low_bit_models(args.model)
+    machine = report.machine_info()
+    print(f"measuring the peaks, then for {', '.join(n for n, _ in models)}: cold compiles, then at "
+          f"{','.join(map(str, args.threads))} thread(s) fp32, bf16 and int8 under {','.join(loads)}, "
+          f"then the per-kernel profiles ...", flush=True)
+    peaks = summary.measure_peaks(args.threads)
+    summaries = summary.run_summary(models, args.threads, loads, args.runs, args.warmup,
+                                    show=lambda text: print(text + "\n", flush=True))
+    command = (f"hobbit bench --summary {args.summary} --model {args.model or ','.join(quant.MODELS)} "
+               f"--threads {','.join(map(str, args.threads))} --runs {args.runs} --warmup {args.warmup} "
+               f"--load {','.join(loads)}")
+    text = summary.markdown(summaries, peaks, machine, command, args.threads, loads, args.runs, args.warmup)
+    print(text, end="")
+    write_text(text, args.summary)
+    agree = all(r.mismatch is None for s in summaries for r in [*s.fp32, *(q for rs in s.low_bit.values() for q in rs)])
+    return 0 if agree else 1
