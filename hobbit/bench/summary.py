@@ -35,7 +35,7 @@ from hobbit.bench.load import LOADS, NO_SPIN_ENGINE, BuildOptions, describe_mode
 from hobbit.bench.openvino import NOT_INSTALLED
 from hobbit.bench.quant import BF16, INT8_ORT_MODEL, OV_BF16, ORT_INT8, OV_INT8, QuantBenchResult
 from hobbit.bench.result import ENGINE_LABELS, OPENVINO_ENGINE, BenchResult, Timing
-from hobbit.errors import HobbitError
+from hobbit.errors import ConfigError, HobbitError
 from hobbit.runtime.peak import INSTRUCTIONS, PRECISION_OF, instruction_peak, missing
 from hobbit.runtime.profile import KernelTime
 
@@ -77,10 +77,10 @@ def table_loads(loads: Sequence[str]) -> list[str]:
 
 
 def check_loads(loads: Sequence[str]) -> None:
-    """A HobbitError for a condition the summary cannot time every precision under."""
+    """A ConfigError for a condition the summary cannot time every precision under."""
     refused = [load for load in loads if load not in LOADS and not sporadic.is_sporadic(load) or load == "two-procs"]
     if refused:
-        raise HobbitError(f"the summary times every precision in one process: not under {', '.join(refused)} "
+        raise ConfigError(f"the summary times every precision in one process: not under {', '.join(refused)} "
                           f"(it takes {', '.join(load for load in LOADS if load != 'two-procs')}, gaps:MS and "
                           f"poisson:RATE)")
 

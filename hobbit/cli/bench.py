@@ -30,7 +30,7 @@ from hobbit.cli.args import (add_command, input_shape_flag, non_negative_int, pa
 from hobbit.cli.inputs import ShapeFlag, declared, input_shapes, require_static, with_input_shapes
 from hobbit.cli.model import load_model, not_a_model, pipeline, runnable_here
 from hobbit.cli.output import write_text, writing
-from hobbit.errors import ConfigError, HobbitError, InputError, MissingDependencyError
+from hobbit.errors import ConfigError, InputError, MissingDependencyError
 from hobbit.frontend.onnx.importer import load_model as read_onnx
 from hobbit.frontend.formats import detect_format, open_source
 from hobbit.frontend.onnx.source import OnnxSource
@@ -470,20 +470,13 @@ def low_bit_models(spec: str | None) -> list[tuple[str, Callable[[], onnx.ModelP
 
 def _bench_low_bit(args: argparse.Namespace) -> int:
     """`hobbit bench --precision P` (hobbit.bench.quant): takes --model, --threads, --runs, --warmup, --markdown."""
-    others = [flag for flag, used in (("--load", args.load != ["none"]), ("--streams", args.streams),
-                                      ("--aot", args.aot), ("--batch", args.batch > 1), ("--plot", args.plot),
-                                      ("--json", args.json), ("--profile", args.profile),
-                                      ("--passes/--disable", args.passes or args.disable),
-                                      ("--input-shape", args.input_shape), ("--signature", args.signature)) if used]
-    if others or args.target != host_target():
-        raise ConfigError(f"`hobbit bench --precision` takes --model, --threads, --runs, --warmup and --markdown; "
-                          f"not {', '.join(others) or '--target'}")
+    _takes_only(args, "--precision", "--model, --threads, --runs, --warmup and --markdown",
+                (("--load", args.load != ["none"]), ("--streams", args.streams), ("--aot", args.aot),
+                 ("--batch", args.batch > 1), ("--plot", args.plot), ("--json", args.json),
+                 ("--profile", args.profile), ("--passes/--disable", args.passes or args.disable),
+                 ("--input-shape", args.input_shape), ("--signature", args.signature)))
     if args.precision == "int8":
-        try:
-            import onnxruntime.quantization  # noqa: F401  (fail before minutes of work)
-        except ImportError as exc:
-            raise MissingDependencyError("the int8 bench quantizes with onnxruntime: "
-                                         "pip install 'hobbit[bench]'") from exc
+        _require_quantization("the int8 bench")
     models = low_bit_models(args.model)
     machine = report.machine_info()
     print(f"benchmarking {args.precision} on {', '.join(n for n, _ in models)} at "
@@ -505,26 +498,17 @@ def _bench_low_bit(args: argparse.Namespace) -> int:
 
 def _bench_summary(args: argparse.Namespace, loads: list[str]) -> int:
     """`hobbit bench --summary FILE` (hobbit.bench.summary): takes --model, --threads, --runs, --warmup, --load."""
-    others = [flag for flag, used in (("--precision", args.precision), ("--sweep", args.sweep),
-                                      ("--decode", args.decode), ("--dynamic", args.dynamic),
-                                      ("--streams", args.streams), ("--aot", args.aot), ("--batch", args.batch > 1),
-                                      ("--markdown", args.markdown), ("--json", args.json), ("--plot", args.plot),
-                                      ("--profile", args.profile), ("--passes/--disable", args.passes or args.disable),
-                                      ("--input-shape", args.input_shape), ("--signature", args.signature)) if used]
-    if others or args.target != host_target():
-        raise ConfigError(f"`hobbit bench --summary` takes --model, --threads, --runs, --warmup and --load; "
-                          f"not {', '.join(others) or '--target'}")
-    try:
-        summary.check_loads(loads)
-    except HobbitError as exc:
-        raise ConfigError(str(exc)) from None
-    try:
-        import onnxruntime.quantization  # noqa: F401  (fail before minutes of work)
-    except ImportError as exc:
-        raise MissingDependencyError("the summary's int8 tables quantize with onnxruntime: "
-                                     "pip install 'hobbit[bench]'") from exc
-    models = low_bit_models(args.model)
+    _takes_only(args, "--summary", "--model, --threads, --runs, --warmup and --load",
+                (("--precision", args.precision), ("--sweep", args.sweep), ("--decode", args.decode),
+                 ("--dynamic", args.dynamic), ("--streams", args.streams), ("--aot", args.aot),
+                 ("--batch", args.batch > 1), ("--markdown", args.markdown), ("--json", args.json),
+                 ("--plot", args.plot), ("--profile", args.profile),
+                 ("--passes/--disable", args.passes or args.disable), ("--input-shape", args.input_shape),
+                 ("--signature", args.signature)))
+    summary.check_loads(loads)
+    _require_quantization("the summary's int8 tables")
     machine = report.machine_info()
+    models = low_bit_models(args.model)
     print(f"measuring the peaks, then for {', '.join(n for n, _ in models)}: cold compiles, then at "
           f"{','.join(map(str, args.threads))} thread(s) fp32, bf16 and int8 under {','.join(loads)}, "
           f"then the per-kernel profiles ...", flush=True)
@@ -539,3 +523,19 @@ def _bench_summary(args: argparse.Namespace, loads: list[str]) -> int:
     write_text(text, args.summary)
     agree = all(r.mismatch is None for s in summaries for r in [*s.fp32, *(q for rs in s.low_bit.values() for q in rs)])
     return 0 if agree else 1
+
+
+def _takes_only(args: argparse.Namespace, mode: str, takes: str, flags: tuple[tuple[str, object], ...]) -> None:
+    """A ConfigError naming the flags of `flags` that are set (and --target when it is not the
+    host), which `hobbit bench MODE` does not take."""
+    others = [flag for flag, used in flags if used]
+    if others or args.target != host_target():
+        raise ConfigError(f"`hobbit bench {mode}` takes {takes}; not {', '.join(others) or '--target'}")
+
+
+def _require_quantization(what: str) -> None:
+    """Fail before minutes of work where onnxruntime's quantization tools are missing."""
+    try:
+        import onnxruntime.quantization  # noqa: F401
+    except ImportError as exc:
+        raise MissingDependencyError(f"{what} quantizes with onnxruntime: pip install 'hobbit[bench]'") from exc
