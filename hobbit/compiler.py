@@ -19,7 +19,7 @@ import numpy as np
 from hobbit import zoo
 from hobbit.backend.base import Backend, Module
 from hobbit.backend.cpu.module import pack_weights
-from hobbit.backend.llvm import optimize
+from hobbit.backend.llvm import PartCompiler
 from hobbit.backend.select import backend_for
 from hobbit.errors import ConfigError, InputValuesNeeded, SymbolicInputShape
 from hobbit.frontend.common.source import ModelInput, Source
@@ -83,7 +83,8 @@ def _lower(source: Source, backend: Backend, target: Target, threads: int, preci
            input_values: dict[str, np.ndarray] | None, profile: bool, keep_ir: bool,
            show: Progress, graph: Graph | None = None) -> tuple[CompileReport, Module]:
     """import -> the backend's passes -> its plans (memory planning) -> its module -> LLVM's
-    optimiser: the report, and the module as built (its launches, for a GPU's finish).
+    optimiser: the report, and the module as built (its launches, for a GPU's finish). LLVM's
+    threads take the module's kernels as they are finished (hobbit.backend.module_parts).
 
     The constants are packed right after memory planning, while no IR exists yet: packing
     holds the old arrays and the blob at once (the JIT stage's peak when it came last,
@@ -109,14 +110,20 @@ def _lower(source: Source, backend: Backend, target: Target, threads: int, preci
     times["passes"] = time.perf_counter() - t0
     t0 = time.perf_counter()
     show.stage("codegen")
-    module = backend.build_module(graph, plan, target, threads, profile, show.kernel)
-    release_garbage()
-    times["codegen"] = time.perf_counter() - t0
-    t0 = time.perf_counter()
-    show.stage("LLVM optimise")
-    optimized = optimize(module.text, target, opt_level)
+    parts = PartCompiler(target, opt_level, backend.compile_threads(target))
+    try:
+        module = backend.build_module(graph, plan, target, threads, profile, show.kernel, parts)
+        release_garbage()
+        times["codegen"] = time.perf_counter() - t0
+        t0 = time.perf_counter()
+        show.stage("LLVM optimise")
+        optimized = parts.finish(module.text)
+    finally:
+        parts.close()
     times["llvm"] = time.perf_counter() - t0
-    text = module.text if keep_ir or backend.keeps_ir else None
+    text = None
+    if keep_ir or backend.keeps_ir:
+        text = module.whole_text() if module.whole_text else module.text
     report = CompileReport(graph, plan, target, threads, text, times, optimized, weights)
     return report, Module(text or "", module.launches)
 

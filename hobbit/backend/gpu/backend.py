@@ -14,7 +14,7 @@ from hobbit.backend.base import Backend, DeviceCode, Module, Native
 from hobbit.backend.gpu.device_code import assemble_ptx, link_hsaco, ptxas_path
 from hobbit.backend.gpu.module import build_gpu_module
 from hobbit.backend.gpu.table import GPU
-from hobbit.backend.llvm import emit_assembly, emit_object
+from hobbit.backend.llvm import PartCompiler, emit_assembly, emit_object
 from hobbit.errors import ConfigError, MissingDependencyError
 from hobbit.graph.ir import Graph
 from hobbit.passes import GPU_PRECISIONS, TENSOR_CORE_PASS, default_pipeline
@@ -55,7 +55,7 @@ class GpuBackend(Backend):
         return default_pipeline(precision, target) if passes is None else passes
 
     def build_module(self, graph: Graph, plan: MemoryPlan, target: GpuTarget, threads: int, profile: bool,
-                     on_kernel: Callable[[int, int], None] | None) -> Module:
+                     on_kernel: Callable[[int, int], None] | None, parts: PartCompiler) -> Module:
         text, launches = build_gpu_module(graph, plan, target, self.flavour)
         return Module(text, tuple(launches))
 
