@@ -31,7 +31,7 @@ from hobbit.plan.memory import MemoryPlan
 from hobbit.plan.planners import KernelPlanner
 
 if TYPE_CHECKING:
-    from hobbit.backend.llvm import PartCompiler
+    from hobbit.backend.llvm import Optimized, PartCompiler
 
 
 @dataclass(frozen=True)
@@ -48,9 +48,10 @@ class Module:
 
 @dataclass(frozen=True)
 class InProcess:
-    """CPU code this process runs: the optimised module, for the runtime's JIT."""
+    """CPU code this process runs, for the runtime's JIT: its ELF object, or the optimised
+    module for MCJIT to compile (hobbit.backend.llvm.Optimized)."""
 
-    optimized: Any  # llvmlite ModuleRef
+    optimized: Any  # bytes or an llvmlite ModuleRef
 
 
 @dataclass(frozen=True)
@@ -118,6 +119,6 @@ class Backend:
         """The name of the finish on the progress line."""
         raise NotImplementedError
 
-    def finish(self, optimized: Any, module: Module, graph: Graph, plan: MemoryPlan, target: Any) -> Native:
+    def finish(self, optimized: Optimized, module: Module, graph: Graph, plan: MemoryPlan, target: Any) -> Native:
         """The native code of the optimised module (`module` is what it was built from)."""
         raise NotImplementedError

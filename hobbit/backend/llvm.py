@@ -1,12 +1,13 @@
 """LLVM IR text -> optimised module, assembly or object code for a target.
 
-A model's module is optimised on several threads: its kernels are handed over in parts while
-the rest is still being emitted (hobbit.backend.module_parts), each part parsed, verified and
-optimised in an LLVMContext and TargetMachine of its own, then joined (PartCompiler.finish). llvmlite serialises every call into LLVM behind one process-wide
+A model's module is optimised and compiled on several threads: its kernels are handed over in
+parts while the rest is still being emitted (hobbit.backend.module_parts), each part parsed,
+verified, optimised and compiled in an LLVMContext and TargetMachine of its own, then joined
+(PartCompiler.finish). llvmlite serialises every call into LLVM behind one process-wide
 lock (its ffi module's _LLVMLock), so two threads would only take turns. An LLVMContext is
 LLVM's unit of thread safety: modules in different contexts, each with its own TargetMachine
 and pass builder, share no mutable state. So the long calls of a part (parse, verify, the pass
-pipeline) go to llvmlite's C functions directly; ctypes releases the GIL for
+pipeline, code generation) go to llvmlite's C functions directly; ctypes releases the GIL for
 them. Short calls (creating and freeing objects) keep the lock.
 
 Measured (ResNet-50's O3, Zen 4, 2 cores, otherwise idle): 5.5 s on one thread, 2.9 s in two
@@ -17,8 +18,12 @@ from __future__ import annotations
 import ctypes
 import os
 import re
+import shutil
+import subprocess
+import tempfile
 from collections.abc import Callable
 from concurrent.futures import Future, ThreadPoolExecutor
+from dataclasses import dataclass
 
 import llvmlite.binding as llvm
 from llvmlite import ir
@@ -47,6 +52,15 @@ def compile_threads() -> int:
     return max(1, min(len(os.sched_getaffinity(0)), MAX_THREADS))
 
 
+@dataclass
+class Optimized:
+    """A module after LLVM's optimiser, and (where asked and a linker is installed) the machine
+    code this process's JIT loads for it, made on the compile's threads."""
+
+    module: llvm.ModuleRef
+    code: bytes | None = None
+
+
 class PartCompiler:
     """LLVM's optimiser for one module that arrives in parts: `submit` starts a part on a
     thread of its own while the caller emits the next (hobbit.backend.module_parts), `finish`
@@ -69,29 +83,53 @@ class PartCompiler:
         self._parts.append(self._pool.submit(_optimize, with_vector_length(text, self.target), self.target,
                                              self.opt_level, llvm.create_context()))
 
-    def finish(self, text: str) -> llvm.ModuleRef:
+    def finish(self, text: str, jit_code: bool = False) -> Optimized:
         """The module's remaining `text` (declaring what was submitted) and the submitted parts,
         optimised and joined into one module (in the global context, as MCJIT, the exports and a
-        GPU's link take it). Code generation stays one module on one thread: the parts' objects,
-        each compiled alone, cannot be loaded side by side by MCJIT. Its x86-64 JIT code is
-        position-independent with the large code model (hobbit.backend.machine), which reaches
-        constants through GOT-relative relocations, and RuntimeDyld resolves every object's
-        R_X86_64_GOTOFF64 against the first object's GOT: the second part's kernels read wrong
-        constants (measured: SqueezeNet's Winograd, pooling and stem kernels). Static relocations
-        avoid the GOT but would put text relocations in every exported library."""
+        GPU's link take it); with `jit_code`, also this process's machine code for it, compiled
+        part by part on the threads (Optimized)."""
         try:
             text = with_vector_length(text, self.target)
             if not self._parts:
-                return _optimize(text, self.target, self.opt_level, llvm.get_global_context())
+                return Optimized(_optimize(text, self.target, self.opt_level, llvm.get_global_context()))
             first = _optimize(text, self.target, self.opt_level, llvm.create_context())
             parts = [first] + [part.result() for part in self._parts]
             joined = llvm.parse_bitcode(first.as_bitcode())
             for part in parts[1:]:
                 joined.link_in(llvm.parse_bitcode(part.as_bitcode()))
+            code = self._jit_code(parts) if jit_code else None
             first.close()
-            return joined
+            return Optimized(joined, code)
         finally:
             self.close()
+
+    def _jit_code(self, parts: list[llvm.ModuleRef]) -> bytes | None:
+        """One ELF object per part, made on the threads, joined into one by the system linker
+        (`ld -r`); None without a linker (MCJIT then compiles the joined module on one thread).
+
+        Why one object: MCJIT cannot load the parts' objects side by side. Its x86-64 code is
+        position-independent with the large code model (hobbit.backend.machine), which reaches
+        constants through GOT-relative relocations, and RuntimeDyld resolves every object's
+        R_X86_64_GOTOFF64 against the first object's GOT: the second object's kernels read
+        wrong constants (measured: SqueezeNet's Winograd, pooling and stem kernels). `ld -r`
+        keeps those as relocations of one object, which RuntimeDyld gives one GOT. Static
+        relocations would avoid the GOT but put text relocations in every exported library,
+        which is built from this same object."""
+        linker = shutil.which("ld")
+        if linker is None:
+            return None
+        objects = list(self._pool.map(lambda part: _emit_object(part, self.target), parts))
+        with tempfile.TemporaryDirectory(prefix="hobbit-parts-") as tmp:
+            paths = [os.path.join(tmp, f"part{i}.o") for i in range(len(objects))]
+            for path, data in zip(paths, objects):
+                with open(path, "wb") as f:
+                    f.write(data)
+            joined = os.path.join(tmp, "model.o")
+            done = subprocess.run([linker, "-r", "-o", joined, *paths], capture_output=True, text=True)
+            if done.returncode != 0:
+                raise CodegenError(f"the linker could not join the model's objects ({linker} -r): {done.stderr.strip()}")
+            with open(joined, "rb") as f:
+                return f.read()
 
     def close(self) -> None:
         """Wait for the threads (after an error too: a thread must not outlive its compile), and
@@ -108,7 +146,7 @@ class PartCompiler:
 def optimize(module: ir.Module | str, target: Target, opt_level: int = 3) -> llvm.ModuleRef:
     """Parse (a module or its IR text), verify and run the new pass manager's O<n> pipeline
     for the target CPU, on this thread."""
-    return PartCompiler(target, opt_level, 1).finish(str(module))
+    return PartCompiler(target, opt_level, 1).finish(str(module)).module
 
 
 def _optimize(text: str, target: Target, opt_level: int, context: ContextRef) -> llvm.ModuleRef:
@@ -129,6 +167,18 @@ def _optimize(text: str, target: Target, opt_level: int, context: ContextRef) ->
         finally:
             free_pass_manager(pipeline)
     return module
+
+
+def _emit_object(module: llvm.ModuleRef, target: Target) -> bytes:
+    """`module`'s machine code for this process's JIT (its code model), on this thread."""
+    with ffi.OutputString() as error:
+        buffer = _direct("LLVMPY_TargetMachineEmitToMemory")(new_target_machine(target, jit=True), module, 1, error)
+        if not buffer:
+            raise CodegenError(f"LLVM could not generate code for {target.triple}: {error}")
+    try:
+        return ctypes.string_at(ffi.lib.LLVMPY_GetBufferStart(buffer), ffi.lib.LLVMPY_GetBufferSize(buffer))
+    finally:
+        ffi.lib.LLVMPY_DisposeMemoryBuffer(buffer)
 
 
 def _parse(text: str, context: ContextRef) -> llvm.ModuleRef:

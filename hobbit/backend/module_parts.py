@@ -53,11 +53,11 @@ class KernelHandOff:
         header = _header(self._pending[0].module)
         body = []
         for kernel in self._pending:
-            original = str(kernel)
-            kernel.linkage = "hidden"  # printed where the linkage goes: `define hidden void @...`
-            body.append(str(kernel))
+            linkage, kernel.linkage = kernel.linkage, "hidden"  # printed where the linkage goes: `define hidden`
+            text = str(kernel)  # printing is a third of emitting: once per kernel
+            body.append(text)
             kernel.blocks = []
-            self._definitions[str(kernel)] = original
+            self._definitions[str(kernel)] = text.replace("define hidden ", f"define {linkage} ", 1)
         self.compiler.submit("\n".join(header + body) + "\n")
         self._pending, self._size = [], 0
 

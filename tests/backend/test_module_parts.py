@@ -14,6 +14,7 @@ from onnx import TensorProto, helper
 
 import hobbit
 import hobbit.backend.cpu.backend as cpu_backend
+import hobbit.backend.llvm as hobbit_llvm
 import hobbit.backend.module_parts as module_parts
 from hobbit.backend.llvm import PartCompiler
 from hobbit.backend.module_parts import KernelHandOff
@@ -119,14 +120,15 @@ def test_the_parts_optimised_on_threads_and_joined_run_like_the_module(monkeypat
     for kernel in kernels:
         hand_off.add(kernel)
     assert len(compiler._parts) == 3
-    joined = compiler.finish(str(module))
-    assert sorted(f.name for f in joined.functions if not f.is_declaration) == \
+    optimized = compiler.finish(str(module), jit_code=True)
+    assert sorted(f.name for f in optimized.module.functions if not f.is_declaration) == \
         ["Add[c]", "Gather[a]", "Mul[b]", "hobbit_main"]
-    engine = jit_engine(joined, host_target())
-    out = np.zeros(3, np.int64)
-    main = ctypes.CFUNCTYPE(ctypes.c_int32, ctypes.c_void_p)(engine.get_function_address("hobbit_main"))
-    assert main(out.ctypes.data) == 0
-    assert out.tolist() == [7, 6, 42]
+    for code in (optimized.module, optimized.code):  # MCJIT compiles the module; the parts' joined object
+        engine = jit_engine(code, host_target())
+        out = np.zeros(3, np.int64)
+        main = ctypes.CFUNCTYPE(ctypes.c_int32, ctypes.c_void_p)(engine.get_function_address("hobbit_main"))
+        assert main(out.ctypes.data) == 0
+        assert out.tolist() == [7, 6, 42]
 
 
 def _conv_chain() -> tuple:
@@ -208,4 +210,45 @@ def test_a_profiled_model_in_parts_times_every_kernel(split_everything) -> None:
     times = compiled.profile(feeds, runs=3)
     assert len(split_everything) >= 3
     assert len(times) >= 5 and all(t.seconds > 0 for t in times)
+    np.testing.assert_allclose(compiled.run(feeds)[0], run_ort(model, feeds)[0], rtol=1e-4, atol=1e-5)
+
+
+@pytest.fixture
+def machine_code(monkeypatch):
+    """The objects PartCompiler made for the JIT, one per compile (None: MCJIT compiled)."""
+    made: list[bytes | None] = []
+    real = PartCompiler._jit_code
+
+    def recording(self, parts):
+        code = real(self, parts)
+        made.append(code)
+        return code
+    monkeypatch.setattr(PartCompiler, "_jit_code", recording)
+    return made
+
+
+def test_the_parts_machine_code_serves_the_jit_the_cache_and_an_export(split_everything, machine_code, tmp_path,
+                                                                       monkeypatch) -> None:
+    """One object joined by `ld -r` from the parts' objects: the model runs it, the compile
+    cache stores and loads it, and the exported library runs the same instructions."""
+    monkeypatch.setenv("HOBBIT_CACHE_DIR", str(tmp_path / "cache"))
+    monkeypatch.setenv("HOBBIT_CACHE", "1")
+    model, feeds = _conv_chain()
+    want = run_ort(model, feeds)[0]
+    compiled = hobbit.compile(model, threads=2)
+    assert machine_code and machine_code[-1] is not None and machine_code[-1].startswith(b"\x7fELF")
+    assert compiled.native_model().code == machine_code[-1]
+    cached = hobbit.compile(model, threads=2)
+    assert getattr(cached.report, "cached", False)
+    compiled.export(tmp_path / "lib")
+    loaded = hobbit.load(tmp_path / "lib")
+    for got in (compiled.run(feeds)[0], cached.run(feeds)[0], loaded.run(feeds)[0]):
+        np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-5)
+
+
+def test_without_a_linker_mcjit_compiles_the_joined_module(split_everything, machine_code, monkeypatch) -> None:
+    monkeypatch.setattr(hobbit_llvm.shutil, "which", lambda name: None)
+    model, feeds = _conv_chain()
+    compiled = hobbit.compile(model, threads=2, cache=False)
+    assert machine_code == [None]
     np.testing.assert_allclose(compiled.run(feeds)[0], run_ort(model, feeds)[0], rtol=1e-4, atol=1e-5)

@@ -10,7 +10,7 @@ from collections.abc import Callable
 from hobbit.backend.base import Backend, InProcess, Module, Native, ObjectCode
 from hobbit.backend.cpu.module import build_module
 from hobbit.backend.cpu.table import CPU
-from hobbit.backend.llvm import PartCompiler, compile_threads, emit_object
+from hobbit.backend.llvm import Optimized, PartCompiler, compile_threads, emit_object
 from hobbit.backend.module_parts import KernelHandOff
 from hobbit.errors import ConfigError
 from hobbit.graph.ir import Graph
@@ -65,9 +65,11 @@ class CpuBackend(Backend):
     def finish_stage(self, target: Target) -> str:
         return "JIT" if self.in_process(target) else "object code"
 
-    def finish(self, optimized, module: Module, graph: Graph, plan: MemoryPlan, target: Target) -> Native:
+    def finish(self, optimized: Optimized, module: Module, graph: Graph, plan: MemoryPlan, target: Target) -> Native:
         why = target.runs_on(host_target())
-        return InProcess(optimized) if why is None else ObjectCode(emit_object(optimized, target), why)
+        if why is None:
+            return InProcess(optimized.code or optimized.module)
+        return ObjectCode(emit_object(optimized.module, target), why)
 
 
 CPU_BACKEND = CpuBackend()
