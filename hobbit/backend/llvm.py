@@ -28,7 +28,7 @@ from dataclasses import dataclass
 import llvmlite.binding as llvm
 from llvmlite import ir
 from llvmlite.binding import ffi
-from llvmlite.binding.context import ContextRef
+from llvmlite.binding.context import ContextRef, GlobalContextRef
 from llvmlite.binding.module import ModuleRef
 from llvmlite.binding.newpassmanagers import NewPassManager
 
@@ -40,11 +40,13 @@ from hobbit.errors import CodegenError
 MAX_THREADS = 8
 
 
-def _direct(name: str) -> Callable:
-    """llvmlite's C function `name` without its process-wide lock (see the module docstring);
-    the locked one where this llvmlite keeps no unlocked function."""
+def _direct(name: str, context: ContextRef | None) -> Callable:
+    """llvmlite's C function `name`, for a module in `context` (None: a part's private one):
+    without its process-wide lock for a private context (see the module docstring), with it for
+    the global one, which other threads' compiles share; the locked one too where this llvmlite
+    keeps no unlocked function."""
     function = getattr(ffi.lib, name)
-    return getattr(function, "_cfn", function)
+    return function if isinstance(context, GlobalContextRef) else getattr(function, "_cfn", function)
 
 
 def compile_threads() -> int:
@@ -163,16 +165,17 @@ def _optimize(text: str, target: Target, opt_level: int, context: ContextRef) ->
         builder = llvm.create_pass_builder(machine, options)
         pipeline = builder.getModulePassManager()
         try:
-            _direct("LLVMPY_RunNewModulePassManager")(pipeline, module, builder)
+            _direct("LLVMPY_RunNewModulePassManager", context)(pipeline, module, builder)
         finally:
             free_pass_manager(pipeline)
     return module
 
 
-def _emit_object(module: llvm.ModuleRef, target: Target) -> bytes:
-    """`module`'s machine code for this process's JIT (its code model), on this thread."""
+def _emit_object(part: llvm.ModuleRef, target: Target) -> bytes:
+    """The machine code of `part` (a module in a context of its own) for this process's JIT
+    (its code model), on this thread."""
     with ffi.OutputString() as error:
-        buffer = _direct("LLVMPY_TargetMachineEmitToMemory")(new_target_machine(target, jit=True), module, 1, error)
+        buffer = _direct("LLVMPY_TargetMachineEmitToMemory", None)(new_target_machine(target, jit=True), part, 1, error)
         if not buffer:
             raise CodegenError(f"LLVM could not generate code for {target.triple}: {error}")
     try:
@@ -184,12 +187,12 @@ def _emit_object(module: llvm.ModuleRef, target: Target) -> bytes:
 def _parse(text: str, context: ContextRef) -> llvm.ModuleRef:
     data = text.encode()
     with ffi.OutputString() as error:
-        module = ModuleRef(_direct("LLVMPY_ParseAssembly")(context, ctypes.c_char_p(data), error), context)
+        module = ModuleRef(_direct("LLVMPY_ParseAssembly", context)(context, ctypes.c_char_p(data), error), context)
         if error:
             module.close()
             raise CodegenError(f"generated LLVM IR is invalid: {error}")
     with ffi.OutputString() as error:
-        if _direct("LLVMPY_VerifyModule")(module, error):
+        if _direct("LLVMPY_VerifyModule", context)(module, error):
             raise CodegenError(f"generated LLVM IR is invalid: {error}")
     return module
 

@@ -252,3 +252,18 @@ def test_without_a_linker_mcjit_compiles_the_joined_module(split_everything, mac
     compiled = hobbit.compile(model, threads=2, cache=False)
     assert machine_code == [None]
     np.testing.assert_allclose(compiled.run(feeds)[0], run_ort(model, feeds)[0], rtol=1e-4, atol=1e-5)
+
+
+def test_compiles_on_several_threads_at_once_answer_right(split_everything) -> None:
+    """Four compiles at once, each with its parts on threads of its own, in private LLVM
+    contexts that llvmlite's lock does not guard; joining takes the global one, locked."""
+    from concurrent.futures import ThreadPoolExecutor
+    cases = [_conv_chain(), _conv_loop(), _conv_chain(), _conv_loop()]
+
+    def check(case) -> None:
+        model, feeds = case
+        got = hobbit.compile(model, threads=2, cache=False).run(feeds)
+        for g, w in zip(got, run_ort(model, feeds)):
+            np.testing.assert_allclose(g, w, rtol=1e-4, atol=1e-5)
+    with ThreadPoolExecutor(4) as pool:
+        list(pool.map(check, cases))
