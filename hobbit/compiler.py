@@ -19,7 +19,7 @@ import numpy as np
 from hobbit import zoo
 from hobbit.backend.base import Backend, Module
 from hobbit.backend.cpu.module import pack_weights
-from hobbit.backend.llvm import optimize
+from hobbit.backend.llvm import Optimized, PartCompiler
 from hobbit.backend.select import backend_for
 from hobbit.errors import ConfigError, InputValuesNeeded, SymbolicInputShape
 from hobbit.frontend.common.source import ModelInput, Source
@@ -81,9 +81,11 @@ def lower_to_llvm(model: ModelSource, target: Target | str | None = None, passes
 def _lower(source: Source, backend: Backend, target: Target, threads: int, precision: str, opt_level: int,
            passes: list[str] | None, input_shapes: dict[str, tuple[int, ...]] | None,
            input_values: dict[str, np.ndarray] | None, profile: bool, keep_ir: bool,
-           show: Progress, graph: Graph | None = None) -> tuple[CompileReport, Module]:
+           show: Progress, graph: Graph | None = None) -> tuple[CompileReport, Module, Optimized]:
     """import -> the backend's passes -> its plans (memory planning) -> its module -> LLVM's
-    optimiser: the report, and the module as built (its launches, for a GPU's finish).
+    optimiser: the report, the module as built (its launches, for a GPU's finish) and what
+    LLVM made of it. LLVM's threads take the module's kernels as they are finished
+    (hobbit.backend.module_parts).
 
     The constants are packed right after memory planning, while no IR exists yet: packing
     holds the old arrays and the blob at once (the JIT stage's peak when it came last,
@@ -109,16 +111,22 @@ def _lower(source: Source, backend: Backend, target: Target, threads: int, preci
     times["passes"] = time.perf_counter() - t0
     t0 = time.perf_counter()
     show.stage("codegen")
-    module = backend.build_module(graph, plan, target, threads, profile, show.kernel)
-    release_garbage()
-    times["codegen"] = time.perf_counter() - t0
-    t0 = time.perf_counter()
-    show.stage("LLVM optimise")
-    optimized = optimize(module.text, target, opt_level)
+    parts = PartCompiler(target, opt_level, backend.compile_threads(target))
+    try:
+        module = backend.build_module(graph, plan, target, threads, profile, show.kernel, parts)
+        release_garbage()
+        times["codegen"] = time.perf_counter() - t0
+        t0 = time.perf_counter()
+        show.stage("LLVM optimise")
+        optimized = parts.finish(module.text, jit_code=backend.in_process(target))
+    finally:
+        parts.close()
     times["llvm"] = time.perf_counter() - t0
-    text = module.text if keep_ir or backend.keeps_ir else None
-    report = CompileReport(graph, plan, target, threads, text, times, optimized, weights)
-    return report, Module(text or "", module.launches)
+    text = None
+    if keep_ir or backend.keeps_ir:
+        text = module.whole_text() if module.whole_text else module.text
+    report = CompileReport(graph, plan, target, threads, text, times, optimized.module, weights)
+    return report, Module(text or "", module.launches), optimized
 
 
 def resolve_threads(threads: int | None, target: Target | None = None) -> int:
@@ -345,8 +353,8 @@ def _dynamic_model(source: Source, backend: Backend, target: Target, threads: in
                              tuple((int(i), int(o)) for i, o in extents.get("in_place", [])))
         graph = dynamic_graph(source, backend, target, precision, passes, input_shapes, declared, symbols, ranges,
                               bound)
-        report, module = _lower(source, backend, target, threads, precision, opt_level, passes, input_shapes,
-                                None, profile, False, show, graph)
+        report, module, optimized = _lower(source, backend, target, threads, precision, opt_level, passes,
+                                           input_shapes, None, profile, False, show, graph)
         inputs = [v.extents or (None,) * len(v.shape) for v in graph.inputs[:-1]]
         outputs = [v.extents or (None,) * len(v.shape) for v in graph.outputs]
         smallest = smallest_sizes(graph, bound, symbols)
@@ -355,7 +363,7 @@ def _dynamic_model(source: Source, backend: Backend, target: Target, threads: in
                              "outputs": [extents_to_json(e) for e in outputs], "smallest": list(smallest),
                              "in_place": [list(p) for p in pairs]}}
         t0 = time.perf_counter()
-        native = backend.finish(report.optimized, module, report.graph, report.plan, target)
+        native = backend.finish(optimized, module, report.graph, report.plan, target)
         return Build(finished_model(native, report, t0, show, key, 0.0, extra), bound, inputs, outputs, smallest,
                      pairs)
 
@@ -404,9 +412,9 @@ def _build(source: Source, backend: Backend, target: Target, threads: int, preci
         if hit is not None:
             return hit
     lookup_seconds = time.perf_counter() - t0
-    report, module = _lower(source, backend, target, threads, precision, opt_level, passes, input_shapes,
-                            input_values, profile, False, show)
+    report, module, optimized = _lower(source, backend, target, threads, precision, opt_level, passes,
+                                       input_shapes, input_values, profile, False, show)
     show.stage(backend.finish_stage(target))
     t0 = time.perf_counter()
-    native = backend.finish(report.optimized, module, report.graph, report.plan, target)
+    native = backend.finish(optimized, module, report.graph, report.plan, target)
     return finished_model(native, report, t0, show, key, lookup_seconds)

@@ -22,7 +22,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from hobbit.emit.table import KernelTable
 from hobbit.graph.ir import Graph
@@ -30,21 +30,28 @@ from hobbit.passes.memory import plan_memory
 from hobbit.plan.memory import MemoryPlan
 from hobbit.plan.planners import KernelPlanner
 
+if TYPE_CHECKING:
+    from hobbit.backend.llvm import Optimized, PartCompiler
+
 
 @dataclass(frozen=True)
 class Module:
     """What a backend's module builder made: the IR text handed to LLVM, and for a GPU the
-    launches that run its kernels (hobbit.backend.gpu.module.Launch), in order."""
+    launches that run its kernels (hobbit.backend.gpu.module.Launch), in order. Where kernels
+    went to LLVM while the module was built (hobbit.backend.module_parts), `text` declares them
+    and `whole_text()` gives the module as one."""
 
     text: str
     launches: tuple = ()
+    whole_text: Callable[[], str] | None = None
 
 
 @dataclass(frozen=True)
 class InProcess:
-    """CPU code this process runs: the optimised module, for the runtime's JIT."""
+    """CPU code this process runs, for the runtime's JIT: its ELF object, or the optimised
+    module for MCJIT to compile (hobbit.backend.llvm.Optimized)."""
 
-    optimized: Any  # llvmlite ModuleRef
+    optimized: Any  # bytes or an llvmlite ModuleRef
 
 
 @dataclass(frozen=True)
@@ -95,8 +102,14 @@ class Backend:
         return plan_memory(graph, target, threads, self.planner)
 
     def build_module(self, graph: Graph, plan: MemoryPlan, target: Any, threads: int, profile: bool,
-                     on_kernel: Callable[[int, int], None] | None) -> Module:
+                     on_kernel: Callable[[int, int], None] | None, parts: PartCompiler) -> Module:
+        """The module; `parts` may take finished pieces of it to LLVM's threads on the way."""
         raise NotImplementedError
+
+    def compile_threads(self, target: Any) -> int:
+        """How many threads optimise this backend's module (hobbit.backend.llvm.PartCompiler):
+        one, unless its module is made of kernels that compile alike wherever they live."""
+        return 1
 
     def in_process(self, target: Any) -> bool:
         """Whether finish() keeps the code for this process's JIT (the compile cache applies)."""
@@ -106,6 +119,6 @@ class Backend:
         """The name of the finish on the progress line."""
         raise NotImplementedError
 
-    def finish(self, optimized: Any, module: Module, graph: Graph, plan: MemoryPlan, target: Any) -> Native:
+    def finish(self, optimized: Optimized, module: Module, graph: Graph, plan: MemoryPlan, target: Any) -> Native:
         """The native code of the optimised module (`module` is what it was built from)."""
         raise NotImplementedError

@@ -79,12 +79,15 @@ class TensorSpec:
 
 def jit_engine(code: llvm.ModuleRef | bytes, target: Target,
                on_object: Callable[[bytes], None] | None = None) -> llvm.ExecutionEngine:
-    """An MCJIT engine for an optimised module, or for object code from the compile cache.
-    `on_object` receives the machine code MCJIT generates for a module, for the cache to keep."""
+    """An MCJIT engine for an optimised module, or for object code (made on the compile's
+    threads: hobbit.backend.llvm.Optimized, or from the compile cache). `on_object` receives
+    the machine code the engine runs, for the cache to keep."""
     load_runtime_libraries(target)
     if isinstance(code, bytes):
         engine = llvm.create_mcjit_compiler(llvm.parse_assembly(""), new_target_machine(target, jit=True))
         engine.add_object_file(llvm.ObjectFileRef.from_data(code))
+        if on_object is not None:
+            on_object(code)
     else:
         engine = llvm.create_mcjit_compiler(code, new_target_machine(target, jit=True))
         if on_object is not None:
@@ -229,7 +232,7 @@ class CompiledModel(ModelTensors):
         # and native code waited for the cyclic collector instead of going with the model.
         self._engine = jit_engine(code, target, keep)
         weakref.finalize(self, _retire, self._engine)
-        # The machine code MCJIT made, kept for export(): the library runs the same instructions.
+        # The machine code the engine runs, kept for export(): the library runs the same instructions.
         self._code: bytes | None = code if isinstance(code, bytes) else (made[-1] if made else None)
         self._entry = _ENTRY_TYPE(self._engine.get_function_address(ENTRY))
         self._status_table = read_status_table(self._engine.get_global_value_address(STATUS_TABLE))

@@ -10,7 +10,8 @@ from collections.abc import Callable
 from hobbit.backend.base import Backend, InProcess, Module, Native, ObjectCode
 from hobbit.backend.cpu.module import build_module
 from hobbit.backend.cpu.table import CPU
-from hobbit.backend.llvm import emit_object
+from hobbit.backend.llvm import Optimized, PartCompiler, compile_threads, emit_object
+from hobbit.backend.module_parts import KernelHandOff
 from hobbit.errors import ConfigError
 from hobbit.graph.ir import Graph
 from hobbit.passes import PRECISIONS, default_pipeline
@@ -48,8 +49,15 @@ class CpuBackend(Backend):
         return default_pipeline(precision) if passes is None else passes
 
     def build_module(self, graph: Graph, plan: MemoryPlan, target: Target, threads: int, profile: bool,
-                     on_kernel: Callable[[int, int], None] | None) -> Module:
-        return Module(str(build_module(graph, plan, target, threads, profile, on_kernel=on_kernel)))
+                     on_kernel: Callable[[int, int], None] | None, parts: PartCompiler) -> Module:
+        hand_off = KernelHandOff(parts)
+        text = str(build_module(graph, plan, target, threads, profile, on_kernel=on_kernel, hand_off=hand_off))
+        return Module(text, whole_text=lambda: hand_off.whole_text(text))
+
+    def compile_threads(self, target: Target) -> int:
+        """Kernels are noinline functions that only the entry point, the team function and thunks
+        call, so they compile alike in any part (hobbit.backend.module_parts)."""
+        return compile_threads()
 
     def in_process(self, target: Target) -> bool:
         return target.runs_on(host_target()) is None
@@ -57,9 +65,11 @@ class CpuBackend(Backend):
     def finish_stage(self, target: Target) -> str:
         return "JIT" if self.in_process(target) else "object code"
 
-    def finish(self, optimized, module: Module, graph: Graph, plan: MemoryPlan, target: Target) -> Native:
+    def finish(self, optimized: Optimized, module: Module, graph: Graph, plan: MemoryPlan, target: Target) -> Native:
         why = target.runs_on(host_target())
-        return InProcess(optimized) if why is None else ObjectCode(emit_object(optimized, target), why)
+        if why is None:
+            return InProcess(optimized.code or optimized.module)
+        return ObjectCode(emit_object(optimized.module, target), why)
 
 
 CPU_BACKEND = CpuBackend()

@@ -26,6 +26,7 @@ import numpy as np
 from llvmlite import ir
 
 from hobbit.backend.cpu.profile import KernelTimer
+from hobbit.backend.module_parts import KernelHandOff
 from hobbit.target import Target
 from hobbit.backend.cpu.team import KernelCall, Step, emit_team, team_steps
 from hobbit.errors import CodegenError
@@ -47,8 +48,11 @@ STATUS_TABLE = "hobbit_status_table"
 
 
 def build_module(graph: Graph, plan: MemoryPlan, target: Target, threads: int = 1,
-                 profile: bool = False, on_kernel: Callable[[int, int], None] | None = None) -> ir.Module:
-    """`on_kernel(done, total)` is called after each kernel, for a progress display.
+                 profile: bool = False, on_kernel: Callable[[int, int], None] | None = None,
+                 hand_off: KernelHandOff | None = None) -> ir.Module:
+    """`on_kernel(done, total)` is called after each kernel, for a progress display;
+    `hand_off` takes the finished kernels to LLVM's threads while the rest is emitted (the
+    module then declares them: hobbit.backend.module_parts).
 
     With one thread the entry point calls the kernels in order. With several it hands
     the team walk (hobbit.backend.cpu.team) to the thread runtime once per inference: one
@@ -62,7 +66,9 @@ def build_module(graph: Graph, plan: MemoryPlan, target: Target, threads: int = 
         if name != "threads":
             arg.add_attribute("noalias")
     builder = ir.IRBuilder(entry.append_basic_block("entry"))
-    calls = _kernel_calls(module, graph, plan, target, threads, on_kernel)
+    calls = _kernel_calls(module, graph, plan, target, threads, on_kernel, hand_off)
+    if hand_off is not None:
+        hand_off.flush()
     _reset(module, builder, entry.args[3], plan)
     if threads == 1:
         timer = KernelTimer(module, builder, len(calls)) if profile else None
@@ -124,10 +130,11 @@ def _step_state(b: ir.IRBuilder, tables: tuple, plan: MemoryPlan, step: Step) ->
 
 
 def _kernel_calls(module: ir.Module, graph: Graph, plan: MemoryPlan, target: Target, threads: int,
-                  on_kernel: Callable[[int, int], None] | None) -> list[KernelCall]:
+                  on_kernel: Callable[[int, int], None] | None,
+                  hand_off: KernelHandOff | None = None) -> list[KernelCall]:
     """Every kernel's function (bodies shared between equal signatures) and its pointers:
     the values it touches, its scratch, and its claimed loops' counters (past its step's
-    state)."""
+    state). A new body goes to `hand_off` unless it calls a subgraph's kernels."""
     bodies: dict[tuple, tuple[ir.Function, bool]] = {}
     kernels = kernel_nodes(graph)
     calls = []
@@ -137,6 +144,8 @@ def _kernel_calls(module: ir.Module, graph: Graph, plan: MemoryPlan, target: Tar
             fn, parallel = _wrapper(module, node, bodies[key][0]), bodies[key][1]
         else:
             fn, parallel = bodies[key] = _emit_kernel(module, node, target, plan, threads)
+            if hand_off is not None and not isinstance(node.attrs.get("body"), Graph):
+                hand_off.add(fn)
         calls.append(KernelCall(node, fn, parallel, lambda b, tables, node=node: _kernel_args(b, tables, plan, node, threads)))
         if on_kernel is not None:
             on_kernel(index + 1, len(kernels))

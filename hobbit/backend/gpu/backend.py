@@ -14,7 +14,7 @@ from hobbit.backend.base import Backend, DeviceCode, Module, Native
 from hobbit.backend.gpu.device_code import assemble_ptx, link_hsaco, ptxas_path
 from hobbit.backend.gpu.module import build_gpu_module
 from hobbit.backend.gpu.table import GPU
-from hobbit.backend.llvm import emit_assembly, emit_object
+from hobbit.backend.llvm import Optimized, PartCompiler, emit_assembly, emit_object
 from hobbit.errors import ConfigError, MissingDependencyError
 from hobbit.graph.ir import Graph
 from hobbit.passes import GPU_PRECISIONS, TENSOR_CORE_PASS, default_pipeline
@@ -55,20 +55,21 @@ class GpuBackend(Backend):
         return default_pipeline(precision, target) if passes is None else passes
 
     def build_module(self, graph: Graph, plan: MemoryPlan, target: GpuTarget, threads: int, profile: bool,
-                     on_kernel: Callable[[int, int], None] | None) -> Module:
+                     on_kernel: Callable[[int, int], None] | None, parts: PartCompiler) -> Module:
         text, launches = build_gpu_module(graph, plan, target, self.flavour)
         return Module(text, tuple(launches))
 
     def finish_stage(self, target: GpuTarget) -> str:
         return f"{'PTX' if self.flavour == 'nvptx' else 'code object'} for {target.arch}"
 
-    def finish(self, optimized, module: Module, graph: Graph, plan: MemoryPlan, target: GpuTarget) -> Native:
+    def finish(self, optimized: Optimized, module: Module, graph: Graph, plan: MemoryPlan,
+               target: GpuTarget) -> Native:
         def host_module() -> str:
             return build_gpu_module(graph, plan, target, "host")[0]
         if self.flavour == "amdgpu":
-            return DeviceCode(link_hsaco(emit_object(optimized, target), target), module.launches,
+            return DeviceCode(link_hsaco(emit_object(optimized.module, target), target), module.launches,
                               host_module=host_module)
-        code = emit_assembly(optimized, target)
+        code = emit_assembly(optimized.module, target)
         cubin, resources = None, {}
         try:
             ptxas_path()
