@@ -95,13 +95,14 @@ class PartCompiler:
             if not self._parts:
                 return Optimized(_optimize(text, self.target, self.opt_level, llvm.get_global_context()))
             first = _optimize(text, self.target, self.opt_level, llvm.create_context())
-            parts = [first] + [part.result() for part in self._parts]
-            joined = llvm.parse_bitcode(first.as_bitcode())
-            for part in parts[1:]:
-                joined.link_in(llvm.parse_bitcode(part.as_bitcode()))
-            code = self._jit_code(parts) if jit_code else None
-            first.close()
-            return Optimized(joined, code)
+            try:
+                parts = [first] + [part.result() for part in self._parts]
+                joined = llvm.parse_bitcode(first.as_bitcode())
+                for part in parts[1:]:
+                    joined.link_in(llvm.parse_bitcode(part.as_bitcode()))
+                return Optimized(joined, self._jit_code(parts) if jit_code else None)
+            finally:
+                first.close()  # as close() does for the submitted parts, after an error too
         finally:
             self.close()
 
