@@ -305,21 +305,56 @@ def test_dropping_models_while_workers_leave_them(tmp_path):
     assert done.returncode == 0 and done.stdout.strip() == "ok", (done.returncode, done.stderr[-3000:])
 
 
-def test_workers_moved_off_the_callers_cpu_keep_their_affinity(mix):
-    """After idle gaps a woken worker often lands on the caller's CPU and moves itself off
-    it (move_off_caller) by narrowing its affinity for a moment: every run stays correct and
-    every thread of the process ends with the affinity it started with."""
-    import time
+PLACEMENT = """
+import ctypes, os, time
+from tests.runtime.test_pool import kernel_mix, compile_mix, check
+from tests.helpers import run_ort
+libc = ctypes.CDLL(None)
+model, x = kernel_mix()
+expected = run_ort(model, {'x': x})[0]
+allowed = os.sched_getaffinity(0)
+before = set(os.listdir('/proc/self/task'))
 
-    model, x, expected = mix
-    m = compile_mix(model, threads=2)
-    allowed = os.sched_getaffinity(0)
-    for gap in (0.0, 0.002, 0.02):
-        for _ in range(5):
-            time.sleep(gap)
-            check(m, x, expected)
-    for tid in os.listdir("/proc/self/task"):
-        assert os.sched_getaffinity(int(tid)) == allowed, f"thread {tid}"
+def masks():
+    return {int(t): os.sched_getaffinity(int(t)) for t in os.listdir('/proc/self/task') if t not in before}
+
+def runs(m, gap):
+    for _ in range(5):
+        time.sleep(gap)
+        check(m, x, expected)
+    return libc.sched_getcpu()
+
+m = compile_mix(model, threads=2)
+for gap in (0.0, 0.002, 0.02):
+    cpu = runs(m, gap)
+    got = masks()
+    assert os.sched_getaffinity(0) == allowed, 'the caller keeps its mask'
+    assert allowed - {cpu} in got.values(), (cpu, got)
+    assert all(mask in (allowed, allowed - {cpu}) for mask in got.values()), (cpu, got)
+one = min(allowed)
+os.sched_setaffinity(0, {one})
+runs(m, 0.02)
+assert {one} in masks().values(), ('the caller bound to one CPU: its worker follows it', masks())
+os.sched_setaffinity(0, allowed)
+cpu = runs(m, 0.02)
+assert allowed - {cpu} in masks().values(), ('the caller free again: its worker is placed again', cpu, masks())
+many = compile_mix(model, threads=len(allowed) + 1)
+runs(many, 0.02)
+assert all(mask == allowed for mask in masks().values()), ('more threads than CPUs: none is placed', masks())
+print('ok')
+"""
+
+
+@pytest.mark.skipif(len(os.sched_getaffinity(0)) < 2, reason="placement needs two CPUs")
+def test_workers_run_off_the_callers_cpu():
+    """Before a job the caller takes its own CPU out of its workers' masks (place_workers), so
+    a worker woken after idle gaps starts on another CPU instead of queueing behind the
+    caller; the caller keeps its mask; a caller bound to one CPU, and more threads than CPUs,
+    leave the workers on the caller's CPUs; a caller whose mask changes places them again.
+    Every run stays correct. In a child: the test binds the caller to one CPU."""
+    done = subprocess.run([sys.executable, "-c", PLACEMENT], cwd=ROOT, capture_output=True, text=True,
+                          timeout=DEADLINE, env={**os.environ, "PYTHONPATH": ROOT})
+    assert done.returncode == 0 and done.stdout.strip() == "ok", (done.returncode, done.stderr[-3000:])
 
 
 def test_a_process_bound_to_one_cpu_runs_with_threads():
