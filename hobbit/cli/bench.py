@@ -54,7 +54,9 @@ without spinning) and OpenVINO f32, bf16 hobbit / OpenVINO bf16, int8 hobbit / t
 OpenVINO int8, quiet and under each --load condition (default none,busy-core,gaps:1,gaps:10,gaps:100,poisson:10;
 the sporadic ones in an fp32 table of their own), each model's cold compile in a fresh process with its phases,
 and each precision's three slowest kernels as % of the measured peak of its instruction (FMA, vdpbf16ps,
-vpdpbusd). Exits with status 1 when any outputs disagree."""
+vpdpbusd); in an existing file (BENCHMARKS.md) it replaces only what lies between the lines
+<!-- hobbit bench --summary: begin --> and <!-- hobbit bench --summary: end -->. Exits with status 1
+when any outputs disagree."""
 
 EXAMPLES = """examples:
   hobbit bench                                 zoo resnet18 at 1 thread
@@ -181,7 +183,9 @@ def _report_flags(p: argparse.ArgumentParser) -> None:
                         "OpenVINO on onnxruntime's QDQ model), quiet and under each in-process --load condition; the "
                         "sporadic --load conditions for fp32; each model's cold compile in a fresh process with its "
                         "phases; and each precision's three slowest kernels as %% of the measured peak of its "
-                        "instruction; takes --model, --threads, --runs, --warmup, --load")
+                        "instruction; takes --model, --threads, --runs, --warmup, --load. An existing FILE.md (such "
+                        "as BENCHMARKS.md) keeps everything outside its '<!-- hobbit bench --summary: begin -->' "
+                        "... 'end -->' lines, and is refused without them")
 
 
 def parse_loads(text: str) -> list[str]:
@@ -506,6 +510,8 @@ def _bench_summary(args: argparse.Namespace, loads: list[str]) -> int:
                  ("--passes/--disable", args.passes or args.disable), ("--input-shape", args.input_shape),
                  ("--signature", args.signature)))
     summary.check_loads(loads)
+    existing = _read_if_there(args.summary)
+    summary.check_file(existing, args.summary)
     _require_quantization("the summary's int8 tables")
     machine = report.machine_info()
     models = low_bit_models(args.model)
@@ -515,14 +521,25 @@ def _bench_summary(args: argparse.Namespace, loads: list[str]) -> int:
     peaks = summary.measure_peaks(args.threads)
     summaries = summary.run_summary(models, args.threads, loads, args.runs, args.warmup,
                                     show=lambda text: print(text + "\n", flush=True))
-    command = (f"hobbit bench --summary {args.summary} --model {args.model or ','.join(quant.MODELS)} "
+    # the file's name only: the folder it was written to is the measuring machine's
+    command = (f"hobbit bench --summary {os.path.basename(args.summary)} "
+               f"--model {args.model or ','.join(quant.MODELS)} "
                f"--threads {','.join(map(str, args.threads))} --runs {args.runs} --warmup {args.warmup} "
                f"--load {','.join(loads)}")
     text = summary.markdown(summaries, peaks, machine, command, args.threads, loads, args.runs, args.warmup)
     print(text, end="")
-    write_text(text, args.summary)
+    write_text(summary.place(text, existing, args.summary), args.summary)
     agree = all(r.mismatch is None for s in summaries for r in [*s.fp32, *(q for rs in s.low_bit.values() for q in rs)])
     return 0 if agree else 1
+
+
+def _read_if_there(path: str) -> str | None:
+    """The text of the file `path`, or None where there is none yet."""
+    try:
+        with open(path, encoding="utf-8") as f:
+            return f.read()
+    except FileNotFoundError:
+        return None
 
 
 def _takes_only(args: argparse.Namespace, mode: str, takes: str, flags: tuple[tuple[str, object], ...]) -> None:

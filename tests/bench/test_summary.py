@@ -83,8 +83,9 @@ def test_summary_writes_every_section(page):
     code, markdown = page
     assert code == 0
     assert "hobbit bench --summary " in markdown and "--threads 1,2 --runs 3" in markdown
-    for heading in ("## Latency, quiet", "## Latency, busy-core", "## Sporadic requests, fp32", "gaps:MS",
-                    "poisson:RATE", "## Cold compile, fp32", "## Slowest kernels"):
+    assert markdown.startswith(summary.BEGIN + "\n## hobbit against its peers") and markdown.endswith(summary.END + "\n")
+    for heading in ("\n### Latency, quiet", "\n### Latency, busy-core", "\n### Sporadic requests, fp32", "gaps:MS",
+                    "poisson:RATE", "\n### Cold compile, fp32", "\n### Slowest kernels"):
         assert heading in markdown, heading
     tables = _tables(markdown)
     latency = [t for t in tables if t[0][:3] == ["model", "threads", "fp32 hobbit / best"]]
@@ -165,6 +166,25 @@ def test_ratio_cells_pick_the_fastest_peer_and_mark_the_target():
 def test_summary_refuses_what_it_does_not_take(flags, named, capsys):
     assert main(["bench", "--summary", "x.md", *flags]) == 2
     assert named in capsys.readouterr().err
+
+
+def test_the_page_replaces_only_its_own_section_of_a_file():
+    before, after = "# Benchmarks\n\nother tables\n\n", "\n\n## Later section\nmore\n"
+    old = f"{before}{summary.BEGIN}\n## old page\n{summary.END}{after}"
+    new = summary.place("## new page\n", old, "BENCHMARKS.md")
+    assert new == f"{before}{summary.BEGIN}\n## new page\n{summary.END}{after}"
+    assert summary.place("## new page\n", new, "BENCHMARKS.md") == new
+    assert summary.place("## page\n", None, "peers.md") == f"{summary.BEGIN}\n## page\n{summary.END}\n"
+
+
+def test_a_file_without_the_markers_is_refused_before_measuring(tmp_path, capsys):
+    """Refused at once (no model is compiled: the call returns in well under the seconds a
+    measurement takes) and left as it was."""
+    path = tmp_path / "BENCHMARKS.md"
+    path.write_text("# Benchmarks\n\nhand-written tables\n")
+    assert main(["bench", "--summary", str(path), "--threads", "1"]) == 2
+    assert "summary: begin" in capsys.readouterr().err
+    assert path.read_text() == "# Benchmarks\n\nhand-written tables\n"
 
 
 def test_cold_compile_runs_in_a_fresh_process_with_its_phases():
