@@ -16,6 +16,16 @@ import hobbit
 from hobbit.target import host_target
 
 
+def save_dense_relu(path, rows: int, k: int, n: int) -> str:
+    """A [rows, k] @ [k, n] MatMul and a Relu, saved at `path`: the model of the scripts' tests."""
+    rng = np.random.default_rng(0)
+    model = make_model([helper.make_node("MatMul", ["x", "w"], ["y"]), helper.make_node("Relu", ["y"], ["z"])],
+                       {"x": rng.standard_normal((rows, k)).astype(np.float32)}, ["z"],
+                       {"w": rng.standard_normal((k, n)).astype(np.float32)})
+    onnx.save(model, path)
+    return str(path)
+
+
 def make_model(nodes: list[onnx.NodeProto], inputs: dict[str, np.ndarray], outputs: list[str],
                initializers: dict[str, np.ndarray] | None = None, opset: int = 17) -> onnx.ModelProto:
     """A model whose inputs take the shapes/dtypes (any, bfloat16 included) of the example arrays;

@@ -7,22 +7,13 @@ import subprocess
 import sys
 from pathlib import Path
 
-import numpy as np
-import onnx
-from onnx import helper
-
-from tests.helpers import make_model
+from tests.helpers import save_dense_relu
 
 SCRIPT = Path(__file__).resolve().parents[1] / "scripts" / "cold_compile.py"
 
 
 def test_the_table_has_every_phase_within_the_total(tmp_path) -> None:
-    rng = np.random.default_rng(0)
-    model = make_model([helper.make_node("MatMul", ["x", "w"], ["y"]), helper.make_node("Relu", ["y"], ["z"])],
-                       {"x": rng.standard_normal((4, 16)).astype(np.float32)}, ["z"],
-                       {"w": rng.standard_normal((16, 8)).astype(np.float32)})
-    path = tmp_path / "tiny.onnx"
-    onnx.save(model, path)
+    path = save_dense_relu(tmp_path / "tiny.onnx", 4, 16, 8)
     done = subprocess.run([sys.executable, str(SCRIPT), str(path), "--threads", "1", "--rounds", "2"],
                           capture_output=True, text=True, check=True)
     header, rule, row = done.stdout.strip().splitlines()

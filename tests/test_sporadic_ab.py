@@ -6,23 +6,14 @@ import subprocess
 import sys
 from pathlib import Path
 
-import numpy as np
-import onnx
-from onnx import helper
-
-from tests.helpers import make_model
+from tests.helpers import save_dense_relu
 
 ROOT = Path(__file__).resolve().parents[1]
 SCRIPT = ROOT / "scripts" / "sporadic_ab.py"
 
 
 def test_each_tree_has_a_row_per_gap_and_back_to_back_is_the_unit(tmp_path) -> None:
-    rng = np.random.default_rng(0)
-    model = make_model([helper.make_node("MatMul", ["x", "w"], ["y"]), helper.make_node("Relu", ["y"], ["z"])],
-                       {"x": rng.standard_normal((64, 256)).astype(np.float32)}, ["z"],
-                       {"w": rng.standard_normal((256, 256)).astype(np.float32)})
-    path = tmp_path / "tiny.onnx"
-    onnx.save(model, path)
+    path = save_dense_relu(tmp_path / "tiny.onnx", 64, 256, 256)
     done = subprocess.run([sys.executable, str(SCRIPT), str(ROOT), str(ROOT), "--model", str(path), "--threads", "2",
                            "--gaps", "1", "--runs", "3", "--rounds", "2"], capture_output=True, text=True, check=True)
     header, rule, *rows = done.stdout.strip().splitlines()
