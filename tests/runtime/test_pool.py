@@ -324,20 +324,26 @@ def runs(m, gap):
         check(m, x, expected)
     return libc.sched_getcpu()
 
+def placed(m, gap):
+    # whether a worker's mask is the caller's minus the caller's CPU; the caller may move to
+    # another CPU between the run's placement and sched_getcpu, so a few tries
+    for _ in range(5):
+        cpu = runs(m, gap)
+        if allowed - {cpu} in masks().values():
+            return True
+    return False
+
 m = compile_mix(model, threads=2)
 for gap in (0.0, 0.002, 0.02):
-    cpu = runs(m, gap)
-    got = masks()
+    assert placed(m, gap), ('a worker runs off the caller CPU', gap, masks())
     assert os.sched_getaffinity(0) == allowed, 'the caller keeps its mask'
-    assert allowed - {cpu} in got.values(), (cpu, got)
-    assert all(mask in (allowed, allowed - {cpu}) for mask in got.values()), (cpu, got)
+    assert all(mask <= allowed and len(allowed - mask) <= 1 for mask in masks().values()), masks()
 one = min(allowed)
 os.sched_setaffinity(0, {one})
 runs(m, 0.02)
 assert {one} in masks().values(), ('the caller bound to one CPU: its worker follows it', masks())
 os.sched_setaffinity(0, allowed)
-cpu = runs(m, 0.02)
-assert allowed - {cpu} in masks().values(), ('the caller free again: its worker is placed again', cpu, masks())
+assert placed(m, 0.02), ('the caller free again: its worker is placed again', masks())
 many = compile_mix(model, threads=len(allowed) + 1)
 runs(many, 0.02)
 assert all(mask == allowed for mask in masks().values()), ('more threads than CPUs: none is placed', masks())
