@@ -336,7 +336,8 @@ class _Runtime:
 
     def emit_move_off_caller(self) -> None:
         """If this worker runs on the CPU of the thread that published the job (place_workers
-        keeps workers off it where there is a CPU for each; this covers the rest), move it to another CPU it may run on: exclude that CPU from its affinity (the kernel migrates a
+        keeps workers off it where there is a CPU for each; this covers the rest), move it to
+        another CPU it may run on: exclude that CPU from its affinity (the kernel migrates a
         thread whose CPU leaves its mask before the call returns), then give the old mask back
         so the scheduler stays free to move it later.
 
