@@ -153,20 +153,24 @@ def place(page: str, existing: str | None, path: str) -> str:
     framed = f"{BEGIN}\n{page.rstrip()}\n{END}"
     if existing is None:
         return framed + "\n"
-    check_file(existing, path)
-    start, end = existing.find(BEGIN), existing.find(END)
+    start, end = _section(existing, path)
     return existing[:start] + framed + existing[end + len(END):]
 
 
 def check_file(existing: str | None, path: str) -> None:
     """A ConfigError for an existing file that has no place for the page: checked before the
     measurements, which take most of an hour for the five CNNs."""
-    if existing is None:
-        return
+    if existing is not None:
+        _section(existing, path)
+
+
+def _section(existing: str, path: str) -> tuple[int, int]:
+    """Where the BEGIN and END markers of the file's text start, or a ConfigError."""
     start, end = existing.find(BEGIN), existing.find(END)
     if start < 0 or end < start:
         raise ConfigError(f"{path} exists and has no '{BEGIN}' ... '{END}' lines around a summary to replace: "
                           f"add them where the tables go, or name a new file")
+    return start, end
 
 
 def figure(ms: float) -> str:

@@ -105,6 +105,7 @@ SYS_FUTEX = {"x86_64": 202, "aarch64": 98, "riscv64": 98}
 SIG_BLOCK, SIG_SETMASK = 0, 2
 SIGSET_BYTES = 128
 CPUSET_BYTES = 128  # glibc's cpu_set_t: 1024 CPUs
+CPUSET = ir.ArrayType(I64, CPUSET_BYTES // 8)  # ... as 64-bit words
 CLOCK_MONOTONIC = 1
 
 
@@ -127,9 +128,8 @@ class _Runtime:
         self.threads = ir.GlobalVariable(self.module, threads_type, name="hobbit_pool_threads")
         self.threads.initializer = ir.Constant(threads_type, None)
         self.threads.linkage = "internal"
-        mask_type = ir.ArrayType(I64, CPUSET_BYTES // 8)
-        self.placed_mask = ir.GlobalVariable(self.module, mask_type, name="hobbit_pool_placed_mask")
-        self.placed_mask.initializer = ir.Constant(mask_type, None)
+        self.placed_mask = ir.GlobalVariable(self.module, CPUSET, name="hobbit_pool_placed_mask")
+        self.placed_mask.initializer = ir.Constant(CPUSET, None)
         self.placed_mask.linkage = "internal"
 
     def field(self, b: ir.IRBuilder, offset: int) -> ir.Value:
@@ -179,6 +179,22 @@ class _Runtime:
         event = b.ptrtoint(self.field(b, EVENT), I64)
         zero = ir.Constant(I64, 0)
         b.call(syscall, [ir.Constant(I64, SYS_FUTEX[self.arch]), event, ir.Constant(I64, op), value, zero, zero, zero])
+
+    def cpu_word(self, b: ir.IRBuilder, mask: ir.Value, index: ir.Value) -> ir.Value:
+        """A pointer to word `index` (an i64) of the CPUSET at `mask`."""
+        return b.bitcast(b.gep(mask, [ir.Constant(I64, 0), index], source_etype=CPUSET), ir.PointerType(I64))
+
+    def names_cpu(self, b: ir.IRBuilder, cpu: ir.Value) -> ir.Value:
+        """Whether `cpu` (sched_getcpu's i32, -1 on error) has a bit in a CPUSET."""
+        return b.and_(b.icmp_signed(">=", cpu, ir.Constant(I32, 0)),
+                      b.icmp_signed("<", cpu, ir.Constant(I32, CPUSET_BYTES * 8)))
+
+    def drop_cpu(self, b: ir.IRBuilder, mask: ir.Value, cpu: ir.Value) -> None:
+        """Clear `cpu`'s bit in the CPUSET at `mask` (a CPU that names_cpu)."""
+        at = b.zext(cpu, I64)
+        word = self.cpu_word(b, mask, b.lshr(at, ir.Constant(I64, 6)))
+        bit = b.shl(ir.Constant(I64, 1), b.and_(at, ir.Constant(I64, 63)))
+        b.store(b.and_(b.load(word, typ=I64), b.xor(bit, ir.Constant(I64, -1))), word)
 
     def pause(self, b: ir.IRBuilder) -> None:
         """The spin-wait hint: lets the sibling hyper-thread run and saves power."""
@@ -352,22 +368,15 @@ class _Runtime:
         kb = self.function("move_off_caller", VOID, [])
         b = kb.b
         cpu = b.call(self.libc("sched_getcpu", I32, []), [])
-        shared = b.and_(b.icmp_signed("==", cpu, self.load(b, CALLER_CPU)),
-                        b.icmp_signed(">=", cpu, ir.Constant(I32, 0)))
-        with b.if_then(b.and_(shared, b.icmp_signed("<", cpu, ir.Constant(I32, CPUSET_BYTES * 8)))):
-            cpuset = ir.ArrayType(I8, CPUSET_BYTES)
-            old, fewer = kb.alloca(cpuset), kb.alloca(cpuset)
+        with b.if_then(b.and_(b.icmp_signed("==", cpu, self.load(b, CALLER_CPU)), self.names_cpu(b, cpu))):
+            old, fewer = kb.alloca(CPUSET), kb.alloca(CPUSET)
             get = self.libc("sched_getaffinity", I32, [I32, I64, PTR])
             put = self.libc("sched_setaffinity", I32, [I32, I64, PTR])
             me, size = ir.Constant(I32, 0), kb.i64(CPUSET_BYTES)
             got = b.call(get, [me, size, old])
             with b.if_then(b.icmp_signed("==", got, ir.Constant(I32, 0))):
                 b.call(get, [me, size, fewer])
-                at = b.zext(cpu, I64)
-                byte = b.bitcast(b.gep(fewer, [kb.i64(0), b.lshr(at, kb.i64(3))], source_etype=cpuset),
-                                 ir.PointerType(I8))
-                bit = b.shl(ir.Constant(I8, 1), b.trunc(b.and_(at, kb.i64(7)), I8))
-                b.store(b.and_(b.load(byte, typ=I8), b.xor(bit, ir.Constant(I8, 0xFF))), byte)
+                self.drop_cpu(b, fewer, cpu)
                 # refused (EINVAL) when the caller's CPU is the only one allowed: nothing moves
                 b.call(put, [me, size, fewer])
                 b.call(put, [me, size, old])
@@ -394,37 +403,28 @@ class _Runtime:
         kb = self.function("place_workers", VOID, [I32, I64])
         b = kb.b
         cpu, want = kb.fn.args
-        words = CPUSET_BYTES // 8
-        cpuset = ir.ArrayType(I64, words)
-        mask = kb.alloca(cpuset)
+        mask = kb.alloca(CPUSET)
         known, moved, done = kb.blocks("place", "known", "moved", "same")
-        got = b.call(self.libc("sched_getaffinity", I32, [I32, I64, PTR]), [ir.Constant(I32, 0), kb.i64(CPUSET_BYTES), mask])
+        get = self.libc("sched_getaffinity", I32, [I32, I64, PTR])
+        got = b.call(get, [ir.Constant(I32, 0), kb.i64(CPUSET_BYTES), mask])
         b.cbranch(b.icmp_signed("==", got, ir.Constant(I32, 0)), known, done)
         b.position_at_end(known)
-
-        def word(array: ir.Value, index: ir.Value) -> ir.Value:
-            return b.bitcast(b.gep(array, [kb.i64(0), index], source_etype=cpuset), ir.PointerType(I64))
-
         key = b.or_(b.shl(want, kb.i64(32)), b.zext(b.add(cpu, ir.Constant(I32, 1)), I64))
         differs = b.icmp_unsigned("!=", key, self.load(b, PLACED))
         popcount = self.libc("llvm.ctpop.i64", I64, [I64])
         cpus = kb.i64(0)
-        for w in range(words):
-            bits = b.load(word(mask, kb.i64(w)), typ=I64)
-            cpus = b.add(cpus, b.call(popcount, [bits]))
-            differs = b.or_(differs, b.icmp_unsigned("!=", bits, b.load(word(self.placed_mask, kb.i64(w)), typ=I64)))
+        bits = [b.load(self.cpu_word(b, mask, kb.i64(w)), typ=I64) for w in range(CPUSET_BYTES // 8)]
+        for w, word in enumerate(bits):
+            cpus = b.add(cpus, b.call(popcount, [word]))
+            placed = b.load(self.cpu_word(b, self.placed_mask, kb.i64(w)), typ=I64)
+            differs = b.or_(differs, b.icmp_unsigned("!=", word, placed))
         b.cbranch(differs, moved, done)
         b.position_at_end(moved)
         self.store(b, key, PLACED)
-        for w in range(words):
-            b.store(b.load(word(mask, kb.i64(w)), typ=I64), word(self.placed_mask, kb.i64(w)))
-        at = b.zext(cpu, I64)
-        in_range = b.and_(b.icmp_signed(">=", cpu, ir.Constant(I32, 0)),
-                          b.icmp_signed("<", cpu, ir.Constant(I32, CPUSET_BYTES * 8)))
-        with b.if_then(b.and_(in_range, b.icmp_signed("<", want, cpus))):
-            slot = word(mask, b.lshr(at, kb.i64(6)))
-            bit = b.shl(kb.i64(1), b.and_(at, kb.i64(63)))
-            b.store(b.and_(b.load(slot, typ=I64), b.xor(bit, kb.i64(-1))), slot)
+        for w, word in enumerate(bits):
+            b.store(word, self.cpu_word(b, self.placed_mask, kb.i64(w)))
+        with b.if_then(b.and_(self.names_cpu(b, cpu), b.icmp_signed("<", want, cpus))):
+            self.drop_cpu(b, mask, cpu)
         workers = b.zext(self.load(b, WORKERS), I64)
         count = b.select(b.icmp_signed("<", workers, kb.i64(PLACED_WORKERS - 1)), workers, kb.i64(PLACED_WORKERS - 1))
         put = self.libc("pthread_setaffinity_np", I32, [I64, I64, PTR])
