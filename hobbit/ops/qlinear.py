@@ -66,10 +66,14 @@ def _qconv_infer(node: Node) -> list[TensorType]:
 
 
 def unpacked_weights(w: np.ndarray, a: dict) -> np.ndarray:
-    """Stored weights -> the [OC, C/group, KH, KW] filters they hold: [OC, Kp] rows, or with
+    """Stored weights -> the [OC, C/group, KH, KW] filters they hold: a depthwise conv's
+    [OC, KH, KW padded] rows (hobbit.plan.int8.depthwise_filters), else [OC, Kp] rows, or with
     a "weight_panel" of MR rows, per group panels of [Kp/word, MR, word] (one 32-bit word of
     k a step: 4 int8 or 2 int16; hobbit.plan.int8.panel_filters), zero-padded to whole panels."""
     weight_shape, mr = a["weight_shape"], a.get("weight_panel", 0)
+    if len(weight_shape) == 4 and weight_shape[1] == 1 and a["group"] > 1:
+        oc, _, kh, kw = weight_shape
+        return w.reshape(oc, kh, -1)[:, :, :kw].reshape(weight_shape)
     k = int(np.prod(weight_shape[1:]))
     if mr:
         group, kp, word = a["group"], w.shape[1], 4 // w.dtype.itemsize
@@ -117,7 +121,8 @@ register_op(OpDef(
            "weight_panel": 0, "x_zero": 0, "y_zero": 0, "lo": 0, "hi": 255, "to": "uint8",
            **{f"sum_{name}": value for name, value in zip(RESIDUAL_ATTRS, (1.0, 0, 1.0, 0, 1.0, 0, 0, 255, "uint8"))}},
     doc="int8 convolution with int32 accumulation and requantization; inputs X (uint8/int8), "
-        "W [OC, Kp] (int8 or int16; in panels of weight_panel rows when that is set), offset "
+        "W [OC, Kp] (int8 or int16; in panels of weight_panel rows when that is set; depthwise: "
+        "[OC, KH * KW padded to 4]), offset "
         "(int32 [OC]: bias - x_zero * row sums), multiplier "
         "(float32 [OC]: x_scale * w_scale / y_scale)[, a residual: the requantized output and it "
         "are added as QAdd with the sum_* attributes]"))

@@ -16,7 +16,7 @@ consecutive products of the reduction dim in one instruction:
 
 Activations are packed per panel of NR positions as [K/group, NR, group] (a lane's group
 of k side by side); the weights are stored in panels of MR output channels, [K/group, MR,
-group] each with K padded to the group (a depthwise conv's: [OC, K padded]), so that one
+group] each with K padded to the group (a depthwise conv's: [OC, KH, KW padded to 4]), so that one
 32-bit load broadcasts a row's group of k and a micro-block reads one contiguous stream.
 Activations of dtype int8 are flipped to uint8 (x + 128) while they are packed."""
 
@@ -80,12 +80,30 @@ def packed_matrix(matrix: np.ndarray, nr: int, dot: DotProduct) -> np.ndarray:
     return np.ascontiguousarray(padded.reshape(kp // dot.group, dot.group, panels, nr).transpose(2, 0, 3, 1))
 
 
+# A depthwise QConv's stored weights: each kernel row's taps padded to a multiple of this, so
+# the taps one int32 lane of vpdpbusd multiplies (hobbit.backend.cpu.int8_depthwise) are one
+# aligned 32-bit word.
+DEPTHWISE_WINDOW = 4
+
+
+def depthwise_row_taps(kw: int) -> int:
+    """Stored taps per kernel row of a depthwise QConv."""
+    return padded_k(kw, DEPTHWISE_WINDOW)
+
+
+def depthwise_filters(centred: np.ndarray, dot: DotProduct) -> np.ndarray:
+    """[OC, 1, KH, KW] centred filters -> [OC, KH * depthwise_row_taps(KW)] in dot.weights, each
+    kernel row zero-padded."""
+    oc, _, kh, kw = centred.shape
+    stored = np.zeros((oc, kh, depthwise_row_taps(kw)), dot.weights)
+    stored[:, :, :kw] = centred[:, 0]
+    return stored.reshape(oc, -1)
+
+
 def weight_panel_rows(conv_weights: tuple[int, ...], group: int, positions: int, target: Target) -> int:
-    """Rows (output channels) per panel of a QConv's stored weights, the MR of its GEMM
-    (0: rows as they are, [OC, Kp], for a depthwise conv). `conv_weights`: [OC, C/group, KH, KW]."""
+    """Rows (output channels) per panel of a (not depthwise) QConv's stored weights, the MR of
+    its GEMM. `conv_weights`: [OC, C/group, KH, KW]."""
     oc, cg, kh, kw = conv_weights
-    if cg == 1 and group > 1:
-        return 0
     return gemm_schedule(oc // group, positions, cg * kh * kw, target, 4).mr
 
 
@@ -138,7 +156,10 @@ class Int8ConvPlan:
 
     @property
     def weight_row(self) -> int:
-        """Elements of one output channel's stored weights (K padded to the group)."""
+        """Elements of one output channel's stored weights: K padded to the group, or for a
+        depthwise conv each kernel row padded (depthwise_filters)."""
+        if self.variant == "depthwise":
+            return self.shape.kh * depthwise_row_taps(self.shape.kw)
         return padded_k(self.k, self.dot.group)
 
     @property

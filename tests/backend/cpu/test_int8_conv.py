@@ -18,6 +18,7 @@ import pytest
 from onnx import helper
 
 import hobbit
+from hobbit.target import host_target
 from tests.helpers import make_model, run_ort
 from tests.backend.cpu.int8_models import (OPSET, Quant, assert_informative, assert_within_one_step, bias_values,
                                      int8_weights, output_scale, qdq_conv, qlinear_conv, quantized, run_both,
@@ -69,6 +70,11 @@ GEOMETRIES = [
     Geometry(1, 17, 9, 17, 3, pads=_p(3), group=17),  # depthwise, odd channels
     Geometry(1, 16, 14, 32, 3, stride=2, pads=_p(3), group=16),  # depthwise, channel multiplier 2
     Geometry(1, 32, 14, 32, 5, stride=2, pads=_p(5), group=32),
+    Geometry(1, 24, 20, 24, 3, pads=_p(3), group=24),  # depthwise rows of a vector and a ragged rest
+    Geometry(1, 16, 23, 16, 3, stride=2, pads=(0, 1, 1, 2), group=16),  # depthwise, asymmetric pads
+    Geometry(1, 8, 21, 8, 3, pads=_p(5), dilation=2, group=8),  # depthwise, dilated
+    Geometry(1, 8, 33, 8, 7, stride=2, pads=_p(7), group=8),  # depthwise 7x7: two windows a kernel row
+    Geometry(1, 4, 30, 4, 3, stride=2, pads=(12,) * 4, dilation=12, group=4),  # a window past 64 bytes: tap by tap
     Geometry(1, 64, 1, 32, 1),  # 1x1 spatial, as after a global pool
     Geometry(1, 5, 1, 3, 3, pads=_p(3)),  # 3x3 on a 1x1 image: only the centre tap is inside
     Geometry(1, 64, 56, 64, 3, pads=_p(3)),  # a ResNet stage-1 convolution
@@ -264,3 +270,33 @@ def test_whole_image_split_and_weight_panels(g):
     got1, got2 = one.run({"x": x})[0], two.run({"x": x})[0]
     np.testing.assert_array_equal(got1, got2)
     assert_within_one_step(got2, run_ort(model, {"x": x})[0], str(g))
+
+
+DEPTHWISE = Geometry(1, 16, 23, 16, 3, stride=2, pads=(0, 1, 1, 2), group=16)
+
+
+@pytest.mark.parametrize("target, windows", [("znver4", True), ("x86_64-linux-gnu:znver4:-avx512vbmi", False)])
+def test_depthwise_windows_where_the_target_permutes_bytes(target, windows):
+    """A depthwise QConv sums each kernel row with vpdpbusd over permuted byte windows on a
+    target with AVX512-VBMI (hobbit.backend.cpu.int8_depthwise), tap by tap on one without it
+    (VNNI without VBMI, as on Cascade Lake) or where a window's bytes span more than one
+    64-byte load;
+    both agree with onnxruntime, and the stored kernel rows unpack to the filters."""
+    from hobbit.backend.cpu.int8_depthwise import windowed
+    from hobbit.ops.qlinear import unpacked_weights
+    from hobbit.plan.int8 import int8_conv_plan
+    from hobbit.target import parse_target
+
+    model, x, _ = _case("qdq", DEPTHWISE)
+    spec = parse_target(target)
+    compiled = hobbit.compile(model, target=target, cache=False)
+    (node,) = [n for n in compiled.report.graph.nodes if n.op == "QConv"]
+    assert windowed(int8_conv_plan(node, spec, 1), spec) is windows
+    np.testing.assert_array_equal(unpacked_weights(node.inputs[1].const, node.attrs),
+                                  int8_weights(DEPTHWISE.weight_shape, 1))
+    far = _case("qdq", Geometry(1, 4, 30, 4, 3, stride=2, pads=(12,) * 4, dilation=12, group=4))[0]
+    (far_node,) = [n for n in hobbit.compile(far, target="znver4", cache=False).report.graph.nodes if n.op == "QConv"]
+    assert not windowed(int8_conv_plan(far_node, parse_target("znver4"), 1), parse_target("znver4"))
+    if not set(spec.enabled) <= set(host_target().enabled):
+        pytest.skip(f"this host cannot run code for {target}")
+    assert_within_one_step(compiled.run({"x": x})[0], run_ort(model, {"x": x})[0], f"{DEPTHWISE} on {target}")
