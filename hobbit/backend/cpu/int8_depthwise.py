@@ -47,24 +47,31 @@ def lower_qconv_depthwise(k: KernelArgs, plan: Int8ConvPlan) -> None:
             n, oc = kb.b.udiv(plane, kb.i64(s.oc)), kb.b.urem(plane, kb.i64(s.oc))
             c = kb.b.udiv(oc, kb.i64(s.ocg))
             x_plane = kb.mul(kb.add(kb.mul(n, s.c), c), s.h * s.w)
-            if not windows:
-                taps = [kb.b.sext(kb.load(w, plan.dot.weights, kb.add(kb.mul(oc, w_row), kh * row_taps + kw)), I32)
-                        for kh in range(s.kh) for kw in range(s.kw)]
-                weights = [kb.splat(t, lanes) for t in taps]
             if windows:
                 words = [[_window_weights(kb, w, kb.add(kb.mul(oc, w_row // WINDOW), (kh * row_taps) // WINDOW + q))
                           for q in range(windows)] for kh in range(s.kh)]
+
+                def add_row(acc: ir.Value, row: _Row, v0: int, kh: int) -> ir.Value:
+                    for q in range(windows):
+                        acc = dot_step(kb, plan.dot, acc, _window(kb, s, x, row, v0, q, lanes, stored_zero, flip),
+                                       words[kh][q])
+                    return acc
+            else:
+                first = kb.mul(oc, w_row)
+                taps = [[kb.b.sext(kb.load(w, plan.dot.weights, kb.add(first, kh * row_taps + kw)), I32)
+                         for kw in range(s.kw)] for kh in range(s.kh)]
+                weights = [[kb.splat(tap, lanes) for tap in row] for row in taps]
+
+                def add_row(acc: ir.Value, row: _Row, v0: int, kh: int) -> ir.Value:
+                    for kw in range(s.kw):
+                        pixels = _tap(kb, s, x, row, v0, kw, lanes, stored_zero, flip)
+                        acc = kb.b.add(acc, kb.b.mul(kb.b.zext(pixels, vi), weights[kh][kw]))
+                    return acc
             with kb.loop(0, s.oh, name="oh") as oh:
                 for v0 in range(0, s.ow, lanes):
                     acc = ir.Constant(vi, None)
                     for kh in range(s.kh):
-                        row = _input_row(kb, s, x, x_plane, oh, kh)
-                        for q in range(windows):
-                            bytes_ = _window(kb, s, x, row, v0, q, lanes, stored_zero, flip)
-                            acc = dot_step(kb, plan.dot, acc, bytes_, words[kh][q])
-                        for kw in range(0 if windows else s.kw):
-                            pixels = _tap(kb, s, x, row, v0, kw, lanes, stored_zero, flip)
-                            acc = kb.b.add(acc, kb.b.mul(kb.b.zext(pixels, vi), weights[kh * s.kw + kw]))
+                        acc = add_row(acc, _input_row(kb, s, x, x_plane, oh, kh), v0, kh)
                     valid = min(lanes, s.ow - v0)
                     mask = kb.prefix_mask(lanes, valid) if valid < lanes else None
                     epilogue.store(acc, oc, kb.add(kb.mul(kb.add(kb.mul(plane, s.oh), oh), s.ow), v0), mask)
@@ -91,7 +98,7 @@ def _window_weights(kb: KernelBuilder, w: ir.Value, word: ir.Value) -> ir.Value:
     return kb.b.bitcast(kb.splat(kb.load(w, np.dtype(np.int32), word), lanes), ir.VectorType(I8, VECTOR_BYTES))
 
 
-def _window(kb: KernelBuilder, s, x, row: "_Row", v0: int, q: int, lanes: int, stored_zero: int | ir.Value,
+def _window(kb: KernelBuilder, s, x, row: _Row, v0: int, q: int, lanes: int, stored_zero: int | ir.Value,
             flip: bool) -> ir.Value:
     """The bytes of window q (taps 4q .. 4q+3) for output columns v0 .. v0 + lanes: byte t of
     int32 lane j is input column (v0+j)*stride + (4q+t)*dilation - pad, the zero point where that
