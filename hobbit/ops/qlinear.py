@@ -50,6 +50,7 @@ from hobbit.graph.shapes import broadcast, pool_out_size
 from hobbit.ops import per_sample
 from hobbit.ops.nn import conv_flops, conv_infer, conv_reference
 from hobbit.ops.registry import OpDef, register_op
+from hobbit.plan.int8 import depthwise_unpacked, is_depthwise
 
 
 def _qconv_infer(node: Node) -> list[TensorType]:
@@ -71,9 +72,8 @@ def unpacked_weights(w: np.ndarray, a: dict) -> np.ndarray:
     a "weight_panel" of MR rows, per group panels of [Kp/word, MR, word] (one 32-bit word of
     k a step: 4 int8 or 2 int16; hobbit.plan.int8.panel_filters), zero-padded to whole panels."""
     weight_shape, mr = a["weight_shape"], a.get("weight_panel", 0)
-    if len(weight_shape) == 4 and weight_shape[1] == 1 and a["group"] > 1:
-        oc, _, kh, kw = weight_shape
-        return w.reshape(oc, kh, -1)[:, :, :kw].reshape(weight_shape)
+    if len(weight_shape) == 4 and is_depthwise(weight_shape[1], a["group"]):
+        return depthwise_unpacked(w, weight_shape)
     k = int(np.prod(weight_shape[1:]))
     if mr:
         group, kp, word = a["group"], w.shape[1], 4 // w.dtype.itemsize

@@ -34,8 +34,8 @@ from hobbit.graph.ir import Graph, Node, TensorType, Value
 from hobbit.graph.rewrite import use_counts
 from hobbit.passes.dce import eliminate_dead_code
 from hobbit.plan.gemm import gemm_schedule
-from hobbit.plan.int8 import (DotProduct, depthwise_filters, dot_product, packed_matrix, padded_k, panel_filters,
-                              weight_panel_rows)
+from hobbit.plan.int8 import (DotProduct, depthwise_filters, dot_product, is_depthwise, packed_matrix, padded_k,
+                              panel_filters, weight_panel_rows)
 from hobbit.target import Target
 
 _SAME_VALUES = ("MaxPool", "Reshape", "Flatten")
@@ -211,12 +211,12 @@ def _stored_filters(centred: np.ndarray, dot: DotProduct, conv: Node, target: Ta
     (hobbit.plan.int8.depthwise_filters); [OC, Kp] rows for a conv of run-time output size;
     else panels of the GEMM's MR rows (hobbit.plan.int8.panel_filters)."""
     rows = centred.reshape(centred.shape[0], -1)
+    sums = rows.sum(axis=1, dtype=np.int64)
     group = conv.attrs["group"]
-    if centred.shape[1] == 1 and group > 1:
-        return depthwise_filters(centred, dot), rows.sum(axis=1, dtype=np.int64), 0
+    if is_depthwise(centred.shape[1], group):
+        return depthwise_filters(centred, dot), sums, 0
     stored = np.zeros((rows.shape[0], padded_k(rows.shape[1], dot.group)), dot.weights)
     stored[:, :rows.shape[1]] = rows
-    sums = rows.sum(axis=1, dtype=np.int64)
     y = conv.outputs[0].shape
     if len(y) != 4 or not all(isinstance(d, int) for d in y[2:]):
         return stored, sums, 0

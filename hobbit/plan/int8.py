@@ -86,6 +86,12 @@ def packed_matrix(matrix: np.ndarray, nr: int, dot: DotProduct) -> np.ndarray:
 DEPTHWISE_WINDOW = 4
 
 
+def is_depthwise(cg: int, group: int) -> bool:
+    """Whether a conv of `cg` input channels per group is depthwise: its own kernel and
+    weight layout (depthwise_filters)."""
+    return cg == 1 and group > 1
+
+
 def depthwise_row_taps(kw: int) -> int:
     """Stored taps per kernel row of a depthwise QConv."""
     return padded_k(kw, DEPTHWISE_WINDOW)
@@ -98,6 +104,12 @@ def depthwise_filters(centred: np.ndarray, dot: DotProduct) -> np.ndarray:
     stored = np.zeros((oc, kh, depthwise_row_taps(kw)), dot.weights)
     stored[:, :, :kw] = centred[:, 0]
     return stored.reshape(oc, -1)
+
+
+def depthwise_unpacked(stored: np.ndarray, weight_shape: tuple[int, ...]) -> np.ndarray:
+    """depthwise_filters' inverse: the [OC, 1, KH, KW] filters in its stored rows."""
+    oc, _, kh, kw = weight_shape
+    return stored.reshape(oc, kh, -1)[:, :, :kw].reshape(weight_shape)
 
 
 def weight_panel_rows(conv_weights: tuple[int, ...], group: int, positions: int, target: Target) -> int:
@@ -184,7 +196,7 @@ def int8_conv_plan(node: Node, target: Target, threads: int) -> Int8ConvPlan:
     k = s.cg * s.kh * s.kw
     panel = node.attrs.get("weight_panel", 0)  # the int8 pass's panels fix MR
     gemm = gemm_schedule(s.ocg, s.oh * s.ow, k, target, 4, mr=panel or None)
-    if s.cg == 1 and s.group > 1:
+    if is_depthwise(s.cg, s.group):
         return Int8ConvPlan("depthwise", s, dot, threads, gemm, 0, 0, 0)
     direct = s.pointwise
     rows = band_rows(s, k, target)
