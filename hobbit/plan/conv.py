@@ -203,7 +203,7 @@ def conv_plan(node: Node, target: Target, threads: int) -> ConvPlan:
             return dataclasses.replace(plan, variant="gemm", by_channel=True, col=col,
                                        words=steps * positions if fmt.converts else 0,
                                        partial=positions * s.ocg, gemm=gemm)
-        return dataclasses.replace(plan, variant="gemm", col=col, pack=_b_pack(fmt, s.ocg, positions, steps, target),
+        return dataclasses.replace(plan, variant="gemm", col=col, pack=b_pack(fmt, s.ocg, positions, steps, target),
                                    gemm=gemm)
     if is_direct(s) and not fmt.converts:
         rows = direct_band_rows(s, target, threads)
@@ -214,8 +214,8 @@ def conv_plan(node: Node, target: Target, threads: int) -> ConvPlan:
     if is_dynamic(node):  # blocks of a run-time height (hobbit.backend.cpu.conv): sized in positions
         positions = block_positions(s, target)
         return dataclasses.replace(plan, variant="im2col", rows=rows, col=k * positions,  # (a 1x1 conv: its rows' tails)
-                                   pack=_b_pack(fmt, s.ocg, positions, steps, target))
-    pack = max(_b_pack(fmt, s.ocg, r * s.ow, steps, target) for r in band_heights(s.oh, rows, threads))
+                                   pack=b_pack(fmt, s.ocg, positions, steps, target))
+    pack = max(b_pack(fmt, s.ocg, r * s.ow, steps, target) for r in band_heights(s.oh, rows, threads))
     return dataclasses.replace(plan, variant="im2col", rows=rows, col=k * rows * s.ow, pack=pack)
 
 
@@ -249,7 +249,7 @@ def depthwise_plane_elems(s: ConvShape) -> int:
     return hp * wp + SLACK
 
 
-def _b_pack(fmt: Format, rows: int, cols: int, k: int, target: Target) -> int:
+def b_pack(fmt: Format, rows: int, cols: int, k: int, target: Target) -> int:
     """Elements of a thread's B packing buffer for a conv GEMM (K in `fmt`'s steps), or 0 to
     read B in place. A converting format always packs: packing is where B is converted."""
     sched = gemm_schedule(rows, cols, k, target)

@@ -3,7 +3,9 @@ conv shapes it runs, the band height, and every thread's scratch regions.
 
 Each thread computes the expansion for just the input rows its band of depthwise
 output rows needs into an L2-sized buffer; the band height keeps the rows that
-neighbouring bands compute twice a small share."""
+neighbouring bands compute twice a small share. Both 1x1 GEMMs run in the node's operand
+Format (float32, or bf16 after the bf16 pass: their B, the expansion's input rows and the
+band's depthwise rows, is then always packed, which is where it is converted)."""
 
 from __future__ import annotations
 
@@ -14,8 +16,8 @@ import numpy as np
 from hobbit.graph.ir import Node
 from hobbit.graph.shapes import conv_out_size
 from hobbit.plan.bands import band_heights
-from hobbit.plan.conv import SLACK, ConvShape, input_rows, reads_input
-from hobbit.plan.gemm import gemm_schedule, pack_elems
+from hobbit.plan.conv import SLACK, ConvShape, b_pack, input_rows, reads_input
+from hobbit.plan.format import Format, node_format
 from hobbit.target import Target
 
 
@@ -64,6 +66,7 @@ class ExpandDepthwisePlan:
     pack_out: int
     threads: int
     itemsize: int
+    format: Format  # the 1x1 GEMMs' operands
 
     @property
     def regions(self) -> tuple[tuple[str, int], ...]:
@@ -77,15 +80,15 @@ class ExpandDepthwisePlan:
 
 def expand_depthwise_plan(node: Node, target: Target, threads: int) -> ExpandDepthwisePlan:
     e, d = shapes(node)
+    fmt = node_format(node)
     band = min(band_rows(d, target), -(-d.oh // threads))  # each thread's share, at most
     rows = min(input_rows(d, band), d.h)
     plane = 0 if reads_input(d) else input_rows(d, band) * d.padded_hw[1] + SLACK
-    pack = pack_elems(gemm_schedule(e.oc, rows * e.w, e.c, target), e.oc)
+    pack = b_pack(fmt, e.oc, rows * e.w, fmt.steps(e.c), target)
     dw = pack_out = 0
     if projects(node):
         c_out = node.inputs[5].shape[0]
         dw = d.c * band * d.ow
-        pack_out = max(pack_elems(gemm_schedule(c_out, r * d.ow, d.c, target), c_out)
-                       for r in band_heights(d.oh, band, threads))
+        pack_out = max(b_pack(fmt, c_out, r * d.ow, fmt.steps(d.c), target) for r in band_heights(d.oh, band, threads))
     return ExpandDepthwisePlan(e, d, projects(node), band, rows, e.oc * rows * e.w, plane, pack, dw, pack_out,
-                               threads, np.dtype(node.inputs[0].dtype).itemsize)
+                               threads, np.dtype(node.inputs[0].dtype).itemsize, fmt)

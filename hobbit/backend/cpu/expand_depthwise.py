@@ -28,7 +28,7 @@ from hobbit.backend.cpu.args import CPU, KernelArgs
 from hobbit.backend.cpu.parallel import Threads
 from hobbit.emit.scalar import Emit
 from hobbit.plan.expand_depthwise import ExpandDepthwisePlan
-from hobbit.plan.format import float_format
+from hobbit.plan.format import Format
 from hobbit.plan.gemm import gemm_schedule
 
 
@@ -59,7 +59,8 @@ def lower_expand_depthwise(k: KernelArgs) -> None:
     zero = kb.const(dtype, 0)
     if plane is not None:
         emit_fill(kb, plane, dtype, 0, plan.plane, zero)  # the side columns stay zero for every band
-    sched = gemm_schedule(e.oc, rows * e.w, e.c, k.target, np.dtype(dtype).itemsize)
+    fmt = plan.format
+    sched = gemm_schedule(e.oc, rows * e.w, fmt.steps(e.c), k.target, np.dtype(dtype).itemsize)
     expand_steps = _Steps(node.attrs["inner"])
     alone = k.threads.alone()
 
@@ -71,8 +72,8 @@ def lower_expand_depthwise(k: KernelArgs) -> None:
             return expand_steps.apply(em, em.add(v, kb.splat(kb.load(b1, dtype, m), em.width)))
 
         b = MatB(x, kb.add(kb.mul(n, e.c * e.h * e.w), kb.mul(start, e.w)), k=e.h * e.w)
-        emit_gemm(kb, sched, e.oc, rows * e.w, e.c, row_major_a(w1, 0, e.c, sched.mr), b,
-                  MatC(mid, 0, m=rows * e.w), float_format(dtype), expand_epilogue, alone, regions["pack"])
+        emit_gemm(kb, sched, e.oc, rows * e.w, e.c, row_major_a(w1, 0, fmt.steps(e.c), sched.mr), b,
+                  MatC(mid, 0, m=rows * e.w), fmt, expand_epilogue, alone, regions["pack"])
         width = row_width(d, lanes)
         if plan.projects:
             target = DepthwiseRows(w2, b2, regions["dw"], _Steps(node.attrs["middle"]), dtype, width, count * d.ow)
@@ -125,10 +126,11 @@ def _project(k: KernelArgs, d: ConvShape, regions: dict, n, oh0, count: int, alo
     bias and the node's epilogue (e.g. the residual Add), stored into the output rows."""
     kb, node = k.kb, k.node
     dtype = node.inputs[0].dtype
+    fmt: Format = k.plan.format
     w3, b3 = k.inputs[5], k.inputs[6]
     c_out = node.inputs[5].shape[0]
     plane = d.oh * d.ow
-    sched = gemm_schedule(c_out, count * d.ow, d.c, k.target, np.dtype(dtype).itemsize)
+    sched = gemm_schedule(c_out, count * d.ow, fmt.steps(d.c), k.target, np.dtype(dtype).itemsize)
     epilogue = Epilogue(kb, node, k.epilogue, (d.n, c_out, plane))
     first = kb.mul(oh0, d.ow)
 
@@ -137,8 +139,8 @@ def _project(k: KernelArgs, d: ConvShape, regions: dict, n, oh0, count: int, alo
         return epilogue.apply(em, v, [n, m, kb.add(first, col)], mask)
 
     out = MatC(k.outputs[0], kb.add(kb.mul(n, c_out * plane), first), m=plane)
-    emit_gemm(kb, sched, c_out, count * d.ow, d.c, row_major_a(w3, 0, d.c, sched.mr),
-              MatB(regions["dw"], 0, k=count * d.ow), out, float_format(dtype), project_epilogue, alone,
+    emit_gemm(kb, sched, c_out, count * d.ow, d.c, row_major_a(w3, 0, fmt.steps(d.c), sched.mr),
+              MatB(regions["dw"], 0, k=count * d.ow), out, fmt, project_epilogue, alone,
               regions["pack_out"],
               lambda m, col: epilogue.prefetch([n, m, kb.add(first, col)]))
 
