@@ -100,6 +100,48 @@ def test_maxpool_int8():
     assert_matches_ort(make_model([node], {"x": x}, ["y"], opset=12), {"x": x}, rtol=0, atol=0)
 
 
+@pytest.mark.parametrize("kernel,stride,pads,ceil,shape", [WINDOWS[10], WINDOWS[11], WINDOWS[13]])
+def test_strided_maxpool_uint8_at_cnn_sizes(kernel, stride, pads, ceil, shape):
+    """Quantized CNNs pool bytes (SqueezeNet int8's three pools): 64 lanes a vector."""
+    x = np.random.default_rng(1).integers(0, 256, (1, 8) + shape[2:]).astype(np.uint8)
+    node = helper.make_node("MaxPool", ["x"], ["y"], kernel_shape=[kernel, kernel], strides=[stride, stride],
+                            pads=list(pads), ceil_mode=ceil)
+    assert_matches_ort(make_model([node], {"x": x}, ["y"], opset=12), {"x": x}, rtol=0, atol=0)
+
+
+def _window_order_max(x: np.ndarray, kernel: int, stride: int, pads: tuple, ceil: int) -> np.ndarray:
+    """MaxPool as hobbit documents it (hobbit.emit.reduce.combine): over each window's valid
+    elements, rows then columns, the running max is kept only where it strictly wins, so a
+    NaN wins when it comes later and is replaced by whatever comes after it."""
+    pt, pl, pb, pr = pads
+    n, c, h, w = x.shape
+    size = [(d + p0 + p1 - kernel + (stride - 1 if ceil else 0)) // stride + 1 for d, p0, p1 in
+            ((h, pt, pb), (w, pl, pr))]
+    size = [s - 1 if ceil and (s - 1) * stride >= d + p0 else s for s, d, p0 in zip(size, (h, w), (pt, pl))]
+    y = np.empty((n, c, *size), x.dtype)
+    for i in range(size[0]):
+        for j in range(size[1]):
+            acc = np.full((n, c), -np.inf, x.dtype)
+            for r in range(i * stride - pt, i * stride - pt + kernel):
+                for t in range(j * stride - pl, j * stride - pl + kernel):
+                    if 0 <= r < h and 0 <= t < w:
+                        acc = np.where(acc > x[:, :, r, t], acc, x[:, :, r, t])
+            y[:, :, i, j] = acc
+    return y
+
+
+@pytest.mark.parametrize("kernel,stride,pads,ceil,shape", [WINDOWS[3], WINDOWS[10], WINDOWS[11], WINDOWS[13]])
+def test_strided_maxpool_nan_and_infinities_in_window_order(kernel, stride, pads, ceil, shape):
+    """Strided pools combine each window in registers (hobbit/backend/cpu/pool.py): in the same
+    order as the stride-1 kernel, so NaN and infinities come out as the documented order says."""
+    x = rand(*shape, seed=3)
+    x.reshape(-1)[::7], x.reshape(-1)[3::11], x.reshape(-1)[5::13] = np.nan, np.inf, -np.inf
+    node = helper.make_node("MaxPool", ["x"], ["y"], kernel_shape=[kernel, kernel], strides=[stride, stride],
+                            pads=list(pads), ceil_mode=ceil)
+    got = hobbit.compile(make_model([node], {"x": x}, ["y"], opset=12), cache=False).run({"x": x})[0]
+    np.testing.assert_array_equal(got, _window_order_max(x, kernel, stride, pads, ceil))
+
+
 @pytest.mark.parametrize("shape", [(2, 3, 17), (2, 5, 7, 9), (1, 3, 4, 5, 6)])
 def test_global_pools(shape):
     x = rand(*shape)
