@@ -146,17 +146,22 @@ def _qrequantize_scalar(e: Emit, args: list, a: dict):
     quantized Concat (hobbit/passes/int8.py) whose input's parameters differ from the output's.
 
     It runs as an element-wise kernel, bytes in and bytes out, and writes straight into its
-    slice of the Concat when the Concat is in place (hobbit/passes/concat.py). The arithmetic
-    is the DequantizeLinear -> QuantizeLinear pair's in float32, (x - x_zero) * x_scale,
-    divided by y_scale, rounded half to even, plus y_zero, clamped: onnxruntime's
-    QLinearConcat looks the result up in a table it builds with those same operations, so the
-    two agree bit for bit. Folding x_scale / y_scale into one multiplier would be a multiply
-    cheaper, but moves values within an ulp of a rounding tie to the other side."""
+    slice of the Concat when the Concat is in place (hobbit/passes/concat.py), or in the
+    epilogue of the QConv that produces its input. The arithmetic is the DequantizeLinear ->
+    QuantizeLinear pair's in float32, (x - x_zero) * x_scale, divided by y_scale, rounded
+    half to even, plus y_zero, clamped: onnxruntime's QLinearConcat looks the result up in a
+    table it builds with those same operations, so the two agree bit for bit. Where the int8
+    pass found that one multiplier x_scale / y_scale gives the same result for every input
+    byte (`multiplier`; not always: it can move a value within an ulp of a rounding tie), the
+    divide, the slow part (vdivps), becomes a multiply."""
     f = Emit(e.kb, np.dtype(np.float32), e.width)
     wide = Emit(e.kb, np.dtype(np.int32), e.width)
-    centred = wide.sub(e.convert(args[0], np.int32), wide.c(a["x_zero"]))
-    real = f.mul(wide.convert(centred, np.float32), f.c(a["x_scale"]))
-    q = f.add(f.round_even(f.div(real, f.c(a["y_scale"]))), f.c(a["y_zero"]))
+    centred = wide.convert(wide.sub(e.convert(args[0], np.int32), wide.c(a["x_zero"])), np.float32)
+    if a["multiplier"]:
+        scaled = f.mul(centred, f.c(a["multiplier"]))
+    else:
+        scaled = f.div(f.mul(centred, f.c(a["x_scale"])), f.c(a["y_scale"]))
+    q = f.add(f.round_even(scaled), f.c(a["y_zero"]))
     return f.convert(f.clamp(q, a["lo"], a["hi"]), np.dtype(a["to"]))
 
 

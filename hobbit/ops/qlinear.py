@@ -63,7 +63,9 @@ def _qconv_infer(node: Node) -> list[TensorType]:
     shape = conv_infer(node)[0].shape
     if len(node.inputs) > 4 and (tuple(node.inputs[4].shape) != shape or node.inputs[4].dtype != np.dtype(node.attrs["to"])):
         raise ShapeError(f"QConv residual {node.inputs[4].type} for an output of shape {shape}")
-    return [TensorType(np.dtype(node.attrs["sum_to"] if len(node.inputs) > 4 else node.attrs["to"]), shape)]
+    then = node.attrs.get("then")
+    to = then["to"] if then else node.attrs["sum_to"] if len(node.inputs) > 4 else node.attrs["to"]
+    return [TensorType(np.dtype(to), shape)]
 
 
 def unpacked_weights(w: np.ndarray, a: dict) -> np.ndarray:
@@ -102,7 +104,9 @@ def _qconv_reference(ins: list[np.ndarray], a: dict) -> list[np.ndarray]:
     acc = conv_reference([padded, unpacked_weights(w, a).astype(np.float64)], unpadded)[0]
     acc = acc + offset.reshape(1, -1, 1, 1)
     y = _requantize(acc, multiplier.reshape(1, -1, 1, 1), a)
-    return [_qadd_reference([y, ins[4]], residual_add_attrs(a))[0]] if len(ins) > 4 else [y]
+    if len(ins) > 4:
+        y = _qadd_reference([y, ins[4]], residual_add_attrs(a))[0]
+    return _qrequantize_reference([y], a["then"]) if a.get("then") else [y]
 
 
 RESIDUAL_ATTRS = ("a_scale", "a_zero", "b_scale", "b_zero", "y_scale", "y_zero", "lo", "hi", "to")
@@ -119,13 +123,15 @@ register_op(OpDef(
     per_sample=per_sample.first_input,
     attrs={"strides": (1, 1), "dilations": (1, 1), "pads": (0, 0, 0, 0), "group": 1, "weight_shape": (),
            "weight_panel": 0, "x_zero": 0, "y_zero": 0, "lo": 0, "hi": 255, "to": "uint8",
-           **{f"sum_{name}": value for name, value in zip(RESIDUAL_ATTRS, (1.0, 0, 1.0, 0, 1.0, 0, 0, 255, "uint8"))}},
+           **{f"sum_{name}": value for name, value in zip(RESIDUAL_ATTRS, (1.0, 0, 1.0, 0, 1.0, 0, 0, 255, "uint8"))},
+           "then": None},
     doc="int8 convolution with int32 accumulation and requantization; inputs X (uint8/int8), "
         "W [OC, Kp] (int8 or int16; in panels of weight_panel rows when that is set; depthwise: "
         "[OC, KH * KW padded to 4]), offset "
         "(int32 [OC]: bias - x_zero * row sums), multiplier "
         "(float32 [OC]: x_scale * w_scale / y_scale)[, a residual: the requantized output and it "
-        "are added as QAdd with the sum_* attributes]"))
+        "are added as QAdd with the sum_* attributes]; `then`: a QRequantize's attributes, applied "
+        "to the bytes last (a quantized Concat's input of other parameters, fused by the int8 pass)"))
 
 
 def _zero_read(x: np.ndarray, zero: np.ndarray) -> int:
@@ -264,9 +270,11 @@ def _qrequantize_reference(ins: list[np.ndarray], a: dict) -> list[np.ndarray]:
 register_op(OpDef(
     "QRequantize", infer=_qrequantize_infer, reference=_qrequantize_reference, kind="elementwise",
     per_sample=per_sample.first_input,
-    attrs={"x_scale": 1.0, "x_zero": 0, "y_scale": 1.0, "y_zero": 0, "lo": 0, "hi": 255, "to": "uint8"},
+    attrs={"x_scale": 1.0, "x_zero": 0, "y_scale": 1.0, "y_zero": 0, "lo": 0, "hi": 255, "to": "uint8",
+           "multiplier": 0.0},
     doc="a quantized tensor in another scale and zero point: DequantizeLinear -> QuantizeLinear in float32, "
-        "y = clip(rint((x - x_zero) * x_scale / y_scale) + y_zero, lo, hi) (the inputs of a quantized Concat)"))
+        "y = clip(rint((x - x_zero) * x_scale / y_scale) + y_zero, lo, hi) (the inputs of a quantized Concat); "
+        "`multiplier`, when not 0, is a float32 m with rint((x - x_zero) * m) equal to that for every x"))
 
 
 def _qglobal_average_pool_infer(node: Node) -> list[TensorType]:

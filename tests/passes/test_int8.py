@@ -123,3 +123,53 @@ def test_integer_products_stay_exact_floats_without_an_integer_dot_product():
     assert "QConvInteger" in {n.op for n in hobbit.compile(model, cache=False).report.graph.nodes}
     ops = {n.op for n in hobbit.compile(model, target="aarch64-linux-gnu:neoverse-n1", cache=False).report.graph.nodes}
     assert "QConvInteger" not in ops and "ConvND" in ops
+
+
+def _qdq_fire(cin: int, squeeze_params: tuple[float, int], concat_params: tuple[float, int]) -> onnx.ModelProto:
+    """SqueezeNet's fire-module join: a 1x1 and a 3x3 QDQ conv (+ Relu) on one input, each
+    quantized with its own parameters (the 1x1 with `squeeze_params`, the 3x3 with Y_SCALE,
+    Y_ZERO), then Concat -> Q at `concat_params` -> DQ."""
+    rng = np.random.default_rng(3)
+    w = rng.integers(-127, 128, (12, cin, 3, 3)).astype(np.int8)
+    w_scale = (rng.random(12) * 0.01 + 0.001).astype(np.float32)
+    inits, nodes = _quantized_operands(w, w_scale, rng)
+    w1 = rng.integers(-127, 128, (5, cin, 1, 1)).astype(np.int8)
+    inits += [_const("w1", w1), _const("ws1", w_scale[:5]), _const("wz1", np.zeros(5, np.int8)),
+              _const("s1", np.float32(squeeze_params[0])), _const("z1", np.uint8(squeeze_params[1])),
+              _const("cs", np.float32(concat_params[0])), _const("cz", np.uint8(concat_params[1]))]
+    nodes += [helper.make_node("DequantizeLinear", ["w1", "ws1", "wz1"], ["wf1"], axis=0),
+              helper.make_node("Conv", ["xf", "wf1"], ["c1"]),
+              helper.make_node("Relu", ["c1"], ["r1"]),
+              helper.make_node("QuantizeLinear", ["r1", "s1", "z1"], ["q1"]),
+              helper.make_node("DequantizeLinear", ["q1", "s1", "z1"], ["f1"]),
+              helper.make_node("Conv", ["xf", "wf", "bf"], ["c3"], pads=[1] * 4),
+              helper.make_node("Relu", ["c3"], ["r3"]),
+              helper.make_node("QuantizeLinear", ["r3", "ys", "yz"], ["q3"]),
+              helper.make_node("DequantizeLinear", ["q3", "ys", "yz"], ["f3"]),
+              helper.make_node("Concat", ["f1", "f3"], ["cat"], axis=1),
+              helper.make_node("QuantizeLinear", ["cat", "cs", "cz"], ["cq"]),
+              helper.make_node("DequantizeLinear", ["cq", "cs", "cz"], ["y"])]
+    graph = helper.make_graph(nodes, "fire", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, cin, 13, 11])],
+                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)], inits)
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+
+
+@pytest.mark.parametrize("target", ["host", "x86-64-v3"])
+@pytest.mark.parametrize("squeeze_params", [(0.035, 3), (0.04, 5)], ids=["own", "concat's"])
+def test_concat_requantize_fuses_into_the_qconv(target, squeeze_params):
+    """A conv quantized with other parameters than the Concat's moves its bytes to them in its
+    epilogue (the QConv's `then`) instead of in a QRequantize kernel of its own, and the bytes
+    are onnxruntime's; a conv with the Concat's parameters needs nothing."""
+    model = _qdq_fire(16, squeeze_params, (0.04, 5))
+    compiled = hobbit.compile(model, target=target, threads=2, cache=False)
+    convs = [n for n in compiled.report.graph.nodes if n.op == "QConv"]
+    assert "QRequantize" not in [n.op for n in compiled.report.graph.nodes]
+    requantized = {n.attrs["weight_shape"][0]: n.attrs.get("then") for n in convs}
+    x_scale, y_scale = np.float32([Y_SCALE, 0.04]).tolist()  # as the model stores them
+    assert {k: v for k, v in requantized[12].items() if k != "multiplier"} == {
+        "x_scale": x_scale, "x_zero": Y_ZERO, "y_scale": y_scale, "y_zero": 5, "lo": 0, "hi": 255, "to": "uint8"}
+    assert (requantized[5] is None) == (squeeze_params == (0.04, 5))
+    x = (np.random.default_rng(2).standard_normal((1, 16, 13, 11)) * 2).astype(np.float32)
+    got, want = compiled.run({"x": x})[0], run_ort(model, {"x": x})[0]
+    np.testing.assert_array_equal(got, want)
+    assert len(np.unique(got)) > 20  # not saturated

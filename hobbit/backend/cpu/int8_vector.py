@@ -7,6 +7,8 @@ import numpy as np
 from llvmlite import ir
 
 from hobbit.emit.builder import KernelBuilder
+from hobbit.emit.epilogue import scalar_expr
+from hobbit.emit.scalar import Emit
 from hobbit.plan.int8 import DotProduct
 
 Index = int | ir.Value
@@ -25,15 +27,23 @@ def requantize(kb: KernelBuilder, attrs: dict, acc: ir.Value, offset: ir.Value, 
     rint is monotonic and the bounds are integers, and the sum is exact in int32. The clamp
     keeps the conversion in range, and a conversion that rounds (vcvtps2dq, round to nearest
     even) replaces rint, a float add and a truncating conversion: at K = 64 (ResNet-50's
-    1x1 convolutions with a fused residual) the epilogue took 45% of the kernel's time."""
+    1x1 convolutions with a fused residual) the epilogue took 45% of the kernel's time.
+
+    A QConv's `then` (a fused QRequantize) then moves the bytes to its parameters with
+    QRequantize's own element-wise expression, so they are what the separate kernel wrote."""
     b, lanes = kb.b, acc.type.count
     vf = ir.VectorType(F32, lanes)
     real = b.fmul(b.sitofp(b.add(acc, offset), vf), multiplier)
     y_zero = attrs["y_zero"]
     if residual is None:
-        return _to_bytes(kb, real, y_zero, attrs["lo"], attrs["hi"])
-    centred = _rint(kb, _clamped(kb, real, attrs["lo"] - y_zero, attrs["hi"] - y_zero))
-    return _add_residual(kb, attrs, centred, residual)
+        q = _to_bytes(kb, real, y_zero, attrs["lo"], attrs["hi"])
+    else:
+        centred = _rint(kb, _clamped(kb, real, attrs["lo"] - y_zero, attrs["hi"] - y_zero))
+        q = _add_residual(kb, attrs, centred, residual)
+    then = attrs.get("then")
+    if not then:
+        return q
+    return scalar_expr("QRequantize")(Emit(kb, np.dtype(then["to"]), lanes), [q], then)
 
 
 def _to_bytes(kb: KernelBuilder, x: ir.Value, zero: int, lo: int, hi: int) -> ir.Value:

@@ -248,6 +248,21 @@ def test_concat_requantizes_on_the_integers(dtype, batch):
     assert want.min() == y_q.low and want.max() == y_q.high
 
 
+@pytest.mark.parametrize("x_params, multiplied", [((0.0280096, 0), True), ((0.023786403, 45), False)],
+                         ids=["multiplied", "divided"])
+def test_requantize_multiplies_only_where_no_byte_moves(x_params, multiplied):
+    """QRequantize divides by y_scale as onnxruntime's table does, unless the int8 pass checked
+    that one multiplier x_scale / y_scale rounds every byte the same (SqueezeNet's eight do;
+    these second parameters, found by a search, move a byte). Both ways match bit for bit."""
+    y_q = Quant(U8, 0.017546578, 0)
+    parts = {"in0": _input((1, 3, 9, 11), U8, y_q.scale, y_q.zero, seed=50),
+             "in1": _input((1, 7, 9, 11), U8, *x_params, seed=51)}
+    model = _model(parts, [helper.make_node("Concat", ["in0_f", "in1_f"], ["cat"], axis=1)], "cat", y_q)
+    requantize, = [n for n in hobbit.compile(model, cache=False).report.graph.nodes if n.op == "QRequantize"]
+    assert (requantize.attrs["multiplier"] != 0) == multiplied
+    _check_exact(model, {n: p[0] for n, p in parts.items()}, y_q, f"requantize multiplied={multiplied}")
+
+
 @pytest.mark.parametrize("dtype", DTYPES, ids=lambda d: d.__name__)
 def test_concat_of_equal_parameters_is_a_byte_copy(dtype):
     x_q = Quant(dtype, 0.03, 7 if dtype == U8 else -7)
