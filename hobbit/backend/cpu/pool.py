@@ -195,8 +195,8 @@ class _VectorColumns:
     """One output row of a run-time width w (or output width ow), or of a strided pool. Its
     columns are cut at run time (constants where w and ow are): [0, left) windows that start
     in the left padding, [left, right) whole windows inside the input, [right, ow) windows
-    that reach past w. Each output element is combined
-    in registers over its window's rows and columns and stored once (scaled, for an average):
+    that reach past w. Each output element is combined in registers over its window's rows
+    and columns and stored once (scaled, for an average):
     the interior in vectors of `width` columns (their taps constants, the last vector
     masked; at a stride s a tap's columns are every s-th lane of one masked load), the border
     columns one by one, finding their valid taps at run time. The window's elements are
