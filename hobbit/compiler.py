@@ -33,7 +33,7 @@ from hobbit.runtime.export_only import ExportOnlyModel
 from hobbit.runtime.finish import finished_model
 from hobbit.runtime.gpu_model import GpuModel
 from hobbit.runtime.jit import CompiledModel
-from hobbit.runtime.memory import release_garbage
+from hobbit.runtime.memory import collector_paused, release_garbage
 from hobbit.runtime.nodearg import node_args
 from hobbit.runtime.progress import Progress
 from hobbit.runtime.recipe import Recipe
@@ -111,14 +111,15 @@ def _lower(source: Source, backend: Backend, target: Target, threads: int, preci
     times["passes"] = time.perf_counter() - t0
     t0 = time.perf_counter()
     show.stage("codegen")
-    parts = PartCompiler(target, opt_level, backend.compile_threads(target))
+    parts = PartCompiler(target, opt_level, backend.compile_threads(target), jit_code=backend.in_process(target))
     try:
-        module = backend.build_module(graph, plan, target, threads, profile, show.kernel, parts)
+        with collector_paused():
+            module = backend.build_module(graph, plan, target, threads, profile, show.kernel, parts)
         release_garbage()
         times["codegen"] = time.perf_counter() - t0
         t0 = time.perf_counter()
         show.stage("LLVM optimise")
-        optimized = parts.finish(module.text, jit_code=backend.in_process(target))
+        optimized = parts.finish(module.text)
     finally:
         parts.close()
     times["llvm"] = time.perf_counter() - t0

@@ -14,6 +14,8 @@ import ctypes.util
 import gc
 import signal
 import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
 from functools import cache
 
 _STATUS = "/proc/self/status"
@@ -79,6 +81,24 @@ def release_garbage() -> bool:
     Returns what release_freed_heap returned."""
     _collect_keeping_ctrl_c()
     return release_freed_heap()
+
+
+@contextmanager
+def collector_paused() -> Iterator[None]:
+    """The cyclic garbage collector off inside the block (as it was after it).
+
+    For a stage that builds a large, long-lived object graph and drops little: IR emission.
+    Each of the collector's passes walks the objects built so far, and llvmlite's IR is
+    hundreds of thousands of them; what the stage drops (a handed-off kernel's blocks) has
+    by then reached the oldest generation, which the collector rarely reaches during a
+    compile anyway, and release_garbage() after the stage collects it."""
+    enabled = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if enabled:
+            gc.enable()
 
 
 def _collect_keeping_ctrl_c() -> None:

@@ -115,12 +115,12 @@ def test_small_kernels_wait_for_a_part_and_one_thread_hands_nothing_off() -> Non
 def test_the_parts_optimised_on_threads_and_joined_run_like_the_module(monkeypatch) -> None:
     module, kernels = _kernel_module()
     monkeypatch.setattr(module_parts, "PART_INSTRUCTIONS", 1)
-    compiler = PartCompiler(host_target(), 3, 3)
+    compiler = PartCompiler(host_target(), 3, 3, jit_code=True)
     hand_off = KernelHandOff(compiler)
     for kernel in kernels:
         hand_off.add(kernel)
     assert len(compiler._parts) == 3
-    optimized = compiler.finish(str(module), jit_code=True)
+    optimized = compiler.finish(str(module))
     assert sorted(f.name for f in optimized.module.functions if not f.is_declaration) == \
         ["Add[c]", "Gather[a]", "Mul[b]", "hobbit_main"]
     for code in (optimized.module, optimized.code):  # MCJIT compiles the module; the parts' joined object
@@ -217,13 +217,13 @@ def test_a_profiled_model_in_parts_times_every_kernel(split_everything) -> None:
 def machine_code(monkeypatch):
     """The objects PartCompiler made for the JIT, one per compile (None: MCJIT compiled)."""
     made: list[bytes | None] = []
-    real = PartCompiler._jit_code
+    real = PartCompiler.finish
 
-    def recording(self, parts):
-        code = real(self, parts)
-        made.append(code)
-        return code
-    monkeypatch.setattr(PartCompiler, "_jit_code", recording)
+    def recording(self, text):
+        optimized = real(self, text)
+        made.append(optimized.code)
+        return optimized
+    monkeypatch.setattr(PartCompiler, "finish", recording)
     return made
 
 

@@ -7,7 +7,7 @@ copies the input rows of a band of output rows into a zero-padded plane per
 channel (stored by phase for stride 2: backend/cpu/depthwise.copy_row), and the GEMM
 microkernel reads its B operand straight from the plane: row k = (c, kh, kw) of B
 for output row r is channel c's plane at row r*stride + kh*dilation, shifted by
-tap kw (MatB.taps). Rows outside the image are zero rows of the plane, so the
+tap kw (MatB.taps, a row of taps per kh). Rows outside the image are zero rows of the plane, so the
 inner loops have no bounds checks.
 
 With run-time lengths (hobbit.backend.cpu.conv_dims) the bands are cut from the run-time
@@ -42,8 +42,7 @@ def lower_direct_conv(k: KernelArgs, plan: ConvPlan, lengths: Lengths | None = N
     zero = kb.const(dtype, 0)
     emit_fill(kb, plane, dtype, 0, plane_size, zero)  # the padding columns stay zero
     lanes = k.width(dtype)
-    taps = tuple(kh * s.dilation[0] * wp + tap_column(s, kw * s.dilation[1])
-                 for kh in range(s.kh) for kw in range(s.kw))
+    taps = tuple(tap_column(s, kw * s.dilation[1]) for kw in range(s.kw))
     epilogue = Epilogue(kb, node, k.epilogue, (s.n, s.oc, P))
     alone = k.threads.alone()
     b = kb.b
@@ -83,7 +82,8 @@ def lower_direct_conv(k: KernelArgs, plan: ConvPlan, lengths: Lengths | None = N
                 epilogue.prefetch([n, m, kb.add(first, col)])
 
             a = row_major_a(w, 0, K, sched.mr)
-            rows = MatB(plane, kb.mul(r, s.stride[0] * wp), k=rows_held * wp, taps=taps)
+            rows = MatB(plane, kb.mul(r, s.stride[0] * wp), k=rows_held * wp, taps=taps,
+                        tap_rows=s.kh, tap_row=s.dilation[0] * wp)
             out = MatC(k.outputs[0], kb.add(kb.mul(n, s.oc * P), first), m=P)
             if isinstance(ow_len, int):
                 emit_gemm(kb, sched, s.oc, s.ow, K, a, rows, out, plan.format, epi, alone, None, touch)

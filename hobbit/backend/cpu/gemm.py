@@ -37,6 +37,7 @@ from hobbit.backend.cpu.parallel import Threads
 from hobbit.plan.format import Format
 from hobbit.plan.gemm import GemmSchedule
 from hobbit.emit.scalar import Emit
+from hobbit.emit.transpose import columns, padded_rows, transposable
 
 Index = int | ir.Value
 # epilogue(e, value, m, n, mask) -> value to store at C[m, n : n + width]
@@ -62,10 +63,19 @@ class MatB:
     # Elements between consecutive NR-column panels: NR for row-major B; K*NR for B
     # packed panel by panel at compile time (contiguous streams, e.g. FC weights).
     panel: int | None = None
-    # Offsets of the rows of each group of len(taps) consecutive k (the kernel taps of a
-    # direct conv: k = (c, kh, kw) reads channel c's plane at taps[kh*KW + kw]); the k
-    # loop then runs over groups, the taps unrolled. K chunks must be whole groups.
+    # Offsets of the rows of each group of consecutive k (the kernel taps of a direct conv:
+    # k = (c, kh, kw) reads channel c's plane at kh*tap_row + taps[kw]); the k loop then runs
+    # over groups (channels) and their tap_rows rows, the taps of a row unrolled. K chunks
+    # must be whole groups. Why not every tap of a group unrolled: ResNet's 7x7 RGB stem made
+    # a 39,000-instruction kernel, half of ResNet-18's IR and a third of its compile time.
     taps: tuple[int, ...] | None = None
+    tap_rows: int = 1
+    tap_row: int = 0
+
+    @property
+    def group(self) -> int:
+        """The k of one group of taps."""
+        return self.tap_rows * len(self.taps)
 
 
 @dataclass
@@ -121,8 +131,8 @@ def emit_gemm(kb: KernelBuilder, s: GemmSchedule, M: int, N: int, K: int,
     With `pack` (this thread's buffer of hobbit.plan.gemm.pack_elems(s)), each K chunk of a B panel is
     first copied into one contiguous [kc, NR] block that every MR-row block then
     streams: a row-major B with long rows would otherwise touch a new page per k."""
-    if b.taps is not None and s.kc % len(b.taps):
-        raise CodegenError(f"GEMM K chunks of {s.kc} split groups of {len(b.taps)} taps")
+    if b.taps is not None and s.kc % b.group:
+        raise CodegenError(f"GEMM K chunks of {s.kc} split groups of {b.group} taps")
     kernel = MICROKERNELS.get(fmt.micro)
     if kernel is None:
         raise CodegenError(f"no CPU GEMM microkernel on {fmt.micro} (operand format {fmt.name})")
@@ -419,11 +429,13 @@ def _micro(kb: KernelBuilder, s: GemmSchedule, accs, mb: Index, mr: int, p: Inde
                 ahead.fetch(kb, mb, k, dtype)
             step(kb.add(a_base, kb.mul(k, a.k)), kb.add(b_base, kb.mul(k, b.k)))
     else:
-        group = len(b.taps)
+        group, row = b.group, len(b.taps)
         with kb.loop(kb.udiv(k0, group), kb.udiv(k1, group), name="kg") as g:
-            for t, tap in enumerate(b.taps):
-                step(kb.add(a_base, kb.mul(kb.add(kb.mul(g, group), t), a.k)),
-                     kb.add(b_base, kb.add(kb.mul(g, b.k), tap)))
+            with kb.loop(0, b.tap_rows, name="kr") as r:
+                first = kb.add(kb.mul(g, group), kb.mul(r, row))
+                row_base = kb.add(b_base, kb.add(kb.mul(g, b.k), kb.mul(r, b.tap_row)))
+                for t, tap in enumerate(b.taps):
+                    step(kb.add(a_base, kb.mul(kb.add(first, t), a.k)), kb.add(row_base, tap))
 
     block.finish(accs, last, epilogue)
 
@@ -464,16 +476,51 @@ class Block:
                 kb.b.store(init, accs[i][j])
 
     def finish(self, accs, last: bool, epilogue: EpilogueFn | None) -> None:
-        """Accumulators to C (through the epilogue after the last K chunk)."""
+        """Accumulators to C (through the epilogue after the last K chunk). A C stored
+        transposed (its rows contiguous, its columns strided) is written column by column
+        after a transpose in registers (hobbit.emit.transpose) where the block allows."""
         kb, s, dtype = self.kb, self.s, self.dtype
         dst = self.c if last else self.c.between_chunks()
-        for i in range(self.mr):
+        by_columns = dst.n != 1 and dst.m == 1 and all(
+            self._live_columns(j) is not None and transposable(self.mr, self.lanes[j]) for j in range(self.nv))
+        for j in (range(self.nv) if by_columns else ()):
+            n = kb.add(self.n0, j * s.vw)
+            self._store_columns([self._result(accs, i, j, epilogue) for i in range(self.mr)], dst, n,
+                                self._live_columns(j))
+        for i in (() if by_columns else range(self.mr)):
             for j in range(self.nv):
-                x = kb.b.load(accs[i][j], typ=ir.VectorType(_elem(kb, self.acc_dtype), self.lanes[j]))
                 n = kb.add(self.n0, j * s.vw)
-                if epilogue is not None:
-                    x = epilogue(self.e, x, kb.add(self.m0, i), n, self.masks[j])
-                kb.vstore_strided(x, dst.ptr, dtype, self.c_index(dst, i, n), dst.n, self.masks[j])
+                kb.vstore_strided(self._result(accs, i, j, epilogue), dst.ptr, dtype, self.c_index(dst, i, n), dst.n,
+                                  self.masks[j])
+
+    def _result(self, accs, i: int, j: int, epilogue: EpilogueFn | None) -> ir.Value:
+        """Accumulator (i, j), through the epilogue if there is one."""
+        kb = self.kb
+        x = kb.b.load(accs[i][j], typ=ir.VectorType(_elem(kb, self.acc_dtype), self.lanes[j]))
+        if epilogue is not None:
+            x = epilogue(self.e, x, kb.add(self.m0, i), kb.add(self.n0, j * self.s.vw), self.masks[j])
+        return x
+
+    def _live_columns(self, j: int) -> int | None:
+        """How many of vector j's lanes are in C (None: known only at run time)."""
+        mask = self.masks[j]
+        if mask is None:
+            return self.lanes[j]
+        if isinstance(mask, ir.Constant):
+            return sum(int(c.constant) for c in mask.constant)
+        return None
+
+    def _store_columns(self, rows: list[ir.Value], dst: "MatC", n: Index, live: int) -> None:
+        """Columns n .. n + live of the block's rows, each as one store of MR contiguous elements."""
+        kb, dtype = self.kb, self.dtype
+        p = padded_rows(self.mr)
+        mask = None if p == self.mr else kb.prefix_mask(p, self.mr)
+        for c, column in enumerate(columns(kb.b, rows, live)):
+            at = self.c_index(dst, 0, kb.add(n, c))
+            if p == 1:
+                kb.store(kb.b.extract_element(column, ir.Constant(ir.IntType(32), 0)), dst.ptr, dtype, at)
+            else:
+                kb.vstore(column, dst.ptr, dtype, at, mask)
 
 
 def _elem(kb: KernelBuilder, dtype: np.dtype) -> ir.Type:
