@@ -7,8 +7,8 @@ copies the input rows of a band of output rows into a zero-padded plane per
 channel (stored by phase for stride 2: backend/cpu/depthwise.copy_row), and the GEMM
 microkernel reads its B operand straight from the plane: row k = (c, kh, kw) of B
 for output row r is channel c's plane at row r*stride + kh*dilation, shifted by
-tap kw (MatB.taps, a row of taps per kh). Rows outside the image are zero rows of the plane, so the
-inner loops have no bounds checks.
+tap kw (MatB.taps: a loop over kh, the taps of a row unrolled). Rows outside the
+image are zero rows of the plane, so the inner loops have no bounds checks.
 
 With run-time lengths (hobbit.backend.cpu.conv_dims) the bands are cut from the run-time
 height as static bands are from the static one (`runtime_bands`); rows and columns past
@@ -91,10 +91,7 @@ def lower_direct_conv(k: KernelArgs, plan: ConvPlan, lengths: Lengths | None = N
                 share_gemm(runtime_gemm(kb, sched, s.oc, ow_len, K, a, rows, out, plan.format, epi, K, None, touch),
                            alone, (s.oc, s.ow, K))
 
-    if lengths is None:
-        k.threads.bands(s.oh, band, run, images=s.n)
-    else:
-        runtime_bands(k, s.n, s.oh, lengths.oh, band, run)
+    runtime_bands(k, s.n, s.oh, s.oh if lengths is None else lengths.oh, band, run)
 
 
 def runtime_bands(k: KernelArgs, images: int, bound_rows: int, rows: ir.Value, band: int, body) -> None:

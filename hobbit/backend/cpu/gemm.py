@@ -483,11 +483,13 @@ class Block:
         dst = self.c if last else self.c.between_chunks()
         by_columns = dst.n != 1 and dst.m == 1 and all(
             self._live_columns(j) is not None and transposable(self.mr, self.lanes[j]) for j in range(self.nv))
-        for j in (range(self.nv) if by_columns else ()):
-            n = kb.add(self.n0, j * s.vw)
-            self._store_columns([self._result(accs, i, j, epilogue) for i in range(self.mr)], dst, n,
-                                self._live_columns(j))
-        for i in (() if by_columns else range(self.mr)):
+        if by_columns:
+            for j in range(self.nv):
+                n = kb.add(self.n0, j * s.vw)
+                self._store_columns([self._result(accs, i, j, epilogue) for i in range(self.mr)], dst, n,
+                                    self._live_columns(j))
+            return
+        for i in range(self.mr):
             for j in range(self.nv):
                 n = kb.add(self.n0, j * s.vw)
                 kb.vstore_strided(self._result(accs, i, j, epilogue), dst.ptr, dtype, self.c_index(dst, i, n), dst.n,
