@@ -5,7 +5,9 @@ of 10.4 s) and ran on one core after Python had emitted the whole module (1.8 s)
 per function: optimising each kernel alone, in a module of its own, sums to the whole module's
 time (5.41 s against 5.56 s). So finished kernels go, a few thousand instructions at a time,
 to LLVM's threads (hobbit.backend.llvm.PartCompiler) while Python emits the next ones, and
-what is left (the entry point, the team function) is the last part.
+so do the functions of the team walk (hobbit.backend.cpu.team: a few steps each) with the
+per-node wrappers they call; what is left (the entry point, the team walk's top) is the last
+part.
 
 What moves: a kernel is a `noinline` function that only the entry point, the team function and
 thunks call (hobbit.backend.cpu.module), so it compiles the same wherever it lives. A moved
@@ -39,15 +41,21 @@ class KernelHandOff:
         self._pending: list[ir.Function] = []
         self._size = 0
         self._definitions: dict[str, str] = {}  # a moved kernel's declaration -> its definition
+        self._moved: set[str] = set()  # the names of the functions handed over (or about to be)
 
     def add(self, kernel: ir.Function) -> None:
         """`kernel` is finished; hand its part over once it is large enough."""
         if not self.compiler.parallel:
             return
+        self._moved.add(kernel.name)
         self._pending.append(kernel)
         self._size += sum(len(block.instructions) for block in kernel.blocks)
         if self._size >= PART_INSTRUCTIONS:
             self.flush()
+
+    def moved(self, function: ir.Function) -> bool:
+        """Whether `function` was handed over (its definition lives in a part)."""
+        return function.name in self._moved
 
     def flush(self) -> None:
         """Hand the pending kernels over as one part."""

@@ -21,6 +21,7 @@ from __future__ import annotations
 import hashlib
 import json
 from collections.abc import Callable
+from functools import partial
 
 import numpy as np
 from llvmlite import ir
@@ -67,8 +68,6 @@ def build_module(graph: Graph, plan: MemoryPlan, target: Target, threads: int = 
             arg.add_attribute("noalias")
     builder = ir.IRBuilder(entry.append_basic_block("entry"))
     calls = _kernel_calls(module, graph, plan, target, threads, on_kernel, hand_off)
-    if hand_off is not None:
-        hand_off.flush()
     _reset(module, builder, entry.args[3], plan)
     if threads == 1:
         timer = KernelTimer(module, builder, len(calls)) if profile else None
@@ -81,7 +80,8 @@ def build_module(graph: Graph, plan: MemoryPlan, target: Target, threads: int = 
     else:
         steps = team_steps(calls, merge_serial=not profile)
         team = emit_team(module, steps, threads, lambda b, tables, step: _step_state(b, tables, plan, step),
-                         len(calls) if profile else None)
+                         len(calls) if profile else None,
+                         None if hand_off is None or profile else partial(_hand_off_chunk, hand_off))
         ctx_table = builder.alloca(PTR, size=4)
         for i, arg in enumerate(entry.args[:4]):
             builder.store(arg, builder.gep(ctx_table, [ir.Constant(I64, i)], source_etype=PTR))
@@ -89,7 +89,22 @@ def build_module(graph: Graph, plan: MemoryPlan, target: Target, threads: int = 
         fewer = builder.and_(builder.icmp_signed(">", asked, ir.Constant(I64, 0)), builder.icmp_signed("<", asked, built))
         builder.call(runtime_function(module, "hobbit_team_run"), [team, ctx_table, builder.select(fewer, asked, built)])
     builder.ret(_status(module, builder, graph, plan, entry.args[3]))
+    if hand_off is not None:
+        hand_off.flush()
     return module
+
+
+def _hand_off_chunk(hand_off: KernelHandOff, chunk: ir.Function, steps: list[Step]) -> None:
+    """A function of the team walk goes to LLVM's threads, with the wrappers it calls, where
+    every kernel it runs went there (a kernel that calls its subgraph's stays in the module,
+    and so must what calls it). Never a timed one: the profile's counters are the module's."""
+    calls = [call for step in steps for call in step.calls]
+    if not all(hand_off.moved(call.body or call.fn) for call in calls):
+        return
+    for call in calls:
+        if call.body is not None:
+            hand_off.add(call.fn)
+    hand_off.add(chunk)
 
 
 def _reset(module: ir.Module, b: ir.IRBuilder, arena: ir.Value, plan: MemoryPlan) -> None:
@@ -140,13 +155,16 @@ def _kernel_calls(module: ir.Module, graph: Graph, plan: MemoryPlan, target: Tar
     calls = []
     for index, node in enumerate(kernels):
         key = _signature(node, id(node) in plan.scratch, id(node) in plan.status)
+        body = None
         if key in bodies:
-            fn, parallel = _wrapper(module, node, bodies[key][0]), bodies[key][1]
+            body, parallel = bodies[key]
+            fn = _wrapper(module, node, body)
         else:
             fn, parallel = bodies[key] = _emit_kernel(module, node, target, plan, threads)
             if hand_off is not None and not isinstance(node.attrs.get("body"), Graph):
                 hand_off.add(fn)
-        calls.append(KernelCall(node, fn, parallel, lambda b, tables, node=node: _kernel_args(b, tables, plan, node, threads)))
+        calls.append(KernelCall(node, fn, parallel, lambda b, tables, node=node: _kernel_args(b, tables, plan, node, threads),
+                                body))
         if on_kernel is not None:
             on_kernel(index + 1, len(kernels))
     return calls

@@ -27,7 +27,7 @@ from llvmlite import ir
 
 from hobbit.backend.cpu.profile import KernelTimer
 from hobbit.graph.ir import Node
-from hobbit.emit.builder import I64, PTR, KernelBuilder
+from hobbit.emit.builder import I1, I64, PTR, KernelBuilder
 from hobbit.backend.cpu.parallel import runtime_function
 
 TEAM = "hobbit_team"
@@ -41,6 +41,7 @@ class KernelCall:
     fn: ir.Function
     parallel: bool  # the kernel shares its work (one call per id) or runs as one call
     args: ArgsFn
+    body: ir.Function | None = None  # the body fn forwards to, where fn is a node's wrapper of a shared one
 
 
 @dataclass
@@ -63,30 +64,69 @@ def team_steps(calls: list[KernelCall], merge_serial: bool = True) -> list[Step]
     return steps
 
 
+# Steps per function of the team walk. One function for every step grew with the model
+# (NASNetMobile: 42,000 instructions, 8.4 s of LLVM on one thread at the end of its compile,
+# LoopRotate alone 2.7 s); in functions of this many steps each is optimised alone, and on
+# LLVM's threads with the kernels (ChunkDone).
+CHUNK_STEPS = 16
+
+# on_chunk(function, steps): a function of the team walk is finished (hobbit.backend.cpu.module
+# hands it to LLVM's threads where it may)
+ChunkDone = Callable[[ir.Function, list[Step]], None]
+
+
 def emit_team(module: ir.Module, steps: list[Step], threads: int, state_of: Callable[[ir.IRBuilder, tuple, Step], ir.Value],
-              timer_slots: int | None = None) -> ir.Function:
+              timer_slots: int | None = None, on_chunk: ChunkDone | None = None) -> ir.Function:
     """`hobbit_team(ctx, thread, job)`: ctx holds the entry's four tables; job is the
     runtime's job number (0: this thread runs alone and never waits). `state_of` gives a
-    step's zeroed state in the arena (done count, then one claim bit per id)."""
+    step's zeroed state in the arena (done count, then one claim bit per id).
+
+    It calls the steps' functions in turn, CHUNK_STEPS steps each (every step in one where
+    the steps are timed: the profile's counters and clock are the one function's), each
+    answering whether this thread goes on (a worker leaves when the job is over)."""
     team = ir.Function(module, ir.FunctionType(ir.VoidType(), [PTR, I64, I64]), name=TEAM)
     team.linkage = "internal"
-    ctx, thread, job = team.args
-    ctx.name, thread.name, job.name = "ctx", "thread", "job"
+    for arg, name in zip(team.args, ("ctx", "thread", "job")):
+        arg.name = name
     kb = KernelBuilder(team)
+    size = len(steps) if timer_slots else CHUNK_STEPS
+    for first in range(0, len(steps), size):
+        chunk = _emit_chunk(module, steps, first, min(first + size, len(steps)), threads, state_of, timer_slots)
+        if on_chunk is not None:
+            on_chunk(chunk, steps[first:first + size])
+        with kb.b.if_then(kb.b.not_(kb.b.call(chunk, list(team.args)))):
+            kb.b.ret_void()
+    kb.finish()
+    return team
+
+
+def _emit_chunk(module: ir.Module, steps: list[Step], first: int, end: int, threads: int,
+                state_of: Callable[[ir.IRBuilder, tuple, Step], ir.Value], timer_slots: int | None) -> ir.Function:
+    """Steps first .. end - 1 of the team walk as `hobbit_team.FIRST(ctx, thread, job)`, which
+    returns false where the thread leaves the walk. Never inlined into hobbit_team: that
+    would make the one large function again."""
+    chunk = ir.Function(module, ir.FunctionType(I1, [PTR, I64, I64]), name=f"{TEAM}.{first}")
+    chunk.linkage = "internal"
+    chunk.attributes.add("noinline")
+    ctx, thread, job = chunk.args
+    ctx.name, thread.name, job.name = "ctx", "thread", "job"
+    kb = KernelBuilder(chunk)
     b = kb.b
     tables = tuple(b.load(b.gep(ctx, [kb.i64(i)], source_etype=PTR), typ=PTR) for i in range(4))
     pooled = b.icmp_unsigned("!=", job, kb.i64(0))
     worker = b.icmp_unsigned("!=", thread, kb.i64(0))
     timer = KernelTimer(module, b, timer_slots) if timer_slots else None
-    for k, step in enumerate(steps):
+    for k in range(first, end):
+        step = steps[k]
         start = timer.now() if timer else None
         _claim_ids(kb, step, threads if step.parallel else 1, state_of(b, tables, step), tables, job, pooled, k)
         _after_step(kb, job, pooled, worker, k, last=k == len(steps) - 1)
         if timer:
             with b.if_then(b.not_(worker)):
                 timer.add(step.first, start)
-    kb.finish()
-    return team
+    b.ret(ir.Constant(I1, 1))
+    kb.seal()
+    return chunk
 
 
 def _claim_ids(kb: KernelBuilder, step: Step, units: int, state: ir.Value, tables: tuple,
@@ -120,13 +160,13 @@ def _after_step(kb: KernelBuilder, job: ir.Value, pooled: ir.Value, worker: ir.V
         with b.if_then(worker):
             b.call(runtime_function(module, "hobbit_team_leave"), [])
             if last:
-                b.ret_void()
+                b.ret(ir.Constant(I1, 0))
         ok = b.call(runtime_function(module, "hobbit_team_wait"), [job, kb.i64(k + 1)])
         if last:
             return
         with b.if_then(b.not_(ok)):
-            b.ret_void()
+            b.ret(ir.Constant(I1, 0))
         with b.if_then(worker):
             entered = b.call(runtime_function(module, "hobbit_team_enter"), [job])
             with b.if_then(b.not_(entered)):
-                b.ret_void()
+                b.ret(ir.Constant(I1, 0))
