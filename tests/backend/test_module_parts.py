@@ -267,3 +267,44 @@ def test_compiles_on_several_threads_at_once_answer_right(split_everything) -> N
             np.testing.assert_allclose(g, w, rtol=1e-4, atol=1e-5)
     with ThreadPoolExecutor(4) as pool:
         list(pool.map(check, cases))
+
+
+def _long_chain(convs: int) -> tuple:
+    """`convs` alike 3x3 convolutions with a ReLU after each (one shared body, one wrapper per
+    node), more steps than one function of the team walk holds."""
+    rng = np.random.default_rng(3)
+    nodes, inits, last = [], {}, "x"
+    for i in range(convs):
+        inits[f"w{i}"] = (rng.standard_normal((8, 8, 3, 3)) * 0.2).astype(np.float32)
+        nodes += [helper.make_node("Conv", [last, f"w{i}"], [f"c{i}"], pads=[1, 1, 1, 1]),
+                  helper.make_node("Relu", [f"c{i}"], [f"r{i}"])]
+        last = f"r{i}"
+    nodes.append(helper.make_node("Identity", [last], ["y"]))
+    x = rng.standard_normal((1, 8, 10, 10)).astype(np.float32)
+    return make_model(nodes, {"x": x}, ["y"], inits), {"x": x}
+
+
+def test_the_team_walk_runs_in_parts_on_llvms_threads(split_everything, monkeypatch) -> None:
+    """A team walk of more steps than team.CHUNK_STEPS is several functions, each handed to
+    LLVM's threads with the wrappers it calls, and answers as the walk in one function
+    (a profiled model keeps it whole) and as onnxruntime."""
+    from hobbit.backend.cpu import team
+
+    parts: list[str] = []
+    real = PartCompiler.submit
+
+    def keeping(self, text: str) -> None:
+        parts.append(text)
+        real(self, text)
+    monkeypatch.setattr(PartCompiler, "submit", keeping)
+    model, feeds = _long_chain(2 * team.CHUNK_STEPS + 3)
+    compiled = hobbit.compile(model, threads=2, cache=False)
+    chunks = [f'define hidden i1 @"{team.TEAM}.{k}"' for k in (0, team.CHUNK_STEPS, 2 * team.CHUNK_STEPS)]
+    assert all(any(chunk in part for part in parts) for chunk in chunks)
+    assert sum(part.count('define hidden void @"Conv+Relu[') for part in parts) == 2 * team.CHUNK_STEPS + 3
+    whole = hobbit.compile(model, threads=2, cache=False, profile=True)
+    want = run_ort(model, feeds)[0]
+    for _ in range(3):  # the pool's workers join, leave and rejoin across runs
+        got = compiled.run(feeds)[0]
+        np.testing.assert_array_equal(got, whole.run(feeds)[0])
+        np.testing.assert_allclose(got, want, rtol=1e-3, atol=1e-4)  # 35 convs deep
