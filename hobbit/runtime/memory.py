@@ -90,8 +90,10 @@ def collector_paused() -> Iterator[None]:
     For a stage that builds a large, long-lived object graph and drops little: IR emission.
     Each of the collector's passes walks the objects built so far, and llvmlite's IR is
     hundreds of thousands of them; what the stage drops (a handed-off kernel's blocks) has
-    by then reached the oldest generation, which the collector rarely reaches during a
-    compile anyway, and release_garbage() after the stage collects it."""
+    by then mostly reached the oldest generation, which the collector rarely reaches during a
+    compile anyway, and release_garbage() after the stage collects it. Measured: SqueezeNet's
+    emission 2.65-3.29 -> 2.0 s (a loaded 2-core host); ResNet-50's compile peaks at 516
+    instead of 483 MB resident, the garbage the young collections used to free.
     enabled = gc.isenabled()
     gc.disable()
     try:
