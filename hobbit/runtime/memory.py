@@ -93,7 +93,7 @@ def collector_paused() -> Iterator[None]:
     by then mostly reached the oldest generation, which the collector rarely reaches during a
     compile anyway, and release_garbage() after the stage collects it. Measured: SqueezeNet's
     emission 2.65-3.29 -> 2.0 s (a loaded 2-core host); ResNet-50's compile peaks at 516
-    instead of 483 MB resident, the garbage the young collections used to free.
+    instead of 483 MB resident, the garbage the young collections used to free."""
     enabled = gc.isenabled()
     gc.disable()
     try:
