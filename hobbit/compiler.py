@@ -33,7 +33,7 @@ from hobbit.runtime.export_only import ExportOnlyModel
 from hobbit.runtime.finish import finished_model
 from hobbit.runtime.gpu_model import GpuModel
 from hobbit.runtime.jit import CompiledModel
-from hobbit.runtime.memory import collector_paused, release_garbage
+from hobbit.runtime.memory import collector_paused, release_garbage, small_pages
 from hobbit.runtime.nodearg import node_args
 from hobbit.runtime.progress import Progress
 from hobbit.runtime.recipe import Recipe
@@ -78,6 +78,7 @@ def lower_to_llvm(model: ModelSource, target: Target | str | None = None, passes
                   input_values, profile, keep_ir, progress or Progress(None))[0]
 
 
+@small_pages()
 def _lower(source: Source, backend: Backend, target: Target, threads: int, precision: str, opt_level: int,
            passes: list[str] | None, input_shapes: dict[str, tuple[int, ...]] | None,
            input_values: dict[str, np.ndarray] | None, profile: bool, keep_ir: bool,
@@ -94,7 +95,8 @@ def _lower(source: Source, backend: Backend, target: Target, threads: int, preci
     `keep_ir=False` drops the text too once parsed (unless the backend keeps it). Between
     stages, what the last one replaced is freed and handed back to the system
     (hobbit.runtime.memory.release_garbage), so it does not add to the next stage's peak.
-    `graph`: the graph after the passes where the caller made it (a model with run-time dims)."""
+    `graph`: the graph after the passes where the caller made it (a model with run-time dims).
+    All of it runs with numpy's huge-page advice off (hobbit.runtime.memory.small_pages)."""
     times: dict[str, float] = {}
     t0 = time.perf_counter()
     if graph is None:

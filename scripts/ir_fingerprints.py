@@ -24,6 +24,9 @@ What is fixed so that a hash belongs to the source tree, not to the machine it r
   same when the calibration model was built for x86-64-v3, znver4 and a 48 KiB-L1 znver5
   (ResNet-18), and for a host given a 48 KiB L1, a 2 MiB L2 and 16 cores (all of them).
   Should an int8 case alone differ on another machine, suspect the calibration first.
+- OpenBLAS runs its Haswell kernels wherever the CPU has AVX2 (_pin_blas_kernels): the zoo's
+  BatchNorm statistics come from numpy matrix products, and each kernel set sums in its own
+  order (ResNet-18's and the YOLO detector's weights differed between a Zen 3 and a Zen 4).
 - PTX and machine code are not hashed: they depend on the LLVM inside llvmlite, and the
   same IR through the same LLVM gives the same PTX.
 
@@ -61,7 +64,26 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
-import numpy as np
+
+def _pin_blas_kernels() -> None:
+    """The zoo's float models get their BatchNorm statistics from a numpy forward pass
+    (hobbit.zoo.builder), whose matrix products are OpenBLAS's, and OpenBLAS picks its kernels
+    (and with them the order of each sum) by CPU: the same tree gave ResNet-18 other weights
+    on a Zen 3 than on a Zen 4, and other ones again with OPENBLAS_CORETYPE=Sandybridge. One
+    kernel set on every x86-64 CPU with AVX2 makes the weights the tree's. Set before numpy
+    is imported, as OpenBLAS reads it when loaded."""
+    try:
+        with open("/proc/cpuinfo") as f:
+            avx2 = " avx2 " in f.read()
+    except OSError:
+        avx2 = False
+    if avx2:
+        os.environ["OPENBLAS_CORETYPE"] = "Haswell"
+
+
+_pin_blas_kernels()
+
+import numpy as np  # noqa: E402
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))  # fingerprint this tree's hobbit, not whichever one is installed

@@ -11,11 +11,14 @@ import sys
 import numpy as np
 import onnx
 import onnxruntime as ort
+import pytest
 from onnx import TensorProto, helper, numpy_helper
 
 import hobbit
+import hobbit.compiler
+from hobbit.backend.cpu.module import pack_weights
 from hobbit.compiler import lower_to_llvm
-from hobbit.runtime.memory import peak_rss_bytes, release_garbage, rss_bytes
+from hobbit.runtime.memory import _madvise_switch, peak_rss_bytes, release_garbage, rss_bytes, small_pages
 
 MiB = 1 << 20
 
@@ -161,3 +164,40 @@ def test_ctrl_c_during_the_collection_is_not_lost() -> None:
     installs the default handler a terminal session has."""
     out = subprocess.run([sys.executable, "-c", _CTRL_C_IN_A_FINALIZER], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "raised", out.stderr
+
+
+def _huge_page_advice() -> bool:
+    """numpy's current huge-page advice (read by setting it and putting it back)."""
+    switch = _madvise_switch()
+    now = switch(True)
+    switch(now)
+    return now
+
+
+@pytest.mark.skipif(_madvise_switch() is None, reason="this numpy has no huge-page switch")
+@pytest.mark.parametrize("before", [True, False])
+def test_small_pages_turns_the_advice_off_and_back_as_it_was(before: bool, monkeypatch) -> None:
+    """Off inside, as it was after, and counted: a compile that ends while another one runs
+    (another thread's) leaves it off until the last one ends. A compile packs its weights
+    with the advice off."""
+    seen = []
+
+    def packing(graph, plan):
+        seen.append(_huge_page_advice())
+        return pack_weights(graph, plan)
+    monkeypatch.setattr(hobbit.compiler, "pack_weights", packing)
+    switch = _madvise_switch()
+    old = switch(before)
+    try:
+        outer, inner = small_pages(), small_pages()
+        outer.__enter__()
+        assert _huge_page_advice() is False
+        inner.__enter__()
+        outer.__exit__(None, None, None)
+        assert _huge_page_advice() is False
+        inner.__exit__(None, None, None)
+        assert _huge_page_advice() is before
+        hobbit.compile(_model(8), cache=False)
+        assert seen == [False] and _huge_page_advice() is before
+    finally:
+        switch(old)

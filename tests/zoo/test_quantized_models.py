@@ -39,6 +39,8 @@ from onnxruntime.quantization.shape_inference import quant_pre_process
 
 import hobbit
 from hobbit import zoo
+from hobbit.plan.int8 import dot_product
+from hobbit.target import host_target
 from hobbit.zoo.images import CALIBRATION_SEED, EVALUATION_SEED, smooth_images
 from tests.helpers import exact_u8s8
 from tests.backend.cpu.int8_models import assert_within_one_step
@@ -127,6 +129,11 @@ MODELS = ["resnet18", "mobilenet_v2", "squeezenet1_1", pytest.param("resnet50", 
 # Output quantization steps hobbit's logits may be from onnxruntime's int8 ones on the evaluation
 # image: 0 is bit-exact (measured; see the module docstring for other images).
 STEPS_ON_THE_EVALUATION_IMAGE = {"resnet18": 0, "mobilenet_v2": 0, "squeezenet1_1": 0, "resnet50": 2}
+# Those figures were measured where hobbit runs vpdpbusd (Zen 4). On a CPU without VNNI (the
+# vpmaddwd path; measured on a Zen 3, znver3) one more ResNet-18 group, the stem conv's, has
+# one element on a requantization rounding tie a step off, which reaches 101 of 1000 logits
+# one step apart; MobileNetV2's and SqueezeNet 1.1's logits stay equal.
+STEPS_WITHOUT_VNNI = {"resnet18": 1}
 
 
 @pytest.fixture(scope="module", params=MODELS)
@@ -168,11 +175,15 @@ def test_logits_as_close_to_onnxruntime_int8_as_its_own_float_qdq(quantized):
 
 def test_logits_on_the_evaluation_image_equal_onnxruntime_int8_where_measured_so(quantized):
     """The docs' claim, held to exactly: bit-exact logits for the three models measured so,
-    within STEPS_ON_THE_EVALUATION_IMAGE output steps for ResNet-50."""
+    within STEPS_ON_THE_EVALUATION_IMAGE output steps for ResNet-50 (and STEPS_WITHOUT_VNNI
+    on a CPU without VNNI)."""
     name, model, feeds = quantized
     int8, = _run_ort(model, feeds)
     got, = hobbit.compile(model).run(feeds)
     steps = STEPS_ON_THE_EVALUATION_IMAGE[name]
+    dot = dot_product(host_target())
+    if dot is None or dot.name != "vpdpbusd":
+        steps = max(steps, STEPS_WITHOUT_VNNI.get(name, 0))
     if steps == 0:
         np.testing.assert_array_equal(got, int8, err_msg=f"{name}: hobbit's int8 logits differ from onnxruntime's")
         return
