@@ -61,8 +61,9 @@ def transform_weights(w: np.ndarray, m: int) -> np.ndarray:
     """[OC, C, 3, 3] -> U[a*a, OC, C] with U[i*a + j] = (G g G^T)[i, j].
 
     One GEMM in float64: (G kron G)[i*a + j, k*3 + l] = G[i, k] G[j, l] applied to the 9 taps
-    of every filter at once. numpy's einsum of the same product took 1.2 s of VGG-16's
-    compile (its twelve 3x3 convs); the GEMM takes a tenth of that."""
+    of every filter at once. numpy's einsum of the same product took 0.15 s for one
+    512x512 bank's F(4x4) and 0.07 s for its F(2x2) (VGG-16 has ten such banks of 256-512
+    channels); the GEMM takes 0.024 and 0.01 s."""
     oc, c = w.shape[:2]
     g = VARIANTS[m].G
     taps = w.astype(np.float64).transpose(2, 3, 0, 1).reshape(9, oc * c)
