@@ -271,7 +271,8 @@ def _touch(path: Path) -> None:
 
 
 def store(key: str, code: bytes, weights: np.ndarray, arena_bytes: int,
-          inputs: list[TensorSpec], outputs: list[TensorSpec], layout: Layout, extra: dict | None = None) -> None:
+          inputs: list[TensorSpec], outputs: list[TensorSpec], layout: Layout, extra: dict | None = None,
+          weights_name: str | None = None) -> None:
     """Write an entry atomically; a cache that cannot be written only costs a warning, and one
     that is not private to this user (hobbit.runtime.trust) is not written to at all.
 
@@ -280,7 +281,8 @@ def store(key: str, code: bytes, weights: np.ndarray, arena_bytes: int,
     weights go to weights/<sha256>.bin, written only if no entry stored those bytes before,
     so variants of one model (one per input signature) share one file. `extra`: JSON the
     compiler needs back with the code (a module with run-time dims: its extents), in
-    CachedReport.extra after a load."""
+    CachedReport.extra after a load. `weights_name`: the weights' digest where the caller
+    already has it (hashing VGG-16's 553 MB blob takes 0.4 s, and the finish hashed it first)."""
     root = cache_dir()
     try:
         root.mkdir(mode=_PRIVATE_DIR, parents=True, exist_ok=True)
@@ -295,7 +297,7 @@ def store(key: str, code: bytes, weights: np.ndarray, arena_bytes: int,
     try:
         _write_private(tmp / CODE_FILE, code)
         blob = np.ascontiguousarray(weights).view(np.uint8).reshape(-1)
-        name = shared_weights.digest(blob)
+        name = weights_name or shared_weights.digest(blob)
         _store_weights(root, tmp, name, blob)
         body = {"format": FORMAT, "arena_bytes": int(arena_bytes), "weights": name,
                 "inputs": [s.to_json() for s in inputs], "outputs": [s.to_json() for s in outputs],

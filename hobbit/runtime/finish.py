@@ -45,7 +45,8 @@ def finished_model(native: Native, report, started: float, show: Progress, key: 
 
 def _in_process(native: InProcess, report, started: float, show: Progress, key: str | None,
                 lookup_seconds: float, extra: dict | None) -> CompiledModel:
-    weights = report.weights = shared_weights.share(report.weights)
+    name = shared_weights.digest(report.weights)
+    weights = report.weights = shared_weights.share(report.weights, name)
     view_constants(report.graph, report.plan, weights)  # the shared blob may be another variant's
     graph = report.graph
     inputs, outputs = tensor_specs(graph)
@@ -57,7 +58,7 @@ def _in_process(native: InProcess, report, started: float, show: Progress, key: 
         show.stage("writing the compile cache")
         t0 = time.perf_counter()
         compile_cache.store(key, objects[0], weights, report.plan.arena_bytes, inputs, outputs, graph.output_layout,
-                            extra)
+                            extra, weights_name=name)
         report.seconds["cache"] = lookup_seconds + time.perf_counter() - t0
     release_garbage()
     show.finish("compiled")
