@@ -28,6 +28,10 @@ class ChunkedModel:
         self.rows = rows
         self.report = model.report
 
+    def __reduce__(self) -> tuple:
+        """Pickled as its variant (which travels as machine code: hobbit.runtime.shipped)."""
+        return ChunkedModel, (self.model, self.batch, self.rows)
+
     @property
     def inputs(self) -> list[TensorSpec]:
         return self.model.inputs

@@ -26,7 +26,6 @@ $HOBBIT_CACHE_MAX_BYTES (default 4 GiB) by deleting the least recently used entr
 
 from __future__ import annotations
 
-import functools
 import hashlib
 import json
 import os
@@ -34,7 +33,6 @@ import shutil
 import tempfile
 import time
 import warnings
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -48,7 +46,9 @@ from hobbit.version import __version__
 from hobbit.runtime import trust
 from hobbit.runtime import weights as shared_weights
 from hobbit.runtime.jit import CompiledModel, TensorSpec
+from hobbit.runtime.build_id import source_hash
 from hobbit.runtime.layout import Layout, from_json, to_json
+from hobbit.runtime.loaded_report import CachedReport
 
 FORMAT = 4
 CODE_FILE = "code.o"
@@ -63,31 +63,6 @@ _LOCATION_MARKER = b"\x0a\x08location"
 _PRIVATE_DIR = 0o700
 _PRIVATE_FILE = 0o600
 _WARNED: set[str] = set()  # paths already warned about as untrusted in this process
-
-
-@dataclass
-class CachedReport:
-    """The report of a model loaded from the cache: where from, how long loading took, and
-    what a fresh compile's report also says about the code (the target and thread count it
-    was built for, the packed weights); llvm_ir is None, as after any compile().
-
-    The graph, memory plan and optimised module are not stored; compile with cache=False to
-    get them."""
-
-    path: str
-    target: Target
-    threads: int
-    weights: np.ndarray
-    seconds: dict[str, float] = field(default_factory=dict)
-    cached: bool = True
-    llvm_ir: None = None
-    extra: dict | None = None  # what the compiler stored beside the code (store's `extra`)
-
-    def __getattr__(self, name: str) -> Any:
-        if name in ("graph", "plan", "optimized"):
-            raise AttributeError(f"report.{name} is not available: this model was loaded from the compile "
-                                 f"cache ({self.path}); compile with cache=False for the full report")
-        raise AttributeError(name)
 
 
 def enabled(cache: bool | None) -> bool:
@@ -109,23 +84,13 @@ def compile_key(source: Source, target: Target, options: dict[str, Any]) -> str 
     if model is None:
         return None
     h = hashlib.sha256()
-    head = {"format": FORMAT, "hobbit": __version__, "sources": _source_hash(),
+    head = {"format": FORMAT, "hobbit": __version__, "sources": source_hash(),
             "llvmlite": llvmlite.__version__, "numpy": np.__version__, "onnx": onnx.__version__,
             "target": [target.triple, target.cpu, target.features, target.vector_bits, target.vector_registers,
                        target.l1_bytes, target.l2_bytes, target.cores],
             "options": options}
     feed(h, "head", json.dumps(head, sort_keys=True, default=str).encode())
     feed(h, "model", model.encode())
-    return h.hexdigest()
-
-
-@functools.cache
-def _source_hash() -> str:
-    """Every .py file of the hobbit package: an edited compiler gets new keys."""
-    root = Path(__file__).resolve().parent.parent
-    h = hashlib.sha256()
-    for path in sorted(root.rglob("*.py")):
-        feed(h, path.relative_to(root).as_posix(), path.read_bytes())
     return h.hexdigest()
 
 
@@ -169,7 +134,8 @@ def load(key: str, target: Target, threads: int) -> CompiledModel | None:
                       stacklevel=3)
         shutil.rmtree(entry, ignore_errors=True)
         return None
-    report = CachedReport(str(entry), target, threads, weights, {"cache": time.perf_counter() - t0}, extra=extra)
+    report = CachedReport(str(entry), target, threads, weights, {"cache": time.perf_counter() - t0}, extra=extra,
+                          origin=f"the compile cache ({entry})")
     t0 = time.perf_counter()
     model = CompiledModel(code, target, weights, arena_bytes, inputs, outputs, report, layout=layout)
     report.seconds["jit"] = time.perf_counter() - t0

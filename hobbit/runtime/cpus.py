@@ -178,3 +178,28 @@ def _v1_limit(folder: str) -> int | None:
     except ValueError:
         return None
     return _ceil_cpus(quota, period)
+
+
+# -- a cap on the threads of every inference in this process ------------------------------
+# A Ray actor or a Dask worker is granted fewer CPUs than the process can see (neither
+# engine sets an affinity mask: Ray sets OMP_NUM_THREADS, Dask's nanny sets it to 1), and
+# the code it runs may have been built elsewhere for more threads. Generated code takes its
+# thread count per call (1 to the count it was built for; the work is cut for that count,
+# so fewer is correct, only slower), so the cap is applied where models call their code.
+_CAP: int | None = None
+
+
+def cap_threads(threads: int | None) -> None:
+    """From now on every inference in this process uses at most `threads` threads (None: no
+    cap, each model uses all the threads it was built for). Set by hobbit.ray and hobbit.dask
+    in their workers, from the CPUs the engine granted."""
+    global _CAP
+    if threads is not None and (isinstance(threads, bool) or not isinstance(threads, int) or threads < 1):
+        raise ConfigError(f"a thread cap must be a positive integer or None, got {threads!r}")
+    _CAP = threads
+
+
+def capped_threads(built: int) -> int:
+    """The thread count to run code built for `built` threads with: the cap where it is lower,
+    else 0 (the entry points' "all of them")."""
+    return _CAP if _CAP is not None and _CAP < built else 0

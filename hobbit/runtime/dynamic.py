@@ -45,6 +45,7 @@ from hobbit.runtime.kvcache import KVCache, cache_names
 from hobbit.runtime.jit import CompiledModel, DeclaredModel, TensorSpec, check_feed_names
 from hobbit.runtime.nodearg import NodeArg
 from hobbit.runtime.runargs import check_bounds, check_out, pick_outputs, split_run_args
+from hobbit.runtime.shipped import LaterCompiles, reduce_stateful
 
 # A symbol with no bound is first compiled for this size. The bound sizes the arena and costs
 # short inputs little time, as kernels compute only inside the extents (BERT-base at 16 tokens
@@ -97,6 +98,18 @@ class DynamicModel(DeclaredModel):
         self._staged(first)  # this thread's arena, ready before the first run
         self._node_args = node_args
         self.compiles = 1
+
+    def __reduce__(self) -> tuple:
+        """Pickled as its module's machine code and its recipe (hobbit.runtime.shipped)."""
+        return reduce_stateful(self, ("_build", "_lock", "_staging"))
+
+    def restored(self, later: LaterCompiles) -> None:
+        """After unpickling: the parts that do not travel; a bound past the shipped one compiles
+        from the recipe."""
+        self._build = later.build
+        self._lock = threading.Lock()
+        self._staging = threading.local()
+        self._staged(self._current)
 
     @property
     def inputs(self) -> list:

@@ -23,7 +23,7 @@ from hobbit.backend.gpu.device_code import KernelResources
 from hobbit.backend.gpu.module import Launch
 from hobbit.errors import DeviceError, HobbitError
 from hobbit.runtime.gpu_export import DeviceFiles, export_device
-from hobbit.runtime.jit import ModelTensors, TensorSpec, call_positionally, reduce_with_recipe, validate_feeds
+from hobbit.runtime.jit import ModelTensors, TensorSpec, call_positionally, validate_feeds
 from hobbit.runtime.layout import Layout
 from hobbit.target import GpuTarget
 
@@ -77,8 +77,8 @@ class GpuModel(ModelTensors):
         """The outputs computed by the GPU kernels built for this CPU and run over their grids."""
         arrays = validate_feeds(feeds, self.inputs)
         if self.host_module is None:
-            raise HobbitError("this GPU model was loaded from an export, which holds no host build of its kernels: "
-                              "emulate() the model hobbit.compile returns")
+            raise HobbitError("this GPU model was loaded from an export or a pickle, which hold no host build of its "
+                              "kernels: emulate() the model hobbit.compile returns")
         if self._emulator is None:
             from hobbit.runtime.emulate import GridEmulator
             self._emulator = GridEmulator(self.host_module(), self.launches, self.weights, self.arena_bytes)
@@ -98,8 +98,9 @@ class GpuModel(ModelTensors):
         return export_device(self, directory, name, weights)
 
     def __reduce__(self) -> tuple:
-        """Built again from its recipe: hobbit.compile's, or hobbit.load's for a loaded model."""
-        return reduce_with_recipe(self)
+        """Pickled as its device code, launches and weights (hobbit.runtime.shipped)."""
+        from hobbit.runtime.shipped import reduce_gpu
+        return reduce_gpu(self)
 
     def __repr__(self) -> str:
         return (f"GpuModel({self.target.vendor}:{self.target.arch}, {len(self.launches)} kernels, "

@@ -25,6 +25,7 @@ from hobbit.target import Target
 from hobbit.backend.machine import new_target_machine
 from hobbit.errors import HobbitError, InputError
 from hobbit.runtime.allocation import allocating, check_run_bytes, copy_bytes
+from hobbit.runtime.cpus import capped_threads
 from hobbit.runtime.export import ArtifactFiles, NativeModel, export_library
 from hobbit.runtime.layout import Layout, group, grouped_layout, per_output
 from hobbit.runtime.nodearg import NodeArg, compiled_args
@@ -35,10 +36,6 @@ from hobbit.runtime.status import read_status_table, status_error
 
 _ENTRY_TYPE = ctypes.CFUNCTYPE(ctypes.c_int32, ctypes.c_void_p, ctypes.c_void_p, ctypes.c_void_p, ctypes.c_void_p,
                                ctypes.c_int64)
-# The entry point's thread count for the JIT: 0, every thread the code was built for.
-_ALL_THREADS = 0
-
-
 def load_runtime_libraries(target: Target) -> None:
     """Make the symbols generated code calls visible to the JIT: hobbit's thread runtime
     (hobbit.runtime.pool) and libgcc's helpers that LLVM calls for conversions the CPU has
@@ -242,7 +239,16 @@ class CompiledModel(ModelTensors):
         return call_positionally(self, arrays)
 
     def __reduce__(self) -> tuple:
-        return reduce_with_recipe(self)
+        """Pickled as its machine code and weights (hobbit.runtime.shipped): another process
+        runs it without compiling. `pickle.dumps(model.recipe)` pickles what builds it again."""
+        from hobbit.runtime.shipped import reduce_compiled
+        return reduce_compiled(self)
+
+    @property
+    def threads(self) -> int:
+        """The thread count the code was built for (each inference uses them all, unless this
+        process caps them: hobbit.runtime.cpus.cap_threads)."""
+        return getattr(self.report, "threads", None) or (self.recipe.options["threads"] if self.recipe else 1)
 
     def run(self, output_names: dict[str, np.ndarray] | list[str] | None = None,
             feeds: dict[str, np.ndarray] | None = None, *, out: list[np.ndarray] | None = None) -> list:
@@ -279,7 +285,7 @@ class CompiledModel(ModelTensors):
         out_table = (ctypes.c_void_p * max(1, len(results)))(*[r.ctypes.data for r in results])
         arena = self._working_memory()
         status = self._entry(ctypes.addressof(in_table), ctypes.addressof(out_table),
-                             self._weights.ctypes.data, arena.ctypes.data, _ALL_THREADS)
+                             self._weights.ctypes.data, arena.ctypes.data, capped_threads(self.threads))
         if status:
             raise status_error(status, self._status_table, arena)
 
@@ -294,9 +300,8 @@ class CompiledModel(ModelTensors):
 
     def native_model(self) -> NativeModel:
         """What export() writes: this model's machine code, weights, sizes and check records."""
-        threads = getattr(self.report, "threads", None) or (self.recipe.options["threads"] if self.recipe else 1)
         return NativeModel(self._code, self._target, self._weights, self._arena_bytes, self.inputs,
-                           self.outputs, self.layout, self._status_table, threads)
+                           self.outputs, self.layout, self._status_table, self.threads)
 
     def profile(self, feeds: dict[str, np.ndarray], runs: int = 20) -> list[KernelTime]:
         """Mean time per kernel over `runs` inferences (needs compile(..., profile=True))."""

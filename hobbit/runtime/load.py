@@ -43,6 +43,7 @@ from pathlib import Path
 import numpy as np
 
 from hobbit.errors import ArtifactError, ConfigError, HobbitError, RunError
+from hobbit.runtime.cpus import capped_threads
 from hobbit.runtime.dynamic import DynamicModel, loaded
 from hobbit.runtime.export import MANIFEST_FORMAT, ArtifactFiles, artifact_files
 from hobbit.runtime.export_c import RunTimeDims
@@ -149,7 +150,8 @@ class LoadedModel(CompiledModel):
     def _context(self) -> ctypes.c_void_p:
         context = getattr(self._local, "context", None)
         if context is None:
-            context = self._local.context = _Context(self._api, self._weights_path, self._threads)
+            threads = self._threads or capped_threads(self.report.threads)
+            context = self._local.context = _Context(self._api, self._weights_path, threads)
         return context.handle
 
     def _call_native(self, arrays: list[np.ndarray], results: list[np.ndarray]) -> None:

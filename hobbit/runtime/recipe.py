@@ -1,24 +1,27 @@
-"""Pickling a compiled model: what hobbit.compile needs to build the same model again.
+"""What hobbit.compile needs to build the same model again: a model's `recipe`.
 
-Native code lives in this process's JIT and cannot travel, so a pickled model (for
-`copy.deepcopy`, or a multiprocessing worker started with spawn) carries the model and
-compile()'s arguments instead, and unpickling compiles it again; the compile cache on disk
-makes that a load when it holds the entry. The model travels in the form whose cache key is
-the one the first compile used, as its Source's format says (Source.portable_model): for
-ONNX, bytes and ModelProtos as they are, a file as its bytes (read when pickled); for
-TensorFlow, its path. A SpecializingModel travels the same way and compiles its variants
-again on first use."""
+A compiled model pickles as its machine code (hobbit.runtime.shipped), which runs only with
+the hobbit build and on the CPUs it was made for. Its recipe is the pickle that outlives
+both: the model and compile()'s arguments, compiled again by `recipe.compile()` after
+`pickle.loads(pickle.dumps(model.recipe))` (the compile cache on disk makes that a load when
+it holds the entry). Models whose code cannot travel (one compiled for another CPU) pickle
+as their recipe, and unpickling compiles them again.
+
+The model travels in the form whose cache key is the one the first compile used, as its
+Source's format says (Source.portable_model): for ONNX, bytes and ModelProtos as they are, a
+file as its bytes (read when pickled); for TensorFlow, its path."""
 
 from __future__ import annotations
 
 import os
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import onnx
+if TYPE_CHECKING:
+    import onnx
 
-from hobbit.frontend.common.source import ModelInput
+    from hobbit.frontend.common.source import ModelInput
 
 
 @dataclass(frozen=True)
@@ -32,6 +35,14 @@ class Recipe:
     source: str | os.PathLike | bytes | onnx.ModelProto
     portable: Callable[[ModelInput], ModelInput]
     options: dict[str, Any]
+
+    def compile(self) -> Any:
+        """The model built again: hobbit.compile of the source with the same options."""
+        return self.build(self.source, **self.options)
+
+    def __reduce__(self) -> tuple:
+        """A recipe travels with its model in portable form (a file as its bytes)."""
+        return Recipe, (self.build, self.portable(self.source), self.portable, self.options)
 
     def reduce(self) -> tuple[Callable[..., Any], tuple]:
         """What a model's `__reduce__` returns: rebuild from the model itself in place of a

@@ -33,6 +33,7 @@ from hobbit.runtime.batching import ChunkedModel
 from hobbit.runtime.jit import CompiledModel, DeclaredModel, check_feed_names
 from hobbit.runtime.nodearg import NodeArg
 from hobbit.runtime.runargs import check_bounds, pick_outputs, split_run_args
+from hobbit.runtime.shipped import LaterCompiles, reduce_stateful
 
 # The batch a separable model's one variant is compiled for: the first call's, capped. The cap
 # bounds what a small call pays for padding (at most 7 padded samples) and the activations the
@@ -91,6 +92,17 @@ class SpecializingModel(DeclaredModel):
     @property
     def output_names(self) -> list[str]:
         return [s.name for s in self.outputs]
+
+    def __reduce__(self) -> tuple:
+        """Pickled as the machine code of its variants (and chunking) and its recipe
+        (hobbit.runtime.shipped)."""
+        return reduce_stateful(self, ("_build", "_importer", "_lock"))
+
+    def restored(self, later: LaterCompiles) -> None:
+        """After unpickling: a new input signature compiles from the recipe."""
+        self._build = later.build
+        self._importer = later.import_graph
+        self._lock = threading.Lock()
 
     @property
     def separation(self) -> Separation | None:

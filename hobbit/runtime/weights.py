@@ -29,6 +29,12 @@ def lookup(name: str) -> np.ndarray | None:
         return ref() if ref is not None else None
 
 
+def name_of(blob: np.ndarray) -> str | None:
+    """The digest this very array is shared under, if it is a live shared blob."""
+    with _LOCK:
+        return next((name for name, ref in _BLOBS.items() if ref() is blob), None)
+
+
 def share(blob: np.ndarray, name: str | None = None) -> np.ndarray:
     """The one live array with these bytes: `blob` itself the first time, the earlier array
     after that (and `blob` can be freed). `name` is the blob's digest when already known.

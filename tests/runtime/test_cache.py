@@ -112,7 +112,7 @@ def test_every_compile_input_changes_the_key(monkeypatch: pytest.MonkeyPatch) ->
     renamed = _model()
     renamed.graph.node[1].op_type = "Sigmoid"
     others.append(_key(renamed))
-    monkeypatch.setattr(cache, "_source_hash", lambda: "an edited compiler")
+    monkeypatch.setattr(cache, "source_hash", lambda: "an edited compiler")
     others.append(_key(model))
     assert len(set(others + [base])) == len(others) + 1
 

@@ -89,6 +89,18 @@ def test_load_round_trip_runs_on_the_fake_driver(model, folder, fake) -> None:
         hobbit.load(folder, threads=2)
 
 
+def test_a_pickled_gpu_model_carries_its_device_code_and_runs(model, fake) -> None:
+    onnx_model, compiled = model
+    again = pickle.loads(pickle.dumps(compiled))
+    assert isinstance(again, GpuModel) and again.device_code == compiled.device_code
+    assert again.launches == compiled.launches and again.cubin == compiled.cubin
+    feeds = {"x": rand(*SHAPE, seed=6)}
+    for g, e in zip(again.run(feeds), run_ort(onnx_model, feeds)):
+        np.testing.assert_allclose(g, e, rtol=1e-5, atol=1e-5)
+    with pytest.raises(hobbit.HobbitError, match="loaded from an export or a pickle"):
+        again.emulate(feeds)
+
+
 def test_load_without_a_device_is_a_clear_error(folder, monkeypatch) -> None:
     """Where cuda-python (or the driver, or a GPU) is missing, hobbit.load says what is missing
     at once, as a library built for CPU features this host lacks is refused at load."""
