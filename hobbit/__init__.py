@@ -18,8 +18,9 @@ _LOADED_ON_USE = {"compile": "hobbit.compiler", "load": "hobbit.runtime.load", "
                   "DynamicModel": "hobbit.runtime.dynamic",
                   "ExportOnlyModel": "hobbit.runtime.export_only", "Target": "hobbit.target",
                   "parse_target": "hobbit.target", "quantize": "hobbit.quantize"}
-# Subpackages reachable as attributes after `import hobbit` (hobbit.zoo.build("resnet18")).
-_SUBPACKAGES_ON_USE = ("zoo",)
+# Subpackages reachable as attributes after `import hobbit` (hobbit.zoo.build("resnet18"));
+# hobbit.ray and hobbit.dask import their engines only then.
+_SUBPACKAGES_ON_USE = ("zoo", "ray", "dask")
 
 __all__ = ["compile", "load", "quantize", "zoo", "CompiledModel", "LoadedModel", "SpecializingModel", "DynamicModel",
            "ExportOnlyModel",
