@@ -19,22 +19,8 @@ import pandas as pd  # noqa: E402
 import hobbit  # noqa: E402
 import hobbit.dask  # noqa: E402
 from hobbit.errors import ArtifactError  # noqa: E402
-from tests.runtime.test_batching import _cnn  # noqa: E402
-from tests.runtime.test_shipped import _shipped, _Wrapped  # noqa: E402
-
-ROWS = 1000
-
-
-@pytest.fixture(scope="module")
-def model():
-    return hobbit.compile(_cnn(), input_shapes={"x": (1, 3, 6, 6)}, threads=1, cache=False)
-
-
-@pytest.fixture(scope="module")
-def rows(model):
-    x = np.random.default_rng(0).standard_normal((ROWS, 3, 6, 6)).astype(np.float32)
-    want = np.concatenate([model.run({"x": x[i:i + 1]})[0] for i in range(ROWS)])
-    return x, want
+from tests.distributed_cases import (MISSING_FEATURE, ROWS, for_a_missing_feature,  # noqa: E402, F401
+                                    model, rows)
 
 
 @pytest.fixture(scope="module")
@@ -114,14 +100,10 @@ def test_a_worker_killed_mid_run_is_replaced_and_every_row_comes_once(client, mo
 
 
 def test_a_model_for_missing_cpu_features_fails_with_the_hobbit_error(client, model) -> None:
-    state = _shipped(model)
-    target = state.native.target
-    elsewhere = type(target)(**{**target.__dict__, "features": f"{target.features},+amx-tile"})
-    moved = _Wrapped(type(state)(state.made_by, type(state.native)(**{**state.native.__dict__, "target": elsewhere}),
-                                 state.code_sha256, state.weights_sha256))
-    with pytest.raises(Exception, match="TargetError|lacks: amx-tile") as caught:
+    moved = for_a_missing_feature(model)
+    with pytest.raises(Exception, match=f"TargetError|lacks: {MISSING_FEATURE}") as caught:
         hobbit.dask.load_on_workers(client, moved)
-    assert "amx-tile" in str(caught.value)
+    assert MISSING_FEATURE in str(caught.value)
 
 
 def test_a_library_without_its_weights_fails_with_the_hobbit_error(client, tmp_path) -> None:

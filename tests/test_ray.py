@@ -18,23 +18,11 @@ from ray.cluster_utils import Cluster  # noqa: E402
 import hobbit  # noqa: E402
 import hobbit.ray  # noqa: E402
 from hobbit.errors import ConfigError  # noqa: E402
+from tests.distributed_cases import (MISSING_FEATURE, ROWS, for_a_missing_feature,  # noqa: E402, F401
+                                    model, rows)
 from tests.runtime.test_batching import _cnn  # noqa: E402
-from tests.runtime.test_shipped import _shipped, _Wrapped  # noqa: E402
 
-ROWS = 1000
 _INIT = {"include_dashboard": False, "log_to_driver": False}
-
-
-@pytest.fixture(scope="module")
-def model():
-    return hobbit.compile(_cnn(), input_shapes={"x": (1, 3, 6, 6)}, threads=1, cache=False)
-
-
-@pytest.fixture(scope="module")
-def rows(model):
-    x = np.random.default_rng(0).standard_normal((ROWS, 3, 6, 6)).astype(np.float32)
-    want = np.concatenate([model.run({"x": x[i:i + 1]})[0] for i in range(ROWS)])
-    return x, want
 
 
 @pytest.fixture(scope="module")
@@ -106,14 +94,19 @@ def test_an_actor_killed_mid_run_is_replaced_and_every_row_comes_once(local_ray,
 
 
 def test_a_model_for_missing_cpu_features_fails_with_the_hobbit_error(local_ray, model, rows) -> None:
-    state = _shipped(model)
-    target = state.native.target
-    elsewhere = type(target)(**{**target.__dict__, "features": f"{target.features},+amx-tile"})
-    moved = _Wrapped(type(state)(state.made_by, type(state.native)(**{**state.native.__dict__, "target": elsewhere}),
-                                 state.code_sha256, state.weights_sha256))
+    moved = for_a_missing_feature(model)
     with pytest.raises(Exception, match="TargetError") as caught:
         hobbit.ray.map_batches(_dataset(rows[0][:64]), moved, inputs="image").take_all()
-    assert "lacks: amx-tile" in str(caught.value)
+    assert f"lacks: {MISSING_FEATURE}" in str(caught.value)
+
+
+def test_the_engine_benchmark_scores_every_row_through_ray(local_ray) -> None:
+    from hobbit.bench import scaleout
+    model = _cnn()
+    model.graph.input[0].type.tensor_type.shape.dim[0].dim_value = 1
+    timings = scaleout.run_engines("cnn", model, ["ray"], items=40, cpus=2, batch_size=8, show=lambda t: None)
+    assert [(t.engine, t.runner) for t in timings][2:] == [("ray", "hobbit"), ("ray", "onnxruntime")]
+    assert ray.is_initialized()  # the harness leaves a cluster it did not start running
 
 
 def test_a_two_node_cluster_gives_the_same_outputs(model, rows) -> None:
@@ -132,3 +125,4 @@ def test_a_two_node_cluster_gives_the_same_outputs(model, rows) -> None:
     finally:
         ray.shutdown()
         cluster.shutdown()
+

@@ -22,7 +22,7 @@ from collections.abc import Callable
 import onnx
 
 from hobbit import zoo
-from hobbit.bench import decode, quant, quant_report, report, sporadic, suite, summary, sweep, tf
+from hobbit.bench import decode, quant, quant_report, report, scaleout, sporadic, suite, summary, sweep, tf
 from hobbit.bench.load import LOADS, BuildOptions
 from hobbit.bench.result import BenchResult
 from hobbit.cli.args import (add_command, input_shape_flag, non_negative_int, parse_threads, positive_int,
@@ -34,6 +34,7 @@ from hobbit.errors import ConfigError, InputError, MissingDependencyError
 from hobbit.frontend.onnx.importer import load_model as read_onnx
 from hobbit.frontend.formats import detect_format, open_source
 from hobbit.frontend.onnx.source import OnnxSource
+from hobbit.runtime.cpus import available_cpus
 from hobbit.target import host_target
 
 DESCRIPTION = """For each model and thread count: compile, check the outputs against onnxruntime
@@ -171,6 +172,13 @@ def _load_flags(p: argparse.ArgumentParser) -> None:
 
 def _report_flags(p: argparse.ArgumentParser) -> None:
     """--markdown, --json, --plot and --profile: what is written besides the printed tables."""
+    p.add_argument("--engine", type=parse_engines, default=None, metavar="ray|dask[,...]",
+                   help="score --items rows of each --model through Ray Data and/or Dask (hobbit.ray, hobbit.dask), "
+                        "hobbit and onnxruntime in the same harness on the same CPUs (--threads: their count, default "
+                        "every CPU), beside each alone in one process: rows/s, per core, and the ratios "
+                        "(hobbit.bench.scaleout)")
+    p.add_argument("--items", type=positive_int, default=2000, metavar="N",
+                   help="rows (images, sentences) per model for --engine (default 2000)")
     p.add_argument("--markdown", metavar="FILE", help="write the table with a header naming the machine (BENCHMARKS.md)")
     p.add_argument("--json", metavar="FILE", help="write every number per model and thread count as JSON")
     p.add_argument("--plot", metavar="FILE.png", help="write a bar chart of the ratios (needs matplotlib)")
@@ -206,6 +214,15 @@ def parse_loads(text: str) -> list[str]:
 
 
 SWEEP_EXAMPLE = "e.g. sequence=16,64,128, or height,width=224x224,160x240 for several dims moved together"
+
+
+def parse_engines(text: str) -> list[str]:
+    """--engine ray,dask -> ["ray", "dask"]."""
+    engines = list(dict.fromkeys(part.strip() for part in text.split(",") if part.strip()))
+    if not engines or any(e not in scaleout.ENGINES for e in engines):
+        raise argparse.ArgumentTypeError(f"expected engines from {', '.join(scaleout.ENGINES)} separated by commas, "
+                                         f"got {text!r}")
+    return engines
 
 
 def parse_sweep(text: str) -> tuple[tuple[str, ...], list[tuple[int, ...]]]:
@@ -286,6 +303,8 @@ def cmd_bench(args: argparse.Namespace) -> int:
     loads, args.load = args.load, args.load or ["none"]
     if args.summary:
         return _bench_summary(args, loads or list(summary.DEFAULT_LOADS))
+    if args.engine:
+        return _bench_engines(args)
     if args.sweep:
         return _bench_sweep(args)
     if args.decode:
@@ -298,6 +317,28 @@ def cmd_bench(args: argparse.Namespace) -> int:
     if os.path.exists(args.model) and detect_format(args.model) != "onnx":
         return _bench_tf(args)
     return _bench_onnx(args)
+
+
+def _bench_engines(args: argparse.Namespace) -> int:
+    """--engine: each model through the distributed engines, beside one process."""
+    models = bench_models(args.model or "resnet50,mobilenet_v2")
+    cpus = max(args.threads) if args.threads != [1] else available_cpus()
+    print(f"scoring {args.items} rows of {', '.join(name for name, _ in models)} on {cpus} CPU(s): one process, "
+          f"then {', '.join(args.engine)}; hobbit and onnxruntime each ...", flush=True)
+    timings = []
+    for name, load in models:
+        timings += scaleout.run_engines(name, load(), args.engine, args.items, cpus,
+                                        show=lambda t: print(f"  {t.model} {t.engine} {t.runner}: "
+                                                             f"{t.rows_per_second:.1f} rows/s", flush=True))
+    table = scaleout.markdown(timings)
+    print(table, end="")
+    if args.markdown:
+        machine = report.machine_info(BuildOptions())
+        with open(args.markdown, "w") as f:
+            f.write(f"CPU: {machine['cpu']} (LLVM host CPU {machine['llvm_cpu']}), {cpus} CPU(s) for every runner; "
+                    f"hobbit {machine['hobbit']}, onnxruntime {machine['onnxruntime']}; {machine['date']}, "
+                    f"1-minute load average {machine['load_average']} at the end\n\n{table}")
+    return 0
 
 
 def _bench_onnx(args: argparse.Namespace) -> int:
