@@ -3,8 +3,8 @@
 
 With a distributed Client, the model is loaded once per worker process by a worker plugin
 (`load_on_workers`): the plugin carries the model as compiled code (hobbit.runtime.shipped)
-to every worker, including one the nanny starts after a crash, and the tasks name the model
-by a key, so no task ships it again. Each worker caps every inference at its `nthreads`
+to every worker, including one the nanny starts after a crash (the scheduler keeps the plugin,
+weights included, for those), and the tasks name the model by a key, so no task ships it again. Each worker caps every inference at its `nthreads`
 threads (hobbit.runtime.cpus): Dask pins nothing, and its nanny sets OMP_NUM_THREADS=1,
 which hobbit does not read. A worker runs up to nthreads tasks at once; a second task that
 finds the thread team busy runs its inference on its own thread (hobbit.runtime.pool), so
@@ -36,11 +36,6 @@ except ImportError:
 # The models loaded in this worker process, by key (load_on_workers).
 _MODELS: dict[str, Any] = {}
 _LOCK = threading.Lock()
-
-
-def _distributed() -> Any:
-    return import_optional("distributed", lambda exc: MissingDependencyError(
-        f"hobbit.dask needs Dask's distributed scheduler ({exc}): pip install 'hobbit[dask]'"))
 
 
 def _dask_module(name: str) -> Any:
@@ -91,7 +86,7 @@ def load_on_workers(client: Any, model: Any, threads: int | None = None) -> Work
     can read) in every worker of `client`'s cluster, now and in workers that join later;
     map_blocks and map_partitions take what this returns in its place. `threads`: per
     inference (default: each worker's nthreads)."""
-    _distributed()
+    _dask_module("distributed")
     key = _key(model)
     plugin = ModelPlugin(model, key, threads)
     client.register_plugin(plugin, name=plugin.name)
@@ -137,7 +132,7 @@ def _resolved(model: Any, client: Any) -> Any:
         return model
     if client is None:
         try:
-            client = _distributed().get_client()
+            client = _dask_module("distributed").get_client()
         except ValueError:
             if isinstance(model, (str, os.PathLike)):
                 return worker_model(model, worker_threads(None))

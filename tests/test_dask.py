@@ -106,9 +106,8 @@ def test_a_model_for_missing_cpu_features_fails_with_the_hobbit_error(client, mo
     assert MISSING_FEATURE in str(caught.value)
 
 
-def test_a_library_without_its_weights_fails_with_the_hobbit_error(client, tmp_path) -> None:
-    big = hobbit.compile(_cnn(), input_shapes={"x": (1, 3, 6, 6)}, threads=1, cache=False)
-    big.export(tmp_path / "lib", weights="file")
+def test_a_library_without_its_weights_fails_with_the_hobbit_error(client, model, tmp_path) -> None:
+    model.export(tmp_path / "lib", weights="file")
     next((tmp_path / "lib").glob("*.weights")).unlink()
     with pytest.raises(Exception, match="weights") as caught:
         hobbit.dask.load_on_workers(client, str(tmp_path / "lib"))

@@ -327,7 +327,7 @@ def _bench_engines(args: argparse.Namespace) -> int:
           f"then {', '.join(args.engine)}; hobbit and onnxruntime each ...", flush=True)
     timings = []
     for name, load in models:
-        timings += scaleout.run_engines(name, load(), args.engine, args.items, cpus,
+        timings += scaleout.run_engines(os.path.basename(name), load(), args.engine, args.items, cpus,
                                         show=lambda t: print(f"  {t.model} {t.engine} {t.runner}: "
                                                              f"{t.rows_per_second:.1f} rows/s", flush=True))
     table = scaleout.markdown(timings)
