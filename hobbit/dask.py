@@ -26,7 +26,8 @@ from typing import Any
 import numpy as np
 
 from hobbit.errors import ConfigError, HobbitError, InputError, MissingDependencyError, import_optional
-from hobbit.runtime.rows import Columns, column_map, run_rows, worker_model, worker_threads
+from hobbit.runtime.rows import Columns, column_map, run_rows, worker_threads
+from hobbit.workers import worker_model
 
 try:  # the plugin's base class; without distributed, every function here says what to install
     from distributed.diagnostics.plugin import WorkerPlugin

@@ -30,7 +30,8 @@ from typing import Any
 import numpy as np
 
 from hobbit.errors import ConfigError, MissingDependencyError, import_optional
-from hobbit.runtime.rows import Columns, column_map, run_rows, worker_model, worker_threads
+from hobbit.runtime.rows import Columns, column_map, run_rows, worker_threads
+from hobbit.workers import worker_model
 
 
 def _ray() -> Any:

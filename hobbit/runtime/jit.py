@@ -31,7 +31,9 @@ from hobbit.runtime.layout import Layout, group, grouped_layout, per_output
 from hobbit.runtime.nodearg import NodeArg, compiled_args
 from hobbit.runtime.pool import load_runtime, wait_until_idle
 from hobbit.runtime.profile import KernelTime, kernel_times
+from hobbit.runtime.recipe import reduce_with_recipe
 from hobbit.runtime.runargs import check_out, pick_outputs, split_run_args
+from hobbit.runtime.shipped import reduce_compiled
 from hobbit.runtime.status import read_status_table, status_error
 
 _ENTRY_TYPE = ctypes.CFUNCTYPE(ctypes.c_int32, ctypes.c_void_p, ctypes.c_void_p, ctypes.c_void_p, ctypes.c_void_p,
@@ -148,16 +150,6 @@ def check_feed_names(feeds: object, names: list[str]) -> None:
         raise InputError(f"run(): {' and '.join(wrong)}; the model's inputs are {names}")
 
 
-def reduce_with_recipe(model: object) -> tuple:
-    """`__reduce__` of a compiled model: rebuild it from the recipe hobbit.compile left on it
-    (hobbit.runtime.recipe); native code itself cannot be pickled."""
-    recipe = getattr(model, "recipe", None)
-    if recipe is None:
-        raise HobbitError(f"this {type(model).__name__} was not made by hobbit.compile, so it does not know "
-                          f"how to build itself again and cannot be pickled or copied")
-    return recipe.reduce()
-
-
 class ModelTensors:
     """What every compiled model says about its tensors, from `inputs`, `outputs` and `layout`."""
 
@@ -241,7 +233,6 @@ class CompiledModel(ModelTensors):
     def __reduce__(self) -> tuple:
         """Pickled as its machine code and weights (hobbit.runtime.shipped): another process
         runs it without compiling. `pickle.dumps(model.recipe)` pickles what builds it again."""
-        from hobbit.runtime.shipped import reduce_compiled
         return reduce_compiled(self)
 
     @property

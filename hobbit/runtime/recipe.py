@@ -18,6 +18,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from hobbit.errors import HobbitError
+
 if TYPE_CHECKING:
     import onnx
 
@@ -53,3 +55,14 @@ class Recipe:
 def rebuild(build: Callable[..., Any], source: ModelInput, options: dict[str, Any]) -> Any:
     """Unpickling: compile the model again (a cache hit when the entry is on disk)."""
     return build(source, **options)
+
+
+def reduce_with_recipe(model: object) -> tuple:
+    """`__reduce__` of a model whose native code does not travel (code for another CPU, a model
+    that kept no machine code) or that is a library's folder (hobbit.load's Reload): built
+    again from the recipe it carries."""
+    recipe = getattr(model, "recipe", None)
+    if recipe is None:
+        raise HobbitError(f"this {type(model).__name__} was not made by hobbit.compile, so it does not know "
+                          f"how to build itself again and cannot be pickled or copied")
+    return recipe.reduce()

@@ -3,19 +3,18 @@
 Ray Data and Dask hand a worker blocks of rows (images, sentences) whose count is theirs to
 choose, and a compiled model may take a fixed batch (1, as most exported models do), or any
 batch (a symbolic batch dim: hobbit.runtime.specialize, hobbit.runtime.dynamic). `run_rows`
-runs a block either way; `worker_threads` and `worker_model` size and load the model where
-the engine placed the worker (hobbit.ray, hobbit.dask)."""
+runs a block either way; `worker_threads` sizes the model where the engine placed the worker
+(hobbit.workers loads it there)."""
 
 from __future__ import annotations
 
 import math
-import os
 from typing import Any
 
 import numpy as np
 
 from hobbit.errors import ConfigError, InputError
-from hobbit.runtime.cpus import available_cpus, cap_threads
+from hobbit.runtime.cpus import available_cpus
 
 # Which table column feeds (or takes) each model tensor: the model's one tensor's column (a
 # str), {tensor name: column}, or None for columns named as the tensors.
@@ -69,20 +68,6 @@ def worker_threads(granted: float | None, asked: int | None = None) -> int:
     if asked is not None:
         return max(1, min(asked, math.ceil(granted)))
     return max(1, math.floor(granted))
-
-
-def worker_model(model: Any, threads: int) -> Any:
-    """The model a worker runs, with every inference of the process capped at `threads`
-    threads: a compiled model as it arrived (unpickled from its machine code:
-    hobbit.runtime.shipped), an exported library's folder loaded (hobbit.load), or a model
-    file compiled here for `threads`."""
-    cap_threads(threads)
-    if not isinstance(model, (str, os.PathLike)):
-        return model
-    import hobbit
-    if os.path.isdir(model) and not os.path.exists(os.path.join(model, "saved_model.pb")):
-        return hobbit.load(model)
-    return hobbit.compile(model, threads=threads)
 
 
 def column_map(columns: Columns, names: list[str], what: str) -> dict[str, str]:

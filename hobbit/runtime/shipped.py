@@ -48,9 +48,8 @@ from hobbit.errors import ArtifactError, TargetError
 from hobbit.runtime import weights as shared_weights
 from hobbit.runtime.build_id import made_by
 from hobbit.runtime.export import NativeModel
-from hobbit.runtime.jit import CompiledModel, reduce_with_recipe
 from hobbit.runtime.loaded_report import CachedReport
-from hobbit.runtime.recipe import Recipe
+from hobbit.runtime.recipe import Recipe, reduce_with_recipe
 from hobbit.target import host_target
 
 _ALIGN = 64  # the kernels' vector loads of constants are aligned (hobbit.backend.cpu.module.pack_weights)
@@ -67,18 +66,18 @@ class ShippedCode:
     weights_sha256: str
 
 
-def reduce_compiled(model: CompiledModel) -> tuple:
+def reduce_compiled(model: Any) -> tuple:
     """CompiledModel.__reduce__: its machine code and weights, or its recipe where it kept no
     machine code (MCJIT handed none to the object cache)."""
     native = model.native_model()
     if native.code is None:
         return reduce_with_recipe(model)
     shipped = ShippedCode(made_by(), native, _sha256(native.code), _weights_digest(native.weights))
-    return restore_compiled, (shipped,)
+    return restore_compiled, (type(model), shipped)
 
 
-def restore_compiled(shipped: ShippedCode) -> CompiledModel:
-    """Unpickling a CompiledModel: checked (see the module docstring), then mapped."""
+def restore_compiled(cls: type, shipped: ShippedCode) -> Any:
+    """Unpickling a CompiledModel (`cls`): checked (see the module docstring), then mapped."""
     t0 = time.perf_counter()
     native = shipped.native
     _check_maker(shipped.made_by)
@@ -92,7 +91,7 @@ def restore_compiled(shipped: ShippedCode) -> CompiledModel:
     report = CachedReport("", native.target, native.threads, weights, {"checks": time.perf_counter() - t0},
                           cached=False, origin=_ORIGIN)
     t0 = time.perf_counter()
-    model = CompiledModel(native.code, native.target, weights, native.arena_bytes, native.inputs, native.outputs,
+    model = cls(native.code, native.target, weights, native.arena_bytes, native.inputs, native.outputs,
                           report, layout=native.layout)
     report.seconds["jit"] = time.perf_counter() - t0
     return model

@@ -113,8 +113,8 @@ def test_the_recipe_pickle_compiles_again() -> None:
 
 # -- refused before anything is mapped ----------------------------------------------------
 def _shipped(m: hobbit.CompiledModel) -> ShippedCode:
-    restore, (state,) = m.__reduce__()
-    assert restore is restore_compiled
+    restore, (cls, state) = m.__reduce__()
+    assert restore is restore_compiled and cls is hobbit.CompiledModel
     return state
 
 
@@ -124,7 +124,7 @@ def test_damaged_code_is_an_artifact_error() -> None:
     code[len(code) // 2] ^= 0xFF
     broken = dataclasses.replace(state, native=dataclasses.replace(state.native, code=bytes(code)))
     with pytest.raises(ArtifactError, match="machine code .* does not match its sha256"):
-        restore_compiled(broken)
+        restore_compiled(hobbit.CompiledModel, broken)
 
 
 def test_damaged_weights_are_an_artifact_error() -> None:
@@ -138,7 +138,7 @@ def test_damaged_weights_are_an_artifact_error() -> None:
     del m, state
     gc.collect()
     with pytest.raises(ArtifactError, match="weights .* do not match their sha256"):
-        restore_compiled(broken)
+        restore_compiled(hobbit.CompiledModel, broken)
 
 
 def test_code_from_another_hobbit_build_is_refused() -> None:
@@ -155,7 +155,7 @@ class _Wrapped:
         self.state = state
 
     def __reduce__(self) -> tuple:
-        return restore_compiled, (self.state,)
+        return restore_compiled, (hobbit.CompiledModel, self.state)
 
 
 def test_code_for_cpu_features_this_host_lacks_is_a_target_error() -> None:
