@@ -24,9 +24,10 @@ What is fixed so that a hash belongs to the source tree, not to the machine it r
   same when the calibration model was built for x86-64-v3, znver4 and a 48 KiB-L1 znver5
   (ResNet-18), and for a host given a 48 KiB L1, a 2 MiB L2 and 16 cores (all of them).
   Should an int8 case alone differ on another machine, suspect the calibration first.
-- OpenBLAS runs its Haswell kernels wherever the CPU has AVX2 (_pin_blas_kernels): the zoo's
-  BatchNorm statistics come from numpy matrix products, and each kernel set sums in its own
-  order (ResNet-18's and the YOLO detector's weights differed between a Zen 3 and a Zen 4).
+- OpenBLAS runs its Haswell kernels wherever the CPU has AVX2, on 2 threads (_pin_blas_kernels):
+  the zoo's BatchNorm statistics come from numpy matrix products, and each kernel set and thread
+  count sums in its own order (ResNet-18's and the YOLO detector's weights differed between a Zen
+  3 and a Zen 4, and with OMP_NUM_THREADS=1).
 - PTX and machine code are not hashed: they depend on the LLVM inside llvmlite, and the
   same IR through the same LLVM gives the same PTX.
 
@@ -79,6 +80,11 @@ def _pin_blas_kernels() -> None:
         avx2 = False
     if avx2:
         os.environ["OPENBLAS_CORETYPE"] = "Haswell"
+    # Its thread count splits each product's sums too: OMP_NUM_THREADS=1, which Dask's and
+    # Ray's workers set and a test process can inherit, gave ResNet-18 other weights than the
+    # default 2 threads of the machine these fingerprints were written on. Pinned, whatever
+    # the host's cores or the environment say.
+    os.environ["OPENBLAS_NUM_THREADS"] = "2"
 
 
 _pin_blas_kernels()

@@ -18,6 +18,7 @@ import pandas as pd  # noqa: E402
 
 import hobbit  # noqa: E402
 import hobbit.dask  # noqa: E402
+from hobbit.bench.scaleout import environment_kept  # noqa: E402
 from hobbit.errors import ArtifactError  # noqa: E402
 from tests.distributed_cases import (MISSING_FEATURE, ROWS, for_a_missing_feature,  # noqa: E402, F401
                                     model, rows)
@@ -25,8 +26,9 @@ from tests.distributed_cases import (MISSING_FEATURE, ROWS, for_a_missing_featur
 
 @pytest.fixture(scope="module")
 def client():
-    with distributed.LocalCluster(n_workers=2, threads_per_worker=1, processes=True, dashboard_address=None,
-                                  silence_logs=40) as cluster, distributed.Client(cluster) as c:
+    with environment_kept(), \
+            distributed.LocalCluster(n_workers=2, threads_per_worker=1, processes=True, dashboard_address=None,
+                                     silence_logs=40) as cluster, distributed.Client(cluster) as c:
         yield c
 
 

@@ -21,12 +21,13 @@ whose workers already hold the model. Throughput per core is rows/s over CPUS.""
 
 from __future__ import annotations
 
+import contextlib
 import math
 import os
 import tempfile
 import time
 from dataclasses import dataclass
-from typing import Any, Callable
+from typing import Any, Callable, Iterator
 
 import numpy as np
 import onnx
@@ -206,8 +207,9 @@ def _dask_runs(model: Any, path: str, distinct: dict[str, np.ndarray], items: in
     import distributed
     import pandas as pd
     import hobbit.dask
-    with distributed.LocalCluster(n_workers=cpus, threads_per_worker=1, processes=True, dashboard_address=None,
-                                  silence_logs=40) as cluster, distributed.Client(cluster) as client:
+    with environment_kept(), \
+            distributed.LocalCluster(n_workers=cpus, threads_per_worker=1, processes=True, dashboard_address=None,
+                                     silence_logs=40) as cluster, distributed.Client(cluster) as client:
         loaded = hobbit.dask.load_on_workers(client, model)
         found = []
         for runner in ("hobbit", "onnxruntime"):
@@ -236,6 +238,19 @@ def _dask_runs(model: Any, path: str, distinct: dict[str, np.ndarray], items: in
             client.compute(result).result()
             found.append((runner, time.perf_counter() - start))
         return found
+
+
+@contextlib.contextmanager
+def environment_kept() -> Iterator[None]:
+    """This process's environment as it was, after a Dask LocalCluster: its nanny leaves
+    OMP_NUM_THREADS, OPENBLAS_NUM_THREADS and MKL_NUM_THREADS at 1 and PYTHONHASHSEED set in the
+    parent's os.environ (distributed 2026.8), for every later child process to inherit."""
+    saved = dict(os.environ)
+    try:
+        yield
+    finally:
+        os.environ.clear()
+        os.environ.update(saved)
 
 
 def _rows_block(rows: np.ndarray, first: int, items: int, block: int) -> np.ndarray:

@@ -5,6 +5,7 @@ give. Ray's runs are exercised in tests/test_ray.py, beside its own cluster."""
 from __future__ import annotations
 
 import argparse
+import os
 
 import numpy as np
 import pytest
@@ -24,6 +25,8 @@ def test_parse_engines() -> None:
 
 
 def test_the_dask_harness_scores_every_row_in_both_runners() -> None:
+    """(And leaves the process's environment as it found it: Dask's nanny does not.)"""
+    before = dict(os.environ)
     model = _cnn()
     model.graph.input[0].type.tensor_type.shape.dim[0].dim_value = 1
     shown = []
@@ -31,6 +34,7 @@ def test_the_dask_harness_scores_every_row_in_both_runners() -> None:
     assert [(t.engine, t.runner) for t in timings] == [("one process", "hobbit"), ("one process", "onnxruntime"),
                                                         ("dask", "hobbit"), ("dask", "onnxruntime")]
     assert shown == timings and all(t.rows == 40 and t.seconds > 0 for t in timings)
+    assert dict(os.environ) == before
 
 
 def test_the_table_gives_rates_and_ratios() -> None:
