@@ -15,6 +15,17 @@ from hobbit.errors import InputError
 from hobbit.frontend.common.sizes import memory_limit
 
 
+# Generated code uses aligned vector loads and stores on its arena and its weights.
+ALIGN = 64
+
+
+def aligned_empty(nbytes: int) -> np.ndarray:
+    """`nbytes` uninitialised bytes starting on an ALIGN-byte boundary."""
+    raw = np.empty(nbytes + ALIGN, dtype=np.uint8)
+    shift = (-raw.ctypes.data) % ALIGN
+    return raw[shift: shift + nbytes]
+
+
 def needs_copy(array: np.ndarray) -> bool:
     """Whether run() must copy the array: generated code reads contiguous, aligned buffers."""
     return not (array.flags.c_contiguous and array.flags.aligned)

@@ -16,6 +16,7 @@ import numpy as np
 
 from hobbit.backend.gpu.module import Launch
 from hobbit.backend.llvm import optimize
+from hobbit.runtime.allocation import aligned_empty
 from hobbit.runtime.jit import jit_engine
 from hobbit.target import host_target
 
@@ -26,9 +27,8 @@ class GridEmulator:
         self._engine = jit_engine(optimize(host_module_text, target), target)
         self._launches = launches
         self._weights = weights
-        raw = np.zeros(arena_bytes + 64, dtype=np.uint8)
-        shift = (-raw.ctypes.data) % 64
-        self._arena = raw[shift: shift + arena_bytes]
+        self._arena = aligned_empty(arena_bytes)
+        self._arena.fill(0)
         self._calls = []
         for launch in launches:
             address = self._engine.get_function_address(f"{launch.kernel}.grid")

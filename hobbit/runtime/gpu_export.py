@@ -30,6 +30,7 @@ import numpy as np
 
 from hobbit.backend.gpu.module import Launch
 from hobbit.errors import ArtifactError, ConfigError
+from hobbit.runtime.allocation import aligned_empty
 from hobbit.runtime.export import MANIFEST_FORMAT, WEIGHTS_CHOICES, library_name
 from hobbit.runtime.jit import TensorSpec
 from hobbit.runtime.layout import from_json, to_json
@@ -154,9 +155,7 @@ def _read_weights(path: Path, size: int, crc32: int) -> np.ndarray:
         if actual != size:
             raise ArtifactError(f"the weights file {path} has {actual} bytes, the model needs {size}: damaged or "
                                 f"from another export")
-        raw = np.empty(size + 64, dtype=np.uint8)
-        shift = (-raw.ctypes.data) % 64
-        blob = raw[shift: shift + size]
+        blob = aligned_empty(size)
         if size and f.readinto(memoryview(blob)) != size:
             raise ArtifactError(f"the weights file {path} could not be read whole")
     if zlib.crc32(memoryview(blob)) != crc32:

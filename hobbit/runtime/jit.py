@@ -24,7 +24,7 @@ from hobbit.backend.cpu.profile import PROFILE_GLOBAL
 from hobbit.target import Target
 from hobbit.backend.machine import new_target_machine
 from hobbit.errors import HobbitError, InputError
-from hobbit.runtime.allocation import allocating, check_run_bytes, copy_bytes
+from hobbit.runtime.allocation import aligned_empty, allocating, check_run_bytes, copy_bytes
 from hobbit.runtime.cpus import capped_threads
 from hobbit.runtime.export import ArtifactFiles, NativeModel, export_library
 from hobbit.runtime.layout import Layout, group, grouped_layout, per_output
@@ -309,11 +309,9 @@ class CompiledModel(ModelTensors):
         otherwise pay those page faults: 10-50 ms on Whisper-tiny's encoder)."""
         arena = getattr(self._local, "arena", None)
         if arena is None:
-            raw = np.empty(self._arena_bytes + 64, dtype=np.uint8)
+            arena = aligned_empty(self._arena_bytes)
             if touched:
-                raw.fill(0)
-            shift = (-raw.ctypes.data) % 64
-            arena = raw[shift: shift + self._arena_bytes]
+                arena.fill(0)
             self._local.arena = arena
         return arena
 

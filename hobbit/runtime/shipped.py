@@ -46,13 +46,13 @@ import numpy as np
 
 from hobbit.errors import ArtifactError, TargetError
 from hobbit.runtime import weights as shared_weights
+from hobbit.runtime.allocation import ALIGN, aligned_empty
 from hobbit.runtime.build_id import made_by
 from hobbit.runtime.export import NativeModel
 from hobbit.runtime.loaded_report import CachedReport
 from hobbit.runtime.recipe import Recipe, reduce_with_recipe
 from hobbit.target import host_target
 
-_ALIGN = 64  # the kernels' vector loads of constants are aligned (hobbit.backend.cpu.module.pack_weights)
 _ORIGIN = "a pickle of its machine code"
 
 
@@ -122,11 +122,10 @@ def _placed(weights: np.ndarray, digest: str) -> np.ndarray:
     flat = weights.reshape(-1).view(np.uint8)
     if shared_weights.digest(flat) != digest:
         raise ArtifactError("the weights in this pickled model do not match their sha256: the pickle is damaged")
-    if flat.ctypes.data % _ALIGN:
-        raw = np.empty(flat.nbytes + _ALIGN, dtype=np.uint8)
-        shift = (-raw.ctypes.data) % _ALIGN
-        raw[shift: shift + flat.nbytes] = flat
-        flat = raw[shift: shift + flat.nbytes]
+    if flat.ctypes.data % ALIGN:
+        aligned = aligned_empty(flat.nbytes)
+        aligned[:] = flat
+        flat = aligned
     return shared_weights.share(flat, digest)
 
 
