@@ -10,7 +10,6 @@ from __future__ import annotations
 from contextlib import contextmanager
 from typing import Callable, Iterator
 
-import ml_dtypes
 import numpy as np
 from llvmlite import ir
 
@@ -21,27 +20,30 @@ I32 = ir.IntType(32)
 I1 = ir.IntType(1)
 PTR = ir.PointerType()
 
+# By numpy's dtype name, so that this module (which the thread runtime's IR is built with
+# when a pickled model is unpickled) need not import ml_dtypes for its bfloat16: 0.8-1.1 s
+# of a fresh worker's start on the Zen 3 VM of BENCHMARKS.md's issue-30 section.
 _LLVM_TYPES = {
-    np.dtype(np.float32): ir.FloatType(),
-    np.dtype(np.float64): ir.DoubleType(),
-    np.dtype(np.float16): ir.HalfType(),
-    np.dtype(np.int8): ir.IntType(8),
-    np.dtype(np.uint8): ir.IntType(8),
-    np.dtype(np.int16): ir.IntType(16),
-    np.dtype(np.uint16): ir.IntType(16),
-    np.dtype(np.int32): ir.IntType(32),
-    np.dtype(np.uint32): ir.IntType(32),
-    np.dtype(np.int64): ir.IntType(64),
-    np.dtype(np.uint64): ir.IntType(64),
-    np.dtype(np.bool_): ir.IntType(8),
+    "float32": ir.FloatType(),
+    "float64": ir.DoubleType(),
+    "float16": ir.HalfType(),
+    "int8": ir.IntType(8),
+    "uint8": ir.IntType(8),
+    "int16": ir.IntType(16),
+    "uint16": ir.IntType(16),
+    "int32": ir.IntType(32),
+    "uint32": ir.IntType(32),
+    "int64": ir.IntType(64),
+    "uint64": ir.IntType(64),
+    "bool": ir.IntType(8),
     # bfloat16 is only stored (as its 16 bits); hobbit.emit.half converts it for arithmetic.
-    np.dtype(ml_dtypes.bfloat16): ir.IntType(16),
+    "bfloat16": ir.IntType(16),
 }
 
 
 def llvm_type(dtype: np.dtype) -> ir.Type:
     try:
-        return _LLVM_TYPES[np.dtype(dtype)]
+        return _LLVM_TYPES[np.dtype(dtype).name]
     except KeyError:
         raise CodegenError(f"no code generation for dtype {np.dtype(dtype).name}") from None
 
@@ -86,7 +88,7 @@ class KernelBuilder:
     @staticmethod
     def const(dtype: np.dtype, v: float, width: int = 1) -> ir.Constant:
         ty = llvm_type(dtype)
-        if np.dtype(dtype) == np.dtype(ml_dtypes.bfloat16):
+        if np.dtype(dtype).name == "bfloat16":
             v = int(np.asarray(v, dtype).view(np.uint16))  # stored as its 16 bits
         c = ir.Constant(ty, float(v) if is_float(dtype) else int(v))
         if width == 1:

@@ -17,26 +17,14 @@ comparing the imports is cheap next to compiling."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 
 from hobbit.graph.compare import same_value
 from hobbit.graph.ir import Graph, Node, Value
+from hobbit.graph.separation import Separation
 from hobbit.ops.registry import get_op
-
-
-@dataclass(frozen=True)
-class Separation:
-    """`rows`: per graph output, rows per sample (None when not separable, see `reason`)."""
-
-    rows: tuple[int, ...] | None
-    reason: str = ""
-
-    @property
-    def separable(self) -> bool:
-        return self.rows is not None
 
 
 class _Refused(Exception):

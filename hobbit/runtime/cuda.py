@@ -28,7 +28,7 @@ from typing import Any
 
 import numpy as np
 
-from hobbit.backend.gpu.module import Launch
+from hobbit.backend.gpu.launch import Launch
 from hobbit.errors import ConfigError, DeviceError, InputError, import_optional
 from hobbit.runtime.device_arrays import DeviceArray, DeviceView, device_view
 from hobbit.runtime.jit import TensorSpec, check_feed_names, validate_feeds

@@ -14,7 +14,7 @@ import ctypes
 
 import numpy as np
 
-from hobbit.backend.gpu.module import Launch
+from hobbit.backend.gpu.launch import Launch
 from hobbit.backend.llvm import optimize
 from hobbit.runtime.allocation import aligned_empty
 from hobbit.runtime.jit import jit_engine

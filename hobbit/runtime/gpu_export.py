@@ -28,7 +28,7 @@ from typing import Any
 
 import numpy as np
 
-from hobbit.backend.gpu.module import Launch
+from hobbit.backend.gpu.launch import Launch
 from hobbit.errors import ArtifactError, ConfigError
 from hobbit.runtime.allocation import aligned_empty
 from hobbit.runtime.export import MANIFEST_FORMAT, WEIGHTS_CHOICES, library_name

@@ -20,7 +20,7 @@ from typing import Callable
 import numpy as np
 
 from hobbit.backend.gpu.device_code import KernelResources
-from hobbit.backend.gpu.module import Launch
+from hobbit.backend.gpu.launch import Launch
 from hobbit.errors import DeviceError, HobbitError
 from hobbit.runtime.gpu_export import DeviceFiles, export_device
 from hobbit.runtime.jit import ModelTensors, TensorSpec, call_positionally, validate_feeds

@@ -15,12 +15,12 @@ import weakref
 from collections.abc import Callable
 from dataclasses import dataclass
 from functools import cached_property
+from typing import TYPE_CHECKING
 
 import llvmlite.binding as llvm
 import numpy as np
 
-from hobbit.backend.cpu.module import ENTRY, STATUS_TABLE
-from hobbit.backend.cpu.profile import PROFILE_GLOBAL
+from hobbit.backend.cpu.symbols import ENTRY, PROFILE_GLOBAL, STATUS_TABLE
 from hobbit.target import Target
 from hobbit.backend.machine import new_target_machine
 from hobbit.errors import HobbitError, InputError
@@ -30,11 +30,13 @@ from hobbit.runtime.export import ArtifactFiles, NativeModel, export_library
 from hobbit.runtime.layout import Layout, group, grouped_layout, per_output
 from hobbit.runtime.nodearg import NodeArg, compiled_args
 from hobbit.runtime.pool import load_runtime, wait_until_idle
-from hobbit.runtime.profile import KernelTime, kernel_times
 from hobbit.runtime.recipe import reduce_with_recipe
 from hobbit.runtime.runargs import check_out, pick_outputs, split_run_args
 from hobbit.runtime.shipped import reduce_compiled
 from hobbit.runtime.status import read_status_table, status_error
+
+if TYPE_CHECKING:
+    from hobbit.runtime.profile import KernelTime
 
 _ENTRY_TYPE = ctypes.CFUNCTYPE(ctypes.c_int32, ctypes.c_void_p, ctypes.c_void_p, ctypes.c_void_p, ctypes.c_void_p,
                                ctypes.c_int64)
@@ -299,6 +301,7 @@ class CompiledModel(ModelTensors):
         address = self._engine.get_global_value_address(PROFILE_GLOBAL) if self.report is not None else 0
         if not address:
             raise HobbitError("this model was compiled without profile=True")
+        from hobbit.runtime.profile import kernel_times  # the graph's vocabulary: only profiling needs it
         self.run(feeds)
         return kernel_times(self.report.graph, address, lambda: self.run(feeds), runs)
 

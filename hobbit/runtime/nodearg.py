@@ -10,10 +10,14 @@ model declares; a compiled one by its tensors."""
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from hobbit.frontend.common.dtypes import tensor_type
-from hobbit.frontend.common.source import Described
 from hobbit.graph.ir import BoundedOutput
 from hobbit.runtime.layout import Layout, width
+
+if TYPE_CHECKING:  # source.py imports onnx, which an unpickled compiled model never needs
+    from hobbit.frontend.common.source import Described
 
 Dim = int | str | None
 

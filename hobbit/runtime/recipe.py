@@ -13,6 +13,7 @@ file as its bytes (read when pickled); for TensorFlow, its path."""
 
 from __future__ import annotations
 
+import importlib
 import os
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -43,13 +44,34 @@ class Recipe:
         return self.build(self.source, **self.options)
 
     def __reduce__(self) -> tuple:
-        """A recipe travels with its model in portable form (a file as its bytes)."""
-        return Recipe, (self.build, self.portable(self.source), self.portable, self.options)
+        """A recipe travels with its model in portable form (a file as its bytes), and its two
+        functions by name: a worker that unpickles a model with a recipe (a DynamicModel, a
+        SpecializingModel) imports the compiler only if it compiles."""
+        return Recipe, (by_name(self.build), self.portable(self.source), by_name(self.portable), self.options)
 
     def reduce(self) -> tuple[Callable[..., Any], tuple]:
         """What a model's `__reduce__` returns: rebuild from the model itself in place of a
         path, for another process."""
         return rebuild, (self.build, self.portable(self.source), self.options)
+
+
+@dataclass(frozen=True)
+class ByName:
+    """A module-level function (or a class's static one) named by its module and qualified
+    name, imported on the first call."""
+
+    module: str
+    qualname: str
+
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        function: Any = importlib.import_module(self.module)
+        for part in self.qualname.split("."):
+            function = getattr(function, part)
+        return function(*args, **kwargs)
+
+
+def by_name(function: Callable[..., Any]) -> ByName:
+    return function if isinstance(function, ByName) else ByName(function.__module__, function.__qualname__)
 
 
 def rebuild(build: Callable[..., Any], source: ModelInput, options: dict[str, Any]) -> Any:

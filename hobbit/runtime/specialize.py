@@ -28,7 +28,7 @@ import numpy as np
 from hobbit.errors import HobbitError, InputError, InputValuesNeeded, ShapeError
 from hobbit.frontend.common.source import DeclaredInput
 from hobbit.graph.ir import Graph
-from hobbit.ops.separable import Separation, separation
+from hobbit.graph.separation import Separation
 from hobbit.runtime.batching import ChunkedModel
 from hobbit.runtime.jit import CompiledModel, DeclaredModel, check_feed_names
 from hobbit.runtime.nodearg import NodeArg
@@ -192,6 +192,7 @@ class SpecializingModel(DeclaredModel):
     def _chunk(self, shapes: dict[str, tuple[int, ...]]) -> ChunkedModel | None:
         """The one variant for every batch size, when hobbit/ops/separable.py finds the model
         separable at the chunk size and the next one; None (and the reason) otherwise."""
+        from hobbit.ops.separable import separation  # the op registry: only a compile needs it
         batch = min(next(iter(shapes.values()))[0], MAX_CHUNK)
         if batch == 0:
             return None

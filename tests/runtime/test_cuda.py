@@ -13,7 +13,7 @@ import pytest
 from onnx import helper
 
 import hobbit
-from hobbit.backend.gpu.module import Launch
+from hobbit.backend.gpu.launch import Launch
 from hobbit.errors import ConfigError, DeviceError, InputError
 from hobbit.plan.memory import Place
 from hobbit.runtime import cuda

@@ -27,6 +27,7 @@ import numpy as np
 from llvmlite import ir
 
 from hobbit.backend.cpu.profile import KernelTimer
+from hobbit.backend.cpu.symbols import ENTRY, STATUS_TABLE
 from hobbit.backend.module_parts import KernelHandOff
 from hobbit.target import Target
 from hobbit.backend.cpu.team import KernelCall, Step, emit_team, team_steps
@@ -41,11 +42,6 @@ from hobbit.backend.cpu.args import KernelArgs
 from hobbit.backend.cpu.parallel import Threads, runtime_function
 from hobbit.plan.arena import step_bytes
 from hobbit.plan.memory import MemoryPlan, Place
-
-ENTRY = "hobbit_main"
-# A constant C string in the module: JSON list of [arena offset, node name, op] per check record,
-# so a JIT'd model and an exported library can both turn a status into a message.
-STATUS_TABLE = "hobbit_status_table"
 
 
 def build_module(graph: Graph, plan: MemoryPlan, target: Target, threads: int = 1,

@@ -9,9 +9,9 @@ from __future__ import annotations
 
 from llvmlite import ir
 
+from hobbit.backend.cpu.symbols import PROFILE_GLOBAL
 from hobbit.emit.builder import I64, PTR
 
-PROFILE_GLOBAL = "hobbit_profile"
 _CLOCK_MONOTONIC = 1
 
 

@@ -14,41 +14,20 @@ block of its grid, so that one call runs the whole launch."""
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
 
 from llvmlite import ir
 
 from hobbit.errors import CodegenError, UnsupportedItem, UnsupportedModelError
 from hobbit.backend.gpu.table import GPU
 from hobbit.backend.gpu.args import GpuArgs
+from hobbit.backend.gpu.launch import Launch
 from hobbit.backend.gpu.simt import Simt, block_id_values
 from hobbit.graph.ir import Graph, Node
 from hobbit.emit.builder import I64, PTR, KernelBuilder
 from hobbit.emit.naming import kernel_name, kernel_nodes, kernel_values, param_name
 from hobbit.ops.registry import get_op
-from hobbit.plan.memory import MemoryPlan, Place
+from hobbit.plan.memory import MemoryPlan
 from hobbit.target import GpuTarget
-
-
-@dataclass(frozen=True)
-class Launch:
-    kernel: str  # the kernel's function name in the module
-    node: str
-    op: str
-    grid: tuple[int, int, int]
-    threads: int
-    shared_bytes: int
-    args: tuple[Place, ...]
-
-    def to_json(self) -> dict:
-        return {"kernel": self.kernel, "node": self.node, "op": self.op, "grid": list(self.grid),
-                "threads": self.threads, "shared_bytes": self.shared_bytes,
-                "args": [[p.kind, p.index, p.offset] for p in self.args]}
-
-    @staticmethod
-    def from_json(data: dict) -> "Launch":
-        return Launch(data["kernel"], data["node"], data["op"], tuple(data["grid"]), data["threads"],
-                      data["shared_bytes"], tuple(Place(*a) for a in data["args"]))
 
 
 def ptx_name(name: str) -> str:

@@ -1,34 +1,32 @@
-"""Element types by their ONNX numbers, and the names models' tensor types are shown with.
+"""The element types hobbit has, by their ONNX numbers, and the names models' tensor types are
+shown with.
 
-The ONNX reader decodes tensors with this table; and every model, whatever its format,
-describes its inputs and outputs to users as onnxruntime does (NodeArg's 'tensor(float)',
-hobbit.runtime.nodearg), in ONNX's vocabulary. One table serves both, so the two cannot
-disagree on which dtypes hobbit has."""
+The ONNX reader decodes tensors with this table (hobbit.frontend.onnx.types), and every model,
+whatever its format, describes its inputs and outputs to users as onnxruntime does (NodeArg's
+'tensor(float)', hobbit.runtime.nodearg), in ONNX's vocabulary. One table serves both, so the
+two cannot disagree on which dtypes hobbit has.
+
+It is written out (numbers and names from onnx.proto's TensorProto.DataType, checked against
+the onnx package by tests/frontend/common/test_dtypes.py) rather than read from `onnx` and
+`ml_dtypes`, and keyed by numpy's dtype names: a worker that unpickles a compiled model
+describes its tensors with it, and importing those two packages took 0.9-1.1 s of such a
+worker's start on the Zen 3 VM of BENCHMARKS.md's issue-30 section."""
 
 from __future__ import annotations
 
-import ml_dtypes
 import numpy as np
-import onnx
 
-ONNX_DTYPES = {
-    onnx.TensorProto.FLOAT: np.float32, onnx.TensorProto.DOUBLE: np.float64,
-    onnx.TensorProto.FLOAT16: np.float16, onnx.TensorProto.INT8: np.int8,
-    onnx.TensorProto.UINT8: np.uint8, onnx.TensorProto.INT16: np.int16,
-    onnx.TensorProto.UINT16: np.uint16, onnx.TensorProto.INT32: np.int32,
-    onnx.TensorProto.UINT32: np.uint32, onnx.TensorProto.INT64: np.int64,
-    onnx.TensorProto.UINT64: np.uint64, onnx.TensorProto.BOOL: np.bool_,
-    onnx.TensorProto.BFLOAT16: ml_dtypes.bfloat16,
+# ONNX number: (numpy's dtype name, ONNX's name lower-cased: onnxruntime's spelling)
+ELEMENT_TYPES: dict[int, tuple[str, str]] = {
+    1: ("float32", "float"), 2: ("uint8", "uint8"), 3: ("int8", "int8"), 4: ("uint16", "uint16"),
+    5: ("int16", "int16"), 6: ("int32", "int32"), 7: ("int64", "int64"), 9: ("bool", "bool"),
+    10: ("float16", "float16"), 11: ("float64", "double"), 12: ("uint32", "uint32"),
+    13: ("uint64", "uint64"), 16: ("bfloat16", "bfloat16"),
 }
 
-_ELEM_TYPES = {np.dtype(dtype): elem for elem, dtype in ONNX_DTYPES.items()}
-
-
-def elem_name(elem_type: int) -> str:
-    """'float' for TensorProto.FLOAT: onnxruntime's spelling is the lower-cased ONNX enum name."""
-    return onnx.TensorProto.DataType.Name(elem_type).lower()
+_SHOWN = dict(ELEMENT_TYPES.values())
 
 
 def tensor_type(dtype: np.dtype) -> str:
     """'tensor(float)' for float32."""
-    return f"tensor({elem_name(_ELEM_TYPES[np.dtype(dtype)])})"
+    return f"tensor({_SHOWN[np.dtype(dtype).name]})"

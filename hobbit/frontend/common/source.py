@@ -17,15 +17,18 @@ import mmap
 import os
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING, Union
 
 import numpy as np
-import onnx
 
 from hobbit.errors import ConfigError
 from hobbit.frontend.common.dtypes import tensor_type
 from hobbit.graph.ir import Graph
 
-ModelInput = str | os.PathLike | bytes | onnx.ModelProto
+if TYPE_CHECKING:  # a worker that runs a model it did not compile reads DeclaredInput, never onnx
+    import onnx
+
+ModelInput = Union[str, os.PathLike, bytes, "onnx.ModelProto"]
 
 # How onnxruntime describes an input or output: name, shape (an int, a dim's name, or None
 # for each dim; [] where unknown) and type string ('tensor(float)', 'seq(tensor(float))').

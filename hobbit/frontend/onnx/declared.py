@@ -10,10 +10,9 @@ import numpy as np
 import onnx
 
 from hobbit.errors import ModelFormatError
-from hobbit.frontend.common.dtypes import ONNX_DTYPES, elem_name
 from hobbit.frontend.common.source import DeclaredInput, Described
 from hobbit.frontend.onnx.importer import input_type
-from hobbit.frontend.onnx.types import onnx_dtype
+from hobbit.frontend.onnx.types import ONNX_DTYPES, elem_name, onnx_dtype
 
 
 def declared_inputs(proto: onnx.ModelProto, input_shapes: dict[str, tuple[int, ...]] | None = None

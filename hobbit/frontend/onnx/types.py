@@ -1,6 +1,6 @@
-"""What the ONNX importer shares with its converters: element types as numpy dtypes (the
-table itself, which also names every model's tensor types, is hobbit.frontend.common.dtypes)
-and the import-time sequence value (the exceptions a converter raises are in hobbit.errors).
+"""What the ONNX importer shares with its converters: element types as numpy dtypes (from the
+table that also names every model's tensor types, hobbit.frontend.common.dtypes) and their
+names, and the import-time sequence value (the exceptions a converter raises are in hobbit.errors).
 
 Kept apart from the importer (importer.py) so that the converters (ops/) import
 these without importing the importer, which imports them to fill its table."""
@@ -9,12 +9,23 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+import ml_dtypes
 import numpy as np
 import onnx
 
 from hobbit.errors import UnsupportedItem, UnsupportedModelError
-from hobbit.frontend.common.dtypes import ONNX_DTYPES
+from hobbit.frontend.common.dtypes import ELEMENT_TYPES
 from hobbit.graph.ir import Value
+
+# ONNX element type -> numpy dtype (bfloat16 is ml_dtypes', which names its dtype for numpy)
+ONNX_DTYPES = {number: np.dtype(ml_dtypes.bfloat16) if name == "bfloat16" else np.dtype(name)
+               for number, (name, _) in ELEMENT_TYPES.items()}
+
+
+def elem_name(elem_type: int) -> str:
+    """'float' for TensorProto.FLOAT, of any element type, hobbit's or not: onnxruntime's
+    spelling is the lower-cased ONNX enum name."""
+    return onnx.TensorProto.DataType.Name(elem_type).lower()
 
 
 def onnx_dtype(elem_type: int, where: str) -> np.dtype:

@@ -9,7 +9,8 @@ from llvmlite import ir
 from onnx import helper
 
 import hobbit
-from hobbit.backend.gpu.module import Launch, ptx_name, with_block_size
+from hobbit.backend.gpu.launch import Launch
+from hobbit.backend.gpu.module import ptx_name, with_block_size
 from hobbit.backend.llvm import optimize
 from hobbit.errors import CodegenError, UnsupportedModelError
 from hobbit.backend.gpu.simt import Simt
