@@ -109,6 +109,17 @@ def test_the_engine_benchmark_scores_every_row_through_ray(local_ray) -> None:
     assert ray.is_initialized()  # the harness leaves a cluster it did not start running
 
 
+def test_the_benchmark_s_read_tasks_make_the_table_s_rows_in_order(local_ray) -> None:
+    from hobbit.bench import scaleout
+    distinct = {"a": np.arange(scaleout.DISTINCT_ROWS * 6, dtype=np.float32).reshape(-1, 2, 3),
+                "b": np.arange(scaleout.DISTINCT_ROWS, dtype=np.int64)}
+    made = scaleout._ray_rows(ray, distinct, 45, 8).take_batch(45, batch_format="numpy")
+    want = scaleout.table_rows(distinct, 45)
+    assert sorted(made) == ["a", "b"]
+    for name in want:
+        np.testing.assert_array_equal(made[name], want[name])
+
+
 def test_a_two_node_cluster_gives_the_same_outputs(model, rows) -> None:
     if ray.is_initialized():
         ray.shutdown()

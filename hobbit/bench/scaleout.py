@@ -24,6 +24,7 @@ from __future__ import annotations
 import contextlib
 import math
 import os
+import statistics
 import tempfile
 import time
 from dataclasses import dataclass
@@ -112,8 +113,10 @@ def distinct_rows(specs: list) -> dict[str, np.ndarray]:
 
 
 def run_engines(name: str, model: onnx.ModelProto | str, engines: list[str], items: int, cpus: int,
-                batch_size: int = 32, show: Callable[[EngineTiming], None] = print) -> list[EngineTiming]:
-    """Every runner of `engines` (and one process) over `items` rows of `model`."""
+                batch_size: int = 32, show: Callable[[EngineTiming], None] = print, rounds: int = 1
+                ) -> list[EngineTiming]:
+    """Every runner of `engines` (and one process) over `items` rows of `model`, `rounds` times
+    in turn: each round runs every runner once, so the machine's drift falls on all of them."""
     import hobbit
     unknown = [e for e in engines if e not in ENGINES]
     if unknown:
@@ -131,13 +134,15 @@ def run_engines(name: str, model: onnx.ModelProto | str, engines: list[str], ite
             timings.append(EngineTiming(name, engine, runner, items, seconds, cpus))
             show(timings[-1])
 
-        record("one process", "hobbit", _one_process(alone, data))
-        record("one process", "onnxruntime", _one_process(OrtRows(path, cpus), data))
-        for engine in engines:
-            runs = _ray_runs(single, path, data, cpus, batch_size) if engine == "ray" else \
-                _dask_runs(single, path, distinct, items, cpus, batch_size)
-            for runner, seconds in runs:
-                record(engine, runner, seconds)
+        session = OrtRows(path, cpus)
+        for _ in range(rounds):
+            record("one process", "hobbit", _one_process(alone, data))
+            record("one process", "onnxruntime", _one_process(session, data))
+            for engine in engines:
+                runs = _ray_runs(single, path, distinct, items, cpus, batch_size) if engine == "ray" else \
+                    _dask_runs(single, path, distinct, items, cpus, batch_size)
+                for runner, seconds in runs:
+                    record(engine, runner, seconds)
         return timings
 
 
@@ -149,7 +154,7 @@ def _one_process(model: Any, data: dict[str, np.ndarray], block: int = 32) -> fl
     return time.perf_counter() - start
 
 
-def _ray_runs(model: Any, path: str, data: dict[str, np.ndarray], cpus: int, batch_size: int
+def _ray_runs(model: Any, path: str, distinct: dict[str, np.ndarray], items: int, cpus: int, batch_size: int
               ) -> list[tuple[str, float]]:
     import ray
     import hobbit.ray
@@ -158,13 +163,11 @@ def _ray_runs(model: Any, path: str, data: dict[str, np.ndarray], cpus: int, bat
         ray.init(num_cpus=cpus, include_dashboard=False, log_to_driver=False)
     try:
         plan = hobbit.ray.actor_plan(1)
-        rows = next(iter(data.values())).shape[0]
-        blocks = max(cpus * 4, math.ceil(rows / batch_size))
+        _drain_rows(_ray_rows(ray, distinct, 2 * batch_size, batch_size))
         found = []
         for runner in ("hobbit", "onnxruntime"):
             start = time.perf_counter()
-            dataset = _ray_dataset(ray, data)
-            dataset = dataset.repartition(blocks)
+            dataset = _ray_rows(ray, distinct, items, batch_size)
             if runner == "hobbit":
                 out = hobbit.ray.map_batches(dataset, model, outputs={model.output_names[0]: "output"},
                                              batch_size=batch_size)
@@ -174,21 +177,37 @@ def _ray_runs(model: Any, path: str, data: dict[str, np.ndarray], cpus: int, bat
                                           batch_format="numpy", scheduling_strategy="SPREAD")
             count = _drain(out)
             found.append((runner, time.perf_counter() - start))
-            if count != rows:
-                raise RuntimeError(f"Ray Data returned {count} rows of {rows}")
+            if count != items:
+                raise RuntimeError(f"Ray Data returned {count} rows of {items}")
         return found
     finally:
         if started:
             ray.shutdown()
 
 
-def _ray_dataset(ray: Any, data: dict[str, np.ndarray]) -> Any:
-    """One column per input: a tensor column from the array of a one-input model, else rows as items."""
-    if len(data) == 1:
-        (name, value), = data.items()
-        return ray.data.from_numpy(value).rename_columns({"data": name})
-    rows = next(iter(data.values())).shape[0]
-    return ray.data.from_items([{name: value[i] for name, value in data.items()} for i in range(rows)])
+def _ray_rows(ray: Any, distinct: dict[str, np.ndarray], items: int, block: int) -> Any:
+    """The table's rows as Ray Data makes them: read tasks each turning a range of row numbers
+    into a block of rows (from the distinct rows), one column
+    per input, as a job reading its inputs from files streams them to the actors. A table put
+    in the object store by the driver (from_numpy of MobileNetV2's 1.2 GB) took 3.4 s before
+    the first row could move, and repartitioning it into blocks an all-to-all step that Ray
+    Data finishes before the first batch reaches an actor: with both, MobileNetV2's 2,000 rows
+    ran at 0.42 of one process here (BENCHMARKS.md, issue 30)."""
+    return ray.data.range(items, override_num_blocks=math.ceil(items / block)).map_batches(
+        _rows_of, fn_kwargs={"distinct": distinct}, batch_size=None, batch_format="numpy")
+
+
+def _drain_rows(dataset: Any) -> None:
+    """Run a job of a few rows through Ray Data, untimed: the first job of a process pays Ray
+    Data's own start (its imports, its executor; 1-2 s here), which would otherwise fall on
+    whichever runner goes first."""
+    for _ in dataset.iter_batches(batch_format="numpy"):
+        pass
+
+
+def _rows_of(numbers: dict[str, np.ndarray], distinct: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
+    index = numbers["id"] % DISTINCT_ROWS
+    return {name: np.ascontiguousarray(rows[index]) for name, rows in distinct.items()}
 
 
 def _drain(dataset: Any) -> int:
@@ -273,17 +292,21 @@ def _ort_partition(part: Any, path: str, names: list[str]) -> Any:
 
 
 def markdown(timings: list[EngineTiming]) -> str:
-    """The table: rows/s and per core for each engine and runner, each engine's rate over the
-    same runner's alone in one process, and hobbit's time over onnxruntime's in one engine
-    (below 1: hobbit faster)."""
-    alone = {(t.model, t.runner): t.rows_per_second for t in timings if t.engine == "one process"}
-    by = {(t.model, t.engine, t.runner): t.rows_per_second for t in timings}
-    lines = ["| model | engine | runner | rows/s | rows/s per core | vs. one process | hobbit / onnxruntime, time |",
-             "| --- | --- | --- | --- | --- | --- | --- |"]
+    """The table: for each engine and runner, the median rows/s over its rounds (and their range,
+    with more than one), per core, the median over the same runner's alone in one process, and
+    hobbit's time over onnxruntime's in one engine (below 1: hobbit faster)."""
+    rates: dict[tuple[str, str, str], list[float]] = {}
     for t in timings:
-        rate = t.rows_per_second
-        peer = by.get((t.model, t.engine, "onnxruntime"))
-        ratio = f"{peer / rate:.2f}" if t.runner == "hobbit" and peer else "—"
-        lines.append(f"| {t.model} | {t.engine} | {t.runner} | {rate:.1f} | {rate / t.cpus:.1f} | "
-                     f"{rate / alone[(t.model, t.runner)]:.2f} | {ratio} |")
+        rates.setdefault((t.model, t.engine, t.runner), []).append(t.rows_per_second)
+    median = {key: statistics.median(values) for key, values in rates.items()}
+    cpus = {(t.model, t.engine, t.runner): t.cpus for t in timings}
+    lines = ["| model | engine | runner | rows/s | range | rows/s per core | vs. one process | "
+             "hobbit / onnxruntime, time |", "| --- | --- | --- | --- | --- | --- | --- | --- |"]
+    for (model, engine, runner), rate in median.items():
+        values = rates[(model, engine, runner)]
+        spread = f"{min(values):.1f}-{max(values):.1f}" if len(values) > 1 else "—"
+        peer = median.get((model, engine, "onnxruntime"))
+        ratio = f"{peer / rate:.2f}" if runner == "hobbit" and peer else "—"
+        lines.append(f"| {model} | {engine} | {runner} | {rate:.1f} | {spread} | {rate / cpus[(model, engine, runner)]:.1f} "
+                     f"| {rate / median[(model, 'one process', runner)]:.2f} | {ratio} |")
     return "\n".join(lines) + "\n"

@@ -179,6 +179,9 @@ def _report_flags(p: argparse.ArgumentParser) -> None:
                         "(hobbit.bench.scaleout)")
     p.add_argument("--items", type=positive_int, default=2000, metavar="N",
                    help="rows (images, sentences) per model for --engine (default 2000)")
+    p.add_argument("--rounds", type=positive_int, default=1, metavar="N",
+                   help="for --engine: run every runner N times in turn and show the median rows/s and the range "
+                        "(default 1)")
     p.add_argument("--markdown", metavar="FILE", help="write the table with a header naming the machine (BENCHMARKS.md)")
     p.add_argument("--json", metavar="FILE", help="write every number per model and thread count as JSON")
     p.add_argument("--plot", metavar="FILE.png", help="write a bar chart of the ratios (needs matplotlib)")
@@ -305,6 +308,8 @@ def cmd_bench(args: argparse.Namespace) -> int:
         return _bench_summary(args, loads or list(summary.DEFAULT_LOADS))
     if args.engine:
         return _bench_engines(args)
+    if args.rounds != 1:
+        raise ConfigError("--rounds counts the jobs of each runner of --engine: use it with --engine")
     if args.sweep:
         return _bench_sweep(args)
     if args.decode:
@@ -329,7 +334,8 @@ def _bench_engines(args: argparse.Namespace) -> int:
     for name, load in models:
         timings += scaleout.run_engines(os.path.basename(name), load(), args.engine, args.items, cpus,
                                         show=lambda t: print(f"  {t.model} {t.engine} {t.runner}: "
-                                                             f"{t.rows_per_second:.1f} rows/s", flush=True))
+                                                             f"{t.rows_per_second:.1f} rows/s", flush=True),
+                                        rounds=args.rounds)
     table = scaleout.markdown(timings)
     print(table, end="")
     if args.markdown:
