@@ -97,10 +97,14 @@ class OrtPredictor:
         return out
 
 
+def cycled(rows: np.ndarray, numbers: np.ndarray) -> np.ndarray:
+    """Rows `numbers` of a table that cycles through `rows` (each harness makes its rows so)."""
+    return np.ascontiguousarray(rows[numbers % rows.shape[0]])
+
+
 def table_rows(model_rows: dict[str, np.ndarray], items: int) -> dict[str, np.ndarray]:
     """`items` rows per input, cycling through the distinct ones."""
-    index = np.arange(items) % DISTINCT_ROWS
-    return {name: np.ascontiguousarray(rows[index]) for name, rows in model_rows.items()}
+    return {name: cycled(rows, np.arange(items)) for name, rows in model_rows.items()}
 
 
 def distinct_rows(specs: list) -> dict[str, np.ndarray]:
@@ -163,7 +167,7 @@ def _ray_runs(model: Any, path: str, distinct: dict[str, np.ndarray], items: int
         ray.init(num_cpus=cpus, include_dashboard=False, log_to_driver=False)
     try:
         plan = hobbit.ray.actor_plan(1)
-        _drain_rows(_ray_rows(ray, distinct, 2 * batch_size, batch_size))
+        _drain(_ray_rows(ray, distinct, 2 * batch_size, batch_size))  # untimed: Ray Data's own start
         found = []
         for runner in ("hobbit", "onnxruntime"):
             start = time.perf_counter()
@@ -187,8 +191,8 @@ def _ray_runs(model: Any, path: str, distinct: dict[str, np.ndarray], items: int
 
 def _ray_rows(ray: Any, distinct: dict[str, np.ndarray], items: int, block: int) -> Any:
     """The table's rows as Ray Data makes them: read tasks each turning a range of row numbers
-    into a block of rows (from the distinct rows), one column
-    per input, as a job reading its inputs from files streams them to the actors. A table put
+    into a block of rows (from the distinct rows), one column per input, as a job reading its
+    inputs from files streams them to the actors. A table put
     in the object store by the driver (from_numpy of MobileNetV2's 1.2 GB) took 3.4 s before
     the first row could move, and repartitioning it into blocks an all-to-all step that Ray
     Data finishes before the first batch reaches an actor: with both, MobileNetV2's 2,000 rows
@@ -197,22 +201,16 @@ def _ray_rows(ray: Any, distinct: dict[str, np.ndarray], items: int, block: int)
         _rows_of, fn_kwargs={"distinct": distinct}, batch_size=None, batch_format="numpy")
 
 
-def _drain_rows(dataset: Any) -> None:
-    """Run a job of a few rows through Ray Data, untimed: the first job of a process pays Ray
-    Data's own start (its imports, its executor; 1-2 s here), which would otherwise fall on
-    whichever runner goes first."""
-    for _ in dataset.iter_batches(batch_format="numpy"):
-        pass
-
-
 def _rows_of(numbers: dict[str, np.ndarray], distinct: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
-    index = numbers["id"] % DISTINCT_ROWS
-    return {name: np.ascontiguousarray(rows[index]) for name, rows in distinct.items()}
+    return {name: cycled(rows, numbers["id"]) for name, rows in distinct.items()}
 
 
 def _drain(dataset: Any) -> int:
-    """Run the dataset to its end and count its rows (the outputs dropped as they come)."""
-    return sum(len(batch["output"]) for batch in dataset.iter_batches(batch_format="numpy"))
+    """Run the dataset to its end and count its rows (dropped as they come). Also run, untimed,
+    on a few rows before the timed jobs: the first job of a process pays Ray Data's own start
+    (its imports, its executor; 1-2 s here), which would otherwise fall on whichever runner
+    goes first."""
+    return sum(len(next(iter(batch.values()))) for batch in dataset.iter_batches(batch_format="numpy"))
 
 
 def _dask_runs(model: Any, path: str, distinct: dict[str, np.ndarray], items: int, cpus: int, batch_size: int
@@ -274,7 +272,7 @@ def environment_kept() -> Iterator[None]:
 
 def _rows_block(rows: np.ndarray, first: int, items: int, block: int) -> np.ndarray:
     """Rows first.. of the table, made on the worker from the distinct rows."""
-    return np.ascontiguousarray(rows[np.arange(first, min(first + block, items)) % rows.shape[0]])
+    return cycled(rows, np.arange(first, min(first + block, items)))
 
 
 def _ort_block(block: np.ndarray, path: str, name: str) -> np.ndarray:

@@ -92,7 +92,7 @@ def restore_compiled(cls: type, shipped: ShippedCode) -> Any:
                           cached=False, origin=_ORIGIN)
     t0 = time.perf_counter()
     model = cls(native.code, native.target, weights, native.arena_bytes, native.inputs, native.outputs,
-                          report, layout=native.layout)
+                report, layout=native.layout)
     report.seconds["jit"] = time.perf_counter() - t0
     return model
 
