@@ -20,6 +20,7 @@ from hobbit import zoo
 from hobbit.backend.base import Backend, Module
 from hobbit.backend.cpu.module import pack_weights
 from hobbit.backend.llvm import Optimized, PartCompiler
+from hobbit.backend.polly import check_loops, opt_tool
 from hobbit.backend.select import backend_for
 from hobbit.errors import ConfigError, InputValuesNeeded, SymbolicInputShape
 from hobbit.frontend.common.source import ModelInput, Source
@@ -66,23 +67,24 @@ def lower_to_llvm(model: ModelSource, target: Target | str | None = None, passes
                   opt_level: int = 3, threads: int | None = None, profile: bool = False,
                   progress: Progress | None = None,
                   input_values: dict[str, np.ndarray] | None = None, keep_ir: bool = True,
-                  precision: str = "fp32") -> CompileReport:
+                  precision: str = "fp32", schedule: str = "auto", loops: str = "llvm") -> CompileReport:
     """Model -> graph after the passes, memory plan and optimised LLVM module, on the target's
-    backend (hobbit.backend.base); `target` and `precision` are as compile()'s. See _lower."""
+    backend (hobbit.backend.base); `target`, `precision`, `schedule` and `loops` are as
+    compile()'s. See _lower."""
     target = parse_target(target)
-    backend = backend_for(target)
+    backend, loops = resolve_codegen(target, schedule, loops, opt_level)
     precision = backend.check_precision(precision, target, passes)
     threads = resolve_threads(threads, target)
     opt_level = resolve_opt_level(opt_level)
     return _lower(open_source(model), backend, target, threads, precision, opt_level, passes, input_shapes,
-                  input_values, profile, keep_ir, progress or Progress(None))[0]
+                  input_values, profile, keep_ir, progress or Progress(None), loops=loops)[0]
 
 
 @small_pages()
 def _lower(source: Source, backend: Backend, target: Target, threads: int, precision: str, opt_level: int,
            passes: list[str] | None, input_shapes: dict[str, tuple[int, ...]] | None,
            input_values: dict[str, np.ndarray] | None, profile: bool, keep_ir: bool,
-           show: Progress, graph: Graph | None = None) -> tuple[CompileReport, Module, Optimized]:
+           show: Progress, graph: Graph | None = None, loops: str = "llvm") -> tuple[CompileReport, Module, Optimized]:
     """import -> the backend's passes -> its plans (memory planning) -> its module -> LLVM's
     optimiser: the report, the module as built (its launches, for a GPU's finish) and what
     LLVM made of it. LLVM's threads take the module's kernels as they are finished
@@ -95,7 +97,8 @@ def _lower(source: Source, backend: Backend, target: Target, threads: int, preci
     `keep_ir=False` drops the text too once parsed (unless the backend keeps it). Between
     stages, what the last one replaced is freed and handed back to the system
     (hobbit.runtime.memory.release_garbage), so it does not add to the next stage's peak.
-    `graph`: the graph after the passes where the caller made it (a model with run-time dims).
+    `graph`: the graph after the passes where the caller made it (a model with run-time dims);
+    `loops`: LLVM's loop optimiser, with or without Polly (hobbit.backend.polly).
     All of it runs with numpy's huge-page advice off (hobbit.runtime.memory.small_pages)."""
     times: dict[str, float] = {}
     t0 = time.perf_counter()
@@ -113,7 +116,8 @@ def _lower(source: Source, backend: Backend, target: Target, threads: int, preci
     times["passes"] = time.perf_counter() - t0
     t0 = time.perf_counter()
     show.stage("codegen")
-    parts = PartCompiler(target, opt_level, backend.compile_threads(target), jit_code=backend.in_process(target))
+    parts = PartCompiler(target, opt_level, backend.compile_threads(target), jit_code=backend.in_process(target),
+                         loops=loops)
     try:
         with collector_paused():
             module = backend.build_module(graph, plan, target, threads, profile, show.kernel, parts)
@@ -149,6 +153,21 @@ def resolve_threads(threads: int | None, target: Target | None = None) -> int:
     return int(threads)
 
 
+def resolve_codegen(target: Target, schedule: str, loops: str, opt_level: int) -> tuple[Backend, str]:
+    """The backend of `target` at `schedule` (hobbit.backend.select) and the loop optimiser,
+    checked before anything is imported: Polly (hobbit.backend.polly) runs inside LLVM's
+    optimiser on a CPU's module, so it needs opt-22, an opt_level above 0 and a CPU target."""
+    backend = backend_for(target, schedule)
+    loops = check_loops(loops)
+    if loops != "llvm":
+        if not backend.team:
+            raise ConfigError(f"loops={loops!r} optimises CPU code; GPU code is optimised by LLVM's own pipeline")
+        if opt_level == 0:
+            raise ConfigError(f"loops={loops!r} runs inside LLVM's optimiser, which opt_level=0 skips")
+        opt_tool()
+    return backend, loops
+
+
 def resolve_opt_level(opt_level: int) -> int:
     """LLVM's optimisation levels are 0-3; anything else is one clear error naming the argument."""
     if isinstance(opt_level, bool) or not isinstance(opt_level, numbers.Integral) or not 0 <= opt_level <= 3:
@@ -163,7 +182,8 @@ def compile(model: ModelSource, target: str | Target = "host", threads: int | No
             cache: bool | None = None,
             progress: bool | None = None, signature: str | None = None,
             external_data_dir: str | os.PathLike | None = None,
-            dynamic_shapes: dict[str, tuple[int, int]] | bool | None = None
+            dynamic_shapes: dict[str, tuple[int, int]] | bool | None = None,
+            schedule: str = "auto", loops: str = "llvm"
             ) -> CompiledModel | DynamicModel | SpecializingModel | ExportOnlyModel:
     """Compile a model for a CPU and JIT it: ONNX (path, bytes or ModelProto, or the name of
     a zoo model such as "resnet18", as on the command line: hobbit.zoo), or TensorFlow
@@ -209,13 +229,20 @@ def compile(model: ModelSource, target: str | Target = "host", threads: int | No
     (default: only on a terminal, once a compile has taken a second);
     `external_data_dir` names the folder of the external-data files of an ONNX model given as
     bytes or a ModelProto, which has no folder of its own: without it such a model is refused
-    (a model file reads them from its own folder; hobbit.frontend.onnx.external_data)."""
+    (a model file reads them from its own folder; hobbit.frontend.onnx.external_data);
+    `schedule` "auto" (the default) picks hobbit's schedules from shapes and target; "naive"
+    emits convolutions, matrix products, pooling and reductions as plain loop nests, with no
+    tiling, packing or microkernel (hobbit.backend.cpu.naive: the input of the Polly
+    experiment, slow without it); `loops` "llvm" (the default) optimises with llvmlite's O3
+    pipeline, "polly" with Polly at the start of opt-22's (Debian's llvm-22; else a
+    MissingDependencyError), "polly-late" with Polly right before the loop vectoriser
+    (hobbit.backend.polly)."""
     if external_data_dir is not None:  # a pickled model may be rebuilt where the current directory differs
         external_data_dir = os.path.abspath(external_data_dir)
     model = zoo.resolve(model)
     source = open_source(model, signature, external_data_dir)
     machine = parse_target(target)
-    backend = backend_for(machine)
+    backend, loops = resolve_codegen(machine, schedule, loops, opt_level)
     threads = resolve_threads(threads, machine)
     precision = backend.check_precision(precision, machine, passes)
     opt_level = resolve_opt_level(opt_level)
@@ -226,7 +253,7 @@ def compile(model: ModelSource, target: str | Target = "host", threads: int | No
     def build(shapes: dict[str, tuple[int, ...]], values: dict[str, np.ndarray]) -> CompiledModel | ExportOnlyModel | GpuModel:
         with Progress.for_compile(progress) as show:
             return _build(source, backend, machine, threads, precision, opt_level, passes,
-                          {**(fixed or {}), **shapes}, values, profile, cache, show)
+                          {**(fixed or {}), **shapes}, values, profile, cache, show, loops)
 
     try:
         compiled = build({}, {})
@@ -241,10 +268,10 @@ def compile(model: ModelSource, target: str | Target = "host", threads: int | No
             try:
                 with Progress.for_compile(progress) as show:
                     dynamic = compile_dynamic(source, backend, machine, threads, precision, opt_level, passes,
-                                              fixed, inputs, run_time, profile, cache, show, described)
+                                              fixed, inputs, run_time, profile, cache, show, described, loops)
                 dynamic.recipe = _recipe(model, source, target, threads, precision, opt_level, passes,
                                          input_shapes, profile, cache, progress, signature, external_data_dir,
-                                         dynamic_shapes)
+                                         dynamic_shapes, schedule, loops)
                 return dynamic
             except NotDynamic as why:
                 reason = str(why)
@@ -257,7 +284,7 @@ def compile(model: ModelSource, target: str | Target = "host", threads: int | No
     # What a pickle of the model carries (hobbit.runtime.recipe): threads as resolved, so
     # another process builds the same code and finds it in the compile cache.
     compiled.recipe = _recipe(model, source, target, threads, precision, opt_level, passes, input_shapes, profile,
-                              cache, progress, signature, external_data_dir, dynamic_shapes)
+                              cache, progress, signature, external_data_dir, dynamic_shapes, schedule, loops)
     return compiled
 
 
@@ -277,18 +304,18 @@ def _described(described: tuple[list, list], declared: list) -> tuple[list, list
 def _recipe(model: object, source: Source, target: object, threads: int, precision: str, opt_level: int,
             passes: list[str] | None, input_shapes: object, profile: bool, cache: bool | None,
             progress: bool | None, signature: str | None, external_data_dir: str | None,
-            dynamic_shapes: object) -> Recipe:
+            dynamic_shapes: object, schedule: str, loops: str) -> Recipe:
     return Recipe(compile, model, type(source).portable_model,
                   {"target": target, "threads": threads, "precision": precision, "opt_level": opt_level,
                    "passes": passes, "input_shapes": input_shapes, "profile": profile, "cache": cache,
                    "progress": progress, "signature": signature, "external_data_dir": external_data_dir,
-                   "dynamic_shapes": dynamic_shapes})
+                   "dynamic_shapes": dynamic_shapes, "schedule": schedule, "loops": loops})
 
 
 def compile_dynamic(source: Source, backend: Backend, target: Target, threads: int, precision: str,
                     opt_level: int, passes: list[str] | None, input_shapes: dict[str, tuple[int, ...]] | None,
                     declared: list, dynamic_shapes: object, profile: bool, cache: bool | None, show: Progress,
-                    described: tuple) -> DynamicModel:
+                    described: tuple, loops: str = "llvm") -> DynamicModel:
     """One module for every size of the model's symbolic dims (hobbit.runtime.dynamic), or
     NotDynamic. The CPU JIT only: code for another machine and GPU code are compiled per shape
     (see static_only)."""
@@ -297,7 +324,7 @@ def compile_dynamic(source: Source, backend: Backend, target: Target, threads: i
     symbols, ranges = run_time_symbols(declared, dynamic_shapes)
     try:
         return _dynamic_model(source, backend, target, threads, precision, opt_level, passes, input_shapes,
-                              declared, symbols, ranges, profile, cache, show, described, None)
+                              declared, symbols, ranges, profile, cache, show, described, None, loops)
     except NotDynamic as together:
         try:
             batch, fixed = per_sample(source, input_shapes, declared, symbols)
@@ -306,7 +333,7 @@ def compile_dynamic(source: Source, backend: Backend, target: Target, threads: i
         slot = symbols.index(batch)
         return _dynamic_model(source, backend, target, threads, precision, opt_level, passes, input_shapes,
                               fixed, symbols[:slot] + symbols[slot + 1:], ranges[:slot] + ranges[slot + 1:],
-                              profile, cache, show, described, (batch, ranges[slot], declared))
+                              profile, cache, show, described, (batch, ranges[slot], declared), loops)
 
 
 def static_only(declared: list, target: Target, dynamic_shapes: object) -> None:
@@ -338,7 +365,7 @@ def static_only(declared: list, target: Target, dynamic_shapes: object) -> None:
 def _dynamic_model(source: Source, backend: Backend, target: Target, threads: int, precision: str,
                    opt_level: int, passes: list[str] | None, input_shapes: dict[str, tuple[int, ...]] | None,
                    declared: list, symbols: list[str], ranges: list, profile: bool, cache: bool | None,
-                   show: Progress, described: tuple, batch: tuple | None) -> DynamicModel:
+                   show: Progress, described: tuple, batch: tuple | None, loops: str) -> DynamicModel:
     """The DynamicModel of `symbols` (see compile_dynamic); `batch`: (symbol, range, the
     declarations with it) for a model that runs each sample on its own."""
     def build(bound: tuple[int, ...]) -> Build:
@@ -346,7 +373,7 @@ def _dynamic_model(source: Source, backend: Backend, target: Target, threads: in
         if compile_cache.enabled(cache) and not profile:
             shapes = [[d.name, list(d.shape), list(d.symbols)] for d in declared]
             key = _cache_key(source, backend, target, threads, precision, opt_level, passes, input_shapes, {},
-                             {"symbols": symbols, "bound": list(bound), "declared": shapes})
+                             {"symbols": symbols, "bound": list(bound), "declared": shapes}, loops)
             hit = _cache_hit(key, target, threads, show)
             extents = hit.report.extra.get("extents") if hit is not None and hit.report.extra else None
             if extents is not None:
@@ -357,7 +384,7 @@ def _dynamic_model(source: Source, backend: Backend, target: Target, threads: in
         graph = dynamic_graph(source, backend, target, precision, passes, input_shapes, declared, symbols, ranges,
                               bound)
         report, module, optimized = _lower(source, backend, target, threads, precision, opt_level, passes,
-                                           input_shapes, None, profile, False, show, graph)
+                                           input_shapes, None, profile, False, show, graph, loops)
         inputs = [v.extents or (None,) * len(v.shape) for v in graph.inputs[:-1]]
         outputs = [v.extents or (None,) * len(v.shape) for v in graph.outputs]
         smallest = smallest_sizes(graph, bound, symbols)
@@ -377,10 +404,12 @@ def _dynamic_model(source: Source, backend: Backend, target: Target, threads: in
 
 def _cache_key(source: Source, backend: Backend, target: Target, threads: int, precision: str, opt_level: int,
                passes: list[str] | None, input_shapes: dict[str, tuple[int, ...]] | None,
-               input_values: dict[str, np.ndarray], dynamic: dict | None = None) -> str | None:
+               input_values: dict[str, np.ndarray], dynamic: dict | None = None, loops: str = "llvm") -> str | None:
     """The compile-cache entry of these options (None: the model cannot say what it is);
-    `dynamic`, for a module with run-time dims, what decides its code beyond them."""
-    options = {"threads": threads, "precision": precision, "opt_level": opt_level,
+    `dynamic`, for a module with run-time dims, what decides its code beyond them. The
+    backend (its schedule: "cpu" or "cpu-naive") and the loop optimiser decide the code too."""
+    options = {"threads": threads, "precision": precision, "opt_level": opt_level, "backend": backend.name,
+               "loops": loops,
                "passes": backend.pipeline(precision, target, None if passes is None else list(passes)),
                "input_shapes": {k: list(v) for k, v in (input_shapes or {}).items()},
                "input_values": {k: [v.dtype.str, list(v.shape), hashlib.sha256(v.tobytes()).hexdigest()]
@@ -401,7 +430,7 @@ def _cache_hit(key: str | None, target: Target, threads: int, show: Progress) ->
 def _build(source: Source, backend: Backend, target: Target, threads: int, precision: str, opt_level: int,
            passes: list[str] | None, input_shapes: dict[str, tuple[int, ...]] | None,
            input_values: dict[str, np.ndarray], profile: bool, cache: bool | None,
-           show: Progress) -> CompiledModel | ExportOnlyModel | GpuModel:
+           show: Progress, loops: str = "llvm") -> CompiledModel | ExportOnlyModel | GpuModel:
     """One variant, on every backend: a compile-cache hit where the backend's finish is this
     process's JIT, else lower (import -> passes -> plans -> module -> LLVM), the backend's
     finish, and the model of what it made (hobbit.runtime.finish; stored in the cache when
@@ -410,13 +439,14 @@ def _build(source: Source, backend: Backend, target: Target, threads: int, preci
     key = None
     t0 = time.perf_counter()
     if backend.in_process(target) and compile_cache.enabled(cache) and not profile:
-        key = _cache_key(source, backend, target, threads, precision, opt_level, passes, input_shapes, input_values)
+        key = _cache_key(source, backend, target, threads, precision, opt_level, passes, input_shapes, input_values,
+                         loops=loops)
         hit = _cache_hit(key, target, threads, show)
         if hit is not None:
             return hit
     lookup_seconds = time.perf_counter() - t0
     report, module, optimized = _lower(source, backend, target, threads, precision, opt_level, passes,
-                                       input_shapes, input_values, profile, False, show)
+                                       input_shapes, input_values, profile, False, show, loops=loops)
     show.stage(backend.finish_stage(target))
     t0 = time.perf_counter()
     native = backend.finish(optimized, module, report.graph, report.plan, target)

@@ -34,6 +34,7 @@ from llvmlite.binding.newpassmanagers import NewPassManager
 
 from hobbit.target import Target
 from hobbit.backend.machine import new_target_machine, target_machine
+from hobbit.backend.polly import polly_optimize
 from hobbit.errors import CodegenError
 
 # At most this many threads: more would wait on the parts Python has not emitted yet.
@@ -74,9 +75,10 @@ class PartCompiler:
     against 7.7 s, MobileNetV2 5.1-5.4 s against 5.0 s, 2 CPUs): Python's emission slows by a
     third, but no CPU waits at the end."""
 
-    def __init__(self, target: Target, opt_level: int, threads: int, jit_code: bool = False):
+    def __init__(self, target: Target, opt_level: int, threads: int, jit_code: bool = False, loops: str = "llvm"):
         self.target = target
         self.opt_level = opt_level
+        self.loops = loops  # the loop optimiser (hobbit.backend.polly.LOOPS)
         self.parallel = threads > 1
         self.jit_code = jit_code and self.parallel and shutil.which("ld") is not None
         self._pool = ThreadPoolExecutor(threads, thread_name_prefix="hobbit-llvm") if self.parallel else None
@@ -89,7 +91,7 @@ class PartCompiler:
         """A part optimised and, with `jit_code`, compiled on the same thread right away: with
         the objects made once every part was optimised, one thread sat idle while the other
         optimised the last part (ResNet-18 on 2 CPUs: 1 s of a 4.6 s compile)."""
-        module = _optimize(text, self.target, self.opt_level, context)
+        module = _optimize(text, self.target, self.opt_level, context, self.loops)
         return module, _emit_object(module, self.target) if self.jit_code else None
 
     def finish(self, text: str) -> Optimized:
@@ -100,7 +102,7 @@ class PartCompiler:
         try:
             text = with_vector_length(text, self.target)
             if not self._parts:
-                return Optimized(_optimize(text, self.target, self.opt_level, llvm.get_global_context()))
+                return Optimized(_optimize(text, self.target, self.opt_level, llvm.get_global_context(), self.loops))
             first = self._part(text, llvm.create_context())
             try:
                 parts = [first] + [part.result() for part in self._parts]
@@ -150,19 +152,24 @@ def _linked(objects: list[bytes]) -> bytes:
             return f.read()
 
 
-def optimize(module: ir.Module | str, target: Target, opt_level: int = 3) -> llvm.ModuleRef:
+def optimize(module: ir.Module | str, target: Target, opt_level: int = 3, loops: str = "llvm") -> llvm.ModuleRef:
     """Parse (a module or its IR text), verify and run the new pass manager's O<n> pipeline
-    for the target CPU, on this thread."""
-    return PartCompiler(target, opt_level, 1).finish(str(module)).module
+    for the target CPU (with `loops`' Polly: hobbit.backend.polly), on this thread."""
+    return PartCompiler(target, opt_level, 1, loops=loops).finish(str(module)).module
 
 
-def _optimize(text: str, target: Target, opt_level: int, context: ContextRef) -> llvm.ModuleRef:
+def _optimize(text: str, target: Target, opt_level: int, context: ContextRef, loops: str = "llvm") -> llvm.ModuleRef:
     """One part in `context` (the global one when the module is one part, as MCJIT and the
-    GPU's link expect of a whole module)."""
+    GPU's link expect of a whole module). With Polly (`loops`, hobbit.backend.polly) the part
+    is verified, then optimised by opt-22 and parsed back."""
     machine = new_target_machine(target)
     module = _parse(text, context)
     module.triple = target.triple
     module.data_layout = str(machine.target_data)
+    if opt_level > 0 and loops != "llvm":
+        optimized = polly_optimize(str(module), target, opt_level, loops, str(machine.target_data))
+        module.close()
+        return _parse(optimized, context)
     if opt_level > 0:
         options = llvm.create_pipeline_tuning_options(speed_level=opt_level)
         options.loop_vectorization = True

@@ -74,7 +74,8 @@ MODES = (*LOADS, "streams")
 @dataclass(frozen=True)
 class BuildOptions:
     """What every hobbit.compile of one benchmark gets besides the model and thread count: the
-    pass pipeline (None: the default one) and the target. One object, so that the engines of
+    pass pipeline (None: the default one), the target, the schedule and the loop optimiser
+    (hobbit.compile's `schedule` and `loops`). One object, so that the engines of
     the benchmark's process, the two-procs workers (given it pickled) and the memory children
     (given kwargs() as JSON) all time the same code. The target is kept as a spec string,
     "host" or "TRIPLE:CPU[:FEATURE CHANGES]" (`spec_of`), which pickles, goes through JSON and
@@ -82,14 +83,18 @@ class BuildOptions:
 
     passes: tuple[str, ...] | None = None
     target: str = "host"
+    schedule: str = "auto"
+    loops: str = "llvm"
 
     @classmethod
-    def of(cls, passes: Sequence[str] | None = None, target: Target | str = "host") -> BuildOptions:
-        return cls(None if passes is None else tuple(passes), spec_of(parse_target(target)))
+    def of(cls, passes: Sequence[str] | None = None, target: Target | str = "host", schedule: str = "auto",
+           loops: str = "llvm") -> BuildOptions:
+        return cls(None if passes is None else tuple(passes), spec_of(parse_target(target)), schedule, loops)
 
     def kwargs(self) -> dict[str, object]:
         """hobbit.compile's keyword arguments for these options, JSON-ready."""
-        return {"passes": None if self.passes is None else list(self.passes), "target": self.target}
+        return {"passes": None if self.passes is None else list(self.passes), "target": self.target,
+                "schedule": self.schedule, "loops": self.loops}
 
     @property
     def built_for(self) -> Target | None:

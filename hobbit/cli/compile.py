@@ -67,9 +67,11 @@ def cmd_compile(args: argparse.Namespace) -> int:
         return _export(args)
     if args.emit in ("bc", "obj") and args.output is None and sys.stdout.isatty():
         raise ConfigError(f"--emit {args.emit} is binary: write it to a file with -o FILE (or redirect stdout)")
-    report = compile_report(args, opt_level=_EMIT_OPT_LEVEL[args.emit])
+    # With --polly the IR stages are what Polly and LLVM's optimiser made of it: the loops to read.
+    polly = args.loops != "llvm"
+    report = compile_report(args, opt_level=3 if polly else _EMIT_OPT_LEVEL[args.emit])
     if args.emit == "llvm":
-        write_text(report.llvm_ir, args.output)
+        write_text(str(report.optimized) if polly else report.llvm_ir, args.output)
     elif args.emit == "asm":
         write_text(emit_assembly(report.optimized, report.target), args.output)
     elif args.emit == "graph":
@@ -88,7 +90,8 @@ def _export(args: argparse.Namespace) -> int:
     source = model_source(args)
     shapes = input_shapes(declared(source, args.input_shape), args.input_shape, ranges=True)
     model = hobbit.compile(source.model, target=args.target, threads=args.threads, precision=args.precision,
-                           passes=pipeline(args), input_shapes=shapes or None, signature=args.signature)
+                           passes=pipeline(args), input_shapes=shapes or None, signature=args.signature,
+                           schedule=args.schedule, loops=args.loops)
     with writing(args.output):
         files = model.export(args.output, name=args.name, weights=args.weights)
     for path in files.written:

@@ -16,7 +16,7 @@ from hobbit.compiler import CompileReport, lower_to_llvm
 from hobbit.errors import HobbitError, TargetError
 from hobbit.frontend.common.source import Source
 from hobbit.frontend.formats import open_source
-from hobbit.passes import PASSES, default_pipeline
+from hobbit.passes import NAIVE_PIPELINE, PASSES, default_pipeline
 from hobbit.target import GpuTarget, Target, host_target, is_gpu
 
 
@@ -44,7 +44,8 @@ def pipeline(args: argparse.Namespace) -> list[str] | None:
     """--passes / --disable -> the `passes` argument of hobbit.compile (None = default pipeline)."""
     if args.passes is None and not args.disable:
         return None
-    default = default_pipeline(getattr(args, "precision", None) or "fp32", getattr(args, "target", None))
+    default = (list(NAIVE_PIPELINE) if getattr(args, "schedule", "auto") == "naive"
+               else default_pipeline(getattr(args, "precision", None) or "fp32", getattr(args, "target", None)))
     names = default if args.passes is None else [p.strip() for p in args.passes.split(",") if p.strip()]
     for name in list(names) + list(args.disable):
         if name not in PASSES:
@@ -59,8 +60,11 @@ def compile_report(args: argparse.Namespace, opt_level: int = 0) -> CompileRepor
     shapes = input_shapes(declared(source, args.input_shape), args.input_shape)
     require_static(source.declared_inputs(shapes),
                    f"`hobbit {args.command}` builds one fixed-shape variant, so each symbolic dim needs a size")
+    # Polly changes only what LLVM's optimiser makes: the graph and plans an unoptimised build
+    # reports (inspect, --emit graph) are the same without it.
     return lower_to_llvm(source, args.target, passes=pipeline(args), input_shapes=shapes or None,
-                         opt_level=opt_level, threads=args.threads, precision=args.precision)
+                         opt_level=opt_level, threads=args.threads, precision=args.precision, schedule=args.schedule,
+                         loops=args.loops if opt_level else "llvm")
 
 
 def runnable_here(target: Target | GpuTarget, command: str) -> Target | GpuTarget:

@@ -68,7 +68,8 @@ def cmd_run(args: argparse.Namespace) -> int:
                          f"(use the Python API)")
     t0 = time.perf_counter()
     model = hobbit.compile(source.model, target=args.target, threads=args.threads, precision=args.precision,
-                           passes=pipeline(args), input_shapes=shapes or None, signature=args.signature)
+                           passes=pipeline(args), input_shapes=shapes or None, signature=args.signature,
+                           schedule=args.schedule, loops=args.loops)
     compile_s = time.perf_counter() - t0
     feeds = {**random_inputs(missing, args.seed), **given}
     for spec in specs:

@@ -67,6 +67,11 @@ BF16_PIPELINE.insert(BF16_PIPELINE.index("fuse-depthwise") + 1, "bf16")
 # pool/depthwise fusions are the CPU's kernels' choices, not the GPU's; in-place Concat
 # would hand producers strided slices the GPU kernels do not write.
 GPU_PIPELINE: list[str] = ["widen-half", "dce", "fold", "sink-transposes", "fold-batchnorm", "fuse", "dce"]
+# schedule="naive" (hobbit.backend.cpu.naive): the CPU pipeline without the choices hobbit's own
+# schedules make (Winograd, blocked weight layouts, fused pools and depthwise pairs, in-place
+# Concat), so that Conv and MatMul reach the plain loop nests as the model wrote them; int8
+# models keep their kernels.
+NAIVE_PIPELINE: list[str] = ["int8", "widen-half", "dce", "fold", "sink-transposes", "fold-batchnorm", "fuse", "dce"]
 # precision="tf32" or "bf16" (NVIDIA): Conv and MatMul on tensor cores where they pay
 # (passes/tensor_cores.py); the pass that marks them, by precision.
 TENSOR_CORE_PASS = {"tf32": "tf32", "bf16": "gpu-bf16"}

@@ -618,13 +618,14 @@ def test_bench_refuses_a_target_this_host_cannot_run(tiny_path, monkeypatch, cap
 
 
 def test_build_options_reach_other_processes_unchanged():
-    build = BuildOptions.of(["fuse"], parse_target("x86_64-linux-gnu:znver4:-avx512bf16,+avxvnni"))
+    build = BuildOptions.of(["fuse"], parse_target("x86_64-linux-gnu:znver4:-avx512bf16,+avxvnni"), "naive", "polly")
     assert build.target == "x86_64-unknown-linux-gnu:znver4:-avx512bf16,+avxvnni"
     assert pickle.loads(pickle.dumps(build)) == build  # the two-procs workers
     sent = json.loads(json.dumps(build.kwargs()))  # the memory child
-    assert sent == {"passes": ["fuse"], "target": build.target}
+    assert sent == {"passes": ["fuse"], "target": build.target, "schedule": "naive", "loops": "polly"}
     assert parse_target(sent["target"]) == parse_target("x86_64-linux-gnu:znver4:-avx512bf16,+avxvnni")
-    assert BuildOptions.of(None, host_target()).kwargs() == {"passes": None, "target": "host"}
+    assert BuildOptions.of(None, host_target()).kwargs() == {"passes": None, "target": "host", "schedule": "auto",
+                                                             "loops": "llvm"}
     with pytest.raises(TargetError, match="cannot run on this host"):
         suite.run_suite([("tiny", tiny_model)], [1], build=BuildOptions.of(target="aarch64-linux-gnu"))
 

@@ -9,15 +9,17 @@ from collections.abc import Callable
 
 from hobbit.backend.base import Backend, InProcess, Module, Native, ObjectCode
 from hobbit.backend.cpu.module import build_module
+from hobbit.backend.cpu.naive import NAIVE, NAIVE_KERNELS
 from hobbit.backend.cpu.table import CPU
 from hobbit.backend.llvm import Optimized, PartCompiler, compile_threads, emit_object
 from hobbit.backend.module_parts import KernelHandOff
 from hobbit.errors import ConfigError
-from hobbit.graph.ir import Graph
-from hobbit.passes import PRECISIONS, default_pipeline
+from hobbit.graph.ir import Graph, Node
+from hobbit.passes import NAIVE_PIPELINE, PRECISIONS, default_pipeline
 from hobbit.passes.bf16 import require_bf16
 from hobbit.passes.tensor_cores import require_tensor_cores
 from hobbit.plan.memory import MemoryPlan
+from hobbit.ops.registry import get_op
 from hobbit.plan.planners import cpu_plan
 from hobbit.target import Target, host_target
 
@@ -51,7 +53,8 @@ class CpuBackend(Backend):
     def build_module(self, graph: Graph, plan: MemoryPlan, target: Target, threads: int, profile: bool,
                      on_kernel: Callable[[int, int], None] | None, parts: PartCompiler) -> Module:
         hand_off = KernelHandOff(parts)
-        text = str(build_module(graph, plan, target, threads, profile, on_kernel=on_kernel, hand_off=hand_off))
+        text = str(build_module(graph, plan, target, threads, profile, on_kernel=on_kernel, hand_off=hand_off,
+                                table=self.table))
         return Module(text, whole_text=lambda: hand_off.whole_text(text))
 
     def compile_threads(self, target: Target) -> int:
@@ -72,4 +75,28 @@ class CpuBackend(Backend):
         return ObjectCode(emit_object(optimized.module, target), why)
 
 
+class NaiveCpuBackend(CpuBackend):
+    """schedule="naive": the CPU backend with convolutions, matrix products, pooling and
+    reductions as plain loop nests (hobbit.backend.cpu.naive), which memory planning gives no
+    plan, after a pipeline that leaves them as the model wrote them (NAIVE_PIPELINE). fp32 only:
+    bf16 is a format of hobbit's GEMM driver, which this mode leaves out."""
+
+    name = "cpu-naive"
+    table = NAIVE
+
+    def check_precision(self, precision: str, target: Target, passes: list[str] | None) -> str:
+        if precision != "fp32":
+            raise ConfigError(f"schedule='naive' computes in float32 (precision='fp32'); got precision={precision!r}")
+        return super().check_precision(precision, target, passes)
+
+    def pipeline(self, precision: str, target: Target, passes: list[str] | None) -> list[str]:
+        return list(NAIVE_PIPELINE) if passes is None else passes
+
+    @staticmethod
+    def planner(node: Node, target: Target, threads: int, elementwise: bool = False) -> object:
+        """The CPU's plan, except for the naive kernels, which decide nothing ahead."""
+        return None if get_op(node.op).kernel in NAIVE_KERNELS else cpu_plan(node, target, threads, elementwise)
+
+
 CPU_BACKEND = CpuBackend()
+NAIVE_BACKEND = NaiveCpuBackend()

@@ -36,6 +36,7 @@ from hobbit.graph.extents import is_dynamic
 from hobbit.graph.ir import Graph, Node
 from hobbit.ops.registry import get_op
 from hobbit.emit.builder import I64, PTR, KernelBuilder
+from hobbit.emit.table import KernelTable
 from hobbit.emit.naming import kernel_name, kernel_nodes, kernel_values, param_name
 from hobbit.backend.cpu.table import CPU
 from hobbit.backend.cpu.args import KernelArgs
@@ -46,8 +47,9 @@ from hobbit.plan.memory import MemoryPlan, Place
 
 def build_module(graph: Graph, plan: MemoryPlan, target: Target, threads: int = 1,
                  profile: bool = False, on_kernel: Callable[[int, int], None] | None = None,
-                 hand_off: KernelHandOff | None = None) -> ir.Module:
+                 hand_off: KernelHandOff | None = None, table: KernelTable = CPU) -> ir.Module:
     """`on_kernel(done, total)` is called after each kernel, for a progress display;
+    `table` is the kernel table that emits them (the CPU's, or a child's: hobbit.backend.cpu.naive);
     `hand_off` takes the finished kernels to LLVM's threads while the rest is emitted (the
     module then declares them: hobbit.backend.module_parts).
 
@@ -63,7 +65,7 @@ def build_module(graph: Graph, plan: MemoryPlan, target: Target, threads: int = 
         if name != "threads":
             arg.add_attribute("noalias")
     builder = ir.IRBuilder(entry.append_basic_block("entry"))
-    calls = _kernel_calls(module, graph, plan, target, threads, on_kernel, hand_off)
+    calls = _kernel_calls(module, graph, plan, target, threads, on_kernel, hand_off, table)
     _reset(module, builder, entry.args[3], plan)
     if threads == 1:
         timer = KernelTimer(module, builder, len(calls)) if profile else None
@@ -142,7 +144,7 @@ def _step_state(b: ir.IRBuilder, tables: tuple, plan: MemoryPlan, step: Step) ->
 
 def _kernel_calls(module: ir.Module, graph: Graph, plan: MemoryPlan, target: Target, threads: int,
                   on_kernel: Callable[[int, int], None] | None,
-                  hand_off: KernelHandOff | None = None) -> list[KernelCall]:
+                  hand_off: KernelHandOff | None = None, table: KernelTable = CPU) -> list[KernelCall]:
     """Every kernel's function (bodies shared between equal signatures) and its pointers:
     the values it touches, its scratch, and its claimed loops' counters (past its step's
     state). A new body goes to `hand_off` unless it calls a subgraph's kernels."""
@@ -156,7 +158,7 @@ def _kernel_calls(module: ir.Module, graph: Graph, plan: MemoryPlan, target: Tar
             body, parallel = bodies[key]
             fn = _wrapper(module, node, body)
         else:
-            fn, parallel = bodies[key] = _emit_kernel(module, node, target, plan, threads)
+            fn, parallel = bodies[key] = _emit_kernel(module, node, target, plan, threads, table)
             if hand_off is not None and not isinstance(node.attrs.get("body"), Graph):
                 hand_off.add(fn)
         calls.append(KernelCall(node, fn, parallel, lambda b, tables, node=node: _kernel_args(b, tables, plan, node, threads),
@@ -238,12 +240,12 @@ def _pointer(b: ir.IRBuilder, tables: tuple, place: Place) -> ir.Value:
 
 
 def _emit_kernel(module: ir.Module, node: Node, target: Target, plan: MemoryPlan,
-                 threads: int) -> tuple[ir.Function, bool]:
+                 threads: int, table: KernelTable) -> tuple[ir.Function, bool]:
     """The kernel function of one fused group, and whether it splits work across threads."""
     opdef = get_op(node.op)
     if opdef.kernel is None:
         raise CodegenError(f"op {node.op} at node '{node.name}' has no lowering and was not folded")
-    lower = CPU.lookup(opdef.kernel).lower
+    lower = table.lookup(opdef.kernel).lower
     values = kernel_values(node)
     dynamic = is_dynamic(node)
     n_params = len(values) + (id(node) in plan.scratch) + (id(node) in plan.claims) + (id(node) in plan.status) \
@@ -279,7 +281,7 @@ def _emit_kernel(module: ir.Module, node: Node, target: Target, plan: MemoryPlan
     team = Threads(kb, tid, count, threads, claims)
     try:
         lower(KernelArgs(kb, node, target, inputs, outputs, epilogue, scratch, team, plan.kernels.get(id(node)),
-                         _subgraph(module, node, plan, target), dims))
+                         _subgraph(module, node, plan, target, table), dims))
     except Exception as exc:  # a lowering that cannot handle this variant: name the node, never a bare trace
         shapes = ", ".join(str(v.type) for v in node.inputs if v is not None)
         detail = str(exc) if isinstance(exc, CodegenError) else f"{type(exc).__name__}: {exc}"
@@ -289,14 +291,14 @@ def _emit_kernel(module: ir.Module, node: Node, target: Target, plan: MemoryPlan
     return fn, team.used
 
 
-def _subgraph(module: ir.Module, node: Node, plan: MemoryPlan, target: Target
+def _subgraph(module: ir.Module, node: Node, plan: MemoryPlan, target: Target, table: KernelTable
               ) -> Callable[[ir.IRBuilder, tuple], None] | None:
     """For a node with a body graph: the body's kernels, emitted for one thread (the loop's
     kernel runs on one), and the function that calls them in order."""
     body = node.attrs.get("body")
     if not isinstance(body, Graph):
         return None
-    calls = _kernel_calls(module, body, plan.kernels[id(node)].body, target, 1, None)
+    calls = _kernel_calls(module, body, plan.kernels[id(node)].body, target, 1, None, table=table)
     one, zero = ir.Constant(I64, 1), ir.Constant(I64, 0)
 
     def emit(b: ir.IRBuilder, tables: tuple) -> None:

@@ -1,0 +1,71 @@
+"""loops="polly": LLVM's optimiser with Polly, its polyhedral loop optimiser, run by `opt-22`.
+
+llvmlite has no Polly and cannot load LLVM's pass plugins, but Debian's llvm-22 links Polly
+into its tools, and its textual IR is llvmlite's (LLVM 22 both). So a module, or each of its
+parts (hobbit.backend.module_parts), goes as text through `opt-22 -O<n> -polly` for the
+target's triple, CPU and features, and the result is parsed back and carries on as usual: the
+JIT, an exported library, code for another CPU.
+
+Where Polly runs is a choice, both measured in BENCHMARKS.md:
+  "polly"       at the start of the pipeline (Polly's default, -polly-position=early): on the
+                nests as emitted, once Polly's own canonicalisation has made them SSA;
+  "polly-late"  after LLVM's inliner and function simplification, right before the loop
+                vectoriser (-polly-position=before-vectorizer): on loops LLVM has already
+                rotated, hoisted from and promoted to registers.
+"llvm" (the default) is llvmlite's own O<n> pipeline, without Polly.
+
+Polly models loop nests whose bounds and subscripts are affine in the counters; hobbit's
+tiled microkernels are mostly not such nests and pass through unchanged, so Polly pays off
+on the plain nests of schedule="naive" (hobbit.backend.cpu.naive), if anywhere."""
+
+from __future__ import annotations
+
+import re
+import shutil
+import subprocess
+
+from hobbit.errors import CodegenError, ConfigError, MissingDependencyError
+from hobbit.target import Target
+
+OPT = "opt-22"
+
+# The loop optimisers compile(loops=...) takes, and the opt flags each adds to -O<n>.
+LOOPS: dict[str, tuple[str, ...]] = {
+    "llvm": (),
+    "polly": ("-polly",),
+    "polly-late": ("-polly", "-polly-position=before-vectorizer"),
+}
+
+
+def check_loops(loops: str) -> str:
+    """`loops` when it names a loop optimiser (LOOPS), else a ConfigError listing them."""
+    if loops not in LOOPS:
+        raise ConfigError(f"loops= must be one of {', '.join(map(repr, LOOPS))}; got {loops!r}")
+    return loops
+
+
+def opt_tool() -> str:
+    """The path of opt-22, or a MissingDependencyError saying how to install it."""
+    path = shutil.which(OPT)
+    if path is None:
+        raise MissingDependencyError(
+            f"loops='polly' runs LLVM's Polly through {OPT}, which was not found on PATH (llvmlite has no Polly): "
+            f"install Debian's LLVM 22 tools (apt-get install llvm-22; apt.llvm.org has them for other "
+            f"distributions), or compile with loops='llvm'")
+    return path
+
+
+def polly_optimize(text: str, target: Target, opt_level: int, loops: str, data_layout: str) -> str:
+    """The module `text` optimised by opt-22 at O<opt_level> with `loops`' Polly flags, for the
+    target's triple, CPU and features, as IR text (the data layout given is the TargetMachine's,
+    so opt's cost models see the machine llvmlite will generate code for)."""
+    text = re.sub(r'^target datalayout = ".*"$', f'target datalayout = "{data_layout}"', text, count=1,
+                  flags=re.MULTILINE)
+    command = [opt_tool(), f"-O{opt_level}", *LOOPS[loops], f"-mtriple={target.triple}", f"-mcpu={target.cpu}",
+               f"-mattr={target.features}", "-S", "-o", "-", "-"]
+    done = subprocess.run(command, input=text, capture_output=True, text=True)
+    if done.returncode != 0:
+        detail = done.stderr.strip().splitlines()
+        raise CodegenError(f"{OPT} failed with loops={loops!r} (exit status {done.returncode}): "
+                           + " | ".join(detail[-5:]))
+    return done.stdout
