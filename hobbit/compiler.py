@@ -234,9 +234,9 @@ def compile(model: ModelSource, target: str | Target = "host", threads: int | No
     emits convolutions, matrix products, pooling and reductions as plain loop nests, with no
     tiling, packing or microkernel (hobbit.backend.cpu.naive: the input of the Polly
     experiment, slow without it); `loops` "llvm" (the default) optimises with llvmlite's O3
-    pipeline, "polly" with Polly at the start of opt-22's (Debian's llvm-22; else a
-    MissingDependencyError), "polly-late" with Polly right before the loop vectoriser
-    (hobbit.backend.polly)."""
+    pipeline, "polly" with opt-22's (Debian's llvm-22; else a MissingDependencyError) and
+    Polly in it right before the loop vectoriser (its default place), "polly-early" with
+    Polly before the standard pipeline (hobbit.backend.polly)."""
     if external_data_dir is not None:  # a pickled model may be rebuilt where the current directory differs
         external_data_dir = os.path.abspath(external_data_dir)
     model = zoo.resolve(model)

@@ -7,11 +7,12 @@ target's triple, CPU and features, and the result is parsed back and carries on 
 JIT, an exported library, code for another CPU.
 
 Where Polly runs is a choice, both measured in BENCHMARKS.md:
-  "polly"       at the start of the pipeline (Polly's default, -polly-position=early): on the
-                nests as emitted, once Polly's own canonicalisation has made them SSA;
-  "polly-late"  after LLVM's inliner and function simplification, right before the loop
-                vectoriser (-polly-position=before-vectorizer): on loops LLVM has already
-                rotated, hoisted from and promoted to registers.
+  "polly"        right before the loop vectoriser, after LLVM's inliner and function
+                 simplification (Polly's default: -polly-position=before-vectorizer, the
+                 cl::init of RegisterPasses.cpp in LLVM 22's Polly): on loops LLVM has already
+                 rotated, hoisted from and promoted to registers;
+  "polly-early"  before LLVM's standard pipeline (-polly-position=early): on the nests as
+                 emitted, once Polly's own canonicalisation has made them SSA.
 "llvm" (the default) is llvmlite's own O<n> pipeline, without Polly.
 
 Polly models loop nests whose bounds and subscripts are affine in the counters; hobbit's
@@ -32,8 +33,8 @@ OPT = "opt-22"
 # The loop optimisers compile(loops=...) takes, and the opt flags each adds to -O<n>.
 LOOPS: dict[str, tuple[str, ...]] = {
     "llvm": (),
-    "polly": ("-polly",),
-    "polly-late": ("-polly", "-polly-position=before-vectorizer"),
+    "polly": ("-polly", "-polly-position=before-vectorizer"),
+    "polly-early": ("-polly", "-polly-position=early"),
 }
 
 

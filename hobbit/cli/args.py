@@ -121,17 +121,17 @@ def model_flags(p: argparse.ArgumentParser) -> None:
 
 
 def codegen_flags(p: argparse.ArgumentParser) -> None:
-    """--schedule and --polly / --polly-late: how the kernels' loops are made (hobbit.compile's
+    """--schedule and --polly / --polly-early: how the kernels' loops are made (hobbit.compile's
     `schedule` and `loops`)."""
     p.add_argument("--schedule", choices=("auto", "naive"), default="auto",
                    help="auto (default): hobbit's tiled, packed kernels chosen from shapes and target; naive: "
                         "convolutions, matrix products, pooling and reductions as plain loop nests (for --polly)")
     loops = p.add_mutually_exclusive_group()
     loops.add_argument("--polly", dest="loops", action="store_const", const="polly", default="llvm",
-                       help="optimise with LLVM's Polly loop optimiser at the start of the pipeline "
-                            "(runs Debian's opt-22: apt-get install llvm-22)")
-    loops.add_argument("--polly-late", dest="loops", action="store_const", const="polly-late",
-                       help="as --polly, with Polly right before LLVM's loop vectoriser")
+                       help="optimise with LLVM's Polly loop optimiser, at its default place right before the loop "
+                            "vectoriser (runs Debian's opt-22: apt-get install llvm-22)")
+    loops.add_argument("--polly-early", dest="loops", action="store_const", const="polly-early",
+                       help="as --polly, with Polly before LLVM's standard pipeline")
 
 
 def target_flag(p: argparse.ArgumentParser) -> None:

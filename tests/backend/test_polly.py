@@ -38,7 +38,7 @@ def product_model():
 
 @needs_opt
 @pytest.mark.parametrize("schedule", ["naive", "auto"])
-@pytest.mark.parametrize("loops", ["polly", "polly-late"])
+@pytest.mark.parametrize("loops", ["polly", "polly-early"])
 @pytest.mark.parametrize("threads", [1, 2])
 def test_polly_matches_onnxruntime(schedule, loops, threads):
     model, feeds = dense_conv_model()
@@ -47,7 +47,7 @@ def test_polly_matches_onnxruntime(schedule, loops, threads):
 
 
 @needs_opt
-@pytest.mark.parametrize("loops", ["polly", "polly-late"])
+@pytest.mark.parametrize("loops", ["polly", "polly-early"])
 def test_polly_rewrites_the_naive_product(loops):
     """Polly's code generator names its loops polly.*: they are there for a naive GEMM, and the
     llvmlite pipeline has none."""
@@ -81,7 +81,7 @@ def test_polly_cross_compiles_for_aarch64():
 def test_cache_keys_tell_the_choices_apart(tmp_path, monkeypatch):
     monkeypatch.setenv("HOBBIT_CACHE_DIR", str(tmp_path))
     model, feeds = dense_conv_model()
-    for schedule, loops in [("auto", "llvm"), ("naive", "llvm"), ("naive", "polly"), ("naive", "polly-late")]:
+    for schedule, loops in [("auto", "llvm"), ("naive", "llvm"), ("naive", "polly"), ("naive", "polly-early")]:
         compiled = hobbit.compile(model, schedule=schedule, loops=loops, threads=1, cache=True)
         assert not isinstance(compiled.report, CachedReport), (schedule, loops)  # a fresh compile
     again = hobbit.compile(model, schedule="naive", loops="polly", threads=1, cache=True)
