@@ -6,20 +6,23 @@ hobbit's default, "naive" the plain loop nests (hobbit.backend.cpu.naive), "+pol
 "+polly-early" add Polly (hobbit.backend.polly). This answers issue 31's whole-model question:
 do Polly's schedules of the naive nests come near hobbit's own on real networks, and at what
 compile time? Every build's outputs are checked against onnxruntime first (a build that
-disagrees is reported, not timed), then the builds and onnxruntime run in turns, one inference
-each per round, so that a change in the machine's load falls on all of them alike.
+disagrees is reported, not timed), then the builds and onnxruntime run in alternating rounds, so
+that a change in the machine's load falls on all of them alike.
 
-The naive builds of a large CNN take seconds per inference, so the rounds stop at `budget_s`
-seconds per model and thread count once `min_rounds` are done: the table says how many ran."""
+The naive builds of a large CNN take seconds per inference, so each engine stops once its runs
+add up to a time budget (hobbit.bench.kernel_timing), after at least three: the table says how
+many ran."""
 
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 import numpy as np
 
 import hobbit
+from hobbit.bench.kernel_timing import budgeted_rounds
 from hobbit.bench.ort import ort_session
 from hobbit.bench.suite import compare_outputs, random_inputs
 from hobbit.errors import ConfigError
@@ -58,7 +61,7 @@ def parse_builds(text: str) -> list[Build]:
 
 @dataclass
 class BuildTiming:
-    """One build of one model at one thread count (build None: onnxruntime)."""
+    """One build of one model at one thread count (or onnxruntime's session: no compile time)."""
 
     model: str
     threads: int
@@ -76,41 +79,45 @@ class BuildTiming:
         return (float(np.percentile(self.times, 10)), float(np.percentile(self.times, 90))) if self.times else None
 
 
-def compare_builds(model: ModelInput, name: str, builds: list[Build], threads: int, rounds: int = 10,
-                   min_rounds: int = 3, budget_s: float = 120.0, seed: int = 0) -> list[BuildTiming]:
+def compare_builds(model: ModelInput, name: str, builds: list[Build], threads: int, runs: int = 10,
+                   budget_s: float = 30.0, seed: int = 0) -> list[BuildTiming]:
     """Each build compiled (no compile cache: its time is reported) and checked against
-    onnxruntime, then up to `rounds` rounds of one inference per build and onnxruntime, in
-    turns, stopping after `budget_s` once `min_rounds` are done. The last entry is onnxruntime's."""
+    onnxruntime, then every build that agrees and onnxruntime timed in alternating rounds of up to
+    `runs` runs each, each stopping once its runs add up to `budget_s` (hobbit.bench.kernel_timing:
+    a naive ResNet-50 takes seconds a run). The last entry is onnxruntime's."""
     session = ort_session(model, threads)
-    entries: list[tuple[BuildTiming, object]] = []
+    timings: dict[str, BuildTiming] = {}
+    engines: dict[str, Callable[[], object]] = {}
+    first_s: dict[str, float] = {}
     feeds = names = expected = None
     for build in builds:
         t0 = time.perf_counter()
         compiled = hobbit.compile(model, threads=threads, schedule=build.schedule, loops=build.loops, cache=False)
-        timing = BuildTiming(name, threads, build.label, time.perf_counter() - t0)
+        timing = timings[build.label] = BuildTiming(name, threads, build.label, time.perf_counter() - t0)
         if feeds is None:
             feeds = random_inputs(compiled.inputs, seed)
             names = list(compiled.output_names)
             expected = session.run(names, feeds)
-        timing.mismatch = compare_outputs(compiled.run(feeds), expected, names)[1]
-        entries.append((timing, None if timing.mismatch else (lambda c=compiled: c.run(feeds))))
-    entries.append((BuildTiming(name, threads, "onnxruntime", None), lambda: session.run(names, feeds)))
-    start = time.perf_counter()
-    for done in range(rounds):
-        if done >= min_rounds and time.perf_counter() - start > budget_s:
-            break
-        for timing, run in entries:
-            if run is not None:
-                t0 = time.perf_counter()
-                run()
-                timing.times.append(time.perf_counter() - t0)
-    return [timing for timing, _ in entries]
+        t0 = time.perf_counter()
+        outputs = compiled.run(feeds)
+        first_s[build.label] = time.perf_counter() - t0
+        timing.mismatch = compare_outputs(outputs, expected, names)[1]
+        if timing.mismatch is None:
+            engines[build.label] = lambda c=compiled: c.run(feeds)
+    timings["onnxruntime"] = BuildTiming(name, threads, "onnxruntime", None)
+    engines["onnxruntime"] = lambda: session.run(names, feeds)
+    t0 = time.perf_counter()
+    session.run(names, feeds)
+    first_s["onnxruntime"] = time.perf_counter() - t0
+    for label, seconds in budgeted_rounds(engines, runs, budget_s, first_s).items():
+        timings[label].times = seconds
+    return list(timings.values())
 
 
 def markdown(results: list[BuildTiming]) -> str:
     """Per model and thread count: each build's compile time, median latency with its p10-p90,
-    the rounds timed, and its time over the first build's and over onnxruntime's."""
-    lines = ["| model | threads | build | compile s | median ms | p10-p90 ms | rounds | / first build | / onnxruntime |",
+    the runs timed, and its time over the first build's and over onnxruntime's."""
+    lines = ["| model | threads | build | compile s | median ms | p10-p90 ms | runs | / first build | / onnxruntime |",
              "|---|---|---|---|---|---|---|---|---|"]
     groups: dict[tuple[str, int], list[BuildTiming]] = {}
     for r in results:

@@ -8,7 +8,9 @@ beside onnxruntime and OpenVINO (hobbit.bench.quant); --sweep times one compile 
 symbolic dims at several sizes of one dim (or of several dims together: an image's height and
 width), beside a static compile of each size and onnxruntime (hobbit.bench.sweep); --summary
 FILE writes every precision against its best peer, quiet and under load, the sporadic requests,
-the cold compiles and the slowest kernels in one page (hobbit.bench.summary). Models and
+the cold compiles and the slowest kernels in one page (hobbit.bench.summary); --kernels times
+Baidu DeepBench's inference problems as one-op models in hobbit's schedules, plain loop nests
+(with and without Polly), numpy and onnxruntime, fp32 and int8 (hobbit.bench.kernels). Models and
 flags are checked before the minutes of benchmarking start, and the exit status is 1 when any
 outputs disagree."""
 
@@ -22,13 +24,16 @@ from collections.abc import Callable
 import onnx
 
 from hobbit import zoo
-from hobbit.bench import decode, quant, quant_report, report, scaleout, sporadic, suite, summary, sweep, tf
+from hobbit.bench import (builds, decode, kernel_report, kernels, quant, quant_report, report, scaleout, sporadic,
+                          suite, summary, sweep, tf)
+from hobbit.bench.kernel_timing import MIN_RUNS
 from hobbit.bench.load import LOADS, BuildOptions
 from hobbit.bench.result import BenchResult
 from hobbit.cli.args import (add_command, input_shape_flag, non_negative_int, parse_threads, positive_int,
                              target_flag)
 from hobbit.cli.inputs import ShapeFlag, declared, input_shapes, require_static, with_input_shapes
 from hobbit.cli.model import load_model, not_a_model, pipeline, runnable_here
+from hobbit.backend.polly import opt_tool
 from hobbit.cli.output import write_text, writing
 from hobbit.errors import ConfigError, InputError, MissingDependencyError
 from hobbit.frontend.onnx.importer import load_model as read_onnx
@@ -56,8 +61,13 @@ OpenVINO int8, quiet and under each --load condition (default none,busy-core,gap
 the sporadic ones in an fp32 table of their own), each model's cold compile in a fresh process with its phases,
 and each precision's three slowest kernels as % of the measured peak of its instruction (FMA, vdpbf16ps,
 vpdpbusd); in an existing file (BENCHMARKS.md) it replaces only what lies between the lines
-<!-- hobbit bench --summary: begin --> and <!-- hobbit bench --summary: end -->. Exits with status 1
-when any outputs disagree."""
+<!-- hobbit bench --summary: begin --> and <!-- hobbit bench --summary: end -->. --kernels
+deepbench[:gemm|conv|rnn][:server|device] times Baidu DeepBench's inference shapes (default: all three
+kinds, the device set; the server set is 251 shapes whose largest GEMMs take a plain loop nest minutes a
+run, so sample it with --limit) as one-op models: GFLOP/s and % of the measured peak of hobbit, the naive
+loop nest after LLVM's O3 and after Polly (at its default place and early), numpy's BLAS (GEMM),
+onnxruntime, and int8 hobbit and onnxruntime where DeepBench runs int8, at each --threads, each output
+checked against onnxruntime. Exits with status 1 when any outputs disagree."""
 
 EXAMPLES = """examples:
   hobbit bench                                 zoo resnet18 at 1 thread
@@ -76,6 +86,10 @@ EXAMPLES = """examples:
   hobbit bench --model bert.onnx --sweep sequence=16,64,128,256,512 --dynamic sequence=1:512 --threads 1,2
                                                one compile at five lengths, beside static compiles and onnxruntime
                                                (python scripts/export_dynamic_models.py DIR writes such models)
+  hobbit bench --kernels deepbench:gemm:device --threads 1,2 --markdown gemm.md --plot gemm.png
+                                               DeepBench's 13 device GEMMs in every configuration
+  hobbit bench --kernels deepbench:server --limit 6 --configs hobbit,numpy,onnxruntime,hobbit-int8
+                                               6 shapes of each server set, four configurations only
   hobbit bench --model DIR/resnet18.onnx --sweep height,width=224x224,160x240,320x320
          --dynamic height=64:320 --dynamic width=64:320
                                                one compile at three image sizes, height and width moved together
@@ -109,6 +123,14 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--passes", metavar="A,B,C", help="graph passes to run, in order (default: the standard pipeline)")
     p.add_argument("--disable", metavar="NAME", action="append", default=[], help="drop this pass (repeatable)")
     _sweep_flags(p)
+    _kernel_flags(p)
+    p.add_argument("--builds", type=parse_builds, default=None, metavar="B[,B...]",
+                   help="compile each --model several ways and time them in one run beside onnxruntime "
+                        "(hobbit.bench.builds): each B is auto or naive (hobbit.compile's schedule=), optionally "
+                        "+polly or +polly-early (its loops=), the first the one the others are compared with, e.g. "
+                        "auto,naive,naive+polly,naive+polly-early; --model defaults to the five zoo CNNs; takes "
+                        "--threads, --runs (at most, per build), --budget (seconds of runs per build, default 30) "
+                        "and --markdown")
     input_shape_flag(p)
     target_flag(p)
     _report_flags(p)
@@ -140,6 +162,65 @@ def _sweep_flags(p: argparse.ArgumentParser) -> None:
                         "dynamic_shapes={SYMBOL: (LOW, HIGH)}, where this hobbit takes that argument); repeat it "
                         "for each swept dim, e.g. --dynamic height=64:320 --dynamic width=64:320; without it the "
                         "one compile is hobbit.compile's default for a symbolic dim")
+
+
+def _kernel_flags(p: argparse.ArgumentParser) -> None:
+    """--kernels and the flags that go with it only (hobbit.bench.kernels)."""
+    p.add_argument("--kernels", type=parse_kernels, nargs="?", const=kernels.SUITE, default=None,
+                   metavar="deepbench[:gemm|conv|rnn][:server|device]",
+                   help="time Baidu DeepBench's inference problems as one-op ONNX models (hobbit.bench.kernels): "
+                        "a kind (default all three) and a set (default device: 32 shapes; server: 251, whose naive "
+                        "loop nests take minutes a run: use --limit); per shape and --threads, GFLOP/s and %% of the "
+                        "measured peak of each configuration, every output checked against onnxruntime; "
+                        "takes --threads, --runs (at most, per configuration), --warmup, --configs, --limit, "
+                        "--budget, --markdown, --json, --plot")
+    p.add_argument("--configs", type=parse_kernel_configs, default=None, metavar="NAME[,NAME...]",
+                   help=f"with --kernels: the configurations to time, from {', '.join(kernels.CONFIG_NAMES)} "
+                        "(default: all; those that cannot run here, e.g. Polly without opt-22, show why in their "
+                        "column; named here, they are an error instead)")
+    p.add_argument("--limit", type=positive_int, default=None, metavar="N",
+                   help="with --kernels: N shapes of each kind, spread evenly over DeepBench's rows (the tables name "
+                        "the rows run)")
+    p.add_argument("--budget", type=positive_seconds, default=None, metavar="SECONDS",
+                   help=f"with --kernels: seconds of timed runs per configuration, shape and thread count (default "
+                        f"{kernels.DEFAULT_BUDGET_S:g}; at least {MIN_RUNS} runs); a configuration whose single run "
+                        f"takes over {kernels.CAP_FACTOR} times this is reported as over budget; with --builds: "
+                        f"seconds of timed runs per build, model and thread count (default 30)")
+
+
+def parse_builds(text: str) -> list[builds.Build]:
+    """--builds auto,naive+polly -> [Build("auto"), Build("naive", "polly")]."""
+    try:
+        return builds.parse_builds(text)
+    except ConfigError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
+
+
+def parse_kernels(text: str) -> kernels.KernelSpec:
+    """--kernels deepbench:gemm:device -> KernelSpec(("gemm",), "device")."""
+    try:
+        return kernels.parse_spec(text)
+    except ConfigError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
+
+
+def parse_kernel_configs(text: str) -> tuple[str, ...]:
+    """--configs hobbit,onnxruntime -> ("hobbit", "onnxruntime")."""
+    try:
+        return kernels.parse_configs(text)
+    except ConfigError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
+
+
+def positive_seconds(text: str) -> float:
+    """--budget 2.5 -> 2.5 (a positive number of seconds)."""
+    try:
+        seconds = float(text)
+    except ValueError:
+        seconds = 0.0
+    if not seconds > 0 or seconds == float("inf"):
+        raise argparse.ArgumentTypeError(f"expected a positive number of seconds, got {text!r}")
+    return seconds
 
 
 def _load_flags(p: argparse.ArgumentParser) -> None:
@@ -304,6 +385,12 @@ def _bench_model(name: str, flags: list[ShapeFlag], batch: int) -> onnx.ModelPro
 def cmd_bench(args: argparse.Namespace) -> int:
     runnable_here(args.target, "bench")
     loads, args.load = args.load, args.load or ["none"]
+    if args.kernels:
+        return _bench_kernels(args)
+    if args.builds:
+        return _bench_builds(args)
+    if args.configs or args.limit or args.budget:
+        raise ConfigError("--configs and --limit go with --kernels, --budget with --kernels or --builds")
     if args.summary:
         return _bench_summary(args, loads or list(summary.DEFAULT_LOADS))
     if args.engine:
@@ -405,6 +492,83 @@ def _command_line(args: argparse.Namespace, build: BuildOptions) -> str:
             + (f" --streams {args.streams}" if args.streams else "")
             + (" --aot" if args.aot else "")
             + (f" --target {build.target}" if build.target != "host" else ""))
+
+
+def _bench_kernels(args: argparse.Namespace) -> int:
+    """`hobbit bench --kernels SPEC` (hobbit.bench.kernels): DeepBench's problems, every configuration."""
+    _takes_only(args, "--kernels", "--threads, --runs, --warmup, --configs, --limit, --budget, --markdown, --json "
+                "and --plot",
+                (("--model", args.model), ("--load", args.load != ["none"]), ("--streams", args.streams),
+                 ("--aot", args.aot), ("--batch", args.batch > 1), ("--precision", args.precision),
+                 ("--sweep", args.sweep), ("--decode", args.decode), ("--dynamic", args.dynamic),
+                 ("--summary", args.summary), ("--engine", args.engine), ("--profile", args.profile),
+                 ("--passes/--disable", args.passes or args.disable), ("--input-shape", args.input_shape),
+                 ("--signature", args.signature)))
+    configs, notes = kernels.select_configs(args.configs)
+    if args.plot:
+        report.pyplot()  # fail before minutes of benchmarking, not after
+    budget = args.budget or kernels.DEFAULT_BUDGET_S
+    cases = kernels.cases_of(args.kernels, args.limit)
+    machine = report.machine_info()
+    threads = ",".join(map(str, args.threads))
+    print(f"measuring the peaks at {threads} thread(s), then {len(cases)} shapes of {args.kernels} in "
+          f"{', '.join(c.name for c in configs)}: build, check against onnxruntime, time ...", flush=True)
+    bench = kernels.KernelBench(configs, args.threads, args.runs, args.warmup, budget, notes)
+    rows = bench.run(cases, report=lambda row: print(kernel_report.format_row(row), flush=True))
+    print("\n" + kernel_report.speed_table(rows) + "\n" + kernel_report.compile_table(rows), end="")
+    command = (f"hobbit bench --kernels {args.kernels} --threads {threads} --runs {args.runs} --warmup {args.warmup}"
+               + (f" --configs {','.join(args.configs)}" if args.configs else "")
+               + (f" --limit {args.limit}" if args.limit else "") + f" --budget {budget:g}")
+    if args.markdown:
+        write_text(kernel_report.markdown_report(rows, bench.peaks, machine, command, args.runs, args.warmup, budget),
+                   args.markdown)
+    if args.json:
+        settings = {"runs": args.runs, "warmup": args.warmup, "budget_s": budget, "cap_s": bench.cap_s,
+                    "limit": args.limit, "configs": [c.name for c in configs], "unavailable": notes}
+        with writing(args.json):
+            kernel_report.write_json(rows, bench.peaks, machine, command, settings, args.json)
+        print(f"wrote {args.json}", file=sys.stderr)
+    if args.plot:
+        with writing(args.plot):
+            kernel_report.plot(rows, bench.peaks, args.plot)
+        print(f"wrote {args.plot}", file=sys.stderr)
+    agree = all(cell.status != kernels.MISMATCH for row in rows for cell in row.cells.values())
+    return 0 if agree else 1
+
+
+def _bench_builds(args: argparse.Namespace) -> int:
+    """`hobbit bench --builds A,B,...` (hobbit.bench.builds): each model compiled each way, timed in turns."""
+    _takes_only(args, "--builds", "--model, --threads, --runs, --budget and --markdown",
+                (("--load", args.load != ["none"]), ("--streams", args.streams), ("--aot", args.aot),
+                 ("--batch", args.batch > 1), ("--precision", args.precision), ("--plot", args.plot),
+                 ("--json", args.json), ("--profile", args.profile), ("--configs", args.configs),
+                 ("--limit", args.limit), ("--passes/--disable", args.passes or args.disable),
+                 ("--input-shape", args.input_shape), ("--signature", args.signature)))
+    models = low_bit_models(args.model)
+    if any(b.loops != "llvm" for b in args.builds):
+        opt_tool()
+    budget = args.budget or 30.0
+    machine = report.machine_info()
+    labels = ", ".join(b.label for b in args.builds)
+    print(f"{', '.join(name for name, _ in models)} built {labels} at {args.threads} thread(s): compile, check "
+          f"against onnxruntime, time in turns ...", flush=True)
+    timings = []
+    for name, load in models:
+        model = load()
+        for threads in args.threads:
+            found = builds.compare_builds(model, name, args.builds, threads, args.runs, budget)
+            for t in found:
+                median = "outputs disagree" if t.mismatch else f"{t.median * 1e3:.1f} ms"
+                print(f"  {name} {threads}t {t.label}: {median}", flush=True)
+            timings += found
+    table = builds.markdown(timings)
+    print("\n" + table, end="")
+    if args.markdown:
+        command = (f"hobbit bench --builds {','.join(b.label for b in args.builds)} --model {args.model or 'all'} "
+                   f"--threads {','.join(map(str, args.threads))} --runs {args.runs} --budget {budget:g}")
+        write_text(f"Generated by `{command}` on {machine['date']}: hobbit {machine['hobbit']}, onnxruntime "
+                   f"{machine['onnxruntime']}. {report.describe_machine(machine)}\n\n{table}", args.markdown)
+    return 0 if all(t.mismatch is None for t in timings) else 1
 
 
 def _bench_tf(args: argparse.Namespace) -> int:
