@@ -30,7 +30,7 @@ from hobbit.bench.kernel_timing import MIN_RUNS
 from hobbit.bench.load import LOADS, BuildOptions
 from hobbit.bench.result import BenchResult
 from hobbit.cli.args import (add_command, input_shape_flag, non_negative_int, parse_threads, positive_int,
-                             target_flag)
+                             positive_seconds, target_flag)
 from hobbit.cli.inputs import ShapeFlag, declared, input_shapes, require_static, with_input_shapes
 from hobbit.cli.model import load_model, not_a_model, pipeline, runnable_here
 from hobbit.backend.polly import opt_tool
@@ -188,39 +188,20 @@ def _kernel_flags(p: argparse.ArgumentParser) -> None:
                         f"seconds of timed runs per build, model and thread count (default 30)")
 
 
-def parse_builds(text: str) -> list[builds.Build]:
-    """--builds auto,naive+polly -> [Build("auto"), Build("naive", "polly")]."""
-    try:
-        return builds.parse_builds(text)
-    except ConfigError as exc:
-        raise argparse.ArgumentTypeError(str(exc)) from None
+def argument_type(parse: Callable[[str], object], name: str) -> Callable[[str], object]:
+    """An argparse `type` of `parse`, whose ConfigError becomes argparse's usage error (exit 2)."""
+    def parsed(text: str) -> object:
+        try:
+            return parse(text)
+        except ConfigError as exc:
+            raise argparse.ArgumentTypeError(str(exc)) from None
+    parsed.__name__ = name
+    return parsed
 
 
-def parse_kernels(text: str) -> kernels.KernelSpec:
-    """--kernels deepbench:gemm:device -> KernelSpec(("gemm",), "device")."""
-    try:
-        return kernels.parse_spec(text)
-    except ConfigError as exc:
-        raise argparse.ArgumentTypeError(str(exc)) from None
-
-
-def parse_kernel_configs(text: str) -> tuple[str, ...]:
-    """--configs hobbit,onnxruntime -> ("hobbit", "onnxruntime")."""
-    try:
-        return kernels.parse_configs(text)
-    except ConfigError as exc:
-        raise argparse.ArgumentTypeError(str(exc)) from None
-
-
-def positive_seconds(text: str) -> float:
-    """--budget 2.5 -> 2.5 (a positive number of seconds)."""
-    try:
-        seconds = float(text)
-    except ValueError:
-        seconds = 0.0
-    if not seconds > 0 or seconds == float("inf"):
-        raise argparse.ArgumentTypeError(f"expected a positive number of seconds, got {text!r}")
-    return seconds
+parse_builds = argument_type(builds.parse_builds, "parse_builds")  # --builds auto,naive+polly
+parse_kernels = argument_type(kernels.parse_spec, "parse_kernels")  # --kernels deepbench:gemm:device
+parse_kernel_configs = argument_type(kernels.parse_configs, "parse_kernel_configs")  # --configs hobbit,onnxruntime
 
 
 def _load_flags(p: argparse.ArgumentParser) -> None:

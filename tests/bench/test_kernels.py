@@ -319,7 +319,7 @@ def test_command_writes_markdown_json_and_plot(monkeypatch, tmp_path, capsys):
 @pytest.mark.parametrize(("args", "says"), [
     (["--kernels", "deepbench:blas"], "neither a kind"),
     (["--kernels", "--configs", "fast"], "expected names"),
-    (["--kernels", "--budget", "0"], "positive number of seconds"),
+    (["--kernels", "--budget", "0"], "number of seconds > 0"),
     (["--kernels", "--model", "resnet18"], "not --model"),
     (["--limit", "3"], "go with --kernels")])
 def test_bad_kernel_flags_fail_before_benchmarking(args, says, capsys):
