@@ -49,3 +49,12 @@ def test_matches_onnxruntime(models, name, symbolic):
         got = compiled.run(inputs)[0]
         assert got.shape == want.shape and got.dtype == np.float32
         np.testing.assert_allclose(got, want, rtol=RTOL, atol=ATOL, err_msg=f"{name}, batch {n}")
+
+
+@pytest.mark.parametrize("name", list(CASES))
+def test_naive_schedule_matches_onnxruntime(models, name):
+    """schedule="naive" (plain loop nests for MatMul, Conv, pooling, reductions) on the tier."""
+    model = _model(models, name, False)
+    inputs = feeds(CASES[name], 1, seed=4)
+    got = hobbit.compile(model, schedule="naive", cache=False).run(inputs)[0]
+    np.testing.assert_allclose(got, run_ort(model, inputs)[0], rtol=RTOL, atol=ATOL, err_msg=name)

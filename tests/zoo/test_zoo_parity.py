@@ -5,6 +5,7 @@ N(0, 1) input (not the image the BatchNorm statistics were calibrated on)."""
 
 from __future__ import annotations
 
+import shutil
 from functools import lru_cache
 
 import numpy as np
@@ -72,13 +73,14 @@ def test_op_patterns():
     assert all(_attrs(n)["ceil_mode"] == 1 for n in squeezenet.graph.node if n.op_type == "MaxPool")
 
 
-def _check_parity(name: str, seed: int) -> None:
+def _check_parity(name: str, seed: int, **options) -> None:
+    """`options`: hobbit.compile's, e.g. schedule="naive"."""
     model = _model(name)
     x = rand(1, 3, 224, 224, seed=seed)
     expected = run_ort(model, {"input": x})[0]
     assert expected.shape == (1, 1000)
     assert 0.1 <= float(expected.std()) <= 100, f"{name} logits are degenerate (std {expected.std()})"
-    got = hobbit.compile(model).run({"input": x})[0]
+    got = hobbit.compile(model, **options).run({"input": x})[0]
     assert got.shape == (1, 1000) and got.dtype == np.float32
     np.testing.assert_allclose(got, expected, rtol=1e-3, atol=1e-4)
 
@@ -87,6 +89,21 @@ def _check_parity(name: str, seed: int) -> None:
 @pytest.mark.parametrize("name", ["resnet18", "mobilenet_v2", "squeezenet1_1"])
 def test_parity_small(name):
     _check_parity(name, seed=7)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("name", ["resnet18", "mobilenet_v2", "squeezenet1_1"])
+def test_parity_naive_schedule(name):
+    """schedule="naive" (plain loop nests: hobbit.backend.cpu.naive) on the CNN tier; ResNet-18's
+    naive nests take 6 s an inference at one thread, so one run each."""
+    _check_parity(name, seed=5, schedule="naive", cache=False)
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(shutil.which("opt-22") is None, reason="needs opt-22 (Debian's llvm-22)")
+def test_parity_naive_polly():
+    """The naive nests through Polly (loops="polly": hobbit.backend.polly) on a whole CNN."""
+    _check_parity("squeezenet1_1", seed=6, schedule="naive", loops="polly", cache=False)
 
 
 @pytest.mark.slow

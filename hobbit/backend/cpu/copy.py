@@ -7,8 +7,8 @@ ones of the bound shape and only the trip counts (`lengths`) are run-time values
 
 A transpose whose innermost output dim reads the input with a stride, while another dim reads
 it contiguously (NHWC -> NCHW, a matrix's transpose), is copied in square tiles of those two
-dims (_tiled_dim): each input cache line it touches is then read whole while it is in the
-cache, not once per element. Polly's tiling of this nest showed the gap (issue 31,
+dims where a row's strided lines would not stay in the L1 cache until the next row reads them
+again (_tiled_dim): each input line is then read whole while it is cached, not once per element. Polly's tiling of this nest showed the gap (issue 31,
 hobbit.backend.polly: 1.7x on a 1024x1024 transpose, 2.5-3.6x on NHWC -> NCHW, 3.6x on a
 64x128x64 rotation, against the plain nest on a Zen 3)."""
 
@@ -25,6 +25,14 @@ from hobbit.backend.cpu.parallel import Threads
 PARALLEL_MIN = 1 << 15  # below this a parallel region costs more than the copy
 # A tile's side in bytes of its elements: two 64-byte cache lines of the input read per column.
 TILE_BYTES = 128
+# The plain nest already reads each input line whole while the innermost dim's lines stay in the
+# L1 cache between two output rows: tiled, NCHW -> NHWC of 1x64x56x56 (64 lines) was 1.24x slower
+# and 1x12x128x64 (0,1,3,2: 128 lines) 1.19x; from 256 lines (16 KiB, half of a 32 KiB L1)
+# tiles paid, 256x4096 -> 0.65x (Zen 3, 1 thread). So a dim of fewer lines is tiled
+# only where its stride is a multiple of ALIASING bytes, whose lines all fall in one L1 set:
+# 8x64x64x64 (0,3,2,1) -> 0.76x.
+LONG_ROW = 256
+ALIASING = 4096
 
 
 def emit_strided_copy(kb: KernelBuilder, src: ir.Value, dst: ir.Value, dtype: np.dtype,
@@ -44,7 +52,7 @@ def emit_strided_copy(kb: KernelBuilder, src: ir.Value, dst: ir.Value, dtype: np
         loop_shape, (s_strides, d_strides) = collapse(tuple(shape), stride_sets)
         trips: list[int | ir.Value] = list(loop_shape)
         tile = max(1, TILE_BYTES // np.dtype(dtype).itemsize)
-        across = _tiled_dim(loop_shape, s_strides, d_strides, tile)
+        across = _tiled_dim(loop_shape, s_strides, d_strides, tile, np.dtype(dtype).itemsize)
         if across is not None:
             _tiled_copy(kb, src, dst, dtype, loop_shape, s_strides, d_strides, src_offset, dst_offset, across, tile,
                         threads if parallel else None)
@@ -64,11 +72,15 @@ def emit_strided_copy(kb: KernelBuilder, src: ir.Value, dst: ir.Value, dtype: np
     level(0, [])
 
 
-def _tiled_dim(shape: tuple[int, ...], src_strides: list[int], dst_strides: list[int], tile: int) -> int | None:
+def _tiled_dim(shape: tuple[int, ...], src_strides: list[int], dst_strides: list[int], tile: int,
+               itemsize: int) -> int | None:
     """The dim to tile with the innermost one: the dim that reads the input contiguously, where
-    the innermost dim writes contiguously but reads with a stride and both span a tile; else None."""
+    the innermost dim writes contiguously but reads with a stride, both span a tile, and the
+    innermost dim's lines do not stay in L1 by themselves (LONG_ROW, ALIASING); else None."""
     inner = len(shape) - 1
     if inner < 1 or dst_strides[inner] != 1 or src_strides[inner] == 1 or shape[inner] < tile:
+        return None
+    if shape[inner] < LONG_ROW and (src_strides[inner] * itemsize) % ALIASING:
         return None
     return next((d for d in range(inner) if src_strides[d] == 1 and shape[d] >= tile), None)
 
