@@ -4,6 +4,7 @@ compile cache tells the choices apart, and a missing opt-22 or a bad choice is a
 
 from __future__ import annotations
 
+import re
 import shutil
 
 import numpy as np
@@ -115,3 +116,36 @@ def test_opt_failure_is_a_codegen_error(monkeypatch, tmp_path):
     model, _ = dense_conv_model()
     with pytest.raises(CodegenError, match="something broke"):
         hobbit.compile(model, schedule="naive", loops="polly", cache=False)
+
+
+def misaligned(shape: tuple[int, ...]) -> np.ndarray:
+    """A float32 array whose data starts 4 bytes past a 64-byte boundary."""
+    raw = np.empty(int(np.prod(shape)) * 4 + 128, np.uint8)
+    start = (-raw.ctypes.data) % 64 + 4
+    return raw[start: start + int(np.prod(shape)) * 4].view(np.float32).reshape(shape)
+
+
+@needs_opt
+def test_polly_output_claims_no_alignment_it_lacks():
+    """Polly's DeLICM gave the vector stores it mapped onto ReduceMax's output the 32-byte alignment
+    of the register's stack slot: a segfault on an output not 32-byte aligned. hobbit lowers every
+    access of opt-22's output to its element's alignment (hobbit.backend.polly.natural_alignment)."""
+    x = rand(64, 256, 64)
+    model = make_model([helper.make_node("ReduceMax", ["x", "axes"], ["y"], keepdims=0)], {"x": x}, ["y"],
+                       {"axes": np.array([1], np.int64)}, opset=18)
+    text = str(lower_to_llvm(model, threads=1, loops="polly").optimized)
+    assert not re.search(r"(load|store) <\d+ x float>[^\n]*, align (8|16|32|64)\b", text)
+    compiled = hobbit.compile(model, threads=1, loops="polly", cache=False)
+    y = misaligned((64, 64))
+    compiled.run({"x": x}, out=[y])
+    np.testing.assert_array_equal(y, x.max(axis=1))
+
+
+def test_natural_alignment_lowers_and_never_raises():
+    text = ("  store <8 x float> %v, ptr %p, align 32, !alias.scope !0\n"
+            "  %a = load <4 x i32>, ptr %q, align 64\n  store double %d, ptr %r, align 4\n"
+            "  %b = load float, ptr %s, align 16\n  %c = load i8, ptr %t, align 1\n")
+    assert polly.natural_alignment(text) == (
+        "  store <8 x float> %v, ptr %p, align 4, !alias.scope !0\n"
+        "  %a = load <4 x i32>, ptr %q, align 4\n  store double %d, ptr %r, align 4\n"
+        "  %b = load float, ptr %s, align 4\n  %c = load i8, ptr %t, align 1\n")
