@@ -167,7 +167,7 @@ def _optimize(text: str, target: Target, opt_level: int, context: ContextRef, lo
     module.triple = target.triple
     module.data_layout = str(machine.target_data)
     if opt_level > 0 and loops != "llvm":
-        optimized = polly_optimize(str(module), target, opt_level, loops, str(machine.target_data))
+        optimized = polly_optimize(str(module), target, opt_level, loops)
         module.close()
         return _parse(optimized, context)
     if opt_level > 0:

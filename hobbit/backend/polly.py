@@ -71,12 +71,11 @@ def opt_tool() -> str:
     return path
 
 
-def polly_optimize(text: str, target: Target, opt_level: int, loops: str, data_layout: str) -> str:
-    """The module `text` optimised by opt-22 at O<opt_level> with `loops`' Polly flags, for the
-    target's triple, CPU and features, as IR text (the data layout given is the TargetMachine's,
-    so opt's cost models see the machine llvmlite will generate code for)."""
-    text = re.sub(r'^target datalayout = ".*"$', f'target datalayout = "{data_layout}"', text, count=1,
-                  flags=re.MULTILINE)
+def polly_optimize(text: str, target: Target, opt_level: int, loops: str) -> str:
+    """The module `text` (carrying the TargetMachine's data layout, which hobbit.backend.llvm
+    sets before printing it, so opt's cost models see the machine llvmlite will generate code
+    for) optimised by opt-22 at O<opt_level> with `loops`' Polly flags, for the target's triple,
+    CPU and features, as IR text."""
     command = [opt_tool(), f"-O{opt_level}", *LOOPS[loops], f"-mtriple={target.triple}", f"-mcpu={target.cpu}",
                f"-mattr={target.features}", "-S", "-o", "-", "-"]
     done = subprocess.run(command, input=text, capture_output=True, text=True)
