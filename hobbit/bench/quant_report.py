@@ -24,10 +24,13 @@ def _ms(t: Timing) -> str:
 
 
 def ratio_cell(value: float | None, target: float, digits: int = 2) -> str:
-    """A ratio as the tables write it, marked ✗ above its target; — where there is none."""
+    """A ratio as the tables write it, marked ✗ above its target; — where there is none. The mark
+    judges the figure as printed: 0.8003 prints as 0.80, and "0.80 ✗" beside a 0.8 target would
+    contradict itself (CI failed on exactly that cell)."""
     if value is None:
         return "—"
-    return f"{value:.{digits}f}" + ("" if value <= target else " ✗")
+    shown = round(value, digits)
+    return f"{shown:.{digits}f}" + ("" if shown <= target else " ✗")
 
 
 def _present(results: list[QuantBenchResult], engines: Sequence[str]) -> list[str]:

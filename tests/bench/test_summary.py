@@ -13,6 +13,7 @@ import pytest
 from onnx import helper
 
 from hobbit.bench import coldcompile, summary
+from hobbit.bench.quant_report import ratio_cell
 from hobbit.bench.result import BenchResult, Timing
 from hobbit.cli.main import main
 from hobbit.runtime.peak import Peak
@@ -158,6 +159,11 @@ def test_ratio_cells_pick_the_fastest_peer_and_mark_the_target():
     assert summary.fp32_cells(BenchResult("m", 3, 1, 0.1, 1.0, "differs")) == ("outputs disagree", "—", "—")
     assert [summary.figure(ms) for ms in (126.04, 0.012346, 1234.4, 4e-5)] == ["126.0", "0.01235", "1234",
                                                                             "0.00004000"]
+
+
+def test_the_target_mark_judges_the_ratio_as_printed():
+    """0.8003 prints as 0.80, which meets a 0.8 target; 0.806 prints as 0.81, which misses it."""
+    assert [ratio_cell(v, 0.8) for v in (0.8003, 0.8, 0.806, None)] == ["0.80", "0.80", "0.81 ✗", "—"]
 
 
 @pytest.mark.parametrize("flags, named", [(["--precision", "int8"], "--precision"), (["--aot"], "--aot"),
