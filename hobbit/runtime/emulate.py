@@ -32,7 +32,7 @@ class GridEmulator:
         self._calls = []
         for launch in launches:
             address = self._engine.get_function_address(f"{launch.kernel}.grid")
-            kind = ctypes.CFUNCTYPE(None, *[ctypes.c_void_p] * len(launch.args))
+            kind = ctypes.CFUNCTYPE(None, *[ctypes.c_void_p] * len(launch.args), *[ctypes.c_int64] * 3)
             self._calls.append(kind(address))
 
     def run(self, inputs: list[np.ndarray], outputs: list[np.ndarray]) -> None:
@@ -46,5 +46,5 @@ class GridEmulator:
                     pointers.append(bases[place.kind][place.index] + place.offset)
                 else:
                     pointers.append((weights if place.kind == "const" else arena) + place.index + place.offset)
-            call(*pointers)
+            call(*pointers, *launch.grid)
 

@@ -160,7 +160,7 @@ class FakeDriver:
     def _execute(self, launch: tuple) -> None:
         self.launched.append(launch)
         if launch[0] in self.kernels:
-            self.kernels[launch[0]][0](*launch[4])
+            self.kernels[launch[0]][0](*launch[4], *launch[1])
 
     def _cuStreamBeginCapture(self, stream: int, mode: CUstreamCaptureMode) -> tuple:
         self._capturing = []
@@ -191,7 +191,7 @@ def host_kernels(gpu_model: Any) -> dict[str, tuple[Callable, int]]:
     engine = jit_engine(optimize(gpu_model.host_module(), host_target()), host_target())
     kernels: dict[str, tuple[Callable, int]] = {"engine": (engine, 0)}
     for launch in gpu_model.launches:
-        signature = ctypes.CFUNCTYPE(None, *[ctypes.c_void_p] * len(launch.args))
+        signature = ctypes.CFUNCTYPE(None, *[ctypes.c_void_p] * len(launch.args), *[ctypes.c_int64] * 3)
         kernels[launch.kernel] = (signature(engine.get_function_address(f"{launch.kernel}.grid")), len(launch.args))
     return kernels
 

@@ -9,7 +9,7 @@ sequence on one stream, and the grid emulation (hobbit.runtime.emulate) into cal
 
 The same emitters build the module for NVPTX, AMDGPU or the host (`flavour`, see
 hobbit.backend.gpu.simt); on the host each kernel also gets `<name>.grid`, a loop over every
-block of its grid, so that one call runs the whole launch."""
+block of the grid it is called with, so that one call runs the whole launch."""
 
 from __future__ import annotations
 
@@ -127,16 +127,21 @@ def _emit_kernel(module: ir.Module, node: Node, plan: MemoryPlan, target: GpuTar
         raise CodegenError(f"kernel for node '{node.name}' uses {simt.shared_bytes} bytes of shared memory; "
                            f"{target.arch} blocks hold {target.shared_bytes}")
     if host:
-        _grid_function(module, fn, len(values), gpu_plan.grid)
+        _grid_function(module, fn, len(values))
     return Launch(fn.name, node.name, node.op, gpu_plan.grid, gpu_plan.threads, simt.shared_bytes,
                   tuple(plan.place(v) for v in values))
 
 
-def _grid_function(module: ir.Module, body: ir.Function, n_pointers: int, grid: tuple[int, int, int]) -> None:
-    """`<kernel>.grid(pointers...)`: the kernel's body for every block of its grid, in order."""
-    fn = ir.Function(module, ir.FunctionType(ir.VoidType(), [PTR] * n_pointers), name=f"{body.name}.grid")
+def _grid_function(module: ir.Module, body: ir.Function, n_pointers: int) -> None:
+    """`<kernel>.grid(pointers..., grid.x, grid.y, grid.z)`: the kernel's body for every block
+    of the grid it is given, in order. The grid is an argument, not the plan's, so that a
+    launch runs the grid it names (the fake CUDA driver passes cuLaunchKernel's)."""
+    fn = ir.Function(module, ir.FunctionType(ir.VoidType(), [PTR] * n_pointers + [I64] * 3), name=f"{body.name}.grid")
+    for p, axis in zip(fn.args[n_pointers:], "xyz"):
+        p.name = f"grid.{axis}"
+    pointers, (gx, gy, gz) = list(fn.args[:n_pointers]), fn.args[n_pointers:]
     kb = KernelBuilder(fn)
-    with kb.loop(0, grid[2], name="block.z") as z, kb.loop(0, grid[1], name="block.y") as y, \
-            kb.loop(0, grid[0], name="block.x") as x:
-        kb.b.call(body, list(fn.args) + [x, y, z])
+    with kb.loop(0, gz, name="block.z") as z, kb.loop(0, gy, name="block.y") as y, \
+            kb.loop(0, gx, name="block.x") as x:
+        kb.b.call(body, pointers + [x, y, z])
     kb.finish()
