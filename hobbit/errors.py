@@ -128,6 +128,12 @@ class CodegenError(HobbitError):
     """A kernel could not be generated for a node (a bug or an unsupported variant)."""
 
 
+class RaceError(CodegenError):
+    """The GPU grid emulation found a data race in a kernel: two threads of a block touched one
+    shared-memory element, at least one writing, with no barrier between them (hobbit.backend.gpu.
+    racecheck); the message names the kernel, the phase, the array, the element and the threads."""
+
+
 class RunError(HobbitError):
     """An inference found invalid data at run time, e.g. an index outside its axis; the message
     names the node, its op and the offending value. The outputs of that run are not returned."""

@@ -17,6 +17,7 @@ from hobbit.errors import CodegenError
 
 I64 = ir.IntType(64)
 I32 = ir.IntType(32)
+I8 = ir.IntType(8)
 I1 = ir.IntType(1)
 PTR = ir.PointerType()
 
@@ -60,6 +61,9 @@ class KernelBuilder:
         self.b = ir.IRBuilder(fn.append_basic_block("body"))
         # The kernel's status record, for ops that check run-time data (hobbit.emit.status).
         self.status: ir.Value | None = None
+        # Called before each load or store as on_access(ptr, index, write, width): the GPU
+        # host emulation checks shared memory for races there (hobbit.backend.gpu.racecheck).
+        self.on_access: Callable[[ir.Value, int | ir.Value, bool, int], None] | None = None
 
     def alloca(self, ty: ir.Type, size: int | None = None) -> ir.Value:
         """A variable of type `ty` (an array of `size` of them), for the whole function."""
@@ -201,10 +205,16 @@ class KernelBuilder:
         return self.b.gep(ptr, [self.idx(index)], source_etype=llvm_type(dtype), inbounds=inbounds)
 
     def load(self, ptr: ir.Value, dtype: np.dtype, index: int | ir.Value = 0) -> ir.Value:
+        self._touch(ptr, index, False)
         return self.b.load(self.gep(ptr, dtype, index), typ=llvm_type(dtype))
 
     def store(self, value: ir.Value, ptr: ir.Value, dtype: np.dtype, index: int | ir.Value = 0) -> None:
+        self._touch(ptr, index, True)
         self.b.store(value, self.gep(ptr, dtype, index))
+
+    def _touch(self, ptr: ir.Value, index: int | ir.Value, write: bool, width: int = 1) -> None:
+        if self.on_access is not None:
+            self.on_access(ptr, index, write, width)
 
     def vload(self, ptr: ir.Value, dtype: np.dtype, index: int | ir.Value, width: int,
               mask: ir.Value | None = None, inbounds: bool = True) -> ir.Value:
@@ -212,6 +222,7 @@ class KernelBuilder:
         never touched: with inbounds=False the vector may start outside the buffer)."""
         if width == 1 and mask is None:
             return self.load(ptr, dtype, index)
+        self._touch(ptr, index, False, width)
         vty = ir.VectorType(llvm_type(dtype), width)
         addr = self.gep(ptr, dtype, index, inbounds)
         align = np.dtype(dtype).itemsize
@@ -237,6 +248,7 @@ class KernelBuilder:
             lane = self.b.extract_element(value, ir.Constant(I32, on[0]))
             self.store(lane, ptr, dtype, self.add(index, on[0]))
             return
+        self._touch(ptr, index, True, width)
         addr = self.gep(ptr, dtype, index)
         align = np.dtype(dtype).itemsize
         if mask is None:
@@ -279,6 +291,7 @@ class KernelBuilder:
         outside `mask` are zero and never read)."""
         if stride == 1:
             return self.vload(ptr, dtype, index, width, mask)
+        self._touch(ptr, index, False, width)
         vty = ir.VectorType(llvm_type(dtype), width)
         lanes = self._strided(ptr, dtype, index, stride, width)
         fn = self._intrinsic(f"llvm.masked.gather.{overload_suffix(vty)}.v{width}p0", vty,
@@ -294,6 +307,7 @@ class KernelBuilder:
             self.vstore(value, ptr, dtype, index, mask)
             return
         vty = value.type
+        self._touch(ptr, index, True, vty.count)
         lanes = self._strided(ptr, dtype, index, stride, vty.count)
         fn = self._intrinsic(f"llvm.masked.scatter.{overload_suffix(vty)}.v{vty.count}p0", ir.VoidType(),
                              [vty, lanes.type, I32, ir.VectorType(I1, vty.count)])

@@ -6,7 +6,11 @@ threads in a loop, shared memory and barriers honoured. Buffers are numpy arrays
 out as the device runtime lays out device memory: the inputs, the outputs, the weights
 blob and one arena, each kernel's pointers at the places its Launch names. This is how
 the GPU kernels' results are checked against onnxruntime on a machine with no GPU; its
-speed says nothing about a GPU's."""
+speed says nothing about a GPU's.
+
+A run may shuffle the order of each phase's threads (`order`, a seed) and fails with a
+RaceError where two threads touched a shared element with no barrier between them
+(hobbit.backend.gpu.racecheck): what the emulation says about barriers."""
 
 from __future__ import annotations
 
@@ -15,7 +19,9 @@ import ctypes
 import numpy as np
 
 from hobbit.backend.gpu.launch import Launch
+from hobbit.backend.gpu.racecheck import ORDER_PREFIX, RACE_RECORD, RACE_SITES, describe_race
 from hobbit.backend.llvm import optimize
+from hobbit.errors import RaceError
 from hobbit.runtime.allocation import aligned_empty
 from hobbit.runtime.jit import jit_engine
 from hobbit.target import host_target
@@ -34,9 +40,23 @@ class GridEmulator:
             address = self._engine.get_function_address(f"{launch.kernel}.grid")
             kind = ctypes.CFUNCTYPE(None, *[ctypes.c_void_p] * len(launch.args), *[ctypes.c_int64] * 3)
             self._calls.append(kind(address))
+        self._record = self._global(RACE_RECORD, np.int64, 6)
+        self._sites = ctypes.string_at(self._engine.get_global_value_address(RACE_SITES)).decode().split("\n")
+        self._orders = {n: self._global(f"{ORDER_PREFIX}{n}", np.int64, n) for n in {la.threads for la in launches}}
 
-    def run(self, inputs: list[np.ndarray], outputs: list[np.ndarray]) -> None:
-        """Every launch in order on `inputs` (contiguous, as the model declares them), writing `outputs`."""
+    def _global(self, name: str, dtype: np.dtype, count: int) -> np.ndarray:
+        """A global of the JIT-compiled module, as an array over its memory."""
+        address = self._engine.get_global_value_address(name)
+        return np.ctypeslib.as_array((ctypes.c_int64 * count).from_address(address)).view(dtype)
+
+    def run(self, inputs: list[np.ndarray], outputs: list[np.ndarray], order: int | None = None) -> None:
+        """Every launch in order on `inputs` (contiguous, as the model declares them), writing
+        `outputs`. `order` seeds a shuffle of each phase's threads (None: in index order); a
+        race raises RaceError after the run."""
+        for threads, table in self._orders.items():
+            rng = np.random.default_rng([order, threads]) if order is not None else None
+            table[:] = rng.permutation(threads) if rng is not None else np.arange(threads)
+        self._record[:] = 0
         bases = {"input": [a.ctypes.data for a in inputs], "output": [a.ctypes.data for a in outputs]}
         weights, arena = self._weights.ctypes.data, self._arena.ctypes.data
         for launch, call in zip(self._launches, self._calls):
@@ -47,4 +67,6 @@ class GridEmulator:
                 else:
                     pointers.append((weights if place.kind == "const" else arena) + place.index + place.offset)
             call(*pointers, *launch.grid)
+        if self._record[0]:
+            raise RaceError(describe_race(self._record, self._sites))
 

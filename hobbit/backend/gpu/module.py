@@ -21,6 +21,7 @@ from hobbit.errors import CodegenError, UnsupportedItem, UnsupportedModelError
 from hobbit.backend.gpu.table import GPU
 from hobbit.backend.gpu.args import GpuArgs
 from hobbit.backend.gpu.launch import Launch
+from hobbit.backend.gpu.racecheck import RaceChecker
 from hobbit.backend.gpu.simt import Simt, block_id_values
 from hobbit.graph.ir import Graph, Node
 from hobbit.emit.builder import I64, PTR, KernelBuilder
@@ -57,9 +58,12 @@ def build_gpu_module(graph: Graph, plan: MemoryPlan, target: GpuTarget, flavour:
     module = ir.Module(name=graph.name)
     module.triple = target.triple if flavour != "host" else ""
     launches, min_blocks = [], {}
+    races = RaceChecker(module) if flavour == "host" else None
     for node in kernel_nodes(graph):
-        launches.append(_emit_kernel(module, node, plan, target, flavour))
+        launches.append(_emit_kernel(module, node, plan, target, flavour, races))
         min_blocks[launches[-1].kernel] = plan.kernels[id(node)].min_blocks
+    if races is not None:
+        races.finish()
     return with_block_size(str(module), launches, flavour, min_blocks), launches
 
 
@@ -90,7 +94,8 @@ def with_block_size(text: str, launches: list[Launch], flavour: str, min_blocks:
     return re.sub(r'^(define [^\n]*?@"?([^"(]+)"?\([^\n]*\))', attribute, text, flags=re.MULTILINE)
 
 
-def _emit_kernel(module: ir.Module, node: Node, plan: MemoryPlan, target: GpuTarget, flavour: str) -> Launch:
+def _emit_kernel(module: ir.Module, node: Node, plan: MemoryPlan, target: GpuTarget, flavour: str,
+                 races: RaceChecker | None) -> Launch:
     values = kernel_values(node)
     gpu_plan = plan.kernels[id(node)]
     host = flavour == "host"
@@ -110,7 +115,8 @@ def _emit_kernel(module: ir.Module, node: Node, plan: MemoryPlan, target: GpuTar
         for p, axis in zip(fn.args[len(values):], "xyz"):
             p.name = f"block.{axis}"
     kb = KernelBuilder(fn)
-    simt = Simt(kb, flavour, gpu_plan.threads, block_id_values(kb.b, kb, flavour, list(fn.args[len(values):])))
+    simt = Simt(kb, flavour, gpu_plan.threads, block_id_values(kb.b, kb, flavour, list(fn.args[len(values):])),
+                races)
     it = iter(fn.args)
     inputs = [next(it) if v is not None else None for v in node.inputs]
     epilogue = [next(it) if s.operand is not None else None for s in node.epilogue]

@@ -5,7 +5,9 @@ the PTX assembles with ptxas for its arch with no register spills (each kernel's
 registers and spills are ptxas's -v report); the AMDGPU code object links with ld.lld and
 carries one kernel descriptor per launch. The kernels' results come from the grid
 emulation (the same kernel bodies built for the host, hobbit.runtime.emulate) for a
-32-wide-warp target and a 64-wide one, and are compared with onnxruntime's."""
+32-wide-warp target and a 64-wide one, and are compared with onnxruntime's: with the
+threads of each phase in index order and in two shuffled orders, every run watched for
+shared-memory races (a RaceError fails the test)."""
 
 from __future__ import annotations
 
@@ -19,6 +21,7 @@ from tests.helpers import run_ort
 
 GPU_TARGETS = ("cuda:sm_80", "cuda:sm_90", "rocm:gfx90a", "rocm:gfx942")
 EMULATED = ("cuda:sm_90", "rocm:gfx942")
+ORDERS = (None, 1, 2)  # thread orders within a phase: index order, then two seeded shuffles
 
 
 def compiled_for(model: onnx.ModelProto, spec: str, precision: str = "fp32") -> GpuModel:
@@ -46,9 +49,10 @@ def assert_gpu_matches_ort(model: onnx.ModelProto, feeds: dict[str, np.ndarray],
         models.append(gm)
         if spec not in emulated:
             continue
-        got = gm.emulate(feeds)
-        assert len(got) == len(expected)
-        for g, e in zip(got, expected):
-            assert g.shape == e.shape and g.dtype == e.dtype, (spec, g.shape, e.shape, g.dtype, e.dtype)
-            np.testing.assert_allclose(g, e, rtol=rtol, atol=atol, err_msg=f"on {spec}")
+        for order in ORDERS:
+            got = gm.emulate(feeds, order)
+            assert len(got) == len(expected)
+            for g, e in zip(got, expected):
+                assert g.shape == e.shape and g.dtype == e.dtype, (spec, g.shape, e.shape, g.dtype, e.dtype)
+                np.testing.assert_allclose(g, e, rtol=rtol, atol=atol, err_msg=f"on {spec}, thread order {order}")
     return models

@@ -13,6 +13,7 @@ from hobbit.backend.gpu.launch import Launch
 from hobbit.backend.gpu.module import ptx_name, with_block_size
 from hobbit.backend.llvm import optimize
 from hobbit.errors import CodegenError, UnsupportedModelError
+from hobbit.backend.gpu.racecheck import RaceChecker
 from hobbit.backend.gpu.simt import Simt
 from hobbit.emit.builder import PTR, KernelBuilder
 from hobbit.plan.memory import Place
@@ -60,7 +61,7 @@ def test_a_value_carried_across_a_barrier_outside_memory_is_rejected_on_the_host
     module = ir.Module()
     fn = ir.Function(module, ir.FunctionType(ir.VoidType(), [PTR]), name="k")
     kb = KernelBuilder(fn)
-    simt = Simt(kb, "host", 4, [kb.i64(0)] * 3)
+    simt = Simt(kb, "host", 4, [kb.i64(0)] * 3, RaceChecker(module))
     with simt.phase() as tid:
         value = kb.b.add(tid, kb.i64(1))
     with simt.phase() as tid:
