@@ -18,8 +18,11 @@ from typing import Callable
 
 import numpy as np
 
-# DLPack's device types (dlpack.h DLDeviceType) whose memory a CUDA copy can read.
-DL_CPU, DL_CUDA, DL_CUDA_HOST, DL_CUDA_MANAGED = 1, 2, 3, 13
+# DLPack's device types (dlpack.h DLDeviceType); those whose memory a CUDA copy can read,
+# and those a HIP copy can (the HIP runtime, hobbit.runtime.hip, reads ROCm's).
+DL_CPU, DL_CUDA, DL_CUDA_HOST, DL_CUDA_MANAGED, DL_ROCM, DL_ROCM_HOST = 1, 2, 3, 13, 10, 11
+CUDA_DLPACK_DEVICES = (DL_CUDA, DL_CUDA_HOST, DL_CUDA_MANAGED)
+ROCM_DLPACK_DEVICES = (DL_ROCM, DL_ROCM_HOST)
 _DL_DTYPE = {0: "i", 1: "u", 2: "f", 6: "b"}  # DLDataTypeCode: int, uint, float, bool
 
 
@@ -49,11 +52,12 @@ def is_c_contiguous(shape: tuple[int, ...], strides: tuple[int, ...] | None, ite
     return True
 
 
-def device_view(value: object, consumer_stream: int) -> DeviceView | None:
-    """`value` as a DeviceView if it is an array on a CUDA device, else None (a host array,
-    or not an array: the host path's checks then say what is wrong with it).
-    `consumer_stream` is the stream the copy will run on, which DLPack producers order
-    their pending writes before."""
+def device_view(value: object, consumer_stream: int,
+                dlpack_devices: tuple[int, ...] = CUDA_DLPACK_DEVICES) -> DeviceView | None:
+    """`value` as a DeviceView if it is an array on a GPU, else None (a host array, or not
+    an array: the host path's checks then say what is wrong with it). `consumer_stream` is
+    the stream the copy will run on, which DLPack producers order their pending writes
+    before; `dlpack_devices` the DLPack device types the caller's API can copy from."""
     if isinstance(value, np.ndarray):
         return None
     interface = getattr(value, "__cuda_array_interface__", None)
@@ -61,7 +65,7 @@ def device_view(value: object, consumer_stream: int) -> DeviceView | None:
         return _from_cuda_array_interface(interface, value)
     if hasattr(value, "__dlpack__") and hasattr(value, "__dlpack_device__"):
         device_type, _ = value.__dlpack_device__()
-        if int(device_type) in (DL_CUDA, DL_CUDA_HOST, DL_CUDA_MANAGED):
+        if int(device_type) in dlpack_devices:
             return from_dlpack_capsule(value.__dlpack__(stream=consumer_stream))
     return None
 

@@ -3,13 +3,14 @@ for the folder its export() wrote.
 
 It holds the device code (PTX and, where ptxas is installed, the cubin it assembles to;
 or an AMDGPU code object), the launch sequence, the packed weights and the arena size.
-`run` runs it on the GPU through the CUDA driver (hobbit.runtime.cuda), opened on first
-use (hobbit.load opens it at once: `open`); without a GPU, driver or cuda-python it raises
-a DeviceError, and everything else (export, inspect, `emulate`) still works. `emulate` runs
-the same kernels built for the host over their grids (hobbit.runtime.emulate): the CPU
-check of the GPU kernels. Like the CPU's models it is a ModelTensors: inputs, outputs,
-output_names, get_inputs/get_outputs, and `export(DIR)` writes the same shape of folder
-(hobbit.runtime.gpu_export): the device code, <name>.weights and the manifest <name>.json."""
+`run` runs it on the GPU through the CUDA driver (hobbit.runtime.cuda) or HIP
+(hobbit.runtime.hip), opened on first use (hobbit.load opens it at once: `open`); without a
+GPU, driver or the vendor's Python bindings it raises a DeviceError, and everything else
+(export, inspect, `emulate`) still works. `emulate` runs the same kernels built for the
+host over their grids (hobbit.runtime.emulate): the CPU check of the GPU kernels. Like
+the CPU's models it is a ModelTensors: inputs, outputs, output_names, get_inputs/get_outputs,
+and `export(DIR)` writes the same shape of folder (hobbit.runtime.gpu_export): the device
+code, <name>.weights and the manifest <name>.json."""
 
 from __future__ import annotations
 
@@ -53,14 +54,11 @@ class GpuModel(ModelTensors):
         return self.open().run(feeds, device_outputs)
 
     def open(self) -> object:
-        """The model on its GPU (its memory, module and launches: hobbit.runtime.cuda.CudaModel),
-        set up now if it is not yet; a DeviceError where it cannot run."""
-        if self.target.vendor != "cuda":
-            raise DeviceError(f"running {self.target.arch} code objects is not built into hobbit yet (no HIP "
-                              f"runtime); export the model (GpuModel.export) for a ROCm loader, or use emulate()")
+        """The model on its GPU (its memory, module and launches: hobbit.runtime.cuda.CudaModel
+        for NVIDIA, hobbit.runtime.hip.HipModel for AMD), set up now if it is not yet; a
+        DeviceError where it cannot run."""
         if self._device is None:
-            from hobbit.runtime.cuda import CudaModel
-            self._device = CudaModel(self)
+            self._device = device_runtime(self.target.vendor)(self)
         return self._device
 
     def __call__(self, *arrays: np.ndarray) -> np.ndarray | list[np.ndarray]:
@@ -73,8 +71,10 @@ class GpuModel(ModelTensors):
             self._device.close()
             self._device = None
 
-    def emulate(self, feeds: dict[str, np.ndarray]) -> list[np.ndarray]:
-        """The outputs computed by the GPU kernels built for this CPU and run over their grids."""
+    def emulate(self, feeds: dict[str, np.ndarray], order: int | None = None) -> list[np.ndarray]:
+        """The outputs computed by the GPU kernels built for this CPU and run over their grids.
+        `order` seeds a shuffle of the threads within each phase (None: in index order); a
+        data race in shared memory raises hobbit.errors.RaceError (hobbit.runtime.emulate)."""
         arrays = validate_feeds(feeds, self.inputs)
         if self.host_module is None:
             raise HobbitError("this GPU model was loaded from an export or a pickle, which hold no host build of its "
@@ -83,7 +83,7 @@ class GpuModel(ModelTensors):
             from hobbit.runtime.emulate import GridEmulator
             self._emulator = GridEmulator(self.host_module(), self.launches, self.weights, self.arena_bytes)
         outputs = [np.empty(s.shape, s.dtype) for s in self.outputs]
-        self._emulator.run(arrays, outputs)
+        self._emulator.run(arrays, outputs, order)
         return outputs
 
     def check_inputs(self, feeds: dict[str, np.ndarray]) -> list[np.ndarray]:
@@ -105,3 +105,15 @@ class GpuModel(ModelTensors):
     def __repr__(self) -> str:
         return (f"GpuModel({self.target.vendor}:{self.target.arch}, {len(self.launches)} kernels, "
                 f"inputs={self.inputs}, outputs={self.outputs})")
+
+
+def device_runtime(vendor: str) -> Callable[["GpuModel"], object]:
+    """The runtime class for a target vendor: imported only when a model is opened, so that
+    compiling and exporting import neither cuda-python nor hip-python."""
+    if vendor == "cuda":
+        from hobbit.runtime import cuda
+        return cuda.CudaModel
+    if vendor == "rocm":
+        from hobbit.runtime import hip
+        return hip.HipModel
+    raise DeviceError(f"no GPU runtime for vendor {vendor!r} (hobbit runs 'cuda' and 'rocm' models)")

@@ -1,32 +1,34 @@
-"""A stand-in for cuda.bindings.driver that runs on the CPU, for testing hobbit.runtime.cuda
-on machines with no GPU.
+"""A strict stand-in for cuda.bindings.driver that runs on the CPU (tests/runtime/fake_gpu.py's
+machinery under CUDA's names), for testing hobbit.runtime.cuda on machines with no GPU.
 
-It keeps cuda-python's calling convention (every function returns a tuple whose first
-item is a CUresult) and records each call. "Device memory" is host memory: cuMemAlloc
-hands out the addresses of numpy buffers and the copies are memmoves, so a kernel
-launch can be carried out by the same kernel built for the host (the grid emulation's
-`<kernel>.grid` functions) at the pointers cuLaunchKernel's kernelParams hold. A run
-through the fake is then a real check of the runtime's parameter arrays: wrong pointers
-give wrong outputs (or a crash). Stream capture records launches and cuGraphLaunch
-replays them. `fail[name] = CUresult` makes that call fail."""
+Besides the calls every GPU API shares, CUDA's own: devices by ordinal, their compute
+capability, and the primary context, which must be current for any call that touches the
+device (else CUDA_ERROR_INVALID_CONTEXT, as a real driver answers)."""
 
 from __future__ import annotations
 
-import ctypes
 import enum
-from typing import Any, Callable
+from typing import Any
 
-import numpy as np
+from hobbit.runtime.cuda import CUDA_API
+from tests.runtime import fake_gpu
+from tests.runtime.fake_gpu import FakeGpuDriver, HostBuild, Refused
 
 
 class CUresult(enum.IntEnum):
     CUDA_SUCCESS = 0
     CUDA_ERROR_INVALID_VALUE = 1
     CUDA_ERROR_OUT_OF_MEMORY = 2
+    CUDA_ERROR_NOT_INITIALIZED = 3
     CUDA_ERROR_NO_DEVICE = 100
+    CUDA_ERROR_INVALID_DEVICE = 101
+    CUDA_ERROR_INVALID_IMAGE = 200
+    CUDA_ERROR_INVALID_CONTEXT = 201
     CUDA_ERROR_NO_BINARY_FOR_GPU = 209
+    CUDA_ERROR_INVALID_HANDLE = 400
     CUDA_ERROR_NOT_FOUND = 500
     CUDA_ERROR_LAUNCH_FAILED = 719
+    CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED = 900
 
 
 class CUdevice_attribute(enum.IntEnum):
@@ -51,168 +53,71 @@ class CUstream(int):
     pass
 
 
-OK = CUresult.CUDA_SUCCESS
+# The calls that need no current context: the rest touch the device through it.
+WITHOUT_CONTEXT = frozenset({"init", "error_name", "error_string", "device_count", "device_get", "device_attribute",
+                             "retain", "release", "set_current"})
 
 
-class FakeDriver:
+class FakeDriver(FakeGpuDriver):
+    api = CUDA_API
     CUresult, CUdevice_attribute, CUstream_flags = CUresult, CUdevice_attribute, CUstream_flags
     CUevent_flags, CUstreamCaptureMode, CUstream = CUevent_flags, CUstreamCaptureMode, CUstream
+    Status = CUresult
+    OWN_CALLS = {"cuDeviceGet": "device_get", "cuDeviceGetAttribute": "device_attribute",
+                 "cuDevicePrimaryCtxRetain": "retain", "cuDevicePrimaryCtxRelease": "release",
+                 "cuCtxSetCurrent": "set_current"}
+    capture_mode = CUstreamCaptureMode.CU_STREAM_CAPTURE_MODE_THREAD_LOCAL
 
-    def __init__(self, kernels: dict[str, tuple[Callable, int]] | None = None, capability: tuple[int, int] = (9, 0),
-                 devices: int = 1):
-        self.kernels = kernels or {}  # kernel name -> (host function taking its pointers, pointer count)
-        self.capability, self.devices = capability, devices
-        self.calls: list[tuple[str, tuple]] = []
-        self.fail: dict[str, CUresult] = {}
-        self.memory: dict[int, np.ndarray] = {}  # address -> the buffer behind it, while allocated
-        self.loaded: list[bytes] = []
-        self.launched: list[tuple[str, tuple, tuple, int, list[int]]] = []  # kernel, grid, block, shared, pointers
-        self._capturing: list | None = None
-        self._graphs: dict[int, list] = {}
-        self._handles = 1000
+    def __init__(self, *builds: HostBuild, capability: tuple[int, int] = (9, 0), devices: int = 1):
+        super().__init__(*builds, devices=devices)
+        self.capability = capability
+        self.contexts: dict[int, int] = {}  # primary context -> its device
+        self.retained: dict[int, int] = {}  # device -> retain count
+        self.current: int | None = None
 
-    def _handle(self) -> int:
-        self._handles += 1
-        return self._handles
+    def _check_ready(self, role: str) -> None:
+        if role not in WITHOUT_CONTEXT and self.current not in self.contexts:
+            raise Refused("invalid_context", f"{role} with no current context")
 
-    def _record(self, name: str, args: tuple) -> CUresult:
-        self.calls.append((name, args))
-        return self.fail.get(name, OK)
+    def _device_ok(self, device: int) -> None:
+        if not 0 <= int(device) < self.devices:
+            raise Refused("invalid_device", f"device {device}")
 
-    def names(self) -> list[str]:
-        return [name for name, _ in self.calls]
+    def _device_get(self, ordinal: int) -> tuple:
+        self._device_ok(ordinal)
+        return (int(ordinal),)
 
-    def __getattr__(self, name: str) -> Any:
-        if not name.startswith("cu"):
-            raise AttributeError(name)
-        implementation = getattr(self, "_" + name, None)
-
-        def call(*args: Any) -> tuple:
-            status = self._record(name, args)
-            if status != OK:
-                return (status,)
-            if implementation is None:
-                return (OK,)
-            return (OK, *implementation(*args))
-        return call
-
-    # -- the calls that return something or move data ------------------------------
-    def _cuGetErrorName(self, status: CUresult) -> tuple:
-        return (status.name.encode(),)
-
-    def _cuGetErrorString(self, status: CUresult) -> tuple:
-        return (b"fake driver error",)
-
-    def _cuDeviceGetCount(self) -> tuple:
-        return (self.devices,)
-
-    def _cuDeviceGet(self, ordinal: int) -> tuple:
-        return (ordinal,)
-
-    def _cuDeviceGetAttribute(self, attribute: CUdevice_attribute, device: int) -> tuple:
+    def _device_attribute(self, attribute: CUdevice_attribute, device: int) -> tuple:
+        self._device_ok(device)
         major = attribute == CUdevice_attribute.CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR
         return (self.capability[0] if major else self.capability[1],)
 
-    def _cuDevicePrimaryCtxRetain(self, device: int) -> tuple:
-        return (self._handle(),)
+    def _retain(self, device: int) -> tuple:
+        self._device_ok(device)
+        context = next((c for c, d in self.contexts.items() if d == device), None) or self._handle()
+        self.contexts[context] = device
+        self.retained[device] = self.retained.get(device, 0) + 1
+        return (context,)
 
-    def _cuModuleLoadData(self, image: bytes) -> tuple:
-        self.loaded.append(bytes(image))
-        return (self._handle(),)
-
-    def _cuModuleGetFunction(self, module: int, name: bytes) -> tuple:
-        return (name.decode(),)
-
-    def _cuStreamCreate(self, flags: int) -> tuple:
-        return (CUstream(self._handle()),)
-
-    def _cuEventCreate(self, flags: int) -> tuple:
-        return (self._handle(),)
-
-    def _cuMemAlloc(self, nbytes: int) -> tuple:
-        buffer = np.zeros(nbytes + 256, np.uint8)
-        address = buffer.ctypes.data + (-buffer.ctypes.data) % 256
-        self.memory[address] = buffer
-        return (address,)
-
-    def _cuMemFree(self, address: int) -> tuple:
-        del self.memory[int(address)]
+    def _release(self, device: int) -> tuple:
+        if not self.retained.get(device):
+            raise Refused("invalid_context", f"release of device {device}'s primary context, not retained")
+        self.retained[device] -= 1
+        if not self.retained[device]:
+            self.contexts = {c: d for c, d in self.contexts.items() if d != device}
         return ()
 
-    def _copy(self, destination: int, source: int, nbytes: int, *_: Any) -> tuple:
-        ctypes.memmove(int(destination), int(source), int(nbytes))
+    def _set_current(self, context: int) -> tuple:
+        if context not in self.contexts:
+            raise Refused("invalid_context", f"context {context}")
+        self.current = context
         return ()
-
-    _cuMemcpyHtoD = _cuMemcpyHtoDAsync = _cuMemcpyDtoHAsync = _cuMemcpyDtoDAsync = _cuMemcpyDtoH = _copy
-
-    def _cuLaunchKernel(self, function: str, gx: int, gy: int, gz: int, bx: int, by: int, bz: int, shared: int,
-                        stream: int, params: int, extra: int) -> tuple:
-        count = self.kernels[function][1] if function in self.kernels else 0
-        slots = (ctypes.c_uint64 * count).from_address(params) if count else []
-        pointers = [ctypes.c_uint64.from_address(slot).value for slot in slots]
-        launch = (function, (gx, gy, gz), (bx, by, bz), shared, pointers)
-        if self._capturing is not None:
-            self._capturing.append(launch)
-        else:
-            self._execute(launch)
-        return ()
-
-    def _execute(self, launch: tuple) -> None:
-        self.launched.append(launch)
-        if launch[0] in self.kernels:
-            self.kernels[launch[0]][0](*launch[4], *launch[1])
-
-    def _cuStreamBeginCapture(self, stream: int, mode: CUstreamCaptureMode) -> tuple:
-        self._capturing = []
-        return ()
-
-    def _cuStreamEndCapture(self, stream: int) -> tuple:
-        graph = self._handle()
-        self._graphs[graph], self._capturing = self._capturing, None
-        return (graph,)
-
-    def _cuGraphInstantiate(self, graph: int, flags: int) -> tuple:
-        executable = self._handle()
-        self._graphs[executable] = self._graphs[graph]
-        return (executable,)
-
-    def _cuGraphLaunch(self, executable: int, stream: int) -> tuple:
-        for launch in self._graphs[executable]:
-            self._execute(launch)
-        return ()
-
-
-def host_kernels(gpu_model: Any) -> dict[str, tuple[Callable, int]]:
-    """kernel name -> (the kernel built for the host over its whole grid, its pointer count),
-    for a FakeDriver to run `gpu_model`'s launches with; "engine" keeps the machine code alive."""
-    from hobbit.backend.llvm import optimize
-    from hobbit.runtime.jit import jit_engine
-    from hobbit.target import host_target
-    engine = jit_engine(optimize(gpu_model.host_module(), host_target()), host_target())
-    kernels: dict[str, tuple[Callable, int]] = {"engine": (engine, 0)}
-    for launch in gpu_model.launches:
-        signature = ctypes.CFUNCTYPE(None, *[ctypes.c_void_p] * len(launch.args), *[ctypes.c_int64] * 3)
-        kernels[launch.kernel] = (signature(engine.get_function_address(f"{launch.kernel}.grid")), len(launch.args))
-    return kernels
 
 
 def install(monkeypatch: Any) -> FakeDriver:
     """A FakeDriver in place of cuda-python for every GpuModel.run (each model's host kernels
     are built for it when its device side is opened)."""
     from hobbit.runtime import cuda
-    driver = FakeDriver()
-
-    class FakeBackedModel(cuda.CudaModel):
-        def __init__(self, gpu_model: Any):
-            driver.kernels.update(host_kernels(gpu_model))
-            super().__init__(gpu_model)
-    monkeypatch.setattr(cuda, "driver_module", lambda: driver)
-    monkeypatch.setattr(cuda, "CudaModel", FakeBackedModel)
-    return driver
+    return fake_gpu.install(monkeypatch, cuda, "driver_module", "CudaModel", FakeDriver())
 
 
-def raising_init(exc: Exception) -> Callable[[int], tuple]:
-    """A cuInit that raises as cuda-python's does where libcuda.so is missing."""
-    def cu_init(flags: int) -> tuple:
-        raise exc
-    return cu_init

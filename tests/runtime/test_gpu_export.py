@@ -20,7 +20,7 @@ from hobbit.runtime import cuda
 from hobbit.runtime.gpu_model import GpuModel
 from hobbit.runtime.jit import ModelTensors
 from tests.helpers import make_model, rand, run_ort
-from tests.runtime import fake_cuda
+from tests.runtime import fake_cuda, fake_gpu
 
 SHAPE = (8, 129)
 
@@ -44,7 +44,7 @@ def folder(model, tmp_path):
 def fake(monkeypatch, model):
     """The fake driver, running the compiled model's kernels built for the host (a loaded
     model has no host build; the kernels are the same by name)."""
-    driver = fake_cuda.FakeDriver(fake_cuda.host_kernels(model[1]))
+    driver = fake_cuda.FakeDriver(fake_gpu.host_build(model[1]))
     monkeypatch.setattr(cuda, "driver_module", lambda: driver)
     for name in ("HOBBIT_CUDA_DEVICE", "HOBBIT_CUDA_GRAPH", "HOBBIT_CUDA_SYNC"):
         monkeypatch.delenv(name, raising=False)
@@ -110,11 +110,14 @@ def test_load_without_a_device_is_a_clear_error(folder, monkeypatch) -> None:
         hobbit.load(folder)
 
 
-def test_load_of_a_rocm_export_says_there_is_no_hip_runtime(model, tmp_path) -> None:
+def test_load_of_a_rocm_export_without_hip_python_says_which_extra(model, tmp_path, monkeypatch) -> None:
+    """(Through the HIP runtime, a loaded ROCm export runs: tests/runtime/test_hip.py.)"""
     amd = hobbit.compile(model[0], target="rocm")
     amd.export(tmp_path / "amd")
     assert sorted(p.name for p in (tmp_path / "amd").iterdir()) == ["amd.hsaco", "amd.json", "amd.weights"]
-    with pytest.raises(DeviceError, match="no HIP runtime"):
+    for name in ("hip.hip", "hip"):
+        monkeypatch.setitem(sys.modules, name, None)
+    with pytest.raises(DeviceError, match=r"pip install 'hobbit\[rocm\]'"):
         hobbit.load(tmp_path / "amd")
 
 
