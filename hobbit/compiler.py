@@ -12,6 +12,7 @@ import hashlib
 import numbers
 import os
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -22,13 +23,14 @@ from hobbit.backend.cpu.module import pack_weights
 from hobbit.backend.llvm import Optimized, PartCompiler
 from hobbit.backend.polly import check_loops, opt_tool
 from hobbit.backend.select import backend_for
-from hobbit.errors import ConfigError, InputValuesNeeded, SymbolicInputShape
+from hobbit.errors import CodegenError, ConfigError, InputValuesNeeded, SymbolicInputShape
 from hobbit.frontend.common.source import ModelInput, Source
 from hobbit.frontend.formats import open_source
 from hobbit.graph.ir import Graph
 from hobbit.passes import run_pipeline
 from hobbit.plan.memory import MemoryPlan
 from hobbit.runtime import cache as compile_cache
+from hobbit.runtime import gpu_cache
 from hobbit.runtime.cpus import default_threads
 from hobbit.runtime.export_only import ExportOnlyModel
 from hobbit.runtime.finish import finished_model
@@ -223,7 +225,8 @@ def compile(model: ModelSource, target: str | Target = "host", threads: int | No
     `input_shapes` fixes symbolic input dims, {name: shape}; a dim given as (low, high) in a
     shape is a run-time dim with those bounds instead (dynamic_compile.input_ranges);
     `profile` builds in per-kernel timers, read with CompiledModel.profile();
-    `cache` reuses native code from the compile cache on disk (hobbit.runtime.cache; on by
+    `cache` reuses native code from the compile cache on disk (hobbit.runtime.cache, and
+    hobbit.runtime.gpu_cache for a GPU's device code; on by
     default, HOBBIT_CACHE=0 turns it off; profiled builds bypass it); a model loaded from it
     carries a CachedReport without the graph; `progress` shows the stages on stderr
     (default: only on a terminal, once a compile has taken a second);
@@ -404,10 +407,12 @@ def _dynamic_model(source: Source, backend: Backend, target: Target, threads: in
 
 def _cache_key(source: Source, backend: Backend, target: Target, threads: int, precision: str, opt_level: int,
                passes: list[str] | None, input_shapes: dict[str, tuple[int, ...]] | None,
-               input_values: dict[str, np.ndarray], dynamic: dict | None = None, loops: str = "llvm") -> str | None:
+               input_values: dict[str, np.ndarray], dynamic: dict | None = None, loops: str = "llvm",
+               tools: list | None = None) -> str | None:
     """The compile-cache entry of these options (None: the model cannot say what it is);
     `dynamic`, for a module with run-time dims, what decides its code beyond them. The
-    backend (its schedule: "cpu" or "cpu-naive") and the loop optimiser decide the code too."""
+    backend (its schedule: "cpu" or "cpu-naive") and the loop optimiser decide the code too;
+    `tools`, for a GPU, the device toolchain (hobbit.runtime.gpu_cache.toolchain)."""
     options = {"threads": threads, "precision": precision, "opt_level": opt_level, "backend": backend.name,
                "loops": loops,
                "passes": backend.pipeline(precision, target, None if passes is None else list(passes)),
@@ -416,6 +421,8 @@ def _cache_key(source: Source, backend: Backend, target: Target, threads: int, p
                                 for k, v in input_values.items()}}
     if dynamic is not None:
         options["dynamic"] = dynamic
+    if tools is not None:
+        options["tools"] = tools
     return compile_cache.compile_key(source, target, options)
 
 
@@ -432,16 +439,33 @@ def _build(source: Source, backend: Backend, target: Target, threads: int, preci
            input_values: dict[str, np.ndarray], profile: bool, cache: bool | None,
            show: Progress, loops: str = "llvm") -> CompiledModel | ExportOnlyModel | GpuModel:
     """One variant, on every backend: a compile-cache hit where the backend's finish is this
-    process's JIT, else lower (import -> passes -> plans -> module -> LLVM), the backend's
-    finish, and the model of what it made (hobbit.runtime.finish; stored in the cache when
-    looked up there). The cache holds code for this process to load, so code for another
-    machine or a GPU is not looked up."""
-    key = None
+    process's JIT or a GPU's device code, else lower (import -> passes -> plans -> module ->
+    LLVM), the backend's finish, and the model of what it made (hobbit.runtime.finish; stored
+    in the cache when looked up there). CPU entries hold code for this process to map
+    (hobbit.runtime.cache), GPU entries a GpuModel's export folder (hobbit.runtime.gpu_cache:
+    a hit skips LLVM and ptxas, 2-4 s for a zoo model); code for another CPU is not cached."""
+    key = device_key = None
     t0 = time.perf_counter()
     if backend.in_process(target) and compile_cache.enabled(cache) and not profile:
         key = _cache_key(source, backend, target, threads, precision, opt_level, passes, input_shapes, input_values,
                          loops=loops)
         hit = _cache_hit(key, target, threads, show)
+        if hit is not None:
+            return hit
+    elif gpu_cache.serves(target) and compile_cache.enabled(cache) and not profile:
+        tools = gpu_cache.toolchain(target)
+        device_key = _cache_key(source, backend, target, threads, precision, opt_level, passes, input_shapes,
+                                input_values, loops=loops, tools=tools)
+
+        def planned() -> tuple[Graph, MemoryPlan]:
+            """The graph and plan the cached code was built from: the model must still be the
+            one of the key (a model file edited since would give other kernels)."""
+            if _cache_key(source, backend, target, threads, precision, opt_level, passes, input_shapes,
+                          input_values, loops=loops, tools=tools) != device_key:
+                raise CodegenError("emulate() rebuilds a cached GPU model's kernels for the host from its model, "
+                                   "which has changed since compile(): compile it again")
+            return _planned(source, backend, target, threads, precision, passes, input_shapes, input_values)
+        hit = _gpu_cache_hit(device_key, show, planned)
         if hit is not None:
             return hit
     lookup_seconds = time.perf_counter() - t0
@@ -450,4 +474,29 @@ def _build(source: Source, backend: Backend, target: Target, threads: int, preci
     show.stage(backend.finish_stage(target))
     t0 = time.perf_counter()
     native = backend.finish(optimized, module, report.graph, report.plan, target)
-    return finished_model(native, report, t0, show, key, lookup_seconds)
+    model = finished_model(native, report, t0, show, key, lookup_seconds)
+    if device_key is not None:
+        t0 = time.perf_counter()
+        gpu_cache.store(device_key, model)
+        report.seconds["cache"] = lookup_seconds + time.perf_counter() - t0
+    return model
+
+
+def _gpu_cache_hit(key: str | None, show: Progress, planned: Callable[[], tuple[Graph, MemoryPlan]]
+                   ) -> GpuModel | None:
+    """A GPU model from the compile cache (hobbit.runtime.gpu_cache), or None; `planned`
+    remakes its graph and plan if emulate() asks for the host build of its kernels."""
+    show.stage("cache lookup")
+    hit = gpu_cache.load(key, planned) if key else None
+    if hit is not None:
+        show.finish("loaded from the compile cache")
+    return hit
+
+
+def _planned(source: Source, backend: Backend, target: Target, threads: int, precision: str,
+             passes: list[str] | None, input_shapes: dict[str, tuple[int, ...]] | None,
+             input_values: dict[str, np.ndarray]) -> tuple[Graph, MemoryPlan]:
+    """The graph after the backend's passes and its plan, as _lower makes them (no module)."""
+    graph = source.import_graph(input_shapes, input_values)
+    graph = run_pipeline(graph, backend.pipeline(precision, target, passes), target)
+    return graph, backend.plan(graph, target, threads)

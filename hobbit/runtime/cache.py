@@ -20,12 +20,17 @@ compiled as with HOBBIT_CACHE=0. The hashes are sha256, not crc32, so a file cha
 purpose is caught as well as one damaged by accident: sha256 reads 1.6 GB/s here against
 crc32's 4 GB/s, about 0.2 s more on the first load of VGG-16's 528 MB of weights in a process.
 
+A GPU model's entry (hobbit.runtime.gpu_cache) is its export folder with a manifest.json of
+this format beside it, under a key made here from the GPU's description; it shares the
+folder, the trust rules and the eviction below.
+
 The location is $HOBBIT_CACHE_DIR, else ~/.cache/hobbit. HOBBIT_CACHE=0 turns the
 cache off unless compile(cache=True) asks for it; the folder is kept under
 $HOBBIT_CACHE_MAX_BYTES (default 4 GiB) by deleting the least recently used entries."""
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import json
 import os
@@ -41,7 +46,7 @@ import numpy as np
 import onnx
 
 from hobbit.frontend.common.source import Source, feed
-from hobbit.target import Target
+from hobbit.target import GpuTarget, Target
 from hobbit.version import __version__
 from hobbit.runtime import trust
 from hobbit.runtime import weights as shared_weights
@@ -86,12 +91,20 @@ def compile_key(source: Source, target: Target, options: dict[str, Any]) -> str 
     h = hashlib.sha256()
     head = {"format": FORMAT, "hobbit": __version__, "sources": source_hash(),
             "llvmlite": llvmlite.__version__, "numpy": np.__version__, "onnx": onnx.__version__,
-            "target": [target.triple, target.cpu, target.features, target.vector_bits, target.vector_registers,
-                       target.l1_bytes, target.l2_bytes, target.cores],
-            "options": options}
+            "target": _target_fields(target), "options": options}
     feed(h, "head", json.dumps(head, sort_keys=True, default=str).encode())
     feed(h, "model", model.encode())
     return h.hexdigest()
+
+
+def _target_fields(target: Target) -> list:
+    """What of the target decides the code: a CPU's triple, CPU, features, vector width,
+    registers, caches and cores; a GPU's (hobbit.target.GpuTarget, which has no caches or
+    vector width) every field, its vendor and arch first."""
+    if isinstance(target, GpuTarget):
+        return ["gpu", *(getattr(target, f.name) for f in dataclasses.fields(target))]
+    return [target.triple, target.cpu, target.features, target.vector_bits, target.vector_registers,
+            target.l1_bytes, target.l2_bytes, target.cores]
 
 
 # -- entries -----------------------------------------------------------------------------
