@@ -1,27 +1,38 @@
-"""The GPU benchmark: hobbit's CUDA backend against PyTorch eager (cuDNN, fp32) on the zoo's
-CNNs, each output checked against hobbit's CPU path.
+"""The GPU benchmark: hobbit's CUDA backend against PyTorch on the zoo's CNNs, PyTorch both
+eager (cuDNN) and replaying a CUDA graph, each output checked against hobbit's CPU path.
 
-    python -m hobbit.bench.gpu [--models resnet18,vgg16] [--batches 1,32] [--budget 400]
-    python -m hobbit.bench.gpu --dry-run    # no GPU needed: what can be checked on a CPU
+    python -m hobbit.bench.gpu [--models resnet18,vgg16,my.onnx] [--batches 1,32] [--precision fp32,tf32]
+                               [--budget 400] [--out table.md] [--json rows.json]
+    python -m hobbit.bench.gpu --prebuild --jobs 6   # compile them all into the compile cache, in parallel
+    python -m hobbit.bench.gpu --dry-run             # no GPU needed: what can be checked on a CPU
 
 For each model and batch (the zoo's models take any batch: hobbit.bench.suite.with_batch):
-hobbit.compile(model) on the host gives the reference outputs; hobbit.compile(model,
-target="cuda") runs on the GPU and must match them within RTOL/ATOL (the zoo's GPU
-tolerances, tests/backend/gpu/zoo_cases.py); PyTorch runs the same ONNX graph with the same weights
-op by op (hobbit.bench.torch), TF32 off so that both compute in float32, cuDNN's autotuner
-on. Each engine is timed by wall clock around whole runs that end synchronised: hobbit's
-run copies the input from a torch CUDA tensor into its buffer, replays its CUDA graph and
-leaves the outputs on the GPU; PyTorch's is the eager forward and torch.cuda.synchronize().
-Medians and p10-p90 over the runs after the warm-ups, ratio hobbit/PyTorch (below 1:
-hobbit is faster), as a markdown table.
+hobbit.compile(model) on the host gives the reference outputs, once for every precision;
+hobbit.compile(model, target="cuda", precision=...) runs on the GPU and must match them within
+RTOL/ATOL (the zoo's GPU tolerances, tests/backend/gpu/zoo_cases.py; tf32: TF32_TOL of the
+largest output); PyTorch runs the same ONNX graph with the same weights op by op
+(hobbit.bench.torch), TF32 off for fp32 so that both compute in float32, on for tf32, cuDNN's
+autotuner on, and the same forward again captured in a CUDA graph (hobbit.bench.gpu_torch says
+why a graph rather than torch.compile). An engine whose outputs disagree is not timed: its row
+says so, as the CPU benchmark's do, so that no speed is quoted for a wrong answer. Each engine
+is timed by wall clock around whole runs that end synchronised: hobbit's run copies the input
+from a torch CUDA tensor into its buffer (from host memory where PyTorch cannot run), replays
+its CUDA graph and leaves the outputs on the GPU; PyTorch's eager run is the forward and
+torch.cuda.synchronize(), its graph run a replay and the same. Medians and p10-p90 over the
+runs after the warm-ups, ratio hobbit/PyTorch (below 1: hobbit is faster), as a markdown table
+(hobbit.bench.gpu_table) and, with --json, as JSON. Where PyTorch is missing or sees no GPU its
+rows say so and hobbit's are still measured.
 
---dry-run compiles every model for cuda (kernels, ptxas registers and spills, or what is
-unsupported) and checks the PyTorch interpreter against hobbit's CPU outputs on the CPU,
-for the first model: the parts of this benchmark that need no GPU."""
+--prebuild fills the compile cache (hobbit.bench.gpu_prebuild) so that a later run spends
+its time measuring; --dry-run compiles every model for cuda (kernels, ptxas registers and
+spills, or what is unsupported) and checks the PyTorch interpreter against hobbit's CPU
+outputs on the CPU, for the first model: the parts of this benchmark that need no GPU."""
 
 from __future__ import annotations
 
 import argparse
+import json
+import os
 import sys
 import time
 from collections import Counter
@@ -33,11 +44,15 @@ import onnx
 
 import hobbit
 from hobbit import zoo
+from hobbit.bench.gpu_table import DISAGREE, bench_json, markdown, stat
+from hobbit.bench.gpu_torch import graph_replay, set_precision, torch_device
 from hobbit.bench.suite import with_batch
 from hobbit.bench.torch import TorchGraph, import_torch
-from hobbit.errors import HobbitError, UnsupportedModelError
+from hobbit.errors import ConfigError, HobbitError, UnsupportedModelError
 
+__all__ = ["Row", "bench_one", "compare", "dry_run", "main", "markdown", "run_bench"]
 ZOO = ["squeezenet1_1", "mobilenet_v2", "resnet18", "resnet50", "vgg16"]
+PRECISIONS = ("fp32", "tf32")
 RTOL, ATOL = 1e-3, 1e-4
 # precision tf32: both engines round GEMM operands to TF32, so outputs are checked relative to
 # their largest magnitude (SqueezeNet emulated in TF32 vs onnxruntime float32: 5.5e-4 of it).
@@ -50,14 +65,19 @@ class Row:
     model: str
     batch: int
     hobbit_ms: list[float] = field(default_factory=list)
-    torch_ms: list[float] = field(default_factory=list)
+    torch_ms: list[float] = field(default_factory=list)  # PyTorch eager
     error: float | None = None  # max |hobbit GPU - hobbit CPU|
-    torch_error: float | None = None  # max |PyTorch - hobbit CPU|
-    ok: bool | None = None  # hobbit GPU within RTOL/ATOL of hobbit CPU
+    torch_error: float | None = None  # max |PyTorch eager - hobbit CPU|
+    ok: bool | None = None  # hobbit GPU within tolerance of hobbit CPU (False: not timed)
     torch_ok: bool | None = None
     kernels: int = 0
     compile_s: float = 0.0
     note: str = ""
+    precision: str = "fp32"
+    graph_ms: list[float] = field(default_factory=list)  # PyTorch's forward replayed as a CUDA graph
+    graph_error: float | None = None
+    graph_ok: bool | None = None
+    torch_note: str = ""  # why a PyTorch row is missing (not installed, no GPU, unsupported op)
 
 
 def model_at(factory: Callable[[], onnx.ModelProto], batch: int) -> onnx.ModelProto:
@@ -69,6 +89,13 @@ def feeds_for(compiled: Any, seed: int = 0) -> dict[str, np.ndarray]:
     """Seeded N(0, 1) data for every input of a compiled model."""
     rng = np.random.default_rng(seed)
     return {s.name: rng.standard_normal(s.shape).astype(s.dtype) for s in compiled.inputs}
+
+
+def reference(model: onnx.ModelProto) -> tuple[dict[str, np.ndarray], list[np.ndarray]]:
+    """(feeds, hobbit's CPU outputs for them): what every engine and precision is checked against."""
+    cpu = hobbit.compile(model)
+    feeds = feeds_for(cpu)
+    return feeds, cpu.run(feeds)
 
 
 def measure(step: Callable[[], object], runs: int, warmup: int, seconds: float) -> list[float]:
@@ -89,6 +116,8 @@ def compare(got: list[np.ndarray], want: list[np.ndarray], precision: str = "fp3
     """The largest absolute difference over all outputs, and whether all are within RTOL/ATOL
     (tf32: within TF32_TOL of each output's largest magnitude)."""
     error, ok = 0.0, True
+    if len(got) != len(want):
+        return float("inf"), False
     for g, w in zip(got, want):
         g = np.asarray(g, dtype=np.float64)
         w = np.asarray(w, dtype=np.float64)
@@ -102,70 +131,131 @@ def compare(got: list[np.ndarray], want: list[np.ndarray], precision: str = "fp3
     return error, ok
 
 
-def bench_one(name: str, model: onnx.ModelProto, batch: int, device: str, runs: int, warmup: int,
-              seconds: float, precision: str = "fp32") -> Row:
-    """One model at one batch: hobbit CPU reference, hobbit GPU checked and timed, PyTorch
-    checked and timed on `device` ("cuda"; "cpu" lets the tests drive it with a fake driver)."""
-    torch = import_torch()
-    row = Row(name, batch)
-    cpu = hobbit.compile(model)
-    feeds = feeds_for(cpu)
-    want = cpu.run(feeds)
-    del cpu
-    tensors = {k: torch.from_numpy(v).to(device) for k, v in feeds.items()}
+def _hobbit(row: Row, model: onnx.ModelProto, feeds: dict[str, np.ndarray], want: list[np.ndarray],
+            device_feeds: dict[str, Any], timing: tuple[int, int, float]) -> None:
+    """hobbit's GPU engine into `row`: compiled, checked, and timed only if its outputs agree."""
     t0 = time.perf_counter()
     try:
-        gpu = hobbit.compile(model, target="cuda", precision=precision)
+        gpu = hobbit.compile(model, target="cuda", precision=row.precision)
     except HobbitError as exc:  # PyTorch is still measured: the row says what hobbit lacks
         row.note = f"hobbit: {type(exc).__name__}: {_first_line(exc)}"
-    else:
-        row.compile_s, row.kernels = time.perf_counter() - t0, len(gpu.launches)
-        try:
-            row.error, row.ok = compare(gpu.run(feeds), want, precision)
-            # On the GPU the inputs are torch CUDA tensors (__cuda_array_interface__): copied device to device.
-            device_feeds = tensors if device.startswith("cuda") else feeds
-            row.hobbit_ms = measure(lambda: gpu.run(device_feeds, device_outputs=True), runs, warmup, seconds)
-        finally:
-            gpu.close()
-    baseline = TorchGraph(model, device)
+        return
+    row.compile_s, row.kernels = time.perf_counter() - t0, len(gpu.launches)
+    try:
+        row.error, row.ok = compare(gpu.run(feeds), want, row.precision)
+        if row.ok:
+            row.hobbit_ms = measure(lambda: gpu.run(device_feeds, device_outputs=True), *timing)
+        else:
+            row.note = f"hobbit: {DISAGREE} (max abs error {row.error:.1e}): not timed"
+    except HobbitError as exc:
+        row.note = f"hobbit: {type(exc).__name__}: {_first_line(exc)}"
+    finally:
+        gpu.close()
+
+
+def _torch(row: Row, model: onnx.ModelProto, tensors: dict[str, Any], want: list[np.ndarray], device: str,
+           timing: tuple[int, int, float], graphs: bool) -> None:
+    """PyTorch eager and its CUDA-graph replay into `row`, each timed only if its outputs agree."""
+    torch = import_torch()
+    cuda = device.startswith("cuda")
+    if cuda:
+        set_precision(torch, row.precision)
+    try:
+        baseline = TorchGraph(model, device)
+    except UnsupportedModelError as exc:
+        row.torch_note = f"PyTorch: {_first_line(exc)}"
+        return
     ordered = [tensors[n] for n in baseline.input_names]
 
     def forward() -> list:
         out = baseline(*ordered)
-        if device.startswith("cuda"):
+        if cuda:
             torch.cuda.synchronize()
         return out
     with torch.inference_mode():
-        row.torch_error, row.torch_ok = compare([t.cpu().numpy() for t in forward()], want, precision)
-        row.torch_ms = measure(forward, runs, warmup, seconds)
+        row.torch_error, row.torch_ok = compare([t.cpu().numpy() for t in forward()], want, row.precision)
+        if row.torch_ok:
+            row.torch_ms = measure(forward, *timing)
+        if not graphs:
+            return
+        if not cuda:
+            row.torch_note = "PyTorch CUDA graph: needs a CUDA device"
+            return
+        step, graph = graph_replay(torch, lambda: baseline(*ordered), timing[1])
+        row.graph_error, row.graph_ok = compare([t.cpu().numpy() for t in step()], want, row.precision)
+        if row.graph_ok:
+            row.graph_ms = measure(step, *timing)
+        del graph, step
+
+
+def bench_one(name: str, model: onnx.ModelProto, batch: int, device: str | None, runs: int, warmup: int,
+              seconds: float, precision: str = "fp32",
+              checked: tuple[dict[str, np.ndarray], list[np.ndarray]] | None = None, graphs: bool = True,
+              no_torch: str = "") -> Row:
+    """One model at one batch and precision: hobbit GPU and PyTorch (eager, and a CUDA graph on
+    a GPU) checked against `checked` (feeds, hobbit CPU outputs; computed here if None) and
+    timed where they agree. `device` is PyTorch's ("cuda"; "cpu" lets the tests drive it with a
+    fake driver), or None where it cannot run, `no_torch` saying why."""
+    row = Row(name, batch, precision=precision)
+    feeds, want = checked if checked is not None else reference(model)
+    timing = (runs, warmup, seconds)
+    tensors: dict[str, Any] = {}
+    if device is not None:
+        torch = import_torch()
+        tensors = {k: torch.from_numpy(v).to(device) for k, v in feeds.items()}
+    # On the GPU the inputs are torch CUDA tensors (__cuda_array_interface__): copied device to device.
+    device_feeds = tensors if device is not None and device.startswith("cuda") else feeds
+    _hobbit(row, model, feeds, want, device_feeds, timing)
+    if device is None:
+        row.torch_note = f"PyTorch rows unavailable: {no_torch or 'no device given'}"
+    else:
+        _torch(row, model, tensors, want, device, timing, graphs)
     return row
 
 
-def run_bench(models: dict[str, Callable[[], onnx.ModelProto]], batches: list[int], device: str = "cuda",
+def precisions_of(precision: str) -> list[str]:
+    """"fp32", "tf32" or both comma-separated -> the list; anything else is a ConfigError."""
+    out = [p for p in precision.split(",") if p]
+    bad = [p for p in out if p not in PRECISIONS]
+    if bad or not out:
+        raise ConfigError(f"precision {precision!r}: the GPU benchmark measures {', '.join(PRECISIONS)} "
+                          f"(comma-separated for several)")
+    return out
+
+
+def run_bench(models: dict[str, Callable[[], onnx.ModelProto]], batches: list[int], device: str | None = "cuda",
               runs: int = 100, warmup: int = 5, seconds: float = 3.0, budget: float = float("inf"),
-              show: Callable[[str], None] = lambda line: None, precision: str = "fp32") -> list[Row]:
-    """Every model at every batch (batch-major: all models at the first batch first), one Row
+              show: Callable[[str], None] = lambda line: None, precision: str = "fp32", graphs: bool = True,
+              no_torch: str = "") -> list[Row]:
+    """Every model at every batch (batch-major: all models at the first batch first) in every
+    precision of `precision` ("fp32,tf32": the CPU reference computed once for both), one Row
     each; a failure is a Row with its note, and what is left once `budget` seconds are spent
     is skipped."""
     start = time.perf_counter()
     rows = []
     built: dict[str, onnx.ModelProto] = {}  # each model built once (vgg16's weights take a while)
+    wanted = precisions_of(precision)
     for batch in batches:
         for name, factory in models.items():
-            if time.perf_counter() - start > budget:
-                rows.append(Row(name, batch, note=f"skipped: the {budget:.0f} s budget was spent"))
-                continue
-            try:
-                if name not in built:
-                    built[name] = factory()
-                row = bench_one(name, model_at(lambda: built[name], batch), batch, device, runs, warmup, seconds,
-                                precision)
-            except Exception as exc:  # a bench reports each model's failure and goes on with the next
-                row = Row(name, batch, note=f"{type(exc).__name__}: {_first_line(exc)}")
-            rows.append(row)
-            show(f"{name} batch {batch}: {_summary(row)}")
-            if device.startswith("cuda"):
-                import_torch().cuda.empty_cache()
+            model, checked = None, None
+            for prec in wanted:
+                if time.perf_counter() - start > budget:
+                    rows.append(Row(name, batch, precision=prec, note=f"skipped: the {budget:.0f} s budget was spent"))
+                    continue
+                try:
+                    if model is None:
+                        if name not in built:
+                            built[name] = factory()
+                        model = model_at(lambda: built[name], batch)
+                        checked = reference(model)
+                    row = bench_one(name, model, batch, device, runs, warmup, seconds, prec, checked, graphs,
+                                    no_torch)
+                except Exception as exc:  # a bench reports each model's failure and goes on with the next
+                    row = Row(name, batch, precision=prec, note=f"{type(exc).__name__}: {_first_line(exc)}")
+                rows.append(row)
+                show(f"{name} batch {batch} {prec}: {_summary(row)}")
+                if device is not None and device.startswith("cuda"):
+                    import_torch().cuda.empty_cache()
     return rows
 
 
@@ -179,35 +269,10 @@ def _first_line(exc: BaseException) -> str:
     return (lines[0] + (f" (+{len(lines) - 1} lines)" if len(lines) > 1 else ""))[:300] if lines else ""
 
 
-def _stat(times: list[float]) -> str:
-    if not times:
-        return "—"
-    p10, p50, p90 = np.percentile(times, [10, 50, 90])
-    return f"{p50:.3f} ({p10:.3f}–{p90:.3f})"
-
-
 def _summary(row: Row) -> str:
     error = "—" if row.error is None else f"{row.error:.2e}"
-    return f"hobbit {_stat(row.hobbit_ms)} ms, torch {_stat(row.torch_ms)} ms, max err {error} ok={row.ok} {row.note}"
-
-
-def markdown(rows: list[Row]) -> str:
-    lines = ["| model | batch | hobbit GPU median (p10–p90) ms | PyTorch eager median (p10–p90) ms | hobbit/torch "
-             "| "
-             "hobbit images/s | max abs err vs hobbit CPU (hobbit / torch) | within tolerance (hobbit / torch) | "
-             "kernels | runs | compile s | note |",
-             "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |"]
-    for r in rows:
-        ratio = f"{np.median(r.hobbit_ms) / np.median(r.torch_ms):.2f}" if r.hobbit_ms and r.torch_ms else "—"
-        rate = f"{r.batch / np.median(r.hobbit_ms) * 1e3:.0f}" if r.hobbit_ms else "—"
-        errors = " / ".join("—" if e is None else f"{e:.1e}" for e in (r.error, r.torch_error))
-        oks = " / ".join("—" if o is None else ("yes" if o else "**NO**") for o in (r.ok, r.torch_ok))
-        runs = f"{len(r.hobbit_ms)} / {len(r.torch_ms)}" if r.hobbit_ms else "—"
-        compile_s = f"{r.compile_s:.1f}" if r.compile_s else "—"
-        note = r.note.replace("|", "\\|")
-        lines.append(f"| {r.model} | {r.batch} | {_stat(r.hobbit_ms)} | {_stat(r.torch_ms)} | {ratio} | {rate} | "
-                     f"{errors} | {oks} | {r.kernels or '—'} | {runs} | {compile_s} | {note} |")
-    return "\n".join(lines)
+    return (f"hobbit {stat(row.hobbit_ms)} ms, torch {stat(row.torch_ms)} ms, graph {stat(row.graph_ms)} ms, "
+            f"max err {error} ok={row.ok} {row.note} {row.torch_note}").rstrip()
 
 
 @dataclass
@@ -267,60 +332,113 @@ def dry_markdown(rows: list[DryRow]) -> str:
     return "\n".join(lines)
 
 
-def environment(torch: Any) -> str:
+def environment() -> str:
     """One line naming the GPU and the software measured."""
-    name = torch.cuda.get_device_name(0) if torch.cuda.is_available() else "no GPU"
+    try:
+        torch = import_torch()
+    except HobbitError:
+        return f"PyTorch not installed; numpy {np.__version__}"
+    name = torch.cuda.get_device_name(0) if torch.cuda.is_available() else "no GPU visible to PyTorch"
     cudnn = torch.backends.cudnn.version() if torch.backends.cudnn.is_available() else "none"
     return f"GPU: {name}; torch {torch.__version__}, cuDNN {cudnn}; numpy {np.__version__}"
 
 
-def main(argv: list[str] | None = None) -> int:
+def gpu_missing() -> str:
+    """Why hobbit's CUDA runtime cannot run here ("" where a device is visible to its driver)."""
+    from hobbit.runtime import cuda  # looked up at each call: the tests put a fake driver there
+    try:
+        d = cuda.driver_module()
+        status = d.cuInit(0)
+        status = status[0] if isinstance(status, tuple) else status
+        if status != d.CUresult.CUDA_SUCCESS:
+            return f"cuInit failed ({status})"
+        count = d.cuDeviceGetCount()[1]
+    except Exception as exc:  # DeviceError without cuda-python; the bindings' own without libcuda
+        return f"no CUDA driver: {_first_line(exc)}"
+    return "" if count > 0 else "the CUDA driver sees no device"
+
+
+def models_of(spec: str) -> dict[str, Callable[[], onnx.ModelProto]]:
+    """--models: zoo names and .onnx files (named by their stem), comma-separated."""
+    models: dict[str, Callable[[], onnx.ModelProto]] = {}
+    for item in (s for s in spec.split(",") if s):
+        if item.endswith(".onnx"):
+            if not os.path.isfile(item):
+                raise ConfigError(f"--models: no such ONNX file {item!r}")
+            models[os.path.splitext(os.path.basename(item))[0]] = lambda path=item: onnx.load(path)
+        else:
+            models[item] = lambda name=item: zoo.build(name)
+    return models
+
+
+def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="python -m hobbit.bench.gpu", description=__doc__.split("\n\n")[0])
-    parser.add_argument("--models", default=",".join(ZOO), help="comma-separated zoo models")
+    parser.add_argument("--models", default=",".join(ZOO), help="comma-separated zoo models or .onnx files")
     parser.add_argument("--batches", default="1,32", help="comma-separated batch sizes")
     parser.add_argument("--runs", type=int, default=100, help="timed runs per engine (fewer past --seconds)")
     parser.add_argument("--warmup", type=int, default=5)
     parser.add_argument("--seconds", type=float, default=3.0, help="time per engine and model, at least 3 runs")
     parser.add_argument("--budget", type=float, default=float("inf"), help="seconds in all; the rest is skipped")
-    parser.add_argument("--precision", choices=["fp32", "tf32"], default="fp32",
-                        help="fp32 (TF32 off in both), or tf32: hobbit's tensor cores against PyTorch with "
-                             "TF32 allowed in cuDNN and matmul")
+    parser.add_argument("--precision", default="fp32",
+                        help="fp32 (TF32 off in both), tf32 (hobbit's tensor cores against PyTorch with TF32 "
+                             "allowed in cuDNN and matmul), or fp32,tf32")
+    parser.add_argument("--no-graphs", action="store_true", help="leave out the PyTorch CUDA-graph column")
     parser.add_argument("--dry-run", action="store_true", help="no GPU: compile for cuda, check the torch baseline")
+    parser.add_argument("--prebuild", action="store_true",
+                        help="only compile every model, batch and precision into the compile cache")
+    parser.add_argument("--jobs", type=int, default=4, help="--prebuild's parallel compiles")
     parser.add_argument("--out", help="also write the markdown table to this file")
-    args = parser.parse_args(argv)
-    names = [n for n in args.models.split(",") if n]
-    models = {n: (lambda n=n: zoo.build(n)) for n in names}
+    parser.add_argument("--json", help="also write the rows as JSON to this file")
+    return parser
+
+
+def _write(path: str | None, text: str) -> None:
+    if path:
+        with open(path, "w") as f:
+            f.write(text + "\n")
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = _parser().parse_args(argv)
+    models = models_of(args.models)
+    batches = [int(b) for b in args.batches.split(",") if b]
 
     def show(line: str) -> None:
         print(line, file=sys.stderr, flush=True)
-    torch = import_torch()
+    if args.prebuild:
+        from hobbit.bench.gpu_prebuild import prebuild, prebuild_markdown
+        built = prebuild(args.models, batches, precisions_of(args.precision), args.jobs, show)
+        text = prebuild_markdown(built)
+        print(text)
+        _write(args.out, text)
+        return 1 if any(b.note for b in built) else 0
     if args.dry_run:
-        rows, check = dry_run(models, show, args.precision)
+        rows, check = dry_run(models, show, precisions_of(args.precision)[0])
         text = dry_markdown(rows)
         if check is not None:
             text += f"\n\nPyTorch interpreter vs hobbit CPU on {check[0]}: max abs error {check[1]:.2e} " \
                     f"(rtol {RTOL}, atol {ATOL}: {'within' if check[2] else 'NOT within'})"
-        failed = check is not None and not check[2]
-    else:
-        if not torch.cuda.is_available():
-            print("no CUDA GPU is visible to PyTorch; --dry-run checks what needs none", file=sys.stderr)
-            return 2
-        torch.backends.cudnn.benchmark = True
-        tf32 = args.precision == "tf32"
-        torch.backends.cudnn.allow_tf32 = tf32
-        torch.backends.cuda.matmul.allow_tf32 = tf32
-        rows = run_bench(models, [int(b) for b in args.batches.split(",")], "cuda", args.runs, args.warmup,
-                         args.seconds, args.budget, show, args.precision)
-        tolerance = f"{TF32_TOL} of the largest output" if tf32 else f"rtol {RTOL}, atol {ATOL}"
-        text = (f"{environment(torch)}. {'tf32 both (TF32 on)' if tf32 else 'fp32 both (TF32 off)'}; wall clock "
-                f"per synchronised run, {args.warmup} warm-ups; tolerance vs hobbit CPU: {tolerance}.\n\n"
-                + markdown(rows))
-        failed = any(r.ok is False for r in rows)
+        print(text)
+        _write(args.out, text)
+        return 1 if check is not None and not check[2] else 0
+    missing = gpu_missing()
+    if missing:
+        print(f"no CUDA GPU for hobbit ({missing}); --dry-run checks what needs none", file=sys.stderr)
+        _write(args.json, json.dumps(bench_json([], environment(), f"not run: {missing}"), indent=1))
+        return 2
+    device, no_torch = torch_device()
+    rows = run_bench(models, batches, device, args.runs, args.warmup, args.seconds, args.budget, show,
+                     args.precision, not args.no_graphs, no_torch)
+    wanted = precisions_of(args.precision)
+    tolerance = f"fp32: rtol {RTOL}, atol {ATOL}; tf32: {TF32_TOL} of the largest output"
+    header = (f"{environment()}. Precisions {', '.join(wanted)} (fp32: TF32 off in both; tf32: on in both); wall "
+              f"clock per synchronised run, {args.warmup} warm-ups; tolerance vs hobbit CPU: {tolerance}; an engine "
+              f"whose outputs disagree is not timed.")
+    text = header + "\n\n" + markdown(rows)
     print(text)
-    if args.out:
-        with open(args.out, "w") as f:
-            f.write(text + "\n")
-    return 1 if failed else 0
+    _write(args.out, text)
+    _write(args.json, json.dumps(bench_json(rows, header, "ran"), indent=1))
+    return 1 if any(r.ok is False for r in rows) else 0
 
 
 if __name__ == "__main__":

@@ -80,7 +80,7 @@ def test_bench_loop_on_the_fake_driver(monkeypatch) -> None:
             assert row.ok or "unsupported" in row.note, row
     assert "cuGraphLaunch" in driver.names() and not driver.memory  # every model closed
     table = markdown(rows)
-    assert table.count("\n| ew |") == 2 and "hobbit/torch" in table and len(lines) == 4
+    assert table.count("\n| ew |") == 2 and "hobbit/eager" in table and len(lines) == 4
 
 
 def test_bench_budget_and_failures_are_rows(monkeypatch) -> None:

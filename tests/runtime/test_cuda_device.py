@@ -1,6 +1,8 @@
 """hobbit.runtime.cuda on a real NVIDIA GPU (skipped where there is none: CI has none;
-scripts/gpu_check.sh runs these on a GPU machine): results against the grid emulation,
-the cubin and PTX images, graph and plain launches, and arrays already on the GPU
+scripts/gpu_check.sh runs these on a GPU machine): one model per kernel family against
+onnxruntime on the host (tests/runtime/device_families.py: GEMM/conv, tensor cores in TF32
+and bf16, depthwise, pool, reduce, norm, element-wise, tensor ops), results against the grid
+emulation, the cubin and PTX images, graph and plain launches, and arrays already on the GPU
 (torch CUDA tensors by __cuda_array_interface__ and by DLPack, on a side stream) in and out."""
 
 from __future__ import annotations
@@ -12,6 +14,7 @@ from onnx import helper
 import hobbit
 from hobbit.runtime.cuda import CudaModel, driver_module
 from tests.helpers import make_model, rand
+from tests.runtime.device_families import FAMILIES, run_once
 
 
 def _gpu_present() -> bool:
@@ -105,3 +108,13 @@ def test_exported_folder_loads_and_runs_on_the_device(tmp_path) -> None:
     _close(got, run_ort(onnx_model, feeds))
     loaded.close()
     compiled.close()
+
+
+@pytest.mark.parametrize("name", list(FAMILIES))
+@pytest.mark.parametrize("graph", ["1", "0"])
+def test_kernel_family_on_the_device(name, graph, monkeypatch) -> None:
+    """Each family's model run on the device, replayed as a CUDA graph and launched one by one,
+    within the family's kernel-test tolerance of onnxruntime (on TF32 / bf16 operands for the
+    tensor-core families, whose instruction must be in the code)."""
+    monkeypatch.setenv("HOBBIT_CUDA_GRAPH", graph)
+    assert run_once(name) == []
