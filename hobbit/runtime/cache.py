@@ -249,6 +249,21 @@ def _touch(path: Path) -> None:
         pass
 
 
+def new_entry_folder(key: str) -> Path | None:
+    """A private temporary folder in the cache for entry `key` to be written into and renamed;
+    None (and a warning) where the cache cannot be written or is not private to this user."""
+    root = cache_dir()
+    try:
+        root.mkdir(mode=_PRIVATE_DIR, parents=True, exist_ok=True)
+        _require_private(root, "compile cache folder")
+        return Path(tempfile.mkdtemp(prefix=f".tmp-{key[:16]}-", dir=root))
+    except _Untrusted as exc:
+        _warn_untrusted(str(exc))
+    except OSError as exc:
+        warnings.warn(f"hobbit: cannot write the compile cache in {root}: {exc}", stacklevel=4)
+    return None
+
+
 def store(key: str, code: bytes, weights: np.ndarray, arena_bytes: int,
           inputs: list[TensorSpec], outputs: list[TensorSpec], layout: Layout, extra: dict | None = None,
           weights_name: str | None = None) -> None:
@@ -262,16 +277,8 @@ def store(key: str, code: bytes, weights: np.ndarray, arena_bytes: int,
     compiler needs back with the code (a module with run-time dims: its extents), in
     CachedReport.extra after a load. `weights_name`: the weights' digest where the caller
     already has it (hashing VGG-16's 553 MB blob takes 0.4 s, and the finish hashed it first)."""
-    root = cache_dir()
-    try:
-        root.mkdir(mode=_PRIVATE_DIR, parents=True, exist_ok=True)
-        _require_private(root, "compile cache folder")
-        tmp = Path(tempfile.mkdtemp(prefix=f".tmp-{key[:16]}-", dir=root))
-    except _Untrusted as exc:
-        _warn_untrusted(str(exc))
-        return
-    except OSError as exc:
-        warnings.warn(f"hobbit: cannot write the compile cache in {root}: {exc}", stacklevel=3)
+    root, tmp = cache_dir(), new_entry_folder(key)
+    if tmp is None:
         return
     try:
         _write_private(tmp / CODE_FILE, code)

@@ -28,21 +28,19 @@ from __future__ import annotations
 import json
 import os
 import shutil
-import tempfile
 import time
 import warnings
 from collections.abc import Callable
 from dataclasses import asdict
-from pathlib import Path
 
 import numpy as np
 
 from hobbit.backend.gpu.device_code import KernelResources, lld_path, ptxas_path
 from hobbit.backend.gpu.module import build_gpu_module
 from hobbit.errors import ArtifactError, CodegenError, MissingDependencyError
-from hobbit.runtime.cache import (FORMAT, MANIFEST_FILE, _PRIVATE_DIR, _PRIVATE_FILE, _Untrusted, _canonical,
-                                  _evict, _read_manifest, _read_private, _require_private, _sha256, _touch,
-                                  _warn_untrusted, _write_private, cache_dir)
+from hobbit.runtime.cache import (FORMAT, MANIFEST_FILE, _PRIVATE_FILE, _Untrusted, _canonical, _evict,
+                                  _read_manifest, _read_private, _require_private, _sha256, _touch, _warn_untrusted,
+                                  _write_private, cache_dir, new_entry_folder)
 from hobbit.runtime.gpu_export import export_device, read_device_export
 from hobbit.runtime.gpu_model import GpuModel
 from hobbit.runtime.loaded_report import CachedReport
@@ -121,16 +119,8 @@ def load(key: str, planned: Callable[[], tuple[Graph, MemoryPlan]] | None) -> Gp
 def store(key: str, model: GpuModel) -> None:
     """Write `model` as the entry `key`, atomically; as for CPU entries a cache that cannot be
     written costs a warning, and one not private to this user is not written to."""
-    root = cache_dir()
-    try:
-        root.mkdir(mode=_PRIVATE_DIR, parents=True, exist_ok=True)
-        _require_private(root, "compile cache folder")
-        tmp = Path(tempfile.mkdtemp(prefix=f".tmp-{key[:16]}-", dir=root))
-    except _Untrusted as exc:
-        _warn_untrusted(str(exc))
-        return
-    except OSError as exc:
-        warnings.warn(f"hobbit: cannot write the compile cache in {root}: {exc}", stacklevel=3)
+    root, tmp = cache_dir(), new_entry_folder(key)
+    if tmp is None:
         return
     try:
         files = export_device(model, tmp, EXPORT_NAME)

@@ -7,14 +7,13 @@ emulation, the cubin and PTX images, graph and plain launches, and arrays alread
 
 from __future__ import annotations
 
-import numpy as np
 import pytest
 from onnx import helper
 
 import hobbit
 from hobbit.runtime.cuda import CudaModel, driver_module
 from tests.helpers import make_model, rand
-from tests.runtime.device_families import FAMILIES, run_once
+from tests.runtime.device_families import FAMILIES, close_to, run_once, torch_tensors_in_and_out
 
 
 def _gpu_present() -> bool:
@@ -42,11 +41,6 @@ def compiled():
     return hobbit.compile(three_kernels(), target="cuda")
 
 
-def _close(got, want) -> None:
-    for g, w in zip(got, want):
-        np.testing.assert_allclose(np.asarray(g), w, rtol=1e-5, atol=1e-5)
-
-
 @pytest.mark.parametrize("arch", ["sm_90", "sm_80"])
 def test_matches_emulation(arch) -> None:
     model = hobbit.compile(three_kernels(), target=f"cuda:{arch}")
@@ -54,7 +48,7 @@ def test_matches_emulation(arch) -> None:
     feeds = {"x": rand(*SHAPE, seed=2)}
     want = model.emulate(feeds)
     for _ in range(3):  # the graph replayed
-        _close(device.run(feeds), want)
+        close_to(device.run(feeds), want)
     assert device.image in ("cubin", "ptx") and "graph" in repr(device)
     device.close()
 
@@ -64,33 +58,14 @@ def test_plain_launches(compiled, monkeypatch, setting) -> None:
     monkeypatch.setenv(setting, "0" if setting == "HOBBIT_CUDA_GRAPH" else "1")
     feeds = {"x": rand(*SHAPE, seed=3)}
     device = CudaModel(compiled)
-    _close(device.run(feeds), compiled.emulate(feeds))
+    close_to(device.run(feeds), compiled.emulate(feeds))
     assert "launches" in repr(device)
     device.close()
 
 
 def test_torch_tensors_in_and_out(compiled) -> None:
-    torch = pytest.importorskip("torch")
-    x = rand(*SHAPE, seed=4)
-    want = compiled.emulate({"x": x})
-    side = torch.cuda.Stream()
-    with torch.cuda.stream(side):  # written on a side stream: the run must wait for it
-        tensor = torch.from_numpy(x).cuda(non_blocking=True) * 1.0
-        got = compiled.run({"x": tensor}, device_outputs=True)
-    _close([torch.as_tensor(g, device="cuda").cpu().numpy() for g in got], want)
-    _close([g.numpy() for g in got], want)
-
-    class OnlyDlpack:
-        def __init__(self, t):
-            self.t = t
-
-        def __dlpack__(self, stream=None):
-            return self.t.__dlpack__(stream=stream)
-
-        def __dlpack_device__(self):
-            return self.t.__dlpack_device__()
-    _close(compiled.run({"x": OnlyDlpack(torch.from_numpy(x).cuda())}), want)
-    compiled.close()
+    pytest.importorskip("torch")
+    torch_tensors_in_and_out(compiled, rand(*SHAPE, seed=4))
 
 
 def test_exported_folder_loads_and_runs_on_the_device(tmp_path) -> None:
@@ -104,8 +79,8 @@ def test_exported_folder_loads_and_runs_on_the_device(tmp_path) -> None:
     loaded = hobbit.load(folder)
     feeds = {"x": rand(*SHAPE, seed=5)}
     got = loaded.run(feeds)
-    _close(got, compiled.emulate(feeds))
-    _close(got, run_ort(onnx_model, feeds))
+    close_to(got, compiled.emulate(feeds))
+    close_to(got, run_ort(onnx_model, feeds))
     loaded.close()
     compiled.close()
 

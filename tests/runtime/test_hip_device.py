@@ -6,13 +6,13 @@ by DLPack, on a side stream) in and out."""
 
 from __future__ import annotations
 
-import numpy as np
 import pytest
 
 import hobbit
 from hobbit.runtime.hip import HipModel, device_arch, hip_module
 from hobbit.target import GPUS
 from tests.helpers import rand, run_ort
+from tests.runtime.device_families import close_to, torch_tensors_in_and_out
 from tests.runtime.fake_gpu import three_kernels
 
 
@@ -40,18 +40,13 @@ def compiled():
     return hobbit.compile(three_kernels(SHAPE), target=f"rocm:{ARCH}")
 
 
-def _close(got, want) -> None:
-    for g, w in zip(got, want):
-        np.testing.assert_allclose(np.asarray(g), w, rtol=1e-5, atol=1e-5)
-
-
 def test_matches_emulation_and_onnxruntime(compiled) -> None:
     device = HipModel(compiled)
     feeds = {"x": rand(*SHAPE, seed=2)}
     want = compiled.emulate(feeds)
     for _ in range(3):  # the graph replayed
-        _close(device.run(feeds), want)
-    _close(device.run(feeds), run_ort(three_kernels(SHAPE), feeds))
+        close_to(device.run(feeds), want)
+    close_to(device.run(feeds), run_ort(three_kernels(SHAPE), feeds))
     assert device.image == "hsaco" and "graph" in repr(device)
     device.close()
 
@@ -61,7 +56,7 @@ def test_plain_launches(compiled, monkeypatch, setting) -> None:
     monkeypatch.setenv(setting, "0" if setting == "HOBBIT_HIP_GRAPH" else "1")
     feeds = {"x": rand(*SHAPE, seed=3)}
     device = HipModel(compiled)
-    _close(device.run(feeds), compiled.emulate(feeds))
+    close_to(device.run(feeds), compiled.emulate(feeds))
     assert "launches" in repr(device)
     device.close()
 
@@ -70,26 +65,7 @@ def test_torch_tensors_in_and_out(compiled) -> None:
     torch = pytest.importorskip("torch")
     if not getattr(torch.version, "hip", None) or not torch.cuda.is_available():
         pytest.skip("needs PyTorch's ROCm build")
-    x = rand(*SHAPE, seed=4)
-    want = compiled.emulate({"x": x})
-    side = torch.cuda.Stream()
-    with torch.cuda.stream(side):  # written on a side stream: the run must wait for it
-        tensor = torch.from_numpy(x).cuda(non_blocking=True) * 1.0
-        got = compiled.run({"x": tensor}, device_outputs=True)
-    _close([torch.as_tensor(g, device="cuda").cpu().numpy() for g in got], want)
-    _close([g.numpy() for g in got], want)
-
-    class OnlyDlpack:
-        def __init__(self, t):
-            self.t = t
-
-        def __dlpack__(self, stream=None):
-            return self.t.__dlpack__(stream=stream)
-
-        def __dlpack_device__(self):
-            return self.t.__dlpack_device__()
-    _close(compiled.run({"x": OnlyDlpack(torch.from_numpy(x).cuda())}), want)
-    compiled.close()
+    torch_tensors_in_and_out(compiled, rand(*SHAPE, seed=4))
 
 
 def test_exported_folder_loads_and_runs_on_the_device(compiled, tmp_path) -> None:
@@ -97,5 +73,5 @@ def test_exported_folder_loads_and_runs_on_the_device(compiled, tmp_path) -> Non
     compiled.export(folder)
     loaded = hobbit.load(folder)
     feeds = {"x": rand(*SHAPE, seed=5)}
-    _close(loaded.run(feeds), compiled.emulate(feeds))
+    close_to(loaded.run(feeds), compiled.emulate(feeds))
     loaded.close()
