@@ -132,11 +132,12 @@ def compare(got: list[np.ndarray], want: list[np.ndarray], precision: str = "fp3
 
 
 def _hobbit(row: Row, model: onnx.ModelProto, feeds: dict[str, np.ndarray], want: list[np.ndarray],
-            device_feeds: dict[str, Any], timing: tuple[int, int, float]) -> None:
-    """hobbit's GPU engine into `row`: compiled, checked, and timed only if its outputs agree."""
+            device_feeds: dict[str, Any], timing: tuple[int, int, float], target: str = "cuda") -> None:
+    """hobbit's GPU engine into `row`: compiled for `target`, checked, and timed only if its
+    outputs agree."""
     t0 = time.perf_counter()
     try:
-        gpu = hobbit.compile(model, target="cuda", precision=row.precision)
+        gpu = hobbit.compile(model, target=target, precision=row.precision)
     except HobbitError as exc:  # PyTorch is still measured: the row says what hobbit lacks
         row.note = f"hobbit: {type(exc).__name__}: {_first_line(exc)}"
         return
@@ -191,11 +192,12 @@ def _torch(row: Row, model: onnx.ModelProto, tensors: dict[str, Any], want: list
 def bench_one(name: str, model: onnx.ModelProto, batch: int, device: str | None, runs: int, warmup: int,
               seconds: float, precision: str = "fp32",
               checked: tuple[dict[str, np.ndarray], list[np.ndarray]] | None = None, graphs: bool = True,
-              no_torch: str = "") -> Row:
+              no_torch: str = "", target: str = "cuda") -> Row:
     """One model at one batch and precision: hobbit GPU and PyTorch (eager, and a CUDA graph on
     a GPU) checked against `checked` (feeds, hobbit CPU outputs; computed here if None) and
     timed where they agree. `device` is PyTorch's ("cuda"; "cpu" lets the tests drive it with a
-    fake driver), or None where it cannot run, `no_torch` saying why."""
+    fake driver; PyTorch's ROCm build calls its GPU "cuda" too), or None where it cannot run,
+    `no_torch` saying why. `target`: hobbit's ("cuda", "rocm:gfx942", ...)."""
     row = Row(name, batch, precision=precision)
     feeds, want = checked if checked is not None else reference(model)
     timing = (runs, warmup, seconds)
@@ -205,7 +207,7 @@ def bench_one(name: str, model: onnx.ModelProto, batch: int, device: str | None,
         tensors = {k: torch.from_numpy(v).to(device) for k, v in feeds.items()}
     # On the GPU the inputs are torch CUDA tensors (__cuda_array_interface__): copied device to device.
     device_feeds = tensors if device is not None and device.startswith("cuda") else feeds
-    _hobbit(row, model, feeds, want, device_feeds, timing)
+    _hobbit(row, model, feeds, want, device_feeds, timing, target)
     if device is None:
         row.torch_note = f"PyTorch rows unavailable: {no_torch or 'no device given'}"
     else:
@@ -226,7 +228,7 @@ def precisions_of(precision: str) -> list[str]:
 def run_bench(models: dict[str, Callable[[], onnx.ModelProto]], batches: list[int], device: str | None = "cuda",
               runs: int = 100, warmup: int = 5, seconds: float = 3.0, budget: float = float("inf"),
               show: Callable[[str], None] = lambda line: None, precision: str = "fp32", graphs: bool = True,
-              no_torch: str = "") -> list[Row]:
+              no_torch: str = "", target: str = "cuda") -> list[Row]:
     """Every model at every batch (batch-major: all models at the first batch first) in every
     precision of `precision` ("fp32,tf32": the CPU reference computed once for both), one Row
     each; a failure is a Row with its note, and what is left once `budget` seconds are spent
@@ -249,7 +251,7 @@ def run_bench(models: dict[str, Callable[[], onnx.ModelProto]], batches: list[in
                         model = model_at(lambda: built[name], batch)
                         checked = reference(model)
                     row = bench_one(name, model, batch, device, runs, warmup, seconds, prec, checked, graphs,
-                                    no_torch)
+                                    no_torch, target)
                 except Exception as exc:  # a bench reports each model's failure and goes on with the next
                     row = Row(name, batch, precision=prec, note=f"{type(exc).__name__}: {_first_line(exc)}")
                 rows.append(row)
@@ -286,23 +288,24 @@ class DryRow:
 
 
 def dry_run(models: dict[str, Callable[[], onnx.ModelProto]], show: Callable[[str], None] = lambda line: None,
-            precision: str = "fp32"
+            precision: str = "fp32", target: str = "cuda"
             ) -> tuple[list[DryRow], tuple[str, float, bool] | None]:
-    """Each model compiled for cuda (or why not), and the PyTorch interpreter's outputs on the
-    CPU against hobbit's CPU outputs for the first model: (name, max abs error, within tolerance)."""
+    """Each model compiled for `target` (or why not), and the PyTorch interpreter's outputs on
+    the CPU against hobbit's CPU outputs for the first model: (name, max abs error, within
+    tolerance)."""
     rows = []
     for name, factory in models.items():
         row = DryRow(name)
         t0 = time.perf_counter()
         try:
-            gpu = hobbit.compile(factory(), target="cuda", precision=precision)
+            gpu = hobbit.compile(factory(), target=target, precision=precision)
         except HobbitError as exc:
             row.note = f"{type(exc).__name__}: {_first_line(exc)}"
         else:
             row.kernels = len(gpu.launches)
             row.max_registers = max((r.registers for r in gpu.resources.values()), default=0)
             row.spills = sum(r.spill_stores + r.spill_loads for r in gpu.resources.values())
-            row.note = "" if gpu.cubin is not None else "no ptxas: PTX only"
+            row.note = "" if gpu.cubin is not None or gpu.target.vendor != "cuda" else "no ptxas: PTX only"
         row.compile_s = time.perf_counter() - t0
         rows.append(row)
         show(f"{name}: {row.kernels} kernels, {row.max_registers} registers max, {row.spills} spill bytes "
@@ -343,19 +346,23 @@ def environment() -> str:
     return f"GPU: {name}; torch {torch.__version__}, cuDNN {cudnn}; numpy {np.__version__}"
 
 
-def gpu_missing() -> str:
-    """Why hobbit's CUDA runtime cannot run here ("" where a device is visible to its driver)."""
-    from hobbit.runtime import cuda  # looked up at each call: the tests put a fake driver there
+def gpu_missing(target: str = "cuda") -> str:
+    """Why hobbit's runtime for `target`'s vendor cannot run here ("" where a device is visible
+    to its driver)."""
+    from hobbit.runtime import cuda, hip  # looked up at each call: the tests put fake drivers there
+    rocm = target.split(":")[0] == "rocm"
+    vendor, init, count_of = ("HIP", "hipInit", "hipGetDeviceCount") if rocm else ("CUDA", "cuInit", "cuDeviceGetCount")
     try:
-        d = cuda.driver_module()
-        status = d.cuInit(0)
+        d = hip.hip_module() if rocm else cuda.driver_module()
+        success = d.hipError_t.hipSuccess if rocm else d.CUresult.CUDA_SUCCESS
+        status = getattr(d, init)(0)
         status = status[0] if isinstance(status, tuple) else status
-        if status != d.CUresult.CUDA_SUCCESS:
-            return f"cuInit failed ({status})"
-        count = d.cuDeviceGetCount()[1]
-    except Exception as exc:  # DeviceError without cuda-python; the bindings' own without libcuda
-        return f"no CUDA driver: {_first_line(exc)}"
-    return "" if count > 0 else "the CUDA driver sees no device"
+        if status != success:
+            return f"{init} failed ({status})"
+        count = getattr(d, count_of)()[1]
+    except Exception as exc:  # DeviceError without the bindings; the bindings' own without the driver library
+        return f"no {vendor} driver: {_first_line(exc)}"
+    return "" if count > 0 else f"the {vendor} driver sees no device"
 
 
 def models_of(spec: str) -> dict[str, Callable[[], onnx.ModelProto]]:
@@ -383,7 +390,8 @@ def _parser() -> argparse.ArgumentParser:
                         help="fp32 (TF32 off in both), tf32 (hobbit's tensor cores against PyTorch with TF32 "
                              "allowed in cuDNN and matmul), or fp32,tf32")
     parser.add_argument("--no-graphs", action="store_true", help="leave out the PyTorch CUDA-graph column")
-    parser.add_argument("--dry-run", action="store_true", help="no GPU: compile for cuda, check the torch baseline")
+    parser.add_argument("--target", default="cuda", help="hobbit's GPU target: cuda, cuda:sm_80, rocm:gfx942, ...")
+    parser.add_argument("--dry-run", action="store_true", help="no GPU: compile for --target, check the torch baseline")
     parser.add_argument("--prebuild", action="store_true",
                         help="only compile every model, batch and precision into the compile cache")
     parser.add_argument("--jobs", type=int, default=4, help="--prebuild's parallel compiles")
@@ -407,13 +415,13 @@ def main(argv: list[str] | None = None) -> int:
         print(line, file=sys.stderr, flush=True)
     if args.prebuild:
         from hobbit.bench.gpu_prebuild import prebuild, prebuild_markdown
-        built = prebuild(args.models, batches, precisions_of(args.precision), args.jobs, show)
+        built = prebuild(args.models, batches, precisions_of(args.precision), args.jobs, show, args.target)
         text = prebuild_markdown(built)
         print(text)
         _write(args.out, text)
         return 1 if any(b.note for b in built) else 0
     if args.dry_run:
-        rows, check = dry_run(models, show, precisions_of(args.precision)[0])
+        rows, check = dry_run(models, show, precisions_of(args.precision)[0], args.target)
         text = dry_markdown(rows)
         if check is not None:
             text += f"\n\nPyTorch interpreter vs hobbit CPU on {check[0]}: max abs error {check[1]:.2e} " \
@@ -421,14 +429,14 @@ def main(argv: list[str] | None = None) -> int:
         print(text)
         _write(args.out, text)
         return 1 if check is not None and not check[2] else 0
-    missing = gpu_missing()
+    missing = gpu_missing(args.target)
     if missing:
-        print(f"no CUDA GPU for hobbit ({missing}); --dry-run checks what needs none", file=sys.stderr)
+        print(f"no GPU for hobbit's {args.target} ({missing}); --dry-run checks what needs none", file=sys.stderr)
         _write(args.json, json.dumps(bench_json([], environment(), f"not run: {missing}"), indent=1))
         return 2
     device, no_torch = torch_device()
     rows = run_bench(models, batches, device, args.runs, args.warmup, args.seconds, args.budget, show,
-                     args.precision, not args.no_graphs, no_torch)
+                     args.precision, not args.no_graphs, no_torch, args.target)
     wanted = precisions_of(args.precision)
     tolerance = f"fp32: rtol {RTOL}, atol {ATOL}; tf32: {TF32_TOL} of the largest output"
     header = (f"{environment()}. Precisions {', '.join(wanted)} (fp32: TF32 off in both; tf32: on in both); wall "

@@ -30,7 +30,7 @@ from hobbit.runtime import cache as compile_cache
 class Built:
     model: str
     batch: int
-    target: str  # "host" (the reference) or "cuda"
+    target: str  # "host" (the reference) or the GPU target ("cuda", "rocm:gfx942", ...)
     precision: str
     seconds: float = 0.0
     note: str = ""  # why it did not compile ("" when it did)
@@ -64,12 +64,12 @@ def _files(spec: str, folder: str) -> dict[str, str]:
 
 
 def prebuild(spec: str, batches: list[int], precisions: list[str], jobs: int = 4,
-             show: Callable[[str], None] = lambda line: None) -> list[Built]:
+             show: Callable[[str], None] = lambda line: None, target: str = "cuda") -> list[Built]:
     """Every model of `spec` (zoo names, .onnx files) at every batch: the host reference and the
-    GPU build in each precision, `jobs` at a time; one Built each, in the order given."""
+    build for GPU `target` in each precision, `jobs` at a time; one Built each, in the order given."""
     if not compile_cache.enabled(None):
         show("the compile cache is off (HOBBIT_CACHE=0): prebuilding would be lost")
-    wanted = [(b, t, p) for b in batches for t, p in [("host", "fp32")] + [("cuda", p) for p in precisions]]
+    wanted = [(b, t, p) for b in batches for t, p in [("host", "fp32")] + [(target, p) for p in precisions]]
     with tempfile.TemporaryDirectory(prefix="hobbit-prebuild-") as folder:
         files = _files(spec, folder)
         out = [Built(name, b, t, p) for name in files for b, t, p in wanted]

@@ -8,11 +8,11 @@ import numpy as np
 import pytest
 from onnx import helper
 
-from hobbit.bench.gpu import Row, compare, dry_markdown, dry_run, main, markdown, run_bench
+from hobbit.bench.gpu import Row, compare, dry_markdown, dry_run, gpu_missing, main, markdown, run_bench
 from hobbit.bench.torch import TorchGraph
 from hobbit.errors import UnsupportedModelError
 from tests.helpers import make_model, rand, run_ort
-from tests.runtime import fake_cuda
+from tests.runtime import fake_cuda, fake_hip
 
 torch = pytest.importorskip("torch")
 
@@ -81,6 +81,18 @@ def test_bench_loop_on_the_fake_driver(monkeypatch) -> None:
     assert "cuGraphLaunch" in driver.names() and not driver.memory  # every model closed
     table = markdown(rows)
     assert table.count("\n| ew |") == 2 and "hobbit/eager" in table and len(lines) == 4
+
+
+def test_bench_for_rocm_on_the_fake_hip_driver(monkeypatch) -> None:
+    """--target rocm:<arch>: hobbit's rows compiled for AMD and run through the HIP runtime,
+    checked against the CPU reference like CUDA's; a GPU is found through HIP's driver."""
+    driver = fake_hip.install(monkeypatch)
+    rows = run_bench({"ew": elementwise_model}, [2], device="cpu", runs=3, warmup=1, seconds=0.2,
+                     target="rocm:gfx942")
+    [row] = rows
+    assert row.ok and row.error < 1e-6 and len(row.hobbit_ms) >= 3 and row.kernels == 1
+    assert "hipModuleLaunchKernel" in driver.names() or "hipGraphLaunch" in driver.names()
+    assert gpu_missing("rocm:gfx942") == "" and dry_run({"ew": elementwise_model}, target="rocm:gfx942")[0][0].kernels == 1
 
 
 def test_bench_budget_and_failures_are_rows(monkeypatch) -> None:
