@@ -39,7 +39,7 @@ import tempfile
 import time
 import warnings
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable
 
 import llvmlite
 import numpy as np
@@ -249,19 +249,35 @@ def _touch(path: Path) -> None:
         pass
 
 
-def new_entry_folder(key: str) -> Path | None:
-    """A private temporary folder in the cache for entry `key` to be written into and renamed;
-    None (and a warning) where the cache cannot be written or is not private to this user."""
+def write_entry(key: str, fill: Callable[[Path, Path], dict]) -> None:
+    """Write entry `key` atomically, CPU or GPU: fill(root, folder) writes the entry's files in
+    a private temporary folder and returns its manifest's body, which is written beside them
+    before the folder is renamed into place. A cache that cannot be written costs a warning,
+    and one not private to this user is not written to at all."""
     root = cache_dir()
     try:
         root.mkdir(mode=_PRIVATE_DIR, parents=True, exist_ok=True)
         _require_private(root, "compile cache folder")
-        return Path(tempfile.mkdtemp(prefix=f".tmp-{key[:16]}-", dir=root))
+        tmp = Path(tempfile.mkdtemp(prefix=f".tmp-{key[:16]}-", dir=root))
     except _Untrusted as exc:
         _warn_untrusted(str(exc))
+        return
     except OSError as exc:
         warnings.warn(f"hobbit: cannot write the compile cache in {root}: {exc}", stacklevel=4)
-    return None
+        return
+    try:
+        body = fill(root, tmp)
+        manifest = {"body": body, "sha256": _sha256(_canonical(body))}
+        _write_private(tmp / MANIFEST_FILE, json.dumps(manifest).encode())
+        try:
+            os.rename(tmp, root / key)
+        except OSError:
+            pass  # another process stored the same entry first
+    except OSError as exc:
+        warnings.warn(f"hobbit: cannot write the compile cache in {root}: {exc}", stacklevel=4)
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+    _evict(root, keep=key)
 
 
 def store(key: str, code: bytes, weights: np.ndarray, arena_bytes: int,
@@ -277,10 +293,7 @@ def store(key: str, code: bytes, weights: np.ndarray, arena_bytes: int,
     compiler needs back with the code (a module with run-time dims: its extents), in
     CachedReport.extra after a load. `weights_name`: the weights' digest where the caller
     already has it (hashing VGG-16's 553 MB blob takes 0.4 s, and the finish hashed it first)."""
-    root, tmp = cache_dir(), new_entry_folder(key)
-    if tmp is None:
-        return
-    try:
+    def fill(root: Path, tmp: Path) -> dict:
         _write_private(tmp / CODE_FILE, code)
         blob = np.ascontiguousarray(weights).view(np.uint8).reshape(-1)
         name = weights_name or shared_weights.digest(blob)
@@ -292,17 +305,8 @@ def store(key: str, code: bytes, weights: np.ndarray, arena_bytes: int,
                           WEIGHTS_FILE: {"size": int(blob.size)}}}
         if extra is not None:
             body["extra"] = extra
-        manifest = {"body": body, "sha256": _sha256(_canonical(body))}
-        _write_private(tmp / MANIFEST_FILE, json.dumps(manifest).encode())
-        try:
-            os.rename(tmp, root / key)
-        except OSError:
-            pass  # another process stored the same entry first
-    except OSError as exc:
-        warnings.warn(f"hobbit: cannot write the compile cache in {root}: {exc}", stacklevel=3)
-    finally:
-        shutil.rmtree(tmp, ignore_errors=True)
-    _evict(root, keep=key)
+        return body
+    write_entry(key, fill)
 
 
 def _store_weights(root: Path, tmp: Path, name: str, blob: np.ndarray) -> None:

@@ -32,15 +32,15 @@ import time
 import warnings
 from collections.abc import Callable
 from dataclasses import asdict
+from pathlib import Path
 
 import numpy as np
 
 from hobbit.backend.gpu.device_code import KernelResources, lld_path, ptxas_path
 from hobbit.backend.gpu.module import build_gpu_module
 from hobbit.errors import ArtifactError, CodegenError, MissingDependencyError
-from hobbit.runtime.cache import (FORMAT, MANIFEST_FILE, _PRIVATE_FILE, _Untrusted, _canonical, _evict,
-                                  _read_manifest, _read_private, _require_private, _sha256, _touch, _warn_untrusted,
-                                  _write_private, cache_dir, new_entry_folder)
+from hobbit.runtime.cache import (FORMAT, MANIFEST_FILE, _PRIVATE_FILE, _Untrusted, _read_manifest, _read_private,
+                                  _require_private, _sha256, _touch, _warn_untrusted, cache_dir, write_entry)
 from hobbit.runtime.gpu_export import export_device, read_device_export
 from hobbit.runtime.gpu_model import GpuModel
 from hobbit.runtime.loaded_report import CachedReport
@@ -119,28 +119,14 @@ def load(key: str, planned: Callable[[], tuple[Graph, MemoryPlan]] | None) -> Gp
 def store(key: str, model: GpuModel) -> None:
     """Write `model` as the entry `key`, atomically; as for CPU entries a cache that cannot be
     written costs a warning, and one not private to this user is not written to."""
-    root, tmp = cache_dir(), new_entry_folder(key)
-    if tmp is None:
-        return
-    try:
+    def fill(root: Path, tmp: Path) -> dict:
         files = export_device(model, tmp, EXPORT_NAME)
         for path in files.written:
             os.chmod(path, _PRIVATE_FILE)  # the export's files follow the umask; an entry's are 0600
-        body = {"format": FORMAT, "kind": KIND,
-                "export_sha256": _sha256(files.manifest.read_bytes()),
+        return {"format": FORMAT, "kind": KIND, "export_sha256": _sha256(files.manifest.read_bytes()),
                 "weights_sha256": _sha256(np.ascontiguousarray(model.weights).view(np.uint8).reshape(-1)),
                 "resources": {name: asdict(r) for name, r in model.resources.items()}}
-        manifest = {"body": body, "sha256": _sha256(_canonical(body))}
-        _write_private(tmp / MANIFEST_FILE, json.dumps(manifest).encode())
-        try:
-            os.rename(tmp, root / key)
-        except OSError:
-            pass  # another process stored the same entry first
-    except OSError as exc:
-        warnings.warn(f"hobbit: cannot write the compile cache in {root}: {exc}", stacklevel=3)
-    finally:
-        shutil.rmtree(tmp, ignore_errors=True)
-    _evict(root, keep=key)
+    write_entry(key, fill)
 
 
 def host_rebuild(planned: Callable[[], tuple[Graph, MemoryPlan]], target: GpuTarget,
