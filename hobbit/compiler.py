@@ -377,7 +377,7 @@ def _dynamic_model(source: Source, backend: Backend, target: Target, threads: in
             shapes = [[d.name, list(d.shape), list(d.symbols)] for d in declared]
             key = _cache_key(source, backend, target, threads, precision, opt_level, passes, input_shapes, {},
                              {"symbols": symbols, "bound": list(bound), "declared": shapes}, loops)
-            hit = _cache_hit(key, target, threads, show)
+            hit = _cache_hit(key, show, lambda k: compile_cache.load(k, target, threads))
             extents = hit.report.extra.get("extents") if hit is not None and hit.report.extra else None
             if extents is not None:
                 return Build(hit, bound, [extents_from_json(e) for e in extents["inputs"]],
@@ -426,9 +426,12 @@ def _cache_key(source: Source, backend: Backend, target: Target, threads: int, p
     return compile_cache.compile_key(source, target, options)
 
 
-def _cache_hit(key: str | None, target: Target, threads: int, show: Progress) -> CompiledModel | None:
+def _cache_hit(key: str | None, show: Progress, load: Callable[[str], CompiledModel | GpuModel | None]
+               ) -> CompiledModel | GpuModel | None:
+    """load(key) from the compile cache, CPU (hobbit.runtime.cache) or GPU (hobbit.runtime.
+    gpu_cache), shown as a stage; None on a miss or where the model gave no key."""
     show.stage("cache lookup")
-    hit = compile_cache.load(key, target, threads) if key else None
+    hit = load(key) if key else None
     if hit is not None:
         show.finish("loaded from the compile cache")
     return hit
@@ -449,7 +452,7 @@ def _build(source: Source, backend: Backend, target: Target, threads: int, preci
     if backend.in_process(target) and compile_cache.enabled(cache) and not profile:
         key = _cache_key(source, backend, target, threads, precision, opt_level, passes, input_shapes, input_values,
                          loops=loops)
-        hit = _cache_hit(key, target, threads, show)
+        hit = _cache_hit(key, show, lambda k: compile_cache.load(k, target, threads))
         if hit is not None:
             return hit
     elif gpu_cache.serves(target) and compile_cache.enabled(cache) and not profile:
@@ -465,7 +468,7 @@ def _build(source: Source, backend: Backend, target: Target, threads: int, preci
                 raise CodegenError("emulate() rebuilds a cached GPU model's kernels for the host from its model, "
                                    "which has changed since compile(): compile it again")
             return _planned(source, backend, target, threads, precision, passes, input_shapes, input_values)
-        hit = _gpu_cache_hit(device_key, show, planned)
+        hit = _cache_hit(device_key, show, lambda k: gpu_cache.load(k, planned))
         if hit is not None:
             return hit
     lookup_seconds = time.perf_counter() - t0
@@ -480,17 +483,6 @@ def _build(source: Source, backend: Backend, target: Target, threads: int, preci
         gpu_cache.store(device_key, model)
         report.seconds["cache"] = lookup_seconds + time.perf_counter() - t0
     return model
-
-
-def _gpu_cache_hit(key: str | None, show: Progress, planned: Callable[[], tuple[Graph, MemoryPlan]]
-                   ) -> GpuModel | None:
-    """A GPU model from the compile cache (hobbit.runtime.gpu_cache), or None; `planned`
-    remakes its graph and plan if emulate() asks for the host build of its kernels."""
-    show.stage("cache lookup")
-    hit = gpu_cache.load(key, planned) if key else None
-    if hit is not None:
-        show.finish("loaded from the compile cache")
-    return hit
 
 
 def _planned(source: Source, backend: Backend, target: Target, threads: int, precision: str,

@@ -40,22 +40,22 @@ class GridEmulator:
             address = self._engine.get_function_address(f"{launch.kernel}.grid")
             kind = ctypes.CFUNCTYPE(None, *[ctypes.c_void_p] * len(launch.args), *[ctypes.c_int64] * 3)
             self._calls.append(kind(address))
-        self._record = self._global(RACE_RECORD, np.int64, 6)
+        self._record = self._global(RACE_RECORD, 6)
         self._sites = ctypes.string_at(self._engine.get_global_value_address(RACE_SITES)).decode().split("\n")
-        self._orders = {n: self._global(f"{ORDER_PREFIX}{n}", np.int64, n) for n in {la.threads for la in launches}}
+        self._orders = {n: self._global(f"{ORDER_PREFIX}{n}", n) for n in {la.threads for la in launches}}
 
-    def _global(self, name: str, dtype: np.dtype, count: int) -> np.ndarray:
-        """A global of the JIT-compiled module, as an array over its memory."""
+    def _global(self, name: str, count: int) -> np.ndarray:
+        """An i64 array global of the JIT-compiled module, as an int64 array over its memory."""
         address = self._engine.get_global_value_address(name)
-        return np.ctypeslib.as_array((ctypes.c_int64 * count).from_address(address)).view(dtype)
+        return np.ctypeslib.as_array((ctypes.c_int64 * count).from_address(address))
 
     def run(self, inputs: list[np.ndarray], outputs: list[np.ndarray], order: int | None = None) -> None:
         """Every launch in order on `inputs` (contiguous, as the model declares them), writing
         `outputs`. `order` seeds a shuffle of each phase's threads (None: in index order); a
         race raises RaceError after the run."""
         for threads, table in self._orders.items():
-            rng = np.random.default_rng([order, threads]) if order is not None else None
-            table[:] = rng.permutation(threads) if rng is not None else np.arange(threads)
+            shuffled = order is not None
+            table[:] = np.random.default_rng([order, threads]).permutation(threads) if shuffled else np.arange(threads)
         self._record[:] = 0
         bases = {"input": [a.ctypes.data for a in inputs], "output": [a.ctypes.data for a in outputs]}
         weights, arena = self._weights.ctypes.data, self._arena.ctypes.data
